@@ -1,0 +1,429 @@
+//! Configuration: the strict YAML file, its defaults, and validation whose messages name the
+//! field and the fix.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use secrecy::SecretString;
+use serde::Deserialize;
+
+/// Environment variable that may hold the Management API token instead of `api.token_file`.
+pub const TOKEN_ENV: &str = "MAILHOST_API_TOKEN";
+
+/// Defaults, named so that docs and code agree.
+pub mod defaults {
+    use std::time::Duration;
+
+    pub const TIMEOUT: Duration = Duration::from_secs(10);
+    pub const CONCURRENCY: usize = 8;
+    pub const MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
+    pub const INTERVAL: Duration = Duration::from_secs(60);
+    /// `max_age` is this many intervals unless set.
+    pub const MAX_AGE_INTERVALS: u32 = 3;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Syntax(String),
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// The file as written; see [`Config`] for the validated form.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    api: RawApi,
+    #[serde(default)]
+    collectors: RawCollectors,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApi {
+    base_url: String,
+    #[serde(default)]
+    token_file: Option<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    timeout: Option<Duration>,
+    #[serde(default)]
+    concurrency: Option<usize>,
+    #[serde(default)]
+    max_response_bytes: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCollectors {
+    #[serde(default)]
+    delivery_account: Option<RawDeliveryAccount>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDeliveryAccount {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    max_age: Option<Duration>,
+    #[serde(default)]
+    accounts: Vec<i64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The validated configuration the exporter runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub api: ApiConfig,
+    pub collectors: CollectorsConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Base address without a trailing slash, `http` or `https`.
+    pub base_url: String,
+    pub token: SecretString,
+    pub timeout: Duration,
+    pub concurrency: usize,
+    pub max_response_bytes: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CollectorsConfig {
+    pub delivery_account: Option<DeliveryAccountConfig>,
+}
+
+/// When a collector runs and how long its values live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub interval: Duration,
+    /// The whole run must finish within this; shorter than `interval`, so runs never pile up.
+    pub deadline: Duration,
+    /// A failing target keeps its last good values this long, then its series are dropped.
+    pub max_age: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeliveryAccountConfig {
+    pub schedule: Schedule,
+    pub accounts: Vec<i32>,
+}
+
+impl Config {
+    /// Reads, parses and validates a config file; the token comes from `api.token_file` or,
+    /// when that is unset, from [`TOKEN_ENV`] as given by `env_token`.
+    pub fn load(path: &Path, env_token: Option<String>) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, env_token)
+    }
+
+    /// Parses and validates YAML text; see [`Config::load`].
+    pub fn parse(text: &str, env_token: Option<String>) -> Result<Config, ConfigError> {
+        let raw: RawConfig = serde_yaml_ng::from_str(text)
+            .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e)))?;
+        let api = validate_api(raw.api, env_token)?;
+        let delivery_account = match raw.collectors.delivery_account {
+            Some(d) if d.enabled => Some(DeliveryAccountConfig {
+                schedule: schedule(
+                    "collectors.delivery_account",
+                    d.interval,
+                    d.deadline,
+                    d.max_age,
+                )?,
+                accounts: account_ids("collectors.delivery_account.accounts", &d.accounts)?,
+            }),
+            _ => None,
+        };
+        if delivery_account.is_none() {
+            return Err(invalid(
+                "collectors",
+                "no collector is enabled: configure at least collectors.delivery_account.accounts",
+            ));
+        }
+        Ok(Config {
+            api,
+            collectors: CollectorsConfig { delivery_account },
+        })
+    }
+}
+
+impl Config {
+    /// The configuration of demo mode: short intervals against the simulator's demo fleet.
+    pub fn demo(base_url: String, token: &str, accounts: Vec<i32>) -> Config {
+        let interval = Duration::from_secs(5);
+        Config {
+            api: ApiConfig {
+                base_url,
+                token: SecretString::from(token.to_owned()),
+                timeout: Duration::from_secs(3),
+                concurrency: defaults::CONCURRENCY,
+                max_response_bytes: defaults::MAX_RESPONSE_BYTES,
+            },
+            collectors: CollectorsConfig {
+                delivery_account: Some(DeliveryAccountConfig {
+                    schedule: Schedule {
+                        interval,
+                        deadline: Duration::from_secs(4),
+                        max_age: interval * defaults::MAX_AGE_INTERVALS,
+                    },
+                    accounts,
+                }),
+            },
+        }
+    }
+}
+
+/// serde_yaml_ng prefixes the path of the offending key; keep that, drop nothing.
+fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
+    let msg = e.to_string();
+    if msg.contains("unknown field") {
+        format!("{msg} (remove or correct the key; see examples/config.yml)")
+    } else if msg.contains("expected a duration") {
+        format!("{msg} (write durations like 30s, 5m or 1h30m)")
+    } else {
+        msg
+    }
+}
+
+fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, ConfigError> {
+    let base_url = raw.base_url.trim_end_matches('/').to_owned();
+    match reqwest::Url::parse(&base_url) {
+        Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host().is_some() => {
+            if !u.username().is_empty() || u.password().is_some() {
+                return Err(invalid(
+                    "api.base_url",
+                    "must not carry credentials; put the token in api.token_file or MAILHOST_API_TOKEN",
+                ));
+            }
+            if u.query().is_some() || u.fragment().is_some() {
+                return Err(invalid(
+                    "api.base_url",
+                    "must not carry a query or fragment",
+                ));
+            }
+        }
+        _ => {
+            return Err(invalid(
+                "api.base_url",
+                format!(
+                    "{base_url:?} is not an http(s) address; write it like https://api.example.net"
+                ),
+            ));
+        }
+    }
+    let token = match &raw.token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                invalid(
+                    "api.token_file",
+                    format!(
+                        "cannot read {}: {e}; point it at a readable file holding the token",
+                        path.display()
+                    ),
+                )
+            })?;
+            let t = text.trim().to_owned();
+            if t.is_empty() {
+                return Err(invalid(
+                    "api.token_file",
+                    format!(
+                        "{} is empty; write the Management API token into it",
+                        path.display()
+                    ),
+                ));
+            }
+            t
+        }
+        None => match env_token.map(|t| t.trim().to_owned()) {
+            Some(t) if !t.is_empty() => t,
+            _ => {
+                return Err(invalid(
+                    "api.token_file",
+                    format!(
+                        "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
+                    ),
+                ));
+            }
+        },
+    };
+    if token.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(invalid(
+            "api token",
+            "contains spaces or control characters; a token is one word",
+        ));
+    }
+    let timeout = raw.timeout.unwrap_or(defaults::TIMEOUT);
+    if timeout.is_zero() {
+        return Err(invalid(
+            "api.timeout",
+            "must be more than 0s, for example 10s",
+        ));
+    }
+    let concurrency = raw.concurrency.unwrap_or(defaults::CONCURRENCY);
+    if !(1..=256).contains(&concurrency) {
+        return Err(invalid(
+            "api.concurrency",
+            format!("{concurrency} is out of range: use 1 to 256"),
+        ));
+    }
+    let max_response_bytes = raw
+        .max_response_bytes
+        .unwrap_or(defaults::MAX_RESPONSE_BYTES);
+    if max_response_bytes < 1024 {
+        return Err(invalid("api.max_response_bytes", "must be at least 1024"));
+    }
+    Ok(ApiConfig {
+        base_url,
+        token: SecretString::from(token),
+        timeout,
+        concurrency,
+        max_response_bytes,
+    })
+}
+
+fn schedule(
+    field: &str,
+    interval: Option<Duration>,
+    deadline: Option<Duration>,
+    max_age: Option<Duration>,
+) -> Result<Schedule, ConfigError> {
+    let interval = interval.unwrap_or(defaults::INTERVAL);
+    if interval < Duration::from_secs(1) {
+        return Err(invalid(format!("{field}.interval"), "must be at least 1s"));
+    }
+    // Default deadline: 80% of the interval, so a slow run ends before the next one is due.
+    let deadline = deadline.unwrap_or(interval.mul_f64(0.8));
+    if deadline.is_zero() || deadline >= interval {
+        return Err(invalid(
+            format!("{field}.deadline"),
+            format!(
+                "{} must be shorter than the interval ({}); a run may not overlap the next",
+                humantime::format_duration(deadline),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
+    let max_age = max_age.unwrap_or(interval * defaults::MAX_AGE_INTERVALS);
+    if max_age < interval {
+        return Err(invalid(
+            format!("{field}.max_age"),
+            format!(
+                "{} is shorter than the interval ({}); values would vanish between runs",
+                humantime::format_duration(max_age),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
+    Ok(Schedule {
+        interval,
+        deadline,
+        max_age,
+    })
+}
+
+fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {
+    if ids.is_empty() {
+        return Err(invalid(
+            field,
+            "is empty; list the Delivery account ids to watch, e.g. [1001, 1002]",
+        ));
+    }
+    let mut out = Vec::with_capacity(ids.len());
+    for (i, &id) in ids.iter().enumerate() {
+        let id32 = i32::try_from(id).ok().filter(|v| *v > 0).ok_or_else(|| {
+            invalid(
+                format!("{field}[{i}]"),
+                format!(
+                    "{id} is out of range: Delivery account ids are int32, from 1 to 2147483647"
+                ),
+            )
+        })?;
+        if out.contains(&id32) {
+            return Err(invalid(
+                format!("{field}[{i}]"),
+                format!("{id} is listed twice"),
+            ));
+        }
+        out.push(id32);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    const GOOD: &str = "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account:\n    interval: 30s\n    accounts: [1001, 1002]\n";
+
+    #[test]
+    fn a_minimal_config_gets_the_named_defaults() {
+        let c = Config::parse(GOOD, Some("tok".into())).unwrap();
+        assert_eq!(c.api.base_url, "https://api.example.net");
+        assert_eq!(c.api.timeout, defaults::TIMEOUT);
+        assert_eq!(c.api.concurrency, defaults::CONCURRENCY);
+        assert_eq!(c.api.token.expose_secret(), "tok");
+        let d = c.collectors.delivery_account.unwrap();
+        assert_eq!(d.accounts, vec![1001, 1002]);
+        assert_eq!(d.schedule.interval, Duration::from_secs(30));
+        assert_eq!(d.schedule.deadline, Duration::from_secs(24));
+        assert_eq!(d.schedule.max_age, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn a_deadline_as_long_as_the_interval_is_refused() {
+        let text = GOOD.replace("interval: 30s", "interval: 30s\n    deadline: 30s");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "collectors.delivery_account.deadline: 30s must be shorter than the interval (30s); a run may not overlap the next"
+        );
+    }
+
+    #[test]
+    fn non_http_base_urls_are_refused() {
+        let text = GOOD.replace("https://api.example.net/", "ftp://x");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("api.base_url: \"ftp://x\" is not an http(s) address"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_disabled_collector_counts_as_absent() {
+        let text = GOOD.replace("interval: 30s", "enabled: false");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("collectors: no collector is enabled"), "{e}");
+    }
+}

@@ -1,0 +1,34 @@
+//! mailhost_exporter: a Prometheus exporter for an email provider's Management API.
+//!
+//! Data flows one way: [`config`] -> [`upstream`] client -> [`collector`]s (run by the
+//! [`scraper`]) -> [`snapshot`] -> [`metrics`] and [`exposition`] -> [`web`]. The [`sim`]ulator
+//! of the provider is a peer used by [`demo`] mode, the tests and the benchmarks.
+
+pub mod app;
+pub mod cli;
+pub mod collector;
+pub mod config;
+pub mod demo;
+pub mod exposition;
+pub mod labels;
+pub mod logging;
+pub mod metrics;
+pub mod scraper;
+pub mod shutdown;
+pub mod sim;
+pub mod snapshot;
+pub mod telemetry;
+pub mod upstream;
+pub mod web;
+
+pub use app::{App, AppError, WebOptions};
+
+/// `--version` output: version, revision and compiler.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (revision ",
+    env!("MAILHOST_BUILD_REVISION"),
+    ", ",
+    env!("MAILHOST_RUSTC_VERSION"),
+    ")"
+);

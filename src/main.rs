@@ -1,0 +1,82 @@
+//! The `mailhost_exporter` binary: parses flags, sets up logging, runs, maps errors to an
+//! exit code.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+use mailhost_exporter::cli::Cli;
+use mailhost_exporter::config::{Config, TOKEN_ENV};
+use mailhost_exporter::{App, WebOptions, demo, logging, shutdown};
+use tokio_util::sync::CancellationToken;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let env_token = std::env::var(TOKEN_ENV).ok();
+
+    if cli.config_check {
+        let path = cli
+            .config_file
+            .as_deref()
+            .expect("clap requires --config.file with --config.check");
+        return match Config::load(path, env_token) {
+            Ok(_) => {
+                println!("ok");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", path.display());
+                ExitCode::FAILURE
+            }
+        };
+    }
+
+    if cli.config_file.is_none() && !cli.demo {
+        eprintln!(
+            "mailhost_exporter: nothing to do. Start it with a config file (--config.file=config.yml; see examples/config.yml and \
+             set the token with api.token_file or {TOKEN_ENV}), or try it with --demo."
+        );
+        return ExitCode::from(2);
+    }
+
+    logging::init(cli.log_level, cli.log_format);
+    match run(cli, env_token) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("mailhost_exporter: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli, env_token: Option<String>) -> anyhow::Result<()> {
+    let web = WebOptions {
+        listen_address: cli.listen_address,
+        telemetry_path: cli.telemetry_path,
+    };
+    // Read and validate the config before starting anything, so a bad file exits at once.
+    let config = match &cli.config_file {
+        Some(path) => Some(
+            Config::load(path, env_token)
+                .with_context(|| format!("invalid config {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let token = CancellationToken::new();
+        shutdown::cancel_on_signal(token.clone());
+        match config {
+            Some(config) => {
+                let app = App::build(config, web).await?;
+                tracing::info!(address = %app.local_addr(), version = env!("CARGO_PKG_VERSION"), "mailhost_exporter listening");
+                app.run(token).await?;
+            }
+            None => demo::run(web, token).await?,
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,113 @@
+//! From snapshot to metric families: the names, help texts and labels of every series that
+//! comes from the snapshot. Series are rebuilt from the snapshot on every render, so a value
+//! that vanished upstream vanishes here too.
+
+mod delivery_account;
+
+use std::time::Duration;
+
+use crate::collector::TargetData;
+use crate::exposition::{Family, Unit};
+use crate::labels::CollectorName;
+use crate::snapshot::Snapshot;
+
+/// Every family of a snapshot: exporter health first, then each collector's series.
+pub fn families(snapshot: &Snapshot) -> Vec<Family> {
+    let mut out = health(snapshot);
+    // Current data of every target, sorted by kind; a collector's targets share one kind.
+    let mut accounts = Vec::new();
+    for c in snapshot.collectors.values() {
+        for t in &c.targets {
+            match t.data.as_ref().map(|(d, _)| d) {
+                Some(TargetData::DeliveryAccount(a)) => accounts.push((t.target.to_string(), a)),
+                None => {}
+            }
+        }
+        match c.name {
+            CollectorName::DeliveryAccount => {
+                out.extend(delivery_account::families(c.schedule.interval, &accounts));
+            }
+        }
+    }
+    out
+}
+
+/// The sentence every business metric's help ends with.
+fn refreshed(interval: Duration) -> String {
+    format!(
+        "Refreshed in the background every {}.",
+        humantime::format_duration(interval)
+    )
+}
+
+fn health(snapshot: &Snapshot) -> Vec<Family> {
+    let mut up = Family::gauge(
+        "mailhost_up",
+        "1 when the last run of every collector succeeded (every target answered), else 0.",
+    );
+    let all_ok = snapshot
+        .collectors
+        .values()
+        .all(|c| c.last_run.is_some_and(|r| r.success));
+    up.push(vec![], if all_ok { 1.0 } else { 0.0 });
+
+    let mut success = Family::gauge(
+        "mailhost_collector_success",
+        "1 when the collector's last run succeeded for every target, else 0.",
+    );
+    let mut duration = Family::gauge(
+        "mailhost_collector_duration",
+        "How long the collector's last run took.",
+    )
+    .unit(Unit::Seconds);
+    let mut last_success = Family::gauge(
+        "mailhost_collector_last_success_timestamp",
+        "When the collector last finished a run in which every target succeeded.",
+    )
+    .unit(Unit::Seconds);
+    let mut target_success = Family::gauge(
+        "mailhost_target_success",
+        "1 when the last attempt to fetch this target succeeded, else 0.",
+    );
+    let mut target_last_success = Family::gauge(
+        "mailhost_target_last_success_timestamp",
+        "When this target was last fetched successfully; time() minus this is the age of its values.",
+    )
+    .unit(Unit::Seconds);
+    for c in snapshot.collectors.values() {
+        let collector = || vec![("collector", c.name.as_str().to_owned())];
+        if let Some(run) = c.last_run {
+            success.push(collector(), if run.success { 1.0 } else { 0.0 });
+            duration.push(collector(), run.duration.as_secs_f64());
+        }
+        if let Some(ts) = c.last_success {
+            last_success.push(collector(), seconds(ts));
+        }
+        for t in &c.targets {
+            let labels = || {
+                vec![
+                    ("collector", c.name.as_str().to_owned()),
+                    ("target", t.target.to_string()),
+                ]
+            };
+            if let Some(ok) = t.last_ok {
+                target_success.push(labels(), if ok { 1.0 } else { 0.0 });
+            }
+            if let Some(ts) = t.last_success {
+                target_last_success.push(labels(), seconds(ts));
+            }
+        }
+    }
+    vec![
+        up,
+        success,
+        duration,
+        last_success,
+        target_success,
+        target_last_success,
+    ]
+}
+
+fn seconds(ts: jiff::Timestamp) -> f64 {
+    ts.as_millisecond() as f64 / 1000.0
+}

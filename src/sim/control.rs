@@ -1,0 +1,117 @@
+//! The `/_sim/` control plane: not part of the real API, it lets tests and benchmarks read the
+//! simulator's state and set faults over HTTP. It needs an unrestricted management token.
+
+use axum::extract::{FromRequestParts, RawPathParams, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::routing::{delete, get, put};
+use axum::{Json, Router};
+use serde_json::{Value, json};
+
+use super::Simulator;
+use super::clock::format_datetime;
+use super::error::ApiError;
+use super::extract::{JsonBody, Management};
+use super::faults::FaultSpec;
+use super::routes::Route;
+
+pub(crate) fn router() -> Router<Simulator> {
+    Router::new()
+        .route("/_sim/state", get(state))
+        .route("/_sim/faults", delete(clear_faults))
+        .route("/_sim/faults/{route}", put(set_fault).delete(clear_fault))
+}
+
+/// Accounts as records, their API tokens, domains, suppression list and faults.
+async fn state(State(sim): State<Simulator>, auth: Management) -> Result<Json<Value>, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    let now = sim.clock().now();
+    let faults = sim.faults().all();
+    let world = sim.world();
+    let accounts: Vec<Value> = world
+        .accounts
+        .values()
+        .map(|account| account.record(&world.domains))
+        .collect();
+    let api_tokens: serde_json::Map<String, Value> = world
+        .accounts
+        .values()
+        .map(|account| {
+            let tokens = account.api_tokens.iter().map(|t| t.record()).collect();
+            (account.id.to_string(), Value::Array(tokens))
+        })
+        .collect();
+    let suppression: Vec<Value> = world
+        .suppression
+        .iter()
+        .map(|entry| {
+            json!({
+                "email": entry.email,
+                "reason": entry.reason.as_str(),
+                "accounts": entry.accounts,
+                "created_at": format_datetime(entry.created_at),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "now": format_datetime(now),
+        "accounts": accounts,
+        "api_tokens": api_tokens,
+        "domains": world.domains.dump(),
+        "suppression_list": suppression,
+        "messages_accepted": world.messages_accepted,
+        "faults": faults,
+    })))
+}
+
+/// The `{route}` path parameter; an unknown name answers 404 listing the known ones.
+struct RouteParam(Route);
+
+impl<S: Send + Sync> FromRequestParts<S> for RouteParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let params = RawPathParams::from_request_parts(parts, state)
+            .await
+            .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
+        let name = params
+            .iter()
+            .find_map(|(key, value)| (key == "route").then_some(value))
+            .unwrap_or_default();
+        name.parse::<Route>()
+            .map(Self)
+            .map_err(|e| ApiError::NotFound(e.to_string()))
+    }
+}
+
+/// Answers the fault now in force, so a test can see what its JSON was read as.
+async fn set_fault(
+    State(sim): State<Simulator>,
+    auth: Management,
+    RouteParam(route): RouteParam,
+    JsonBody(spec): JsonBody<FaultSpec>,
+) -> Result<Json<Value>, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    spec.validate().map_err(ApiError::BadRequest)?;
+    sim.set_fault(route, spec.clone());
+    Ok(Json(json!({ "route": route.name(), "fault": spec })))
+}
+
+async fn clear_fault(
+    State(sim): State<Simulator>,
+    auth: Management,
+    RouteParam(route): RouteParam,
+) -> Result<StatusCode, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    sim.set_fault(route, FaultSpec::default());
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn clear_faults(
+    State(sim): State<Simulator>,
+    auth: Management,
+) -> Result<StatusCode, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    sim.clear_faults();
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,137 @@
+//! Errors of the simulator: the one HTTP error type every handler returns, and config errors.
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+/// An error answered to a client as `{"message": "...", "code": "..."}`.
+///
+/// Messages describe the request, never the simulator's internals or a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The request (path, headers or body) is malformed or fails validation.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No or unknown credentials.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Known credentials that may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The addressed resource or route does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    #[error("method not allowed on this path")]
+    MethodNotAllowed,
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// The account cannot pay for the messages it tried to send.
+    #[error(
+        "quota exhausted: {requested} messages requested, {remaining} remaining on the account"
+    )]
+    QuotaExhausted { requested: i64, remaining: i64 },
+    /// A fault injected by the test harness: the status is whatever the fault asked for.
+    #[error("injected fault: simulated upstream error")]
+    Injected(StatusCode),
+    #[error("rate limit exceeded, retry after {retry_after_secs} s")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::BadRequest(message.into())
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::QuotaExhausted { .. } => StatusCode::PAYMENT_REQUIRED,
+            Self::Injected(status) => *status,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A stable, machine-readable name of the error kind.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest(_) => "bad_request",
+            Self::Unauthorized(_) => "unauthorized",
+            Self::Forbidden(_) => "forbidden",
+            Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::QuotaExhausted { .. } => "quota_exhausted",
+            Self::Injected(_) => "injected_fault",
+            Self::RateLimited { .. } => "rate_limited",
+            Self::Internal(_) => "internal",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({ "message": self.to_string(), "code": self.code() });
+        let mut response = (self.status(), Json(body)).into_response();
+        if let Self::RateLimited { retry_after_secs } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        }
+        response
+    }
+}
+
+/// A [`super::SimConfig`] that cannot be turned into a simulator.
+#[derive(Debug, thiserror::Error)]
+pub enum SimConfigError {
+    #[error("account {0} is configured twice")]
+    DuplicateAccount(i32),
+    #[error("account {account}: allow_nets entry {value:?} is not an IP address or CIDR network")]
+    BadAccountNet { account: i32, value: String },
+    #[error(
+        "account {account}, token {token}: allow_nets entry {value:?} is not an IP address or CIDR network"
+    )]
+    BadTokenNet {
+        account: i32,
+        token: i32,
+        value: String,
+    },
+    #[error("account {account}: token id {token} is configured twice")]
+    DuplicateTokenId { account: i32, token: i32 },
+    #[error("account {account}: a send token is used by more than one token entry")]
+    DuplicateToken { account: i32 },
+    #[error("account {account}: a send token must not be empty")]
+    EmptyToken { account: i32 },
+    #[error("account {0}: plan_expires_in is too large")]
+    DateOutOfRange(i32),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn rate_limited_errors_carry_retry_after_and_a_json_message() {
+        let response = ApiError::RateLimited {
+            retry_after_secs: 7,
+        }
+        .into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "7");
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        let body: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(body["code"], "rate_limited");
+        assert!(body["message"].as_str().is_some());
+    }
+}

@@ -1,0 +1,319 @@
+//! Request extractors whose every rejection is the simulator's JSON error, never axum's plain text.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::body::Bytes;
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, RawPathParams, Request};
+use axum::http::StatusCode;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::Simulator;
+use super::error::ApiError;
+
+/// Header carrying the Management API token.
+pub const MANAGEMENT_TOKEN_HEADER: &str = "X-Api-Token";
+
+/// A JSON request body. The `Content-Type` is not checked (clients are many and sloppy); the body
+/// must parse as `T`, else 400.
+pub(crate) struct JsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge(rejection.body_text())
+                } else {
+                    ApiError::BadRequest(format!(
+                        "could not read the request body: {}",
+                        rejection.body_text()
+                    ))
+                }
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ApiError::bad_request(
+                "the request body is empty; a JSON object is required",
+            ));
+        }
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))
+    }
+}
+
+/// Typed access to the members of a JSON object body, with messages naming the member.
+/// A member that is `null` counts as absent.
+pub(crate) struct Fields<'a>(pub &'a Map<String, Value>);
+
+impl<'a> Fields<'a> {
+    fn get(&self, name: &str) -> Option<&'a Value> {
+        self.0.get(name).filter(|value| !value.is_null())
+    }
+
+    pub(crate) fn string(&self, name: &str) -> Result<Option<&'a str>, ApiError> {
+        self.get(name)
+            .map(|value| {
+                value
+                    .as_str()
+                    .ok_or_else(|| ApiError::BadRequest(format!("`{name}` must be a string")))
+            })
+            .transpose()
+    }
+
+    pub(crate) fn bool(&self, name: &str) -> Result<Option<bool>, ApiError> {
+        self.get(name)
+            .map(|value| {
+                value
+                    .as_bool()
+                    .ok_or_else(|| ApiError::BadRequest(format!("`{name}` must be a boolean")))
+            })
+            .transpose()
+    }
+
+    pub(crate) fn int32(&self, name: &str) -> Result<Option<i32>, ApiError> {
+        self.get(name)
+            .map(|value| {
+                value
+                    .as_i64()
+                    .and_then(|n| i32::try_from(n).ok())
+                    .ok_or_else(|| {
+                        ApiError::BadRequest(format!("`{name}` must be an int32 integer"))
+                    })
+            })
+            .transpose()
+    }
+
+    pub(crate) fn strings(&self, name: &str) -> Result<Option<Vec<&'a str>>, ApiError> {
+        self.get(name)
+            .map(|value| {
+                value
+                    .as_array()
+                    .and_then(|items| items.iter().map(Value::as_str).collect::<Option<Vec<_>>>())
+                    .ok_or_else(|| {
+                        ApiError::BadRequest(format!("`{name}` must be an array of strings"))
+                    })
+            })
+            .transpose()
+    }
+}
+
+/// Turns an absent required member into a 400 naming it.
+pub(crate) fn required<T>(name: &str, value: Option<T>) -> Result<T, ApiError> {
+    value.ok_or_else(|| ApiError::BadRequest(format!("missing required field `{name}`")))
+}
+
+/// The int32 `{id}` of a Delivery account path.
+pub(crate) struct AccountId(pub i32);
+
+/// The `{id}` and `{token_id}` of a Delivery API token path.
+pub(crate) struct AccountTokenIds {
+    pub account: i32,
+    pub token: i32,
+}
+
+async fn int32_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    name: &str,
+) -> Result<i32, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
+    let value = params
+        .iter()
+        .find_map(|(key, value)| (key == name).then_some(value))
+        .ok_or_else(|| ApiError::Internal(format!("route has no `{name}` path parameter")))?;
+    value.parse::<i32>().map_err(|_| {
+        ApiError::BadRequest(format!(
+            "path parameter `{name}` must be an int32 integer, got {value:?}"
+        ))
+    })
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for AccountId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(int32_param(parts, state, "id").await?))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for AccountTokenIds {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            account: int32_param(parts, state, "id").await?,
+            token: int32_param(parts, state, "token_id").await?,
+        })
+    }
+}
+
+/// A caller authenticated with a Management API token, and what that token may see.
+#[derive(Debug)]
+pub(crate) struct Management {
+    scope: Option<Vec<i32>>,
+}
+
+impl Management {
+    /// 403 unless the token may see account `id`.
+    pub(crate) fn check_account(&self, id: i32) -> Result<(), ApiError> {
+        match &self.scope {
+            Some(accounts) if !accounts.contains(&id) => Err(ApiError::Forbidden(format!(
+                "this API token has no access to Delivery account {id}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// 403 unless the token is unrestricted.
+    pub(crate) fn check_unscoped(&self, what: &str) -> Result<(), ApiError> {
+        match self.scope {
+            Some(_) => Err(ApiError::Forbidden(format!(
+                "{what} needs an API token that is not restricted to some accounts"
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl FromRequestParts<Simulator> for Management {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        sim: &Simulator,
+    ) -> Result<Self, Self::Rejection> {
+        let presented = parts
+            .headers
+            .get(MANAGEMENT_TOKEN_HEADER)
+            .ok_or_else(|| ApiError::Unauthorized("missing X-Api-Token header".to_owned()))?
+            .to_str()
+            .map_err(|_| ApiError::Unauthorized("invalid API token".to_owned()))?;
+        sim.management_scope(presented)
+            .map(|scope| Self { scope })
+            .ok_or_else(|| ApiError::Unauthorized("invalid API token".to_owned()))
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header, not yet looked up.
+pub(crate) struct BearerToken(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for BearerToken {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let unauthorized = |message: &str| ApiError::Unauthorized(message.to_owned());
+        let value = parts
+            .headers
+            .get(AUTHORIZATION)
+            .ok_or_else(|| unauthorized("missing Authorization header"))?
+            .to_str()
+            .map_err(|_| unauthorized("invalid Authorization header"))?;
+        let (scheme, token) = value
+            .trim()
+            .split_once(' ')
+            .ok_or_else(|| unauthorized("Authorization header must be `Bearer <token>`"))?;
+        let token = token.trim();
+        if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+            return Err(unauthorized(
+                "Authorization header must be `Bearer <token>`",
+            ));
+        }
+        Ok(Self(token.to_owned()))
+    }
+}
+
+/// The peer address of the connection, IPv4-mapped IPv6 addresses unwrapped so allow-lists
+/// written with IPv4 networks work on a dual-stack listener.
+pub(crate) struct ClientIp(pub IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let ConnectInfo(addr) = ConnectInfo::<SocketAddr>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| {
+                ApiError::Internal(
+                    "the simulator was served without connection info; use Simulator::serve"
+                        .to_owned(),
+                )
+            })?;
+        Ok(Self(addr.ip().to_canonical()))
+    }
+}
+
+/// Loose address check the interface allows: one `@` with something on both sides.
+pub(crate) fn is_email_address(value: &str) -> bool {
+    match value.split_once('@') {
+        Some((local, domain)) => {
+            !local.trim().is_empty() && !domain.trim().is_empty() && !domain.contains('@')
+        }
+        None => false,
+    }
+}
+
+/// The domain part of an address already checked with [`is_email_address`].
+pub(crate) fn domain_of(address: &str) -> &str {
+    address
+        .rsplit_once('@')
+        .map_or("", |(_, domain)| domain.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn addresses_need_exactly_one_at_with_both_sides() {
+        assert!(is_email_address("a@b.example"));
+        assert!(!is_email_address("a.example"));
+        assert!(!is_email_address("a@@b.example"));
+        assert!(!is_email_address("a@b@c"));
+        assert!(!is_email_address("@b.example"));
+        assert!(!is_email_address("a@"));
+        assert_eq!(domain_of("x@Shop.Example"), "Shop.Example");
+    }
+
+    #[test]
+    fn field_errors_name_the_field() {
+        let body = json!({"volume": "3", "allow_nets": ["ok", 1], "flag": null});
+        let map = body.as_object().expect("object");
+        let fields = Fields(map);
+        let message = |e: ApiError| e.to_string();
+        assert!(
+            fields
+                .int32("volume")
+                .map_err(message)
+                .err()
+                .is_some_and(|m| m.contains("`volume`"))
+        );
+        assert!(
+            fields
+                .strings("allow_nets")
+                .map_err(message)
+                .err()
+                .is_some_and(|m| m.contains("`allow_nets`"))
+        );
+        assert!(matches!(fields.bool("flag"), Ok(None)));
+        assert!(
+            required("status", fields.string("status").ok().flatten())
+                .map_err(message)
+                .err()
+                .is_some_and(|m| m.contains("`status`"))
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Router tests of the simulator, through `tower::ServiceExt::oneshot` and a real loopback server.

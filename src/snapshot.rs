@@ -1,0 +1,325 @@
+//! The snapshot: what every collector last learned, as plain values, and the exposition
+//! prepared from it. Each finished run is applied whole, then the exposition is rendered
+//! once and swapped in, so a scrape only copies prepared bytes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use jiff::Timestamp;
+
+use crate::collector::{CollectorSpec, Target, TargetData};
+use crate::config::Schedule;
+use crate::exposition::{Format, write_families};
+use crate::labels::{CollectorName, FailureReason};
+use crate::metrics;
+use crate::upstream::UpstreamError;
+
+/// What is known of one target.
+#[derive(Clone, Debug)]
+pub struct TargetState {
+    pub target: Target,
+    /// The last good data and when it was fetched; dropped once older than `max_age`.
+    pub data: Option<(TargetData, Timestamp)>,
+    /// Outcome of the latest attempt: `None` before the first one.
+    pub last_ok: Option<bool>,
+    pub last_success: Option<Timestamp>,
+    pub last_error: Option<UpstreamError>,
+}
+
+/// The latest run of a collector.
+#[derive(Clone, Copy, Debug)]
+pub struct RunSummary {
+    pub success: bool,
+    pub duration: Duration,
+    pub finished: Timestamp,
+}
+
+#[derive(Clone, Debug)]
+pub struct CollectorState {
+    pub name: CollectorName,
+    pub schedule: Schedule,
+    pub targets: Vec<TargetState>,
+    pub last_run: Option<RunSummary>,
+    pub last_success: Option<Timestamp>,
+}
+
+/// Every collector's state. Plain values: rendering reads it, nothing else.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub collectors: BTreeMap<CollectorName, CollectorState>,
+}
+
+impl Snapshot {
+    /// Ready once every collector has finished its first run, success or not.
+    pub fn ready(&self) -> bool {
+        self.collectors.values().all(|c| c.last_run.is_some())
+    }
+
+    /// Applies a finished run. Targets no longer configured are forgotten; a target that
+    /// failed keeps its last good data (expired later by [`Snapshot::expire`]), except on
+    /// `not_found`: the provider says it is gone, so its values go at once.
+    pub fn apply_run(
+        &mut self,
+        spec: &CollectorSpec,
+        results: Vec<(Target, Result<TargetData, UpstreamError>)>,
+        duration: Duration,
+        now: Timestamp,
+    ) {
+        let entry = self
+            .collectors
+            .entry(spec.name)
+            .or_insert_with(|| CollectorState {
+                name: spec.name,
+                schedule: spec.schedule,
+                targets: Vec::new(),
+                last_run: None,
+                last_success: None,
+            });
+        entry.schedule = spec.schedule;
+        let mut previous: Vec<TargetState> = std::mem::take(&mut entry.targets);
+        let mut success = true;
+        for (target, result) in results {
+            let mut state = match previous.iter().position(|t| t.target == target) {
+                Some(i) => previous.swap_remove(i),
+                None => TargetState {
+                    target: target.clone(),
+                    data: None,
+                    last_ok: None,
+                    last_success: None,
+                    last_error: None,
+                },
+            };
+            match result {
+                Ok(data) => {
+                    state.data = Some((data, now));
+                    state.last_ok = Some(true);
+                    state.last_success = Some(now);
+                    state.last_error = None;
+                }
+                Err(e) => {
+                    success = false;
+                    if e.reason == FailureReason::NotFound {
+                        state.data = None;
+                    }
+                    state.last_ok = Some(false);
+                    state.last_error = Some(e);
+                }
+            }
+            entry.targets.push(state);
+        }
+        entry.last_run = Some(RunSummary {
+            success,
+            duration,
+            finished: now,
+        });
+        if success {
+            entry.last_success = Some(now);
+        }
+    }
+
+    /// Drops data older than its collector's `max_age`; health series stay.
+    pub fn expire(&mut self, now: Timestamp) {
+        for c in self.collectors.values_mut() {
+            let max_age = c.schedule.max_age;
+            for t in &mut c.targets {
+                if let Some((_, fetched)) = &t.data
+                    && now.duration_since(*fetched).unsigned_abs() > max_age
+                {
+                    t.data = None;
+                }
+            }
+        }
+    }
+}
+
+/// The exposition of a snapshot, rendered once per change in both formats.
+#[derive(Debug, Default)]
+pub struct Prepared {
+    pub classic: String,
+    pub openmetrics: String,
+    pub snapshot: Snapshot,
+}
+
+impl Prepared {
+    pub fn render(snapshot: Snapshot) -> Self {
+        let families = metrics::families(&snapshot);
+        let mut classic = String::with_capacity(16 * 1024);
+        write_families(&mut classic, &families, Format::Classic);
+        let mut openmetrics = String::with_capacity(16 * 1024);
+        write_families(&mut openmetrics, &families, Format::OpenMetrics);
+        Prepared {
+            classic,
+            openmetrics,
+            snapshot,
+        }
+    }
+
+    pub fn body(&self, format: Format) -> &str {
+        match format {
+            Format::Classic => &self.classic,
+            Format::OpenMetrics => &self.openmetrics,
+        }
+    }
+}
+
+/// The one writer (the scraper) and the many readers (HTTP) of the snapshot.
+pub struct Store {
+    snapshot: Mutex<Snapshot>,
+    prepared: ArcSwap<Prepared>,
+}
+
+impl Store {
+    /// A store that knows the configured collectors before any of them has run, so that
+    /// readiness and `mailhost_up` are right from the start.
+    pub fn new(specs: &[CollectorSpec]) -> Arc<Self> {
+        let mut snapshot = Snapshot::default();
+        for spec in specs {
+            snapshot.collectors.insert(
+                spec.name,
+                CollectorState {
+                    name: spec.name,
+                    schedule: spec.schedule,
+                    targets: Vec::new(),
+                    last_run: None,
+                    last_success: None,
+                },
+            );
+        }
+        Arc::new(Store {
+            prepared: ArcSwap::from_pointee(Prepared::render(snapshot.clone())),
+            snapshot: Mutex::new(snapshot),
+        })
+    }
+
+    /// Applies a finished run, expires old data and publishes the new exposition.
+    pub fn apply_run(
+        &self,
+        spec: &CollectorSpec,
+        results: Vec<(Target, Result<TargetData, UpstreamError>)>,
+        duration: Duration,
+    ) {
+        let now = Timestamp::now();
+        let mut snapshot = self.snapshot.lock().expect("snapshot lock poisoned");
+        snapshot.apply_run(spec, results, duration, now);
+        snapshot.expire(now);
+        // Rendering under the lock keeps publications in the order of the runs.
+        self.prepared
+            .store(Arc::new(Prepared::render(snapshot.clone())));
+    }
+
+    pub fn prepared(&self) -> Arc<Prepared> {
+        self.prepared.load_full()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::model::DeliveryAccount;
+
+    fn spec() -> CollectorSpec {
+        CollectorSpec {
+            name: CollectorName::DeliveryAccount,
+            schedule: Schedule {
+                interval: Duration::from_secs(10),
+                deadline: Duration::from_secs(8),
+                max_age: Duration::from_secs(30),
+            },
+            targets: vec![Target::DeliveryAccount(1), Target::DeliveryAccount(2)],
+        }
+    }
+
+    fn data(remaining: f64) -> TargetData {
+        TargetData::DeliveryAccount(DeliveryAccount {
+            remaining_messages: Some(remaining),
+            ..Default::default()
+        })
+    }
+
+    fn err(reason: FailureReason) -> UpstreamError {
+        UpstreamError::new(reason, "test")
+    }
+
+    #[test]
+    fn a_failing_target_keeps_its_values_until_max_age() {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        s.apply_run(
+            &spec(),
+            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
+            Duration::ZERO,
+            t0,
+        );
+        let t1 = t0 + jiff::SignedDuration::from_secs(20);
+        s.apply_run(
+            &spec(),
+            vec![(
+                Target::DeliveryAccount(1),
+                Err(err(FailureReason::ServerError)),
+            )],
+            Duration::ZERO,
+            t1,
+        );
+        s.expire(t1);
+        let c = &s.collectors[&CollectorName::DeliveryAccount];
+        assert!(c.targets[0].data.is_some());
+        assert!(!c.last_run.unwrap().success);
+        let t2 = t0 + jiff::SignedDuration::from_secs(31);
+        s.expire(t2);
+        assert!(
+            s.collectors[&CollectorName::DeliveryAccount].targets[0]
+                .data
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn not_found_drops_values_at_once() {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        s.apply_run(
+            &spec(),
+            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
+            Duration::ZERO,
+            t0,
+        );
+        s.apply_run(
+            &spec(),
+            vec![(
+                Target::DeliveryAccount(1),
+                Err(err(FailureReason::NotFound)),
+            )],
+            Duration::ZERO,
+            t0,
+        );
+        let t = &s.collectors[&CollectorName::DeliveryAccount].targets[0];
+        assert!(t.data.is_none());
+        assert_eq!(t.last_success, Some(t0));
+    }
+
+    #[test]
+    fn a_target_no_longer_configured_is_forgotten() {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        s.apply_run(
+            &spec(),
+            vec![
+                (Target::DeliveryAccount(1), Ok(data(5.0))),
+                (Target::DeliveryAccount(2), Ok(data(6.0))),
+            ],
+            Duration::ZERO,
+            t0,
+        );
+        s.apply_run(
+            &spec(),
+            vec![(Target::DeliveryAccount(2), Ok(data(6.0)))],
+            Duration::ZERO,
+            t0,
+        );
+        let targets = &s.collectors[&CollectorName::DeliveryAccount].targets;
+        assert_eq!(targets.len(), 1);
+        assert_eq!(targets[0].target, Target::DeliveryAccount(2));
+    }
+}

@@ -1,0 +1,218 @@
+//! The exporter's own request accounting: upstream calls by endpoint and code, failures by
+//! reason, latency, parse problems and build information. Small, rendered on every scrape.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::exposition::{Family, Unit};
+use crate::labels::{Endpoint, FailureReason};
+
+/// Upper bounds of the request latency histogram, in seconds.
+pub const DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; DURATION_BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    requests: BTreeMap<(Endpoint, String), u64>,
+    failures: BTreeMap<(Endpoint, FailureReason), u64>,
+    durations: BTreeMap<Endpoint, Histogram>,
+    parse_problems: BTreeMap<Endpoint, u64>,
+    /// Parse problems already logged at warn level: one line per shape, not one per scrape.
+    logged: HashSet<(Endpoint, String)>,
+}
+
+/// Build facts for `mailhost_build_info`.
+#[derive(Clone, Debug)]
+pub struct BuildInfo {
+    pub version: &'static str,
+    pub revision: &'static str,
+    pub rustc_version: &'static str,
+}
+
+impl BuildInfo {
+    pub fn current() -> Self {
+        BuildInfo {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: env!("MAILHOST_BUILD_REVISION"),
+            rustc_version: env!("MAILHOST_RUSTC_VERSION"),
+        }
+    }
+}
+
+pub struct Telemetry {
+    inner: Mutex<Inner>,
+    build: BuildInfo,
+}
+
+impl Telemetry {
+    /// Counters of the given endpoints start at zero, so that `rate()` and alerts see them
+    /// before the first failure.
+    pub fn new(endpoints: &[Endpoint]) -> Self {
+        let mut inner = Inner::default();
+        for &e in endpoints {
+            for r in FailureReason::ALL {
+                inner.failures.insert((e, r), 0);
+            }
+            inner.parse_problems.insert(e, 0);
+            inner.durations.insert(e, Histogram::default());
+        }
+        Telemetry {
+            inner: Mutex::new(inner),
+            build: BuildInfo::current(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("telemetry lock poisoned")
+    }
+
+    /// One upstream request that ended: `code` is the HTTP status, when there was one.
+    pub fn observe_request(&self, endpoint: Endpoint, code: Option<u16>, duration: Duration) {
+        let code = code.map_or_else(|| "none".to_owned(), |c| c.to_string());
+        let mut inner = self.lock();
+        *inner.requests.entry((endpoint, code)).or_default() += 1;
+        let h = inner.durations.entry(endpoint).or_default();
+        let secs = duration.as_secs_f64();
+        for (i, le) in DURATION_BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                h.counts[i] += 1;
+            }
+        }
+        h.sum += secs;
+        h.count += 1;
+    }
+
+    pub fn observe_failure(&self, endpoint: Endpoint, reason: FailureReason) {
+        *self.lock().failures.entry((endpoint, reason)).or_default() += 1;
+    }
+
+    /// A field that had a shape we cannot read. Counted every time, logged once per path.
+    pub fn parse_problem(&self, endpoint: Endpoint, path: &str, found: &str) {
+        let mut inner = self.lock();
+        *inner.parse_problems.entry(endpoint).or_default() += 1;
+        if inner.logged.insert((endpoint, path.to_owned())) {
+            tracing::warn!(
+                endpoint = endpoint.as_str(),
+                path,
+                found,
+                "unexpected shape in upstream answer; value skipped (logged once per path)"
+            );
+        } else {
+            tracing::debug!(
+                endpoint = endpoint.as_str(),
+                path,
+                found,
+                "unexpected shape in upstream answer; value skipped"
+            );
+        }
+    }
+
+    pub fn families(&self) -> Vec<Family> {
+        let inner = self.lock();
+        let mut requests = Family::counter(
+            "mailhost_api_requests",
+            "Upstream API requests by endpoint and HTTP status code (none: no answer).",
+        );
+        for ((e, code), n) in &inner.requests {
+            requests.push(
+                vec![("endpoint", e.as_str().into()), ("code", code.clone())],
+                *n as f64,
+            );
+        }
+        let mut failures = Family::counter(
+            "mailhost_api_request_failures",
+            "Upstream API requests that failed, by endpoint and reason.",
+        );
+        for ((e, r), n) in &inner.failures {
+            failures.push(
+                vec![
+                    ("endpoint", e.as_str().into()),
+                    ("reason", r.as_str().into()),
+                ],
+                *n as f64,
+            );
+        }
+        let mut durations = Family::histogram(
+            "mailhost_api_request_duration",
+            "Upstream API request latency.",
+        )
+        .unit(Unit::Seconds);
+        for (e, h) in &inner.durations {
+            let buckets: Vec<(f64, u64)> = DURATION_BUCKETS.iter().copied().zip(h.counts).collect();
+            durations.push_histogram(
+                vec![("endpoint", e.as_str().into())],
+                &buckets,
+                h.sum,
+                h.count,
+            );
+        }
+        let mut problems = Family::counter(
+            "mailhost_parse_problems",
+            "Fields of upstream answers whose shape could not be read; the value was skipped, not zeroed.",
+        );
+        for (e, n) in &inner.parse_problems {
+            problems.push(vec![("endpoint", e.as_str().into())], *n as f64);
+        }
+        let mut build = Family::gauge(
+            "mailhost_build_info",
+            "A metric with a constant value 1, labelled with the version, revision and compiler of this build.",
+        );
+        build.push(
+            vec![
+                ("version", self.build.version.into()),
+                ("revision", self.build.revision.into()),
+                ("rustc_version", self.build.rustc_version.into()),
+            ],
+            1.0,
+        );
+        vec![requests, failures, durations, problems, build]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exposition::{Format, write_families};
+
+    #[test]
+    fn failures_start_at_zero_for_every_reason() {
+        let t = Telemetry::new(&[Endpoint::DeliveryAccount]);
+        let mut out = String::new();
+        write_families(&mut out, &t.families(), Format::Classic);
+        for r in FailureReason::ALL {
+            let line = format!(
+                "mailhost_api_request_failures_total{{endpoint=\"delivery_account\",reason=\"{r}\"}} 0\n"
+            );
+            assert!(out.contains(&line), "{line} missing in\n{out}");
+        }
+    }
+
+    #[test]
+    fn a_request_lands_in_every_bucket_at_or_above_its_duration() {
+        let t = Telemetry::new(&[Endpoint::DeliveryAccount]);
+        t.observe_request(
+            Endpoint::DeliveryAccount,
+            Some(200),
+            Duration::from_millis(300),
+        );
+        t.observe_request(Endpoint::DeliveryAccount, None, Duration::from_secs(20));
+        let mut out = String::new();
+        write_families(&mut out, &t.families(), Format::Classic);
+        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{endpoint=\"delivery_account\",le=\"0.25\"} 0\n"));
+        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{endpoint=\"delivery_account\",le=\"0.5\"} 1\n"));
+        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{endpoint=\"delivery_account\",le=\"+Inf\"} 2\n"));
+        assert!(out.contains(
+            "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"none\"} 1\n"
+        ));
+        assert!(out.contains(
+            "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n"
+        ));
+    }
+}

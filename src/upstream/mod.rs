@@ -1,0 +1,308 @@
+//! The upstream Management API: the only module that builds URLs, sets headers or reads
+//! HTTP status codes. Everything it returns is either plain JSON records or an
+//! [`UpstreamError`] with a reason from a fixed set.
+
+pub mod model;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::config::ApiConfig;
+use crate::labels::{Endpoint, FailureReason};
+use crate::telemetry::Telemetry;
+
+/// A failed upstream call: the bounded reason, plus a short detail for logs and the landing
+/// page that never contains the token or a URL.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{reason}: {detail}")]
+pub struct UpstreamError {
+    pub reason: FailureReason,
+    pub detail: String,
+    /// From `Retry-After` on a 429, when the provider sent one in seconds.
+    pub retry_after: Option<Duration>,
+}
+
+impl UpstreamError {
+    pub fn new(reason: FailureReason, detail: impl Into<String>) -> Self {
+        UpstreamError {
+            reason,
+            detail: detail.into(),
+            retry_after: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the HTTP client: {0}")]
+pub struct BuildError(String);
+
+/// The Management API client: one connection pool, bounded concurrency, per-request timeout.
+#[derive(Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base_url: String,
+    token: SecretString,
+    limiter: Arc<Semaphore>,
+    telemetry: Arc<Telemetry>,
+    timeout: Duration,
+    max_body: u64,
+    /// When set, no call of this client goes past it (the collector run's deadline).
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl Client {
+    pub fn new(api: &ApiConfig, telemetry: Arc<Telemetry>) -> Result<Self, BuildError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            reqwest::header::ACCEPT,
+            HeaderValue::from_static("application/json"),
+        );
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .user_agent(concat!("mailhost_exporter/", env!("CARGO_PKG_VERSION")))
+            // A redirect could carry the token header to another host: never follow one.
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(api.timeout)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|e| BuildError(e.without_url().to_string()))?;
+        Ok(Client {
+            http,
+            base_url: api.base_url.clone(),
+            token: api.token.clone(),
+            limiter: Arc::new(Semaphore::new(api.concurrency)),
+            telemetry,
+            timeout: api.timeout,
+            max_body: api.max_response_bytes,
+            deadline: None,
+        })
+    }
+
+    /// This client, with every call cut at `deadline`: waiting for a slot included.
+    pub fn until(&self, deadline: tokio::time::Instant) -> Client {
+        Client {
+            deadline: Some(deadline),
+            ..self.clone()
+        }
+    }
+
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.telemetry
+    }
+
+    /// `GET /api/delivery/accounts/{id}`: the account record.
+    pub async fn delivery_account(&self, id: i32) -> Result<Value, UpstreamError> {
+        let url = format!("{}/api/delivery/accounts/{id}", self.base_url);
+        self.record(Endpoint::DeliveryAccount, self.http.get(url))
+            .await
+    }
+
+    /// A call whose answer is the `{resources, pagination}` envelope around one record.
+    async fn record(
+        &self,
+        endpoint: Endpoint,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, UpstreamError> {
+        let body = self.call(endpoint, request).await?;
+        first_resource(body).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
+    }
+
+    /// Sends one request with the token, within the concurrency bound and the timeout, and
+    /// returns its JSON body; records requests, failures and latency.
+    async fn call(
+        &self,
+        endpoint: Endpoint,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, UpstreamError> {
+        let deadline_error =
+            || UpstreamError::new(FailureReason::Timeout, "collector deadline reached");
+        let permit = match self.deadline {
+            // Waiting for a slot until the deadline is a failed call too: count it.
+            Some(d) => tokio::time::timeout_at(d, self.limiter.acquire())
+                .await
+                .map_err(|_| {
+                    self.telemetry
+                        .observe_failure(endpoint, FailureReason::Timeout);
+                    deadline_error()
+                })?,
+            None => self.limiter.acquire().await,
+        };
+        let _permit = permit
+            .map_err(|_| UpstreamError::new(FailureReason::Connect, "client is shutting down"))?;
+        let mut token = HeaderValue::from_str(self.token.expose_secret()).map_err(|_| {
+            UpstreamError::new(
+                FailureReason::ClientError,
+                "token is not a valid header value",
+            )
+        })?;
+        token.set_sensitive(true);
+        let started = tokio::time::Instant::now();
+        let own_limit = started + self.timeout;
+        let limit = self.deadline.map_or(own_limit, |d| d.min(own_limit));
+        let result =
+            tokio::time::timeout_at(limit, self.exchange(request.header("X-Api-Token", token)))
+                .await;
+        let (code, result) = match result {
+            Ok((code, r)) => (code, r),
+            Err(_) if limit < own_limit => (None, Err(deadline_error())),
+            Err(_) => (
+                None,
+                Err(UpstreamError::new(
+                    FailureReason::Timeout,
+                    format!(
+                        "no complete answer within {}",
+                        humantime::format_duration(self.timeout)
+                    ),
+                )),
+            ),
+        };
+        self.telemetry
+            .observe_request(endpoint, code, started.elapsed());
+        if let Err(e) = &result {
+            self.telemetry.observe_failure(endpoint, e.reason);
+            tracing::debug!(endpoint = endpoint.as_str(), reason = e.reason.as_str(), detail = %e.detail, "upstream call failed");
+        }
+        result
+    }
+
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> (Option<u16>, Result<Value, UpstreamError>) {
+        let mut response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => return (None, Err(transport_error(e))),
+        };
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            let mut err =
+                UpstreamError::new(FailureReason::from_status(status), format!("HTTP {status}"));
+            if status == 429 {
+                err.retry_after = response
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(Duration::from_secs);
+            }
+            return (Some(status), Err(err));
+        }
+        if response.content_length().is_some_and(|n| n > self.max_body) {
+            return (Some(status), Err(too_large(self.max_body)));
+        }
+        let mut body = Vec::new();
+        loop {
+            match response.chunk().await {
+                Ok(Some(chunk)) => {
+                    body.extend_from_slice(&chunk);
+                    if body.len() as u64 > self.max_body {
+                        return (Some(status), Err(too_large(self.max_body)));
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return (Some(status), Err(transport_error(e))),
+            }
+        }
+        let parsed = serde_json::from_slice::<Value>(&body).map_err(|e| {
+            UpstreamError::new(
+                FailureReason::Decode,
+                format!(
+                    "body is not JSON ({} at line {} column {})",
+                    classify_json(&e),
+                    e.line(),
+                    e.column()
+                ),
+            )
+        });
+        (Some(status), parsed)
+    }
+}
+
+fn too_large(limit: u64) -> UpstreamError {
+    UpstreamError::new(
+        FailureReason::Decode,
+        format!("body larger than api.max_response_bytes ({limit} bytes)"),
+    )
+}
+
+fn classify_json(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Eof => "truncated",
+        serde_json::error::Category::Syntax => "syntax error",
+        serde_json::error::Category::Data => "bad data",
+        serde_json::error::Category::Io => "read error",
+    }
+}
+
+/// Classifies a transport error; the detail is built from the error chain without the URL.
+fn transport_error(e: reqwest::Error) -> UpstreamError {
+    let reason = if e.is_timeout() {
+        FailureReason::Timeout
+    } else {
+        FailureReason::Connect
+    };
+    let e = e.without_url();
+    let mut detail = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        source = s.source();
+    }
+    detail.truncate(240);
+    UpstreamError::new(reason, detail)
+}
+
+/// Unwraps the `{resources: [record, ...], pagination: {}}` envelope to its first record.
+pub fn first_resource(body: Value) -> Result<Value, UpstreamError> {
+    let Value::Object(mut map) = body else {
+        return Err(UpstreamError::new(
+            FailureReason::Decode,
+            "body is not a JSON object",
+        ));
+    };
+    match map.remove("resources") {
+        Some(Value::Array(items)) => items
+            .into_iter()
+            .next()
+            .ok_or_else(|| UpstreamError::new(FailureReason::Decode, "resources is empty")),
+        Some(_) => Err(UpstreamError::new(
+            FailureReason::Decode,
+            "resources is not an array",
+        )),
+        None => Err(UpstreamError::new(
+            FailureReason::Decode,
+            "no resources member in the body",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_envelope_gives_its_first_record() {
+        let r = first_resource(json!({"resources": [{"id": 1}], "pagination": {}})).unwrap();
+        assert_eq!(r, json!({"id": 1}));
+    }
+
+    #[test]
+    fn an_empty_or_missing_envelope_is_a_decode_failure() {
+        for body in [
+            json!({"resources": []}),
+            json!({"data": []}),
+            json!([1]),
+            json!({"resources": {}}),
+        ] {
+            let e = first_resource(body).unwrap_err();
+            assert_eq!(e.reason, FailureReason::Decode);
+        }
+    }
+}

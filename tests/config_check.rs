@@ -1,0 +1,108 @@
+//! `--config.check`: the shipped example passes; each bad fixture fails with its exact message.
+
+use std::process::Command;
+
+fn check(file: &str, token: Option<&str>) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"));
+    cmd.arg(format!("--config.file={file}"))
+        .arg("--config.check")
+        .env_remove("MAILHOST_API_TOKEN");
+    if let Some(t) = token {
+        cmd.env("MAILHOST_API_TOKEN", t);
+    }
+    let out = cmd.output().expect("run mailhost_exporter");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_shipped_example_config_is_accepted() {
+    let (ok, stdout, stderr) = check("examples/config.yml", Some("example-token"));
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "ok\n");
+}
+
+#[test]
+fn a_token_file_is_read_and_the_env_is_then_not_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "secret-from-file\n").unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "api:\n  base_url: https://api.example.net\n  token_file: {}\ncollectors:\n  delivery_account:\n    accounts: [1]\n",
+            token.display()
+        ),
+    )
+    .unwrap();
+    let (ok, stdout, stderr) = check(config.to_str().unwrap(), None);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "ok\n");
+}
+
+#[test]
+fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fix() {
+    let cases = [
+        (
+            "unknown-key.yml",
+            "collectors.delivery_account: unknown field `acounts`, expected one of `enabled`, `interval`, `deadline`, `max_age`, `accounts` at line 6 column 5 (remove or correct the key; see examples/config.yml)",
+        ),
+        (
+            "unknown-top-level-key.yml",
+            "unknown field `collector`, expected `api` or `collectors` at line 3 column 1 (remove or correct the key; see examples/config.yml)",
+        ),
+        (
+            "id-out-of-range.yml",
+            "collectors.delivery_account.accounts[1]: 2147483648 is out of range: Delivery account ids are int32, from 1 to 2147483647",
+        ),
+        (
+            "bad-duration.yml",
+            "api.timeout: invalid value: string \"10 parsecs\", expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
+        ),
+        (
+            "missing-token.yml",
+            "api.token_file: no API token: set api.token_file to a file holding the token, or set MAILHOST_API_TOKEN",
+        ),
+        (
+            "unreadable-token-file.yml",
+            "api.token_file: cannot read /nonexistent/mailhost-token: No such file or directory (os error 2); point it at a readable file holding the token",
+        ),
+        (
+            "not-http.yml",
+            "api.base_url: \"file:///etc/passwd\" is not an http(s) address; write it like https://api.example.net",
+        ),
+    ];
+    for (file, message) in cases {
+        let path = format!("tests/fixtures/config/{file}");
+        // The token is supplied except where its absence is the point.
+        let token = (file != "missing-token.yml").then_some("t");
+        let (ok, stdout, stderr) = check(&path, token);
+        assert!(!ok, "{file} was accepted");
+        assert_eq!(stdout, "", "{file}");
+        assert_eq!(stderr, format!("{path}: {message}\n"), "{file}");
+    }
+}
+
+#[test]
+fn the_good_minimal_fixture_is_accepted() {
+    let (ok, stdout, _) = check("tests/fixtures/config/good-minimal.yml", Some("t"));
+    assert!(ok);
+    assert_eq!(stdout, "ok\n");
+}
+
+#[test]
+fn without_config_or_demo_it_says_how_to_start() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--config.file") && stderr.contains("--demo"),
+        "{stderr}"
+    );
+}

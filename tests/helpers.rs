@@ -1,0 +1,162 @@
+//! Shared setup: the simulator and the exporter on loopback port 0, and helpers to read
+//! `/metrics`. Waits poll with generous limits, so the tests hold on a slow, shared machine.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use mailhost_exporter::config::Config;
+use mailhost_exporter::sim::{SimConfig, Simulator};
+use mailhost_exporter::{App, WebOptions};
+use tokio_util::sync::CancellationToken;
+
+/// The simulator's management token in tests.
+pub const TOKEN: &str = "test-management-token";
+
+/// How long a wait may take before the test fails: long, because CI machines are slow.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+pub struct Sim {
+    pub sim: Simulator,
+    pub url: String,
+    cancel: CancellationToken,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// The demo fleet without traffic: the values stay put unless a test changes them.
+pub async fn spawn_sim() -> Sim {
+    spawn_sim_with(SimConfig::demo(TOKEN)).await
+}
+
+pub async fn spawn_sim_with(config: SimConfig) -> Sim {
+    let sim = Simulator::new(config);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let cancel = CancellationToken::new();
+    tokio::spawn(sim.clone().serve(listener, cancel.clone()));
+    Sim { sim, url, cancel }
+}
+
+/// A config for the exporter against `base_url`, 1s interval, from YAML as a user writes it.
+pub fn config(base_url: &str, token: &str, accounts: &[i32], extra_api: &str) -> Config {
+    let ids: Vec<String> = accounts.iter().map(|a| a.to_string()).collect();
+    let yaml = format!(
+        "api:\n  base_url: {base_url}\n  timeout: 2s\n{extra_api}collectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\n    accounts: [{}]\n",
+        ids.join(", ")
+    );
+    Config::parse(&yaml, Some(token.to_owned())).unwrap()
+}
+
+pub struct Exporter {
+    pub addr: SocketAddr,
+    cancel: CancellationToken,
+    client: reqwest::Client,
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+pub async fn spawn_exporter(config: Config) -> Exporter {
+    let web = WebOptions {
+        listen_address: "127.0.0.1:0".to_owned(),
+        telemetry_path: "/metrics".to_owned(),
+    };
+    let app = App::build(config, web).await.unwrap();
+    let addr = app.local_addr();
+    let cancel = CancellationToken::new();
+    tokio::spawn(app.run(cancel.clone()));
+    Exporter {
+        addr,
+        cancel,
+        client: reqwest::Client::new(),
+    }
+}
+
+impl Exporter {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    pub async fn scrape(&self) -> String {
+        self.get("/metrics").await.text().await.unwrap()
+    }
+
+    /// Scrapes until `ready` holds for the body, and returns that body.
+    pub async fn scrape_until(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        wait_for(what, || async {
+            let body = self.scrape().await;
+            ready(&body).then_some(body)
+        })
+        .await
+    }
+}
+
+/// Polls `probe` until it gives a value, failing the test after [`PATIENCE`].
+pub async fn wait_for<T, F, Fut>(what: &str, probe: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(started.elapsed() < PATIENCE, "gave up waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The value of one series, written exactly as on `/metrics` (`name{labels}`), if present.
+pub fn value(body: &str, series: &str) -> Option<f64> {
+    body.lines().find_map(|l| {
+        let rest = l.strip_prefix(series)?.strip_prefix(' ')?;
+        match rest {
+            "NaN" => Some(f64::NAN),
+            "+Inf" => Some(f64::INFINITY),
+            "-Inf" => Some(f64::NEG_INFINITY),
+            v => v.parse().ok(),
+        }
+    })
+}
+
+/// Like [`value`], for a series that must be there.
+pub fn must(body: &str, series: &str) -> f64 {
+    value(body, series).unwrap_or_else(|| panic!("{series} missing from\n{body}"))
+}
+
+/// Whether promtool is usable; when it is absent, say so, and fail when running in CI.
+pub fn promtool() -> Option<&'static str> {
+    tool("promtool", "apt-get install prometheus")
+}
+
+/// Finds a tool on PATH; absent, it prints that the test is skipped and why, and panics in CI.
+pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
+    let found = std::process::Command::new(name)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if found {
+        return Some(name);
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{name} is required when CI=true but is not installed ({install})");
+    }
+    eprintln!("SKIPPED: {name} is not installed ({install}); this check runs in CI");
+    None
+}

@@ -1,0 +1,14 @@
+//! Integration tests: each area in its own module, sharing helpers that start the
+//! simulator and the exporter on loopback port 0.
+
+// Shared setup: simulator, exporter (in process or as a child), scraping helpers.
+mod helpers;
+
+// `--config.check` on the shipped example and on every bad fixture, message by message.
+mod config_check;
+
+// The exporter against the simulator: values, failures and their reasons, secrets.
+mod end_to_end;
+
+// Real tools check what we ship: promtool on the /metrics output.
+mod promtool;

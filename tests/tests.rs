@@ -12,3 +12,9 @@ mod end_to_end;
 
 // Real tools check what we ship: promtool on the /metrics output.
 mod promtool;
+
+// The binary as an operator runs it: demo mode, SIGTERM, the token at trace log level.
+mod process;
+
+// Golden files: an upstream body in, the exact exposition out.
+mod golden;

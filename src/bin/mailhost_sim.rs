@@ -1,1 +1,129 @@
-fn main() {}
+//! The `mailhost_sim` binary: serves the simulated provider (Management and Send APIs) with the
+//! demo fleet, optionally sending demo traffic through itself, until ctrl-c or SIGTERM.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use mailhost_exporter::shutdown::cancel_on_signal;
+use mailhost_exporter::sim::{DEMO_SEED, SimConfig, Simulator, traffic};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+/// Environment variable holding the management token (kept off the command line, where other
+/// users of the machine could read it).
+const TOKEN_ENV: &str = "MAILHOST_SIM_TOKEN";
+const DEFAULT_TOKEN: &str = "demo-management-token";
+
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    about = "Simulated email provider (Management and Send APIs) for demos, tests and benchmarks",
+    after_help = "The management token (X-Api-Token) is read from MAILHOST_SIM_TOKEN; \
+                  without it the simulator accepts `demo-management-token`.\n\
+                  Log level: RUST_LOG (default info)."
+)]
+struct Args {
+    /// Address to listen on (host:port).
+    #[arg(long, default_value = "127.0.0.1:19588")]
+    listen: String,
+    /// Send demo traffic through the simulator's own Send API.
+    #[arg(long)]
+    traffic: bool,
+    /// How often the traffic generator sends.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    traffic_tick: Duration,
+    /// Seed of the random source used by fault injection.
+    #[arg(long, default_value_t = DEMO_SEED)]
+    seed: u64,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let token = match std::env::var(TOKEN_ENV) {
+        Ok(token) if !token.trim().is_empty() => token,
+        _ => {
+            tracing::warn!(
+                "{TOKEN_ENV} is not set: accepting the well-known management token \
+                 `{DEFAULT_TOKEN}`; set {TOKEN_ENV} when anything but loopback can reach this port"
+            );
+            DEFAULT_TOKEN.to_owned()
+        }
+    };
+    let mut config = SimConfig::demo(&token);
+    config.seed = args.seed;
+    let identities = config.send_identities();
+    let accounts: Vec<i32> = config.accounts.iter().map(|a| a.id).collect();
+    let sim = Simulator::new(config);
+
+    let listener = TcpListener::bind(&args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    let base_url = format!("http://{}", reachable(addr));
+    tracing::info!(
+        url = %base_url,
+        accounts = ?accounts,
+        example = %format!("curl -H 'X-Api-Token: ...' {base_url}/api/delivery/accounts/{}", accounts.first().copied().unwrap_or(1001)),
+        "simulated provider listening"
+    );
+
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone());
+    let generator = args.traffic.then(|| {
+        tracing::info!(tick = %humantime::format_duration(args.traffic_tick), "sending demo traffic");
+        tokio::spawn(traffic::run(
+            base_url.clone(),
+            identities,
+            args.traffic_tick,
+            u64::MAX,
+            shutdown.clone(),
+        ))
+    });
+    let served = sim.serve(listener, shutdown.clone()).await;
+    shutdown.cancel();
+    if let Some(generator) = generator {
+        // The generator never panics; a join error would only mean the runtime is going away.
+        let _ = generator.await;
+    }
+    served.map_err(|e| format!("server failed: {e}"))
+}
+
+/// The address clients on this machine use: a wildcard listener is reached over loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), addr.port())
+        }
+        _ => addr,
+    }
+}

@@ -144,14 +144,22 @@ pub async fn run(
                     Ok(response) => {
                         let status = response.status();
                         let body: Value = response.json().await.unwrap_or(Value::Null);
-                        tracing::debug!(
-                            account = identity.account_id,
-                            %status,
-                            accepted = %body["accepted"],
-                            rejected = %body["rejected"],
-                            message = %body["message"],
-                            "traffic generator: send answered"
-                        );
+                        if status.is_success() {
+                            tracing::debug!(
+                                account = identity.account_id,
+                                %status,
+                                accepted = %body["accepted"],
+                                rejected = %body["rejected"],
+                                "traffic generator: send accepted"
+                            );
+                        } else {
+                            tracing::debug!(
+                                account = identity.account_id,
+                                %status,
+                                reason = %body["message"],
+                                "traffic generator: send refused"
+                            );
+                        }
                     }
                     Err(error) => tracing::debug!(
                         account = identity.account_id,

@@ -1,0 +1,100 @@
+//! Golden files: an upstream body in, the exact exposition out. Each case is a pair
+//! `tests/fixtures/golden/<collector>/<case>.json` and `.prom`; parse problems are listed after
+//! the exposition as `# parse problem:` comments. `UPDATE_GOLDEN=1 cargo test golden` rewrites
+//! the `.prom` files; review the diff before committing it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use mailhost_exporter::collector::{CollectorSpec, Target, TargetData};
+use mailhost_exporter::config::Schedule;
+use mailhost_exporter::exposition::{Format, write_families};
+use mailhost_exporter::labels::CollectorName;
+use mailhost_exporter::metrics;
+use mailhost_exporter::snapshot::Snapshot;
+use mailhost_exporter::upstream::first_resource;
+use mailhost_exporter::upstream::model::{DeliveryAccount, ParseProblem};
+
+/// The fixed moment every golden run happens at: 2026-11-22T08:00:00Z.
+const NOW: i64 = 1_795_334_400;
+
+fn schedule() -> Schedule {
+    Schedule {
+        interval: Duration::from_secs(60),
+        deadline: Duration::from_secs(48),
+        max_age: Duration::from_secs(180),
+    }
+}
+
+fn render(spec: &CollectorSpec, data: TargetData, problems: &[ParseProblem]) -> String {
+    let mut snapshot = Snapshot::default();
+    let target = spec.targets[0].clone();
+    let now = Timestamp::from_second(NOW).unwrap();
+    snapshot.apply_run(
+        spec,
+        vec![(target, Ok(data))],
+        Duration::from_millis(125),
+        now,
+    );
+    let mut out = String::new();
+    write_families(&mut out, &metrics::families(&snapshot), Format::Classic);
+    for p in problems {
+        out.push_str(&format!("# parse problem: {} ({})\n", p.path, p.found));
+    }
+    out
+}
+
+fn check_dir(collector: &str, produce: impl Fn(serde_json::Value) -> String) {
+    let dir = Path::new("tests/fixtures/golden").join(collector);
+    let mut cases = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for input in entries
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+    {
+        let body: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(input).unwrap()).unwrap();
+        let got = produce(body);
+        let golden = input.with_extension("prom");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&golden, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(&golden).unwrap_or_else(|_| {
+            panic!(
+                "{} is missing: run UPDATE_GOLDEN=1 cargo test golden",
+                golden.display()
+            )
+        });
+        assert_eq!(
+            got,
+            want,
+            "{} differs from {}",
+            input.display(),
+            golden.display()
+        );
+        cases += 1;
+    }
+    assert!(
+        cases >= 4,
+        "{collector}: the simulator's shape and at least three variants"
+    );
+}
+
+#[test]
+fn delivery_account_bodies_render_exactly_as_their_golden_files() {
+    let spec = CollectorSpec {
+        name: CollectorName::DeliveryAccount,
+        schedule: schedule(),
+        targets: vec![Target::DeliveryAccount(1004)],
+    };
+    check_dir("delivery_account", |body| {
+        let record = first_resource(body).unwrap();
+        let (account, problems) = DeliveryAccount::from_record(&record).unwrap();
+        render(&spec, TargetData::DeliveryAccount(account), &problems)
+    });
+}

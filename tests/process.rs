@@ -1,0 +1,292 @@
+//! The binary as an operator runs it: demo mode from the README, shutdown on SIGTERM, and the
+//! token kept out of logs and responses at trace level.
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mailhost_exporter::sim::{FaultSpec, Route, SimConfig};
+
+use crate::helpers::{PATIENCE, spawn_sim_with, value, wait_for};
+
+/// A running `mailhost_exporter` whose standard error is collected line by line.
+struct Running {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Running {
+    fn start(args: &[&str]) -> Running {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+            .args(args)
+            .env_remove("MAILHOST_API_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mailhost_exporter");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Running { child, log }
+    }
+
+    fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The first value of `key=` in a log line that contains `marker`.
+    async fn logged(&self, marker: &str, key: &str) -> String {
+        wait_for(marker, || async {
+            self.log()
+                .iter()
+                .filter(|l| l.contains(marker))
+                .find_map(|l| {
+                    let start = l.find(&format!("{key}="))? + key.len() + 1;
+                    Some(
+                        l[start..]
+                            .split_whitespace()
+                            .next()?
+                            .trim_matches('"')
+                            .to_owned(),
+                    )
+                })
+        })
+        .await
+    }
+
+    /// Sends SIGTERM and returns how long the process took to exit, and whether it exited 0.
+    fn terminate(&mut self) -> (Duration, bool) {
+        let pid = self.child.id().to_string();
+        let started = Instant::now();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (started.elapsed(), status.success());
+            }
+            assert!(started.elapsed() < PATIENCE, "no exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn get(url: &str) -> (u16, String, String) {
+    let r = reqwest::get(url).await.unwrap();
+    let status = r.status().as_u16();
+    let headers = format!("{:?}", r.headers());
+    (status, headers, r.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn demo_mode_serves_every_delivery_metric_and_quota_moves() {
+    let mut demo = Running::start(&["--demo", "--web.listen-address=127.0.0.1:0"]);
+    let url = demo.logged("open this URL", "url").await;
+    let accounts = [1001, 1002, 1003, 1004];
+    let names = [
+        "mailhost_delivery_remaining_messages",
+        "mailhost_delivery_plan_messages_limit",
+        "mailhost_delivery_plan_messages_used",
+        "mailhost_delivery_messages_sent",
+        "mailhost_delivery_extra_messages",
+        "mailhost_delivery_remaining_extra_messages",
+        "mailhost_delivery_account_status",
+        "mailhost_delivery_domains",
+        "mailhost_delivery_ignore_suppression_list",
+        "mailhost_delivery_plan_expiration_timestamp_seconds",
+        "mailhost_delivery_next_renewal_timestamp_seconds",
+        "mailhost_delivery_last_renewal_timestamp_seconds",
+    ];
+    let all_there = |b: &str| {
+        accounts.iter().all(|id| {
+            names
+                .iter()
+                .all(|n| value(b, &format!("{n}{{account_id=\"{id}\"}}")).is_some())
+                && b.contains(&format!(
+                    "mailhost_delivery_account_info{{account_id=\"{id}\""
+                ))
+        })
+    };
+    let first = wait_for("every metric for every demo account", || async {
+        let (_, _, body) = get(&url).await;
+        all_there(&body).then_some(body)
+    })
+    .await;
+    let remaining = "mailhost_delivery_remaining_messages{account_id=\"1001\"}";
+    let sent = "mailhost_delivery_messages_sent{account_id=\"1001\"}";
+    let later = wait_for("quota to move", || async {
+        let (_, _, body) = get(&url).await;
+        (value(&body, sent) > value(&first, sent)).then_some(body)
+    })
+    .await;
+    assert!(
+        value(&later, remaining) < value(&first, remaining),
+        "remaining falls while sent rises"
+    );
+    assert_eq!(value(&later, "mailhost_up"), Some(1.0));
+    docs_list_every_metric_on_metrics_and_nothing_else(&later);
+    let (elapsed, clean) = demo.terminate();
+    assert!(clean, "exit status after SIGTERM");
+    eprintln!("demo mode exited {elapsed:?} after SIGTERM");
+}
+
+#[tokio::test]
+async fn the_token_never_appears_in_logs_or_responses_even_at_trace_level() {
+    const SENTINEL: &str = "sentinel-Tok3n-9f2c41d7";
+    let sim = spawn_sim_with(SimConfig::demo(SENTINEL)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{SENTINEL}\n")).unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "api:\n  base_url: {}\n  token_file: {}\n  timeout: 500ms\ncollectors:\n  delivery_account:\n    interval: 1s\n    accounts: [1001, 1002, 31337]\n",
+            sim.url,
+            token_file.display()
+        ),
+    )
+    .unwrap();
+    let mut exporter = Running::start(&[
+        &format!("--config.file={}", config.display()),
+        "--web.listen-address=127.0.0.1:0",
+        "--log.level=trace",
+    ]);
+    let address = exporter
+        .logged("mailhost_exporter listening", "address")
+        .await;
+    let base = format!("http://{address}");
+
+    // Walk through the error paths: each fault until its reason is counted.
+    let faults = [
+        (
+            "server_error",
+            FaultSpec {
+                error_rate: 1.0,
+                ..FaultSpec::default()
+            },
+        ),
+        (
+            "decode",
+            FaultSpec {
+                malformed_rate: 1.0,
+                ..FaultSpec::default()
+            },
+        ),
+        (
+            "rate_limited",
+            FaultSpec {
+                rate_limit_rate: 1.0,
+                retry_after_secs: 3,
+                ..FaultSpec::default()
+            },
+        ),
+        (
+            "timeout",
+            FaultSpec {
+                latency: Some(Duration::from_secs(2)),
+                ..FaultSpec::default()
+            },
+        ),
+    ];
+    for (reason, fault) in faults {
+        sim.sim.set_fault(Route::DeliveryAccountGet, fault);
+        let series = format!(
+            "mailhost_api_request_failures_total{{endpoint=\"delivery_account\",reason=\"{reason}\"}}"
+        );
+        wait_for(reason, || async {
+            let (_, _, body) = get(&format!("{base}/metrics")).await;
+            value(&body, &series).is_some_and(|v| v > 0.0).then_some(())
+        })
+        .await;
+    }
+    sim.sim.clear_faults();
+
+    let mut seen = String::new();
+    for path in ["/metrics", "/", "/-/healthy", "/-/ready", "/no-such-page"] {
+        let (_, headers, body) = get(&format!("{base}{path}")).await;
+        seen.push_str(&headers);
+        seen.push_str(&body);
+    }
+    // Once the faults are gone, the unknown account shows its own reason on the landing page.
+    wait_for("not_found on the landing page", || async {
+        let (_, _, landing) = get(&format!("{base}/")).await;
+        landing.contains("not_found: HTTP 404").then_some(())
+    })
+    .await;
+    let (_, clean) = exporter.terminate();
+    assert!(clean);
+    let log = exporter.log().join("\n");
+    assert!(
+        log.contains("level=trace"),
+        "trace logging was on, so the check means something"
+    );
+    assert!(
+        log.contains("reason=timeout") && log.contains("reason=server_error"),
+        "error paths were logged"
+    );
+    assert!(!log.contains(SENTINEL), "the token leaked into the log");
+    assert!(
+        !seen.contains(SENTINEL),
+        "the token leaked into an HTTP response"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_config_file_is_refused_at_start_with_its_reason() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .args([
+            "--config.file=tests/fixtures/config/unknown-key.yml",
+            "--web.listen-address=127.0.0.1:0",
+        ])
+        .env("MAILHOST_API_TOKEN", "t")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("unknown field `acounts`"), "{stderr}");
+}
+
+/// `docs/metrics.md` names exactly the families demo mode shows (first column of its tables).
+fn docs_list_every_metric_on_metrics_and_nothing_else(body: &str) {
+    use std::collections::BTreeSet;
+    let shown: BTreeSet<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let docs = std::fs::read_to_string("docs/metrics.md").unwrap();
+    let documented: BTreeSet<&str> = docs
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .filter(|n| n.starts_with("mailhost_"))
+        .collect();
+    let undocumented: Vec<_> = shown.difference(&documented).collect();
+    let never_shown: Vec<_> = documented.difference(&shown).collect();
+    assert!(
+        undocumented.is_empty(),
+        "on /metrics but not in docs/metrics.md: {undocumented:?}"
+    );
+    assert!(
+        never_shown.is_empty(),
+        "in docs/metrics.md but never on /metrics in demo mode: {never_shown:?}"
+    );
+}

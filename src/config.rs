@@ -20,6 +20,14 @@ pub mod defaults {
     pub const INTERVAL: Duration = Duration::from_secs(60);
     /// `max_age` is this many intervals unless set.
     pub const MAX_AGE_INTERVALS: u32 = 3;
+    /// Time zone of the mail-tracing collectors' "today".
+    pub const TIMEZONE: &str = "UTC";
+    /// How dates are written in mail-tracing requests.
+    pub const DATE_FORMAT: &str = "YYYY-MM-DD";
+    /// `limit` of the dashboard's top lists.
+    pub const TOP_LIMIT: i64 = 10;
+    /// Domains per account kept from the daily `domains-rank`.
+    pub const TOP_DOMAINS: i64 = 20;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +79,102 @@ struct RawApi {
 struct RawCollectors {
     #[serde(default)]
     delivery_account: Option<RawDeliveryAccount>,
+    #[serde(default)]
+    tracemail_dashboard: Option<RawDashboard>,
+    #[serde(default)]
+    tracemail_daily: Option<RawDaily>,
+    #[serde(default)]
+    migration: Option<RawMigration>,
+    #[serde(default)]
+    mailbox: Option<RawMailbox>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDashboard {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    max_age: Option<Duration>,
+    #[serde(default)]
+    timezone: Option<String>,
+    #[serde(default)]
+    date_format: Option<String>,
+    #[serde(default)]
+    limit: Option<i64>,
+    #[serde(default)]
+    views: Vec<RawView>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawView {
+    #[serde(default)]
+    account: Option<i64>,
+    #[serde(default)]
+    domain: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDaily {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    max_age: Option<Duration>,
+    #[serde(default)]
+    timezone: Option<String>,
+    #[serde(default)]
+    date_format: Option<String>,
+    #[serde(default)]
+    top_domains: Option<i64>,
+    #[serde(default)]
+    accounts: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMigration {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    max_age: Option<Duration>,
+    #[serde(default)]
+    migrations: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMailbox {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    max_age: Option<Duration>,
+    #[serde(default)]
+    mailboxes: Vec<RawMailboxTarget>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMailboxTarget {
+    domain: String,
+    mailbox: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,6 +216,10 @@ pub struct ApiConfig {
 #[derive(Debug, Clone, Default)]
 pub struct CollectorsConfig {
     pub delivery_account: Option<DeliveryAccountConfig>,
+    pub tracemail_dashboard: Option<DashboardConfig>,
+    pub tracemail_daily: Option<DailyConfig>,
+    pub migration: Option<MigrationConfig>,
+    pub mailbox: Option<MailboxConfig>,
 }
 
 /// When a collector runs and how long its values live.
@@ -130,6 +238,110 @@ pub struct DeliveryAccountConfig {
     pub accounts: Vec<i32>,
 }
 
+/// A dashboard view: the whole customer, or filtered by one account or one domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum View {
+    All,
+    Account(i32),
+    Domain(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct DashboardConfig {
+    pub schedule: Schedule,
+    pub timezone: jiff::tz::TimeZone,
+    /// The IANA name, as sent in the request body.
+    pub timezone_name: String,
+    pub date_format: DateFormat,
+    pub limit: i32,
+    /// Always starts with [`View::All`].
+    pub views: Vec<View>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DailyConfig {
+    pub schedule: Schedule,
+    pub timezone: jiff::tz::TimeZone,
+    pub date_format: DateFormat,
+    pub top_domains: usize,
+    pub accounts: Vec<i32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MigrationConfig {
+    pub schedule: Schedule,
+    pub migrations: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MailboxTarget {
+    pub domain: String,
+    pub mailbox: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct MailboxConfig {
+    pub schedule: Schedule,
+    pub mailboxes: Vec<MailboxTarget>,
+}
+
+/// How dates are written in requests: `YYYY`, `MM` and `DD` in any order with separators,
+/// e.g. `YYYY-MM-DD` (the default) or `DD/MM/YYYY`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DateFormat {
+    pattern: String,
+    strftime: String,
+}
+
+impl DateFormat {
+    pub fn parse(pattern: &str) -> Option<DateFormat> {
+        let ok = pattern.matches("YYYY").count() == 1
+            && pattern.matches("MM").count() == 1
+            && pattern.matches("DD").count() == 1
+            && pattern.len() <= 32;
+        let strftime = pattern
+            .replace('%', "%%")
+            .replace("YYYY", "%Y")
+            .replace("MM", "%m")
+            .replace("DD", "%d");
+        // Nothing but the three fields and separators: no letters left over.
+        let rest = pattern
+            .replace("YYYY", "")
+            .replace("MM", "")
+            .replace("DD", "");
+        (ok && !rest.chars().any(|c| c.is_alphanumeric())).then(|| DateFormat {
+            pattern: pattern.to_owned(),
+            strftime,
+        })
+    }
+
+    pub fn format(&self, date: jiff::civil::Date) -> String {
+        date.strftime(&self.strftime).to_string()
+    }
+
+    /// Reads a date written in this format (or as ISO `YYYY-MM-DD`, or a date-time whose date
+    /// part is one of those).
+    pub fn read(&self, text: &str) -> Option<jiff::civil::Date> {
+        let t = text.trim();
+        jiff::civil::Date::strptime(&self.strftime, t)
+            .ok()
+            .or_else(|| {
+                t.get(..10)
+                    .and_then(|d| d.parse::<jiff::civil::Date>().ok())
+            })
+    }
+
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+}
+
+impl Default for DateFormat {
+    fn default() -> Self {
+        DateFormat::parse(defaults::DATE_FORMAT).expect("the default date format is valid")
+    }
+}
+
 impl Config {
     /// Reads, parses and validates a config file; the token comes from `api.token_file` or,
     /// when that is unset, from [`TOKEN_ENV`] as given by `env_token`.
@@ -146,7 +358,8 @@ impl Config {
         let raw: RawConfig = serde_yaml_ng::from_str(text)
             .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e)))?;
         let api = validate_api(raw.api, env_token)?;
-        let delivery_account = match raw.collectors.delivery_account {
+        let c = raw.collectors;
+        let delivery_account = match c.delivery_account {
             Some(d) if d.enabled => Some(DeliveryAccountConfig {
                 schedule: schedule(
                     "collectors.delivery_account",
@@ -158,16 +371,49 @@ impl Config {
             }),
             _ => None,
         };
-        if delivery_account.is_none() {
+        let tracemail_dashboard = match c.tracemail_dashboard {
+            Some(d) if d.enabled => Some(dashboard(d)?),
+            _ => None,
+        };
+        let tracemail_daily = match c.tracemail_daily {
+            Some(d) if d.enabled => Some(daily(d)?),
+            _ => None,
+        };
+        let migration = match c.migration {
+            Some(m) if m.enabled => Some(MigrationConfig {
+                schedule: schedule("collectors.migration", m.interval, m.deadline, m.max_age)?,
+                migrations: codes(
+                    "collectors.migration.migrations",
+                    &m.migrations,
+                    &[("MG", 8)],
+                    "MG followed by 8 digits, e.g. MG00000001",
+                )?,
+            }),
+            _ => None,
+        };
+        let mailbox = match c.mailbox {
+            Some(m) if m.enabled => Some(mailboxes(m)?),
+            _ => None,
+        };
+        let collectors = CollectorsConfig {
+            delivery_account,
+            tracemail_dashboard,
+            tracemail_daily,
+            migration,
+            mailbox,
+        };
+        if collectors.delivery_account.is_none()
+            && collectors.tracemail_dashboard.is_none()
+            && collectors.tracemail_daily.is_none()
+            && collectors.migration.is_none()
+            && collectors.mailbox.is_none()
+        {
             return Err(invalid(
                 "collectors",
-                "no collector is enabled: configure at least collectors.delivery_account.accounts",
+                "no collector is enabled: configure at least one, e.g. collectors.delivery_account.accounts",
             ));
         }
-        Ok(Config {
-            api,
-            collectors: CollectorsConfig { delivery_account },
-        })
+        Ok(Config { api, collectors })
     }
 }
 
@@ -190,8 +436,9 @@ impl Config {
                         deadline: Duration::from_secs(4),
                         max_age: interval * defaults::MAX_AGE_INTERVALS,
                     },
-                    accounts,
+                    accounts: accounts.clone(),
                 }),
+                ..CollectorsConfig::default()
             },
         }
     }
@@ -343,6 +590,178 @@ fn schedule(
         deadline,
         max_age,
     })
+}
+
+fn timezone(
+    field: &str,
+    name: Option<String>,
+) -> Result<(jiff::tz::TimeZone, String), ConfigError> {
+    let name = name.unwrap_or_else(|| defaults::TIMEZONE.to_owned());
+    jiff::tz::TimeZone::get(&name)
+        .map(|tz| (tz, name.clone()))
+        .map_err(|_| {
+            invalid(
+                field,
+                format!(
+                    "{name:?} is not a known time zone; use an IANA name such as UTC or Europe/Rome"
+                ),
+            )
+        })
+}
+
+fn date_format(field: &str, pattern: Option<String>) -> Result<DateFormat, ConfigError> {
+    let pattern = pattern.unwrap_or_else(|| defaults::DATE_FORMAT.to_owned());
+    DateFormat::parse(&pattern).ok_or_else(|| {
+        invalid(
+            field,
+            format!("{pattern:?} is not a date format: write YYYY, MM and DD once each with separators, e.g. YYYY-MM-DD"),
+        )
+    })
+}
+
+fn dashboard(d: RawDashboard) -> Result<DashboardConfig, ConfigError> {
+    let f = "collectors.tracemail_dashboard";
+    let (tz, timezone_name) = timezone(&format!("{f}.timezone"), d.timezone)?;
+    let limit = d.limit.unwrap_or(defaults::TOP_LIMIT);
+    if !(1..=1000).contains(&limit) {
+        return Err(invalid(
+            format!("{f}.limit"),
+            format!("{limit} is out of range: use 1 to 1000"),
+        ));
+    }
+    let mut views = vec![View::All];
+    for (i, v) in d.views.into_iter().enumerate() {
+        let field = format!("{f}.views[{i}]");
+        let view = match (v.account, v.domain) {
+            (Some(id), None) => View::Account(account_ids(&format!("{field}.account"), &[id])?[0]),
+            (None, Some(domain)) => {
+                let domain = domain.trim().to_ascii_lowercase();
+                if domain.is_empty()
+                    || domain.len() > 253
+                    || !domain
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+                {
+                    return Err(invalid(
+                        format!("{field}.domain"),
+                        format!("{domain:?} is not a domain name, e.g. shop.example"),
+                    ));
+                }
+                View::Domain(domain)
+            }
+            _ => {
+                return Err(invalid(
+                    field,
+                    "give exactly one of account (an id) or domain (a name)",
+                ));
+            }
+        };
+        if views.contains(&view) {
+            return Err(invalid(field, "is listed twice"));
+        }
+        views.push(view);
+    }
+    Ok(DashboardConfig {
+        schedule: schedule(f, d.interval, d.deadline, d.max_age)?,
+        timezone: tz,
+        timezone_name,
+        date_format: date_format(&format!("{f}.date_format"), d.date_format)?,
+        limit: limit as i32,
+        views,
+    })
+}
+
+fn daily(d: RawDaily) -> Result<DailyConfig, ConfigError> {
+    let f = "collectors.tracemail_daily";
+    let top = d.top_domains.unwrap_or(defaults::TOP_DOMAINS);
+    if !(1..=200).contains(&top) {
+        return Err(invalid(
+            format!("{f}.top_domains"),
+            format!("{top} is out of range: use 1 to 200"),
+        ));
+    }
+    Ok(DailyConfig {
+        schedule: schedule(f, d.interval, d.deadline, d.max_age)?,
+        timezone: timezone(&format!("{f}.timezone"), d.timezone)?.0,
+        date_format: date_format(&format!("{f}.date_format"), d.date_format)?,
+        top_domains: top as usize,
+        accounts: account_ids(&format!("{f}.accounts"), &d.accounts)?,
+    })
+}
+
+fn mailboxes(m: RawMailbox) -> Result<MailboxConfig, ConfigError> {
+    let f = "collectors.mailbox";
+    if m.mailboxes.is_empty() {
+        return Err(invalid(
+            format!("{f}.mailboxes"),
+            "is empty; list pairs like {domain: D000000101, mailbox: EA00000001}",
+        ));
+    }
+    let mut out: Vec<MailboxTarget> = Vec::new();
+    for (i, t) in m.mailboxes.into_iter().enumerate() {
+        let field = format!("{f}.mailboxes[{i}]");
+        let domain = codes(
+            &format!("{field}.domain"),
+            &[t.domain],
+            &[("D", 9)],
+            "D followed by 9 digits, e.g. D000000101",
+        )?
+        .remove(0);
+        let mailbox = codes(
+            &format!("{field}.mailbox"),
+            &[t.mailbox],
+            &[("EA", 8), ("P", 9)],
+            "EA followed by 8 digits (e.g. EA00000001), or P followed by 9 digits for a postmaster",
+        )?
+        .remove(0);
+        if out.iter().any(|o| o.mailbox == mailbox) {
+            return Err(invalid(field, format!("mailbox {mailbox} is listed twice")));
+        }
+        out.push(MailboxTarget { domain, mailbox });
+    }
+    Ok(MailboxConfig {
+        schedule: schedule(f, m.interval, m.deadline, m.max_age)?,
+        mailboxes: out,
+    })
+}
+
+/// Validates identifier codes: a prefix followed by a number of digits.
+fn codes(
+    field: &str,
+    values: &[String],
+    forms: &[(&str, usize)],
+    expected: &str,
+) -> Result<Vec<String>, ConfigError> {
+    if values.is_empty() {
+        return Err(invalid(
+            field,
+            format!("is empty; list codes written as {expected}"),
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        let at = if values.len() == 1 {
+            field.to_owned()
+        } else {
+            format!("{field}[{i}]")
+        };
+        let ok = forms.iter().any(|(prefix, digits)| {
+            v.strip_prefix(prefix).is_some_and(|rest| {
+                rest.len() == *digits && rest.bytes().all(|b| b.is_ascii_digit())
+            })
+        });
+        if !ok {
+            return Err(invalid(
+                at,
+                format!("{v:?} is not a valid code: expected {expected}"),
+            ));
+        }
+        if out.contains(v) {
+            return Err(invalid(at, format!("{v} is listed twice")));
+        }
+        out.push(v.clone());
+    }
+    Ok(out)
 }
 
 fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {

@@ -150,12 +150,12 @@ pub(crate) async fn put_account(
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<Value>, ApiError> {
     auth.check_account(id)?;
-    let settings = Settings::parse(&body)?;
     let now = sim.clock().now();
     let mut world = sim.world();
     if !world.accounts.contains_key(&id) {
         return Err(account_not_found(id));
     }
+    let settings = Settings::parse(&body)?;
     let domains = settings
         .domain_codes
         .map(|codes| {
@@ -208,6 +208,12 @@ pub(crate) async fn put_account_status(
     JsonBody(body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<Value>, ApiError> {
     auth.check_account(id)?;
+    let now = sim.clock().now();
+    let mut world = sim.world();
+    let account = world
+        .accounts
+        .get_mut(&id)
+        .ok_or_else(|| account_not_found(id))?;
     let enabled = match required("status", Fields(&body).string("status")?)? {
         "enabled" => true,
         "disabled" => false,
@@ -217,12 +223,6 @@ pub(crate) async fn put_account_status(
             ));
         }
     };
-    let now = sim.clock().now();
-    let mut world = sim.world();
-    let account = world
-        .accounts
-        .get_mut(&id)
-        .ok_or_else(|| account_not_found(id))?;
     account.enabled = enabled;
     account.updated_at = now;
     let record = world.record(id).ok_or_else(|| account_not_found(id))?;

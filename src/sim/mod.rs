@@ -57,12 +57,16 @@ struct Inner {
 
 impl fmt::Debug for Simulator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // try_lock: printing a simulator while its state is locked must not deadlock.
+        let accounts = self
+            .inner
+            .world
+            .try_lock()
+            .map(|world| world.accounts.keys().copied().collect::<Vec<_>>())
+            .ok();
         f.debug_struct("Simulator")
             .field("now", &self.inner.clock.now())
-            .field(
-                "accounts",
-                &self.world().accounts.keys().collect::<Vec<_>>(),
-            )
+            .field("accounts", &accounts)
             .finish_non_exhaustive()
     }
 }

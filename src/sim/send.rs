@@ -110,7 +110,7 @@ fn deliver(
         .iter_mut()
         .find(|token| token.id == token_id && token.matches(presented))
         .ok_or_else(unknown)?;
-    if !token.allow_nets.is_empty() && !nets_allow(&token.allow_nets, ip) {
+    if !nets_allow(&token.allow_nets, ip) {
         return Err(ApiError::Forbidden(format!(
             "source address {ip} is not in this token's allow-list"
         )));

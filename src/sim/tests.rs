@@ -332,6 +332,28 @@ async fn unknown_paths_and_methods_answer_json_errors() {
 }
 
 #[tokio::test]
+async fn axum_rejections_come_out_as_json_errors() {
+    let app = app_from(&sim(), LOOPBACK);
+    // Not UTF-8 once percent-decoded: rejected by axum's path extractor.
+    call(&app, get_account("%FF"))
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    // Over axum's default body limit.
+    let huge = format!("{{\"description\":\"{}\"}}", "x".repeat(3 * 1024 * 1024));
+    let answer = call(
+        &app,
+        request(
+            Method::PUT,
+            "/api/delivery/accounts/1",
+            Some((MANAGEMENT_TOKEN_HEADER, TOKEN.to_owned())),
+            Some(&huge),
+        ),
+    )
+    .await;
+    answer.error(StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
 async fn every_route_is_served_on_its_own_method() {
     let app = app_from(&sim(), LOOPBACK);
     for route in Route::ALL {

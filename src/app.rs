@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::collector::CollectorSpec;
+use crate::collector::{Clock, CollectorSpec, Context};
 use crate::config::Config;
 use crate::scraper;
 use crate::snapshot::Store;
@@ -55,13 +55,23 @@ pub enum AppError {
 pub struct App {
     listener: TcpListener,
     state: AppState,
-    client: Client,
+    ctx: Context,
     specs: Vec<CollectorSpec>,
 }
 
 impl App {
     /// Binds the listener and prepares everything; nothing runs until [`App::run`].
     pub async fn build(config: Config, web: WebOptions) -> Result<App, AppError> {
+        Self::build_with_clock(config, web, Clock::system()).await
+    }
+
+    /// As [`App::build`], with "now" taken from `clock` for the collectors' notion of today
+    /// (tests drive it from the simulator's clock).
+    pub async fn build_with_clock(
+        config: Config,
+        web: WebOptions,
+        clock: Clock,
+    ) -> Result<App, AppError> {
         let path = web.telemetry_path;
         if !path.starts_with('/') || path == "/" || path.starts_with("/-/") {
             return Err(AppError::TelemetryPath(path));
@@ -82,7 +92,7 @@ impl App {
                 telemetry,
                 telemetry_path: path,
             },
-            client,
+            ctx: Context { client, clock },
             specs,
         })
     }
@@ -100,7 +110,7 @@ impl App {
     /// Serves and scrapes until `shutdown` is cancelled.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), AppError> {
         let scraper = tokio::spawn(scraper::run(
-            self.client,
+            self.ctx,
             self.specs,
             self.state.store.clone(),
             shutdown.clone(),

@@ -417,33 +417,6 @@ impl Config {
     }
 }
 
-impl Config {
-    /// The configuration of demo mode: short intervals against the simulator's demo fleet.
-    pub fn demo(base_url: String, token: &str, accounts: Vec<i32>) -> Config {
-        let interval = Duration::from_secs(5);
-        Config {
-            api: ApiConfig {
-                base_url,
-                token: SecretString::from(token.to_owned()),
-                timeout: Duration::from_secs(3),
-                concurrency: defaults::CONCURRENCY,
-                max_response_bytes: defaults::MAX_RESPONSE_BYTES,
-            },
-            collectors: CollectorsConfig {
-                delivery_account: Some(DeliveryAccountConfig {
-                    schedule: Schedule {
-                        interval,
-                        deadline: Duration::from_secs(4),
-                        max_age: interval * defaults::MAX_AGE_INTERVALS,
-                    },
-                    accounts: accounts.clone(),
-                }),
-                ..CollectorsConfig::default()
-            },
-        }
-    }
-}
-
 /// serde_yaml_ng prefixes the path of the offending key; keep that, drop nothing.
 fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
     let msg = e.to_string();

@@ -8,10 +8,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, AppError, WebOptions};
 use crate::config::Config;
-use crate::sim::{SimConfig, Simulator, traffic};
+use crate::sim::{DemoTargets, SimConfig, Simulator, traffic};
 
 /// The simulator's management token in demo mode; it never leaves this process.
 const DEMO_TOKEN: &str = "demo-management-token";
+/// The demo fleet keeps its statistics in this zone.
+const DEMO_TIMEZONE: &str = "Europe/Rome";
 /// How often the traffic generator sends.
 const TRAFFIC_TICK: Duration = Duration::from_secs(1);
 /// Upper bound of demo send requests (about a day at one tick a second per account).
@@ -20,7 +22,7 @@ const TRAFFIC_MAX_REQUESTS: u64 = 400_000;
 pub async fn run(web: WebOptions, shutdown: CancellationToken) -> Result<(), AppError> {
     let sim_config = SimConfig::demo(DEMO_TOKEN);
     let identities = sim_config.send_identities();
-    let accounts: Vec<i32> = sim_config.accounts.iter().map(|a| a.id).collect();
+    let targets = sim_config.demo_targets();
     let sim = Simulator::new(sim_config);
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let sim_url = format!("http://{}", listener.local_addr()?);
@@ -34,7 +36,8 @@ pub async fn run(web: WebOptions, shutdown: CancellationToken) -> Result<(), App
     ));
 
     let path = web.telemetry_path.clone();
-    let app = App::build(Config::demo(sim_url.clone(), DEMO_TOKEN, accounts), web).await?;
+    let config = config(&sim_url, DEMO_TOKEN, &targets);
+    let app = App::build(config, web).await?;
     let addr = app.local_addr();
     let host = if addr.ip().is_unspecified() {
         "localhost".to_owned()
@@ -46,4 +49,52 @@ pub async fn run(web: WebOptions, shutdown: CancellationToken) -> Result<(), App
     app.run(shutdown).await?;
     let _ = sim_task.await;
     Ok(())
+}
+
+/// The demo configuration against a simulator at `sim_url`: every collector on a 5 s interval,
+/// the demo fleet's targets and time zone. Tests use it too.
+pub fn config(sim_url: &str, token: &str, targets: &DemoTargets) -> Config {
+    Config::parse(&config_yaml(sim_url, targets), Some(token.to_owned()))
+        .expect("the demo configuration is valid")
+}
+
+/// The demo configuration, written as a user would write it.
+fn config_yaml(sim_url: &str, t: &DemoTargets) -> String {
+    let list = |items: Vec<String>| items.join(", ");
+    let accounts = list(t.accounts.iter().map(|a| a.to_string()).collect());
+    let migrations = list(t.migrations.clone());
+    let mailboxes = list(
+        t.mailboxes
+            .iter()
+            .map(|(d, m)| format!("{{domain: {d}, mailbox: {m}}}"))
+            .collect(),
+    );
+    let views = match (t.accounts.first(), t.domains.first()) {
+        (Some(a), Some(d)) => format!("\n      - account: {a}\n      - domain: {d}"),
+        _ => " []".to_owned(),
+    };
+    format!(
+        "api:
+  base_url: {sim_url}
+  timeout: 3s
+collectors:
+  delivery_account:
+    interval: 5s
+    accounts: [{accounts}]
+  tracemail_dashboard:
+    interval: 5s
+    timezone: {DEMO_TIMEZONE}
+    views:{views}
+  tracemail_daily:
+    interval: 5s
+    timezone: {DEMO_TIMEZONE}
+    accounts: [{accounts}]
+  migration:
+    interval: 5s
+    migrations: [{migrations}]
+  mailbox:
+    interval: 5s
+    mailboxes: [{mailboxes}]
+"
+    )
 }

@@ -8,7 +8,12 @@
 //! | `endpoint`   | [`Endpoint`]: a route name, never a raw path            |
 //! | `reason`     | [`FailureReason`]: a fixed vocabulary, never error text |
 //! | `code`       | HTTP status code of an upstream answer, or `none`       |
-//! | `account_id` | configured Delivery account ids                         |
+//! | `account_id` | configured Delivery account ids; top-list account ids, at most `limit` |
+//! | `account`, `domain` | configured dashboard views                       |
+//! | `domain`     | per account, at most `top_domains` sending domains      |
+//! | `status`, `group`, `state`, `archive_status` | names from the API, sanitised by [`sanitize`], at most [`MAX_NAMES`] per record |
+//! | `migration`, `mailbox` | configured codes                              |
+//! | `key`        | dotted paths inside a migration `aggregate`, at most 64 |
 //! | info labels  | strings from the API, escaped and cut at 128 characters |
 
 use std::fmt;
@@ -17,14 +22,20 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CollectorName {
     DeliveryAccount,
+    TracemailDashboard,
+    TracemailDaily,
+    Migration,
+    Mailbox,
 }
 
 impl CollectorName {
-    pub const ALL: [CollectorName; 1] = [CollectorName::DeliveryAccount];
-
     pub fn as_str(self) -> &'static str {
         match self {
             CollectorName::DeliveryAccount => "delivery_account",
+            CollectorName::TracemailDashboard => "tracemail_dashboard",
+            CollectorName::TracemailDaily => "tracemail_daily",
+            CollectorName::Migration => "migration",
+            CollectorName::Mailbox => "mailbox",
         }
     }
 }
@@ -40,12 +51,27 @@ impl fmt::Display for CollectorName {
 pub enum Endpoint {
     /// `GET /api/delivery/accounts/{id}`
     DeliveryAccount,
+    /// `POST /api/delivery/tracemail/dashboard`
+    TracemailDashboard,
+    /// `GET /api/delivery/tracemail/daily/{account}?type=account`
+    TracemailDaily,
+    /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`
+    TracemailDomainsRank,
+    /// `GET /api/migrations/{migration_code}/stats`
+    MigrationStats,
+    /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
+    EmailAccount,
 }
 
 impl Endpoint {
     pub fn as_str(self) -> &'static str {
         match self {
             Endpoint::DeliveryAccount => "delivery_account",
+            Endpoint::TracemailDashboard => "tracemail_dashboard",
+            Endpoint::TracemailDaily => "tracemail_daily",
+            Endpoint::TracemailDomainsRank => "tracemail_domains_rank",
+            Endpoint::MigrationStats => "migration_stats",
+            Endpoint::EmailAccount => "email_account",
         }
     }
 }
@@ -122,5 +148,82 @@ impl FailureReason {
 impl fmt::Display for FailureReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+/// Most distinct names (statuses, groups, states) kept from one record; the rest are summed
+/// into `other`, so an upstream that invents names cannot explode the series count.
+pub const MAX_NAMES: usize = 16;
+
+/// Longest name kept by [`sanitize`].
+const MAX_NAME_LEN: usize = 32;
+
+/// Turns a name from the API (a status, a group) into a label value: lower case, ASCII letters,
+/// digits and `_` only, at most 32 characters; an empty result is `unknown`.
+pub fn sanitize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len().min(MAX_NAME_LEN));
+    for c in name.trim().chars() {
+        if out.len() == MAX_NAME_LEN {
+            break;
+        }
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let trimmed = out.trim_matches('_');
+    if trimmed.is_empty() {
+        "unknown".to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
+/// Keeps at most [`MAX_NAMES`] names, summing the rest (and any duplicates after
+/// sanitising) into their survivors and `other`. Order is kept.
+pub fn bound_names(pairs: Vec<(String, f64)>) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for (name, v) in pairs {
+        let name = sanitize(&name);
+        if let Some(slot) = out.iter_mut().find(|(n, _)| *n == name) {
+            slot.1 += v;
+        } else if out.len() < MAX_NAMES - 1 || (out.len() == MAX_NAMES - 1 && name == "other") {
+            out.push((name, v));
+        } else if let Some(slot) = out.iter_mut().find(|(n, _)| n == "other") {
+            slot.1 += v;
+        } else {
+            out.push(("other".to_owned(), v));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_the_api_become_safe_label_values() {
+        assert_eq!(sanitize("Delivered"), "delivered");
+        assert_eq!(sanitize("  soft-bounce (4xx) "), "soft_bounce_4xx");
+        assert_eq!(sanitize("!!!"), "unknown");
+        assert_eq!(sanitize(&"x".repeat(100)).len(), 32);
+    }
+
+    #[test]
+    fn too_many_names_are_summed_into_other() {
+        let pairs: Vec<_> = (0..40).map(|i| (format!("s{i}"), 1.0)).collect();
+        let out = bound_names(pairs);
+        assert_eq!(out.len(), MAX_NAMES);
+        assert_eq!(out.last().unwrap(), &("other".to_owned(), 25.0));
+        assert_eq!(out.iter().map(|(_, v)| v).sum::<f64>(), 40.0);
+    }
+
+    #[test]
+    fn names_equal_after_sanitising_are_summed() {
+        let out = bound_names(vec![("Bounced".into(), 2.0), ("bounced".into(), 3.0)]);
+        assert_eq!(out, vec![("bounced".to_owned(), 5.0)]);
     }
 }

@@ -10,17 +10,17 @@ use std::time::Instant;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::collector::{self, CollectorSpec, Target, TargetData};
+use crate::collector::{self, CollectorSpec, Context, Target, TargetData};
 use crate::labels::FailureReason;
 use crate::snapshot::Store;
-use crate::upstream::{Client, UpstreamError};
+use crate::upstream::UpstreamError;
 
 /// Slack given to a collector past its deadline before its work is abandoned.
 const DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Runs every collector until `shutdown` is cancelled.
 pub async fn run(
-    client: Client,
+    ctx: Context,
     specs: Vec<CollectorSpec>,
     store: Arc<Store>,
     shutdown: CancellationToken,
@@ -28,7 +28,7 @@ pub async fn run(
     let mut tasks = JoinSet::new();
     for spec in specs {
         tasks.spawn(run_collector(
-            client.clone(),
+            ctx.clone(),
             spec,
             store.clone(),
             shutdown.clone(),
@@ -38,7 +38,7 @@ pub async fn run(
 }
 
 async fn run_collector(
-    client: Client,
+    ctx: Context,
     spec: CollectorSpec,
     store: Arc<Store>,
     shutdown: CancellationToken,
@@ -55,7 +55,7 @@ async fn run_collector(
         let results = tokio::select! {
             // A run cut short by shutdown is dropped whole: never a half-built snapshot.
             _ = shutdown.cancelled() => return,
-            r = run_once(&client, &spec) => r,
+            r = run_once(&ctx, &spec) => r,
         };
         let failed = results.iter().filter(|(_, r)| r.is_err()).count();
         tracing::debug!(
@@ -77,20 +77,24 @@ async fn run_collector(
 /// One run: every target concurrently (the client bounds requests in flight), each cut at
 /// the collector's deadline.
 pub async fn run_once(
-    client: &Client,
+    ctx: &Context,
     spec: &CollectorSpec,
 ) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
     let deadline = spec.schedule.deadline;
-    let client = client.until(tokio::time::Instant::now() + deadline);
+    let ctx = Context {
+        client: ctx.client.until(tokio::time::Instant::now() + deadline),
+        clock: ctx.clock.clone(),
+    };
     let mut set = JoinSet::new();
     for (i, target) in spec.targets.iter().cloned().enumerate() {
-        let client = client.clone();
+        let ctx = ctx.clone();
+        let settings = spec.settings.clone();
         set.spawn(async move {
             // The client stops its calls at the deadline; this only guards against a
             // collector that would keep working after it.
             let result = match tokio::time::timeout(
                 deadline + DEADLINE_GRACE,
-                collector::collect(&client, &target),
+                collector::collect(&ctx, &settings, &target),
             )
             .await
             {

@@ -228,6 +228,7 @@ mod tests {
                 max_age: Duration::from_secs(30),
             },
             targets: vec![Target::DeliveryAccount(1), Target::DeliveryAccount(2)],
+            settings: crate::collector::Settings::None,
         }
     }
 

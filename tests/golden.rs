@@ -7,14 +7,20 @@ use std::path::Path;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use mailhost_exporter::collector::{CollectorSpec, Target, TargetData};
+use mailhost_exporter::collector::tracemail_daily::DailyData;
+use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
+use mailhost_exporter::collector::{CollectorSpec, Settings, Target, TargetData};
+use mailhost_exporter::config::Config;
 use mailhost_exporter::config::Schedule;
 use mailhost_exporter::exposition::{Format, write_families};
 use mailhost_exporter::labels::CollectorName;
 use mailhost_exporter::metrics;
 use mailhost_exporter::snapshot::Snapshot;
-use mailhost_exporter::upstream::first_resource;
-use mailhost_exporter::upstream::model::{DeliveryAccount, ParseProblem};
+use mailhost_exporter::upstream::model::{
+    DeliveryAccount, Mailbox, Migration, ParseProblem, read_daily, read_dashboard,
+    read_domains_rank,
+};
+use mailhost_exporter::upstream::{first_resource, resources};
 
 /// The fixed moment every golden run happens at: 2026-11-22T08:00:00Z.
 const NOW: i64 = 1_795_334_400;
@@ -91,10 +97,82 @@ fn delivery_account_bodies_render_exactly_as_their_golden_files() {
         name: CollectorName::DeliveryAccount,
         schedule: schedule(),
         targets: vec![Target::DeliveryAccount(1004)],
+        settings: Settings::None,
     };
     check_dir("delivery_account", |body| {
         let record = first_resource(body).unwrap();
         let (account, problems) = DeliveryAccount::from_record(&record).unwrap();
         render(&spec, TargetData::DeliveryAccount(account), &problems)
+    });
+}
+
+/// The spec of one collector from a config holding just it, with one target.
+fn spec_from(collector_yaml: &str) -> CollectorSpec {
+    let yaml = format!("api:\n  base_url: http://127.0.0.1:1\ncollectors:\n{collector_yaml}");
+    let config = Config::parse(&yaml, Some("t".into())).unwrap();
+    let mut spec = CollectorSpec::from_config(&config).remove(0);
+    spec.targets.truncate(1);
+    spec
+}
+
+fn today() -> jiff::civil::Date {
+    jiff::civil::Date::constant(2026, 11, 22)
+}
+
+#[test]
+fn tracemail_dashboard_bodies_render_exactly_as_their_golden_files() {
+    let spec = spec_from("  tracemail_dashboard:\n    interval: 60s\n");
+    let Settings::Dashboard(cfg) = spec.settings.clone() else {
+        unreachable!()
+    };
+    check_dir("tracemail_dashboard", |body| {
+        let record = first_resource(body).unwrap();
+        let (dashboard, problems) =
+            read_dashboard(&record, &cfg.date_format, today(), cfg.limit as usize).unwrap();
+        let data = DashboardData {
+            dashboard,
+            day_start: 1_795_305_600.0,
+        };
+        render(&spec, TargetData::Dashboard(data), &problems)
+    });
+}
+
+#[test]
+fn tracemail_daily_bodies_render_exactly_as_their_golden_files() {
+    let spec = spec_from("  tracemail_daily:\n    top_domains: 2\n    accounts: [1001]\n");
+    let Settings::Daily(cfg) = spec.settings.clone() else {
+        unreachable!()
+    };
+    check_dir("tracemail_daily", |mut body| {
+        let days = resources(body["daily"].take()).unwrap();
+        let ranks = resources(body["domains_rank"].take()).unwrap();
+        let (stats, mut problems) = read_daily(&days, &cfg.date_format, today());
+        let (domains, more) = read_domains_rank(&ranks, cfg.top_domains);
+        problems.extend(more);
+        render(
+            &spec,
+            TargetData::Daily(DailyData { stats, domains }),
+            &problems,
+        )
+    });
+}
+
+#[test]
+fn migration_bodies_render_exactly_as_their_golden_files() {
+    let spec = spec_from("  migration:\n    migrations: [MG00000001]\n");
+    check_dir("migration", |body| {
+        let (m, problems) = Migration::from_aggregate(&body["aggregate"]).unwrap();
+        render(&spec, TargetData::Migration(m), &problems)
+    });
+}
+
+#[test]
+fn mailbox_bodies_render_exactly_as_their_golden_files() {
+    let spec =
+        spec_from("  mailbox:\n    mailboxes: [{domain: D000000201, mailbox: EA00000001}]\n");
+    check_dir("mailbox", |body| {
+        let record = first_resource(body).unwrap();
+        let (m, problems) = Mailbox::from_record(&record).unwrap();
+        render(&spec, TargetData::Mailbox(m), &problems)
     });
 }

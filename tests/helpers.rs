@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use mailhost_exporter::config::Config;
-use mailhost_exporter::sim::{SimConfig, Simulator};
+use mailhost_exporter::sim::{SimClock, SimConfig, Simulator};
 use mailhost_exporter::{App, WebOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -34,7 +34,15 @@ pub async fn spawn_sim() -> Sim {
 }
 
 pub async fn spawn_sim_with(config: SimConfig) -> Sim {
-    let sim = Simulator::new(config);
+    serve(Simulator::new(config)).await
+}
+
+/// A simulator on a clock of the test's choosing (often frozen, then set or advanced).
+pub async fn spawn_sim_on(config: SimConfig, clock: SimClock) -> Sim {
+    serve(Simulator::try_with_clock(config, clock).unwrap()).await
+}
+
+async fn serve(sim: Simulator) -> Sim {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
         .unwrap();
@@ -71,18 +79,22 @@ pub async fn spawn_exporter(config: Config) -> Exporter {
         listen_address: "127.0.0.1:0".to_owned(),
         telemetry_path: "/metrics".to_owned(),
     };
-    let app = App::build(config, web).await.unwrap();
-    let addr = app.local_addr();
-    let cancel = CancellationToken::new();
-    tokio::spawn(app.run(cancel.clone()));
-    Exporter {
-        addr,
-        cancel,
-        client: reqwest::Client::new(),
-    }
+    Exporter::start(App::build(config, web).await.unwrap())
 }
 
 impl Exporter {
+    /// Runs a built app until the returned handle is dropped.
+    pub fn start(app: App) -> Exporter {
+        let addr = app.local_addr();
+        let cancel = CancellationToken::new();
+        tokio::spawn(app.run(cancel.clone()));
+        Exporter {
+            addr,
+            cancel,
+            client: reqwest::Client::new(),
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }

@@ -96,7 +96,7 @@ async fn get(url: &str) -> (u16, String, String) {
 }
 
 #[tokio::test]
-async fn demo_mode_serves_every_delivery_metric_and_quota_moves() {
+async fn demo_mode_serves_every_metric_and_the_numbers_move() {
     let mut demo = Running::start(&["--demo", "--web.listen-address=127.0.0.1:0"]);
     let url = demo.logged("open this URL", "url").await;
     let accounts = [1001, 1002, 1003, 1004];
@@ -131,15 +131,53 @@ async fn demo_mode_serves_every_delivery_metric_and_quota_moves() {
     .await;
     let remaining = "mailhost_delivery_remaining_messages{account_id=\"1001\"}";
     let sent = "mailhost_delivery_messages_sent{account_id=\"1001\"}";
-    let later = wait_for("quota to move", || async {
-        let (_, _, body) = get(&url).await;
-        (value(&body, sent) > value(&first, sent)).then_some(body)
-    })
+    let today = "mailhost_tracemail_current_day_messages{status=";
+    let migrated = "mailhost_migration_messages_migrated{migration=\"MG00000001\"}";
+    let filling = "mailhost_mailbox_quota_used_bytes{mailbox=\"EA00000001\"}";
+    let later = wait_for(
+        "quota, statistics, migration and mailbox to move",
+        || async {
+            let (_, _, body) = get(&url).await;
+            let moved = value(&body, sent) > value(&first, sent)
+                && sum(&body, today) > sum(&first, today)
+                && value(&body, migrated) > value(&first, migrated)
+                && value(&body, filling) > value(&first, filling);
+            moved.then_some(body)
+        },
+    )
     .await;
     assert!(
         value(&later, remaining) < value(&first, remaining),
         "remaining falls while sent rises"
     );
+    // Every series family of the statistics, migration and mailbox collectors carries data.
+    for family in later
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+    {
+        let business = [
+            "mailhost_tracemail_",
+            "mailhost_migration_",
+            "mailhost_mailbox_",
+            "mailhost_delivery_",
+        ]
+        .iter()
+        .any(|p| family.starts_with(p));
+        // A flag that is rightly 0 for the whole demo fleet.
+        let may_be_zero = [
+            "mailhost_mailbox_password_expired",
+            "mailhost_delivery_ignore_suppression_list",
+        ]
+        .contains(&family);
+        if business && !may_be_zero {
+            assert!(
+                sum(&later, &format!("{family}{{")) > 0.0
+                    || value(&later, family).is_some_and(|v| v > 0.0),
+                "{family} is all zeros in demo mode"
+            );
+        }
+    }
     assert_eq!(value(&later, "mailhost_up"), Some(1.0));
     docs_list_every_metric_on_metrics_and_nothing_else(&later);
     let (elapsed, clean) = demo.terminate();
@@ -262,6 +300,14 @@ async fn a_bad_config_file_is_refused_at_start_with_its_reason() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unknown field `acounts`"), "{stderr}");
+}
+
+/// The sum of every sample whose line starts with `prefix`.
+fn sum(body: &str, prefix: &str) -> f64 {
+    body.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// `docs/metrics.md` names exactly the families demo mode shows (first column of its tables).

@@ -3,22 +3,35 @@
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use crate::helpers::{TOKEN, config, promtool, spawn_exporter, spawn_sim, value};
+use mailhost_exporter::demo;
+use mailhost_exporter::sim::SimConfig;
+
+use crate::helpers::{TOKEN, promtool, spawn_exporter, spawn_sim, value};
 
 #[tokio::test]
 async fn promtool_finds_nothing_to_complain_about_in_metrics() {
     let Some(promtool) = promtool() else { return };
     let sim = spawn_sim().await;
-    // One unknown account too, so failure series are part of what is checked.
-    let exporter =
-        spawn_exporter(config(&sim.url, TOKEN, &[1001, 1002, 1003, 1004, 999], "")).await;
+    // Every collector of demo mode, plus an unknown account so failure series are checked too.
+    let mut targets = SimConfig::demo(TOKEN).demo_targets();
+    targets.accounts.push(999);
+    let exporter = spawn_exporter(demo::config(&sim.url, TOKEN, &targets)).await;
+    let collectors = [
+        "delivery_account",
+        "tracemail_dashboard",
+        "tracemail_daily",
+        "migration",
+        "mailbox",
+    ];
     let body = exporter
-        .scrape_until("a full run", |b| {
-            value(
-                b,
-                "mailhost_collector_success{collector=\"delivery_account\"}",
-            )
-            .is_some()
+        .scrape_until("a full run of every collector", |b| {
+            collectors.iter().all(|c| {
+                value(
+                    b,
+                    &format!("mailhost_collector_success{{collector=\"{c}\"}}"),
+                )
+                .is_some()
+            })
         })
         .await;
     let mut child = Command::new(promtool)

@@ -18,3 +18,6 @@ mod process;
 
 // Golden files: an upstream body in, the exact exposition out.
 mod golden;
+
+// The mail-tracing, migration and mailbox collectors against the living simulator.
+mod collectors;

@@ -77,7 +77,8 @@ async fn run(args: Args) -> Result<(), String> {
     let mut config = SimConfig::demo(&token);
     config.seed = args.seed;
     let identities = config.send_identities();
-    let accounts: Vec<i32> = config.accounts.iter().map(|a| a.id).collect();
+    let targets = config.demo_targets();
+    let accounts = targets.accounts.clone();
     let sim = Simulator::new(config);
 
     let listener = TcpListener::bind(&args.listen)
@@ -92,6 +93,12 @@ async fn run(args: Args) -> Result<(), String> {
         accounts = ?accounts,
         example = %format!("curl -H 'X-Api-Token: ...' {base_url}/api/delivery/accounts/{}", accounts.first().copied().unwrap_or(1001)),
         "simulated provider listening"
+    );
+    tracing::info!(
+        migrations = ?targets.migrations,
+        mailboxes = ?targets.mailboxes,
+        sending_domains = ?targets.domains,
+        "demo fleet: migrations, mailboxes (domain code, code) and sending domains"
     );
 
     let shutdown = CancellationToken::new();

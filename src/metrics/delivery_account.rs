@@ -2,102 +2,92 @@
 
 use std::time::Duration;
 
-use super::refreshed;
+use super::{GaugeTable, gauge, table_families};
 use crate::exposition::{Family, Unit};
 use crate::upstream::model::DeliveryAccount;
 
-type Getter = fn(&DeliveryAccount) -> Option<f64>;
-
-/// Plain gauges: name, help (the source field is named), value.
-const GAUGES: &[(&str, &str, Getter)] = &[
+/// Plain gauges and timestamps: name, help (the source field is named), unit, value.
+const GAUGES: &GaugeTable<DeliveryAccount> = &[
     (
         "mailhost_delivery_remaining_messages",
         "Messages the Delivery account can still send: plan quota left plus bought extras (remaining_messages).",
+        None,
         |a| a.remaining_messages,
     ),
     (
         "mailhost_delivery_plan_messages_limit",
         "Messages included in the plan per period (plan_messages_limit).",
+        None,
         |a| a.plan_messages_limit,
     ),
     (
         "mailhost_delivery_plan_messages_used",
         "Plan messages used in the current period (plan_messages_used).",
+        None,
         |a| a.plan_messages_used,
     ),
     (
         "mailhost_delivery_messages_sent",
         "Messages sent by the account, as the provider counts them (messages_sent).",
+        None,
         |a| a.messages_sent,
     ),
     (
         "mailhost_delivery_extra_messages",
         "Extra messages bought in packs, in total (extra_messages_total).",
+        None,
         |a| a.extra_messages_total,
     ),
     (
         "mailhost_delivery_remaining_extra_messages",
         "Bought extra messages not used yet (remaining_extra_messages_bought).",
+        None,
         |a| a.remaining_extra_messages_bought,
     ),
     (
         "mailhost_delivery_account_status",
         "The account's status as the raw integer the API returns (status).",
+        None,
         |a| a.status,
     ),
     (
         "mailhost_delivery_domains",
         "Sending domains assigned to the account (domains_count, or the length of domains).",
+        None,
         |a| a.domains,
     ),
     (
         "mailhost_delivery_ignore_suppression_list",
         "1 when the account ignores suppression-list checks, else 0 (ignore_suppression_list).",
+        None,
         |a| a.ignore_suppression_list.map(f64::from),
     ),
-];
-
-/// Timestamps: name without the unit, help, value in Unix seconds.
-const TIMESTAMPS: &[(&str, &str, Getter)] = &[
     (
         "mailhost_delivery_plan_expiration_timestamp",
         "When the account's plan expires (plan_expiration_date).",
+        Some(Unit::Seconds),
         |a| a.plan_expiration,
     ),
     (
         "mailhost_delivery_next_renewal_timestamp",
         "When the plan renews next (next_renewal_date).",
+        Some(Unit::Seconds),
         |a| a.next_renewal,
     ),
     (
         "mailhost_delivery_last_renewal_timestamp",
         "When the plan last renewed (last_renewal_date).",
+        Some(Unit::Seconds),
         |a| a.last_renewal,
     ),
 ];
 
 pub fn families(interval: Duration, accounts: &[(String, &DeliveryAccount)]) -> Vec<Family> {
-    let suffix = refreshed(interval);
-    let mut out = Vec::with_capacity(GAUGES.len() + TIMESTAMPS.len() + 1);
-    let tables = GAUGES
-        .iter()
-        .map(|g| (g, None))
-        .chain(TIMESTAMPS.iter().map(|g| (g, Some(Unit::Seconds))));
-    for ((name, help, get), unit) in tables {
-        let mut f = Family::gauge(name, format!("{help} {suffix}"));
-        if let Some(u) = unit {
-            f = f.unit(u);
-        }
-        for (id, a) in accounts {
-            if let Some(v) = get(a) {
-                f.push(vec![("account_id", id.clone())], v);
-            }
-        }
-        out.push(f);
-    }
-    let mut info = Family::gauge(
+    let mut out = table_families(GAUGES, interval, "account_id", accounts);
+    let mut info = gauge(
         "mailhost_delivery_account_info",
-        format!("Descriptive labels of a Delivery account; the value is always 1. {suffix}"),
+        "Descriptive labels of a Delivery account; the value is always 1.",
+        interval,
     );
     for (id, a) in accounts {
         let s = |v: &Option<String>| v.clone().unwrap_or_default();

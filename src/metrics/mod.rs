@@ -3,33 +3,113 @@
 //! that vanished upstream vanishes here too.
 
 mod delivery_account;
+mod mailbox;
+mod migration;
+mod tracemail;
 
 use std::time::Duration;
 
-use crate::collector::TargetData;
+use crate::collector::{Target, TargetData};
 use crate::exposition::{Family, Unit};
 use crate::labels::CollectorName;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{CollectorState, Snapshot};
 
 /// Every family of a snapshot: exporter health first, then each collector's series.
 pub fn families(snapshot: &Snapshot) -> Vec<Family> {
     let mut out = health(snapshot);
-    // Current data of every target, sorted by kind; a collector's targets share one kind.
-    let mut accounts = Vec::new();
     for c in snapshot.collectors.values() {
-        for t in &c.targets {
-            match t.data.as_ref().map(|(d, _)| d) {
-                Some(TargetData::DeliveryAccount(a)) => accounts.push((t.target.to_string(), a)),
-                None => {}
-            }
-        }
+        let interval = c.schedule.interval;
         match c.name {
             CollectorName::DeliveryAccount => {
-                out.extend(delivery_account::families(c.schedule.interval, &accounts));
+                let items = current(c, |_, d| match d {
+                    TargetData::DeliveryAccount(x) => Some(x),
+                    _ => None,
+                });
+                out.extend(delivery_account::families(interval, &items));
+            }
+            CollectorName::TracemailDashboard => {
+                let views: Vec<_> = c
+                    .targets
+                    .iter()
+                    .filter_map(|t| match (&t.target, t.data.as_ref().map(|(d, _)| d)) {
+                        (Target::DashboardView(v), Some(TargetData::Dashboard(x))) => Some((v, x)),
+                        _ => None,
+                    })
+                    .collect();
+                out.extend(tracemail::dashboard_families(interval, &views));
+            }
+            CollectorName::TracemailDaily => {
+                let items = current(c, |_, d| match d {
+                    TargetData::Daily(x) => Some(x),
+                    _ => None,
+                });
+                out.extend(tracemail::daily_families(interval, &items));
+            }
+            CollectorName::Migration => {
+                let items = current(c, |_, d| match d {
+                    TargetData::Migration(x) => Some(x),
+                    _ => None,
+                });
+                out.extend(migration::families(interval, &items));
+            }
+            CollectorName::Mailbox => {
+                let items = current(c, |_, d| match d {
+                    TargetData::Mailbox(x) => Some(x),
+                    _ => None,
+                });
+                out.extend(mailbox::families(interval, &items));
             }
         }
     }
     out
+}
+
+/// The current data of a collector's targets, with their `target` label value.
+fn current<'a, T>(
+    c: &'a CollectorState,
+    pick: impl Fn(&Target, &'a TargetData) -> Option<&'a T>,
+) -> Vec<(String, &'a T)> {
+    c.targets
+        .iter()
+        .filter_map(|t| {
+            let (data, _) = t.data.as_ref()?;
+            pick(&t.target, data).map(|x| (t.target.to_string(), x))
+        })
+        .collect()
+}
+
+type Getter<T> = fn(&T) -> Option<f64>;
+
+/// A table of plain gauges: name (unit added by [`Unit`]), help naming the source field, value.
+type GaugeTable<T> = [(&'static str, &'static str, Option<Unit>, Getter<T>)];
+
+/// One family per row of `table`, one sample per item, labelled `label="<item id>"`.
+fn table_families<T>(
+    table: &GaugeTable<T>,
+    interval: Duration,
+    label: &'static str,
+    items: &[(String, &T)],
+) -> Vec<Family> {
+    table
+        .iter()
+        .map(|(name, help, unit, get)| {
+            let mut f = gauge(name, help, interval);
+            if let Some(u) = unit {
+                f = f.unit(*u);
+            }
+            for (id, item) in items {
+                if let Some(v) = get(item) {
+                    f.push(vec![(label, id.clone())], v);
+                }
+            }
+            f
+        })
+        .collect()
+}
+
+/// A gauge family with the "refreshed" sentence appended to its help.
+fn gauge(name: &str, help: &str, interval: Duration) -> Family {
+    Family::gauge(name, format!("{help} {}", refreshed(interval)))
 }
 
 /// The sentence every business metric's help ends with.

@@ -1,6 +1,6 @@
 //! The simulator's clock: every date the simulator emits is read from here, so tests can move time.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
@@ -10,9 +10,12 @@ use jiff::{SignedDuration, Timestamp};
 /// By default it follows the wall clock plus an offset (zero at start), so dates keep moving in a
 /// demo. [`SimClock::set`] and [`SimClock::advance`] move the offset and keep the clock ticking;
 /// [`SimClock::freeze`] stops it at one instant for tests that need exact dates.
-#[derive(Debug)]
+///
+/// Clones share one clock (like clones of the simulator share one state), so a test can hand a
+/// clone to whatever must follow the simulator's time.
+#[derive(Clone, Debug)]
 pub struct SimClock {
-    mode: Mutex<Mode>,
+    mode: Arc<Mutex<Mode>>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -33,14 +36,14 @@ impl SimClock {
     /// A clock that follows the wall clock.
     pub fn new() -> Self {
         Self {
-            mode: Mutex::new(Mode::Offset(SignedDuration::ZERO)),
+            mode: Arc::new(Mutex::new(Mode::Offset(SignedDuration::ZERO))),
         }
     }
 
     /// A clock stopped at `at`.
     pub fn frozen(at: Timestamp) -> Self {
         Self {
-            mode: Mutex::new(Mode::Frozen(at)),
+            mode: Arc::new(Mutex::new(Mode::Frozen(at))),
         }
     }
 
@@ -132,6 +135,14 @@ mod tests {
         assert!(now < ts("2001-01-01T00:01:00Z"));
         clock.advance(Duration::from_secs(3600));
         assert!(clock.now() >= ts("2001-01-01T01:00:00Z"));
+    }
+
+    #[test]
+    fn clones_share_one_clock() {
+        let clock = SimClock::frozen(ts("2025-03-01T00:00:00Z"));
+        let follower = clock.clone();
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(follower.now(), ts("2025-03-01T00:01:00Z"));
     }
 
     #[test]

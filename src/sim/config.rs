@@ -1,4 +1,5 @@
-//! What a simulator starts with: management tokens, Delivery accounts and their send tokens.
+//! What a simulator starts with: management tokens, Delivery accounts and their send tokens,
+//! migrations and mailboxes.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,8 +9,15 @@ use std::time::Duration;
 pub struct SimConfig {
     pub management_tokens: Vec<ManagementToken>,
     pub accounts: Vec<AccountSeed>,
-    /// Seeds the random source of fault injection and message ids.
+    /// Seeds the random sources of fault injection, sending outcomes and seeded history.
     pub seed: u64,
+    /// Seeds each enabled account with synthetic sending statistics over yesterday and today so
+    /// far (in the account's time zone), so dashboards show numbers at once.
+    pub history: bool,
+    /// Migrations whose statistics `GET /api/migrations/{code}/stats` serves.
+    pub migrations: Vec<MigrationSeed>,
+    /// Email accounts (mailboxes) served by `GET /api/domains/{domain}/email_accounts/{code}`.
+    pub mailboxes: Vec<MailboxSeed>,
 }
 
 /// A Management API token (`X-Api-Token`).
@@ -50,6 +58,8 @@ pub struct AccountSeed {
     /// Time from the simulator clock at start to `plan_expiration_date`.
     pub plan_expires_in: Duration,
     pub send_tokens: Vec<TokenSeed>,
+    /// IANA time zone of the account: its "days" in the daily statistics are local days there.
+    pub timezone: String,
 }
 
 impl Default for AccountSeed {
@@ -72,6 +82,114 @@ impl Default for AccountSeed {
             allow_nets: Vec::new(),
             plan_expires_in: Duration::from_secs(30 * 86_400),
             send_tokens: Vec::new(),
+            timezone: "UTC".to_owned(),
+        }
+    }
+}
+
+/// The plan of one migration run. Its progress is a pure function of the simulator clock: it
+/// starts at `clock at start + start_in - started_ago` and migrates `rate` messages a minute,
+/// spread over `parallel` accounts at a time.
+#[derive(Clone, Debug)]
+pub struct MigrationSeed {
+    /// `MG` followed by 8 digits.
+    pub code: String,
+    /// Time from the simulator clock at start to the start of the run.
+    pub start_in: Duration,
+    /// For runs that began before the simulator: moves the start back by this much.
+    pub started_ago: Duration,
+    /// Email accounts migrated by the run.
+    pub accounts: u32,
+    /// Messages to migrate, over all accounts (split evenly).
+    pub messages: i64,
+    /// Bytes to migrate; migrated bytes follow migrated messages proportionally.
+    pub bytes: i64,
+    /// Messages migrated per minute, over all accounts being migrated.
+    pub rate: i64,
+    /// Accounts migrated at the same time (at least 1).
+    pub parallel: u32,
+    /// How many accounts fail (the first ones of the run), each half-way through its messages.
+    pub failed_accounts: u32,
+}
+
+impl Default for MigrationSeed {
+    /// A run of 4 accounts and 4000 messages (1 GiB) starting at once at 100 messages a minute.
+    fn default() -> Self {
+        Self {
+            code: "MG00000000".to_owned(),
+            start_in: Duration::ZERO,
+            started_ago: Duration::ZERO,
+            accounts: 4,
+            messages: 4000,
+            bytes: 1 << 30,
+            rate: 100,
+            parallel: 2,
+            failed_accounts: 0,
+        }
+    }
+}
+
+/// The starting state of one email account (mailbox). Its counters then move with the clock.
+#[derive(Clone, Debug)]
+pub struct MailboxSeed {
+    /// `D` followed by 9 digits: the hosting domain of the mailbox.
+    pub domain_code: String,
+    pub domain_name: String,
+    /// `EA` followed by 8 digits, or `P` followed by 9 digits for a postmaster.
+    pub code: String,
+    /// The part of the address before `@`.
+    pub local_part: String,
+    /// Space used at start, MiB.
+    pub quota_used_mib: i64,
+    /// The mailbox limit, MiB.
+    pub quota_limit_mib: i64,
+    /// How fast the used space grows (until the limit); messages grow with it.
+    pub fill_mib_per_hour: i64,
+    /// Messages stored at start.
+    pub messages: i64,
+    /// Outbound messages allowed per 24-hour period.
+    pub outbound_limit: i64,
+    /// Outbound messages already sent in the current period at start.
+    pub outbound_sent: i64,
+    /// How fast the outbound count grows during a period (until the limit).
+    pub outbound_per_hour: i64,
+    /// Time from the clock at start to the end of the current outbound period.
+    pub outbound_reset_in: Duration,
+    pub archive: bool,
+    /// `active`, `activating`, `disabled` or `deactivating`.
+    pub archive_status: String,
+    /// Vault (archive) space used, MiB, and messages in it.
+    pub vault_quota_mib: i64,
+    pub vault_messages: i64,
+    pub password_expired: bool,
+    pub enabled: bool,
+    /// How often the owner logs in (zero: never again after the seeded last login).
+    pub login_every: Duration,
+}
+
+impl Default for MailboxSeed {
+    /// An enabled, empty 1 GiB mailbox without archive that sends nothing.
+    fn default() -> Self {
+        Self {
+            domain_code: "D000000901".to_owned(),
+            domain_name: "mail.example".to_owned(),
+            code: "EA00000000".to_owned(),
+            local_part: "user".to_owned(),
+            quota_used_mib: 0,
+            quota_limit_mib: 1024,
+            fill_mib_per_hour: 0,
+            messages: 0,
+            outbound_limit: 1000,
+            outbound_sent: 0,
+            outbound_per_hour: 0,
+            outbound_reset_in: Duration::from_secs(12 * 3600),
+            archive: false,
+            archive_status: "disabled".to_owned(),
+            vault_quota_mib: 0,
+            vault_messages: 0,
+            password_expired: false,
+            enabled: true,
+            login_every: Duration::from_secs(30 * 60),
         }
     }
 }
@@ -155,7 +273,7 @@ mod tests {
                 }],
                 ..AccountSeed::default()
             }],
-            seed: 0,
+            ..SimConfig::default()
         };
         let printed = format!("{config:?} {:?}", config.send_identities());
         assert!(!printed.contains("very-secret"), "{printed}");

@@ -22,7 +22,8 @@ pub(crate) fn router() -> Router<Simulator> {
         .route("/_sim/faults/{route}", put(set_fault).delete(clear_fault))
 }
 
-/// Accounts as records, their API tokens, domains, suppression list and faults.
+/// Accounts as records, their API tokens, domains, suppression list, migration statistics,
+/// mailbox records and faults.
 async fn state(State(sim): State<Simulator>, auth: Management) -> Result<Json<Value>, ApiError> {
     auth.check_unscoped("the simulator control plane")?;
     let now = sim.clock().now();
@@ -53,8 +54,16 @@ async fn state(State(sim): State<Simulator>, auth: Management) -> Result<Json<Va
             })
         })
         .collect();
+    let migrations: serde_json::Map<String, Value> = world
+        .migrations
+        .iter()
+        .map(|(code, migration)| (code.clone(), migration.stats(now)))
+        .collect();
+    let mailboxes: Vec<Value> = world.mailboxes.values().map(|m| m.record(now)).collect();
     Ok(Json(json!({
         "now": format_datetime(now),
+        "migrations": migrations,
+        "mailboxes": mailboxes,
         "accounts": accounts,
         "api_tokens": api_tokens,
         "domains": world.domains.dump(),

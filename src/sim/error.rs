@@ -113,6 +113,14 @@ pub enum SimConfigError {
     EmptyToken { account: i32 },
     #[error("account {0}: plan_expires_in is too large")]
     DateOutOfRange(i32),
+    #[error(
+        "account {account}: timezone {value:?} is not an IANA time zone name (e.g. \"Europe/Rome\")"
+    )]
+    BadTimeZone { account: i32, value: String },
+    #[error("migration {code:?}: {reason}")]
+    BadMigration { code: String, reason: String },
+    #[error("mailbox {code:?}: {reason}")]
+    BadMailbox { code: String, reason: String },
 }
 
 #[cfg(test)]

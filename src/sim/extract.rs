@@ -3,7 +3,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, RawPathParams, Request};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Query, RawPathParams, Request};
 use axum::http::StatusCode;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
@@ -15,6 +15,8 @@ use super::error::ApiError;
 
 /// Header carrying the Management API token.
 pub const MANAGEMENT_TOKEN_HEADER: &str = "X-Api-Token";
+
+const EMPTY_BODY: &str = "the request body is empty";
 
 /// A JSON request body. The `Content-Type` is not checked (clients are many and sloppy); the body
 /// must parse as `T`, else 400.
@@ -41,9 +43,9 @@ where
                 }
             })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ApiError::bad_request(
-                "the request body is empty; a JSON object is required",
-            ));
+            return Err(ApiError::BadRequest(format!(
+                "{EMPTY_BODY}; a JSON object is required"
+            )));
         }
         serde_json::from_slice(&bytes)
             .map(JsonBody)
@@ -121,18 +123,77 @@ pub(crate) struct AccountTokenIds {
     pub token: i32,
 }
 
+/// The account of a mail-tracing daily statistics path (`{account}`, an int32).
+pub(crate) struct TracemailAccount(pub i32);
+
+/// The `{migration_code}` of a migration path, checked to be `MG` + 8 digits.
+pub(crate) struct MigrationCode(pub String);
+
+/// The `{domain_code}` and `{email_account_code}` of an email account path, both checked.
+pub(crate) struct MailboxPath {
+    pub domain: String,
+    pub code: String,
+}
+
+fn digits(value: &str, prefix: &str, count: usize) -> bool {
+    value
+        .strip_prefix(prefix)
+        .is_some_and(|rest| rest.len() == count && rest.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `D` followed by 9 digits.
+pub(crate) fn is_domain_code(code: &str) -> bool {
+    digits(code, "D", 9)
+}
+
+/// `MG` followed by 8 digits.
+pub(crate) fn is_migration_code(code: &str) -> bool {
+    digits(code, "MG", 8)
+}
+
+/// `EA` followed by 8 digits, or a postmaster's `P` followed by 9 digits.
+pub(crate) fn is_mailbox_code(code: &str) -> bool {
+    digits(code, "EA", 8) || digits(code, "P", 9)
+}
+
+async fn string_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    name: &str,
+) -> Result<String, ApiError> {
+    let params = RawPathParams::from_request_parts(parts, state)
+        .await
+        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
+    params
+        .iter()
+        .find_map(|(key, value)| (key == name).then(|| value.to_owned()))
+        .ok_or_else(|| ApiError::Internal(format!("route has no `{name}` path parameter")))
+}
+
+/// Path parameter `name`, which must satisfy `valid`; `format` describes it in the 400.
+async fn code_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    name: &str,
+    valid: fn(&str) -> bool,
+    format: &str,
+) -> Result<String, ApiError> {
+    let value = string_param(parts, state, name).await?;
+    if valid(&value) {
+        Ok(value)
+    } else {
+        Err(ApiError::BadRequest(format!(
+            "path parameter `{name}` must be {format}, got {value:?}"
+        )))
+    }
+}
+
 async fn int32_param<S: Send + Sync>(
     parts: &mut Parts,
     state: &S,
     name: &str,
 ) -> Result<i32, ApiError> {
-    let params = RawPathParams::from_request_parts(parts, state)
-        .await
-        .map_err(|rejection| ApiError::BadRequest(rejection.body_text()))?;
-    let value = params
-        .iter()
-        .find_map(|(key, value)| (key == name).then_some(value))
-        .ok_or_else(|| ApiError::Internal(format!("route has no `{name}` path parameter")))?;
+    let value = string_param(parts, state, name).await?;
     value.parse::<i32>().map_err(|_| {
         ApiError::BadRequest(format!(
             "path parameter `{name}` must be an int32 integer, got {value:?}"
@@ -159,6 +220,98 @@ impl<S: Send + Sync> FromRequestParts<S> for AccountTokenIds {
     }
 }
 
+impl<S: Send + Sync> FromRequestParts<S> for TracemailAccount {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self(int32_param(parts, state, "account").await?))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for MigrationCode {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let code = code_param(
+            parts,
+            state,
+            "migration_code",
+            is_migration_code,
+            "`MG` followed by 8 digits",
+        )
+        .await?;
+        Ok(Self(code))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for MailboxPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let domain = code_param(
+            parts,
+            state,
+            "domain_code",
+            is_domain_code,
+            "`D` followed by 9 digits",
+        )
+        .await?;
+        let code = code_param(
+            parts,
+            state,
+            "email_account_code",
+            is_mailbox_code,
+            "`EA` followed by 8 digits or `P` followed by 9 digits",
+        )
+        .await?;
+        Ok(Self { domain, code })
+    }
+}
+
+/// The query string as `(name, value)` pairs, percent-decoded; an undecodable query is a 400.
+pub(crate) struct QueryPairs(pub Vec<(String, String)>);
+
+impl QueryPairs {
+    /// The last value given for `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find_map(|(key, value)| (key == name).then_some(value.as_str()))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<Vec<(String, String)>>::from_request_parts(parts, state)
+            .await
+            .map(|Query(pairs)| Self(pairs))
+            .map_err(|rejection| {
+                ApiError::BadRequest(format!("invalid query string: {}", rejection.body_text()))
+            })
+    }
+}
+
+/// A JSON object body that may also be empty (every member optional): an empty body reads as
+/// `{}`; anything else must be a JSON object, else 400.
+pub(crate) struct OptionalJsonObject(pub Map<String, Value>);
+
+impl<S: Send + Sync> FromRequest<S> for OptionalJsonObject {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match JsonBody::<Map<String, Value>>::from_request(request, state).await {
+            Ok(JsonBody(map)) => Ok(Self(map)),
+            Err(ApiError::BadRequest(message)) if message.starts_with(EMPTY_BODY) => {
+                Ok(Self(Map::new()))
+            }
+            Err(error) => Err(error),
+        }
+    }
+}
+
 /// A caller authenticated with a Management API token, and what that token may see.
 #[derive(Debug)]
 pub(crate) struct Management {
@@ -174,6 +327,11 @@ impl Management {
             ))),
             _ => Ok(()),
         }
+    }
+
+    /// The accounts this token may see; `None` for all.
+    pub(crate) fn scope(&self) -> Option<&[i32]> {
+        self.scope.as_deref()
     }
 
     /// 403 unless the token is unrestricted.

@@ -1,9 +1,13 @@
 //! The seeded demo fleet: four Delivery accounts that between them show every state a dashboard
-//! should render (healthy, nearly exhausted, disabled, expiring).
+//! should render (healthy, nearly exhausted, disabled, expiring), with two days of sending
+//! statistics, three migrations (running, completed, running with a failure) and four mailboxes
+//! (filling up, archive activating, at its outbound limit, postmaster).
 
 use std::time::Duration;
 
-use super::config::{AccountSeed, ManagementToken, SimConfig, TokenSeed};
+use super::config::{
+    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SimConfig, TokenSeed,
+};
 
 /// Healthy and busy.
 pub const DEMO_BUSY: i32 = 1001;
@@ -13,6 +17,38 @@ pub const DEMO_NEARLY_EXHAUSTED: i32 = 1002;
 pub const DEMO_DISABLED: i32 = 1003;
 /// Plan expires within three days.
 pub const DEMO_EXPIRING: i32 = 1004;
+
+/// Running, moving visibly every minute, finished about an hour after start.
+pub const DEMO_MIGRATION_RUNNING: &str = "MG00000001";
+/// Finished before the simulator started.
+pub const DEMO_MIGRATION_COMPLETED: &str = "MG00000002";
+/// Running, with one failed account and some errors.
+pub const DEMO_MIGRATION_WITH_FAILURES: &str = "MG00000003";
+
+/// Hosting domains of the demo mailboxes (not sending domains).
+const DEMO_MAIL_DOMAIN: (&str, &str) = ("D000000901", "acme-mail.example");
+const DEMO_STUDIO_DOMAIN: (&str, &str) = ("D000000902", "studio-mail.example");
+/// At 89% of 2 GiB, growing 5 MiB a minute: crosses 90% about four minutes after start.
+pub const DEMO_FILLING: &str = "EA00000001";
+/// Archive being activated (`archive_status` `activating`, import running).
+pub const DEMO_ARCHIVE_ACTIVATING: &str = "EA00000002";
+/// Has sent its whole outbound limit; the count goes back to zero in five hours.
+pub const DEMO_OUTBOUND_AT_LIMIT: &str = "EA00000003";
+/// The postmaster of the second domain.
+pub const DEMO_POSTMASTER: &str = "P000000001";
+
+/// What a demo (or an exporter configuration written for it) can point at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DemoTargets {
+    /// Delivery account ids.
+    pub accounts: Vec<i32>,
+    /// Migration codes.
+    pub migrations: Vec<String>,
+    /// `(domain_code, mailbox_code)` pairs.
+    pub mailboxes: Vec<(String, String)>,
+    /// Sending domain names, each once, in the order the accounts list them.
+    pub domains: Vec<String>,
+}
 
 /// Seed of the demo's random source, so two demo runs inject the same faults.
 pub const DEMO_SEED: u64 = 0x6d61_696c;
@@ -31,8 +67,9 @@ fn token(account: i32, label: &str, secret: &str) -> TokenSeed {
 impl SimConfig {
     /// The demo fleet: 1001 "business" healthy and busy; 1002 "starter" close to exhaustion
     /// (95% of a 10000 plan used, no extras); 1003 disabled; 1004 whose plan expires in about
-    /// two and a half days; each with one send token and one or two sending domains. One
-    /// unrestricted management token.
+    /// two and a half days; each with one send token, one or two sending domains, the
+    /// `Europe/Rome` time zone and seeded history. One unrestricted management token. Three
+    /// migrations and four mailboxes (see the `DEMO_*` constants).
     pub fn demo(management_token: &str) -> Self {
         let accounts = vec![
             AccountSeed {
@@ -53,6 +90,7 @@ impl SimConfig {
                 allow_nets: vec!["127.0.0.0/8".to_owned(), "::1".to_owned()],
                 plan_expires_in: Duration::from_secs(200 * DAY),
                 send_tokens: vec![token(DEMO_BUSY, "shop backend", "7c41d2a98f03be65")],
+                timezone: DEMO_TIMEZONE.to_owned(),
             },
             AccountSeed {
                 id: DEMO_NEARLY_EXHAUSTED,
@@ -74,6 +112,7 @@ impl SimConfig {
                     "newsletter",
                     "0b9e61f4c2d7a835",
                 )],
+                timezone: DEMO_TIMEZONE.to_owned(),
             },
             AccountSeed {
                 id: DEMO_DISABLED,
@@ -91,6 +130,7 @@ impl SimConfig {
                 allow_nets: Vec::new(),
                 plan_expires_in: Duration::from_secs(100 * DAY),
                 send_tokens: vec![token(DEMO_DISABLED, "old app", "5a3f0e8c71b2d946")],
+                timezone: DEMO_TIMEZONE.to_owned(),
             },
             AccountSeed {
                 id: DEMO_EXPIRING,
@@ -108,6 +148,7 @@ impl SimConfig {
                 allow_nets: Vec::new(),
                 plan_expires_in: Duration::from_secs(2 * DAY + 12 * 3600),
                 send_tokens: vec![token(DEMO_EXPIRING, "campaigns", "e2c8b7104d9f6a53")],
+                timezone: DEMO_TIMEZONE.to_owned(),
             },
         ];
         Self {
@@ -117,8 +158,129 @@ impl SimConfig {
             }],
             accounts,
             seed: DEMO_SEED,
+            history: true,
+            migrations: demo_migrations(),
+            mailboxes: demo_mailboxes(),
         }
     }
+
+    /// The accounts, migrations, mailboxes and sending domains of this configuration.
+    pub fn demo_targets(&self) -> DemoTargets {
+        let mut domains: Vec<String> = Vec::new();
+        for name in self.accounts.iter().flat_map(|a| &a.domains) {
+            if !domains.iter().any(|known| known.eq_ignore_ascii_case(name)) {
+                domains.push(name.clone());
+            }
+        }
+        DemoTargets {
+            accounts: self.accounts.iter().map(|a| a.id).collect(),
+            migrations: self.migrations.iter().map(|m| m.code.clone()).collect(),
+            mailboxes: self
+                .mailboxes
+                .iter()
+                .map(|m| (m.domain_code.clone(), m.code.clone()))
+                .collect(),
+            domains,
+        }
+    }
+}
+
+const DEMO_TIMEZONE: &str = "Europe/Rome";
+const MIB_PER_GIB: i64 = 1024;
+
+fn demo_migrations() -> Vec<MigrationSeed> {
+    vec![
+        // 36000 messages at 500 a minute over 4 lanes, begun 10 minutes ago: 72 minutes in all.
+        MigrationSeed {
+            code: DEMO_MIGRATION_RUNNING.to_owned(),
+            start_in: Duration::ZERO,
+            started_ago: Duration::from_secs(10 * 60),
+            accounts: 12,
+            messages: 36_000,
+            bytes: 7 * MIB_PER_GIB * 1024 * 1024,
+            rate: 500,
+            parallel: 4,
+            failed_accounts: 0,
+        },
+        // Took four hours, three days ago.
+        MigrationSeed {
+            code: DEMO_MIGRATION_COMPLETED.to_owned(),
+            start_in: Duration::ZERO,
+            started_ago: Duration::from_secs(3 * DAY),
+            accounts: 5,
+            messages: 80_000,
+            bytes: 12 * MIB_PER_GIB * 1024 * 1024,
+            rate: 400,
+            parallel: 2,
+            failed_accounts: 0,
+        },
+        // Its first account failed after about 4 hours; the run lasts about 21 hours.
+        MigrationSeed {
+            code: DEMO_MIGRATION_WITH_FAILURES.to_owned(),
+            start_in: Duration::ZERO,
+            started_ago: Duration::from_secs(5 * 3600),
+            accounts: 8,
+            messages: 400_000,
+            bytes: 30 * MIB_PER_GIB * 1024 * 1024,
+            rate: 300,
+            parallel: 3,
+            failed_accounts: 1,
+        },
+    ]
+}
+
+fn demo_mailboxes() -> Vec<MailboxSeed> {
+    let on = |(domain_code, domain_name): (&str, &str), code: &str, local_part: &str| MailboxSeed {
+        domain_code: domain_code.to_owned(),
+        domain_name: domain_name.to_owned(),
+        code: code.to_owned(),
+        local_part: local_part.to_owned(),
+        ..MailboxSeed::default()
+    };
+    vec![
+        MailboxSeed {
+            quota_limit_mib: 2 * MIB_PER_GIB,
+            quota_used_mib: 1823,
+            fill_mib_per_hour: 300,
+            messages: 14_200,
+            outbound_limit: 500,
+            outbound_sent: 35,
+            outbound_per_hour: 12,
+            ..on(DEMO_MAIL_DOMAIN, DEMO_FILLING, "info")
+        },
+        MailboxSeed {
+            quota_limit_mib: 5 * MIB_PER_GIB,
+            quota_used_mib: 1229,
+            fill_mib_per_hour: 2,
+            messages: 8_050,
+            archive: true,
+            archive_status: "activating".to_owned(),
+            vault_quota_mib: 640,
+            vault_messages: 4_100,
+            outbound_sent: 120,
+            outbound_per_hour: 4,
+            ..on(DEMO_MAIL_DOMAIN, DEMO_ARCHIVE_ACTIVATING, "archive")
+        },
+        MailboxSeed {
+            quota_limit_mib: 10 * MIB_PER_GIB,
+            quota_used_mib: 812,
+            fill_mib_per_hour: 1,
+            messages: 3_900,
+            outbound_limit: 300,
+            outbound_sent: 300,
+            outbound_per_hour: 30,
+            outbound_reset_in: Duration::from_secs(5 * 3600),
+            ..on(DEMO_STUDIO_DOMAIN, DEMO_OUTBOUND_AT_LIMIT, "sales")
+        },
+        MailboxSeed {
+            quota_limit_mib: MIB_PER_GIB,
+            quota_used_mib: 96,
+            messages: 410,
+            password_expired: true,
+            login_every: Duration::from_secs(6 * 3600),
+            ..on(DEMO_STUDIO_DOMAIN, DEMO_POSTMASTER, "postmaster")
+        },
+    ]
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 use super::Simulator;
 use super::error::ApiError;
 use super::extract::{
-    AccountId, AccountTokenIds, Fields, JsonBody, Management, is_email_address, required,
+    AccountId, AccountTokenIds, Fields, JsonBody, Management, is_domain_code, is_email_address,
+    required,
 };
 use super::state::{SuppressionReason, parse_net};
 
@@ -57,10 +58,6 @@ struct Settings {
     volume: Option<i32>,
     ignore_suppression_list: Option<bool>,
     allow_nets: Option<Vec<ipnet::IpNet>>,
-}
-
-fn is_domain_code(code: &str) -> bool {
-    code.len() == 10 && code.starts_with('D') && code[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
 impl Settings {

@@ -9,28 +9,48 @@ mod error;
 mod extract;
 mod faults;
 mod fleet;
+mod mailboxes;
 mod management;
+mod migrations;
 mod routes;
 mod send;
 mod state;
+mod stats;
+mod tracemail;
 pub mod traffic;
 
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use jiff::Timestamp;
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 pub use clock::{SimClock, format_datetime};
-pub use config::{AccountSeed, ManagementToken, SendIdentity, SimConfig, TokenSeed};
+pub use config::{
+    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SendIdentity, SimConfig, TokenSeed,
+};
 pub use error::{ApiError, SimConfigError};
 pub use extract::MANAGEMENT_TOKEN_HEADER;
 pub use faults::FaultSpec;
-pub use fleet::{DEMO_BUSY, DEMO_DISABLED, DEMO_EXPIRING, DEMO_NEARLY_EXHAUSTED, DEMO_SEED};
+pub use fleet::{
+    DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY, DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING,
+    DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING, DEMO_MIGRATION_WITH_FAILURES,
+    DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER, DEMO_SEED, DemoTargets,
+};
+pub use mailboxes::{
+    ARCHIVE_STATUSES, DELEGATE_RECORD_FIELDS, MAILBOX_RECORD_FIELDS, MailboxState,
+    OUTBOUND_PERIOD_HOURS,
+};
 pub use management::PAYMENT_METHODS;
 pub use routes::{Route, UnknownRoute};
 pub use send::{BOUNCE_DOMAIN, SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES};
@@ -38,9 +58,16 @@ pub use state::{
     ACCOUNT_RECORD_FIELDS, AccountState, ApiTokenState, MESSAGES_PER_VOLUME_UNIT,
     SuppressionReason, TOKEN_RECORD_FIELDS,
 };
+pub use stats::{OUTCOMES, Outcome};
+pub use tracemail::{
+    DAILY_DAYS, DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX,
+};
 
 use faults::Faults;
+use mailboxes::MailboxState as Mailbox;
+use migrations::MigrationState;
 use state::World;
+use stats::Filter;
 
 /// A running simulated service. Cheap to clone: clones share one state.
 #[derive(Clone)]
@@ -93,7 +120,7 @@ impl Simulator {
         let sim = Self {
             inner: Arc::new(Inner {
                 clock,
-                world: Mutex::new(World::default()),
+                world: Mutex::new(World::new(config.seed)),
                 faults: Arc::new(Faults::new(config.seed)),
                 management_tokens: config.management_tokens,
             }),
@@ -101,7 +128,91 @@ impl Simulator {
         for seed in &config.accounts {
             sim.insert_account(seed)?;
         }
+        if config.history {
+            let now = sim.inner.clock.now();
+            let mut world = sim.world();
+            let world = &mut *world;
+            for seed in config.accounts.iter().filter(|a| a.enabled) {
+                let Some(account) = world.accounts.get(&seed.id) else {
+                    continue;
+                };
+                // One stream per account, so adding an account leaves the others' history alone.
+                let mut rng = StdRng::seed_from_u64(
+                    config.seed
+                        ^ u64::from(seed.id.unsigned_abs()).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                );
+                stats::seed_history(
+                    &mut world.stats,
+                    &mut rng,
+                    seed.id,
+                    &account.domains,
+                    &account.time_zone(),
+                    now,
+                );
+            }
+        }
+        for seed in &config.migrations {
+            sim.insert_migration(seed)?;
+        }
+        for seed in &config.mailboxes {
+            sim.insert_mailbox(seed)?;
+        }
         Ok(sim)
+    }
+
+    /// Adds a migration to a running simulator; its start is computed from the clock now.
+    pub fn insert_migration(&self, seed: &MigrationSeed) -> Result<(), SimConfigError> {
+        let state = MigrationState::from_seed(seed, self.inner.clock.now())?;
+        let mut world = self.world();
+        if world.migrations.contains_key(&seed.code) {
+            return Err(SimConfigError::BadMigration {
+                code: seed.code.clone(),
+                reason: "configured twice".to_owned(),
+            });
+        }
+        world.migrations.insert(seed.code.clone(), state);
+        Ok(())
+    }
+
+    /// Adds a mailbox to a running simulator. Its code must be new, and its domain code must not
+    /// name another domain (sending domains included).
+    pub fn insert_mailbox(&self, seed: &MailboxSeed) -> Result<(), SimConfigError> {
+        let state = Mailbox::from_seed(seed, self.inner.clock.now())?;
+        let bad = |reason: String| SimConfigError::BadMailbox {
+            code: seed.code.clone(),
+            reason,
+        };
+        let mut world = self.world();
+        if world.mailboxes.contains_key(&seed.code) {
+            return Err(bad("configured twice".to_owned()));
+        }
+        let clash = world
+            .mailboxes
+            .values()
+            .map(|m| (m.domain_code.as_str(), m.domain_name.as_str()))
+            .chain(
+                world
+                    .domains
+                    .name_of(&seed.domain_code)
+                    .map(|name| (seed.domain_code.as_str(), name)),
+            )
+            .chain(
+                world
+                    .domains
+                    .code_of(&seed.domain_name)
+                    .map(|code| (code, seed.domain_name.as_str())),
+            )
+            .find(|(code, name)| {
+                (*code == seed.domain_code) != name.eq_ignore_ascii_case(&seed.domain_name)
+            });
+        if let Some((code, name)) = clash {
+            return Err(bad(format!(
+                "domain {} ({}) clashes with domain {name} ({code})",
+                seed.domain_name, seed.domain_code
+            )));
+        }
+        world.mailboxes.insert(seed.code.clone(), state);
+        Ok(())
     }
 
     /// Adds an account (with its send tokens and domains) to a running simulator.
@@ -197,6 +308,97 @@ impl Simulator {
         let now = self.inner.clock.now();
         let accounts = accounts.map(|ids| ids.iter().map(i32::to_string).collect());
         self.world().suppress(email, reason, accounts, now);
+    }
+
+    /// Outcome name -> messages on local date `date` in the account's own time zone, every
+    /// outcome of [`OUTCOMES`] present (zeros included). An unknown account gives zeros.
+    pub fn day_totals(&self, account: i32, date: Date) -> BTreeMap<String, i64> {
+        let tz = self
+            .world()
+            .accounts
+            .get(&account)
+            .map_or(TimeZone::UTC, state::AccountState::time_zone);
+        self.day_totals_in(Some(account), None, &tz, date)
+    }
+
+    /// Like [`Simulator::day_totals`] with the day cut in `tz`, over one account or all of them
+    /// (`None`), one sending domain (case-insensitive) or all of them (`None`).
+    pub fn day_totals_in(
+        &self,
+        account: Option<i32>,
+        domain: Option<&str>,
+        tz: &TimeZone,
+        date: Date,
+    ) -> BTreeMap<String, i64> {
+        let filter = Filter {
+            accounts: account.map(|id| vec![id]),
+            domain: domain.map(str::to_owned),
+        };
+        self.world().stats.day(&filter, tz, date).to_map()
+    }
+
+    /// Adds statistics directly, as if messages of `account` sent from `domain` had these
+    /// outcomes at `at`; minutes older than the retention (nine days before the clock) are
+    /// dropped.
+    ///
+    /// # Panics
+    /// If an outcome name is not one of [`OUTCOMES`]: a typo in a test should fail loudly.
+    pub fn record_outcomes(
+        &self,
+        account: i32,
+        domain: &str,
+        at: Timestamp,
+        outcomes: &[(&str, i64)],
+    ) {
+        let now = self.inner.clock.now();
+        let mut world = self.world();
+        for (name, n) in outcomes {
+            let outcome = Outcome::parse(name)
+                .unwrap_or_else(|| panic!("unknown outcome {name:?}; known: {OUTCOMES:?}"));
+            world.stats.record(account, domain, at, outcome, *n);
+        }
+        world.stats.prune(now);
+    }
+
+    /// Exactly the body `GET /api/migrations/{code}/stats` returns now, without faults.
+    pub fn migration_stats(&self, code: &str) -> Option<serde_json::Value> {
+        let now = self.inner.clock.now();
+        self.world().migrations.get(code).map(|m| m.stats(now))
+    }
+
+    /// Exactly what `GET /api/domains/{domain_code}/email_accounts/{code}` returns in
+    /// `resources[0]` now, without faults; `None` unless the mailbox is in that domain.
+    pub fn mailbox_record(&self, domain_code: &str, code: &str) -> Option<serde_json::Value> {
+        let now = self.inner.clock.now();
+        self.world()
+            .mailboxes
+            .get(code)
+            .filter(|m| m.domain_code == domain_code)
+            .map(|m| m.record(now))
+    }
+
+    /// A copy of mailbox `code` with its counters brought to the current instant.
+    pub fn mailbox(&self, code: &str) -> Option<MailboxState> {
+        let now = self.inner.clock.now();
+        self.world().mailboxes.get(code).cloned().map(|mut m| {
+            m.materialize(now);
+            m
+        })
+    }
+
+    /// Changes mailbox `code`: its counters are first brought to the current instant, so what
+    /// `change` sets is what the record shows now (and moves on from there). False if there is
+    /// no such mailbox.
+    pub fn update_mailbox(&self, code: &str, change: impl FnOnce(&mut MailboxState)) -> bool {
+        let now = self.inner.clock.now();
+        match self.world().mailboxes.get_mut(code) {
+            Some(mailbox) => {
+                mailbox.materialize(now);
+                change(mailbox);
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn clock(&self) -> &SimClock {

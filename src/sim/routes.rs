@@ -14,8 +14,11 @@ use super::Simulator;
 use super::control;
 use super::error::ApiError;
 use super::faults::{self, FaultLayerState};
+use super::mailboxes;
 use super::management;
+use super::migrations;
 use super::send;
+use super::tracemail;
 
 /// One operation of the simulated service, named for fault injection.
 ///
@@ -38,10 +41,18 @@ pub enum Route {
     Send,
     /// `POST /v1/send/bulk`
     SendBulk,
+    /// `POST /api/delivery/tracemail/dashboard`
+    TracemailDashboard,
+    /// `GET /api/delivery/tracemail/daily/{account}`
+    TracemailDaily,
+    /// `GET /api/migrations/{migration_code}/stats`
+    MigrationStats,
+    /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
+    EmailAccountGet,
 }
 
 impl Route {
-    pub const ALL: [Route; 7] = [
+    pub const ALL: [Route; 11] = [
         Route::DeliveryAccountGet,
         Route::DeliveryAccountPut,
         Route::DeliveryAccountStatus,
@@ -49,6 +60,10 @@ impl Route {
         Route::SuppressionListPost,
         Route::Send,
         Route::SendBulk,
+        Route::TracemailDashboard,
+        Route::TracemailDaily,
+        Route::MigrationStats,
+        Route::EmailAccountGet,
     ];
 
     /// The stable snake_case name used by `/_sim/faults/{route}`.
@@ -61,16 +76,26 @@ impl Route {
             Route::SuppressionListPost => "suppression_list_post",
             Route::Send => "send",
             Route::SendBulk => "send_bulk",
+            Route::TracemailDashboard => "tracemail_dashboard",
+            Route::TracemailDaily => "tracemail_daily",
+            Route::MigrationStats => "migration_stats",
+            Route::EmailAccountGet => "email_account_get",
         }
     }
 
     pub fn method(&self) -> Method {
         match self {
-            Route::DeliveryAccountGet => Method::GET,
+            Route::DeliveryAccountGet
+            | Route::TracemailDaily
+            | Route::MigrationStats
+            | Route::EmailAccountGet => Method::GET,
             Route::DeliveryAccountPut
             | Route::DeliveryAccountStatus
             | Route::DeliveryApiTokenPut => Method::PUT,
-            Route::SuppressionListPost | Route::Send | Route::SendBulk => Method::POST,
+            Route::SuppressionListPost
+            | Route::Send
+            | Route::SendBulk
+            | Route::TracemailDashboard => Method::POST,
         }
     }
 
@@ -83,6 +108,12 @@ impl Route {
             Route::SuppressionListPost => "/api/delivery/suppression_lists",
             Route::Send => "/v1/send",
             Route::SendBulk => "/v1/send/bulk",
+            Route::TracemailDashboard => "/api/delivery/tracemail/dashboard",
+            Route::TracemailDaily => "/api/delivery/tracemail/daily/{account}",
+            Route::MigrationStats => "/api/migrations/{migration_code}/stats",
+            Route::EmailAccountGet => {
+                "/api/domains/{domain_code}/email_accounts/{email_account_code}"
+            }
         }
     }
 }
@@ -97,6 +128,10 @@ fn handler(route: Route) -> MethodRouter<Simulator> {
         Route::SuppressionListPost => post(management::post_suppression),
         Route::Send => post(send::send),
         Route::SendBulk => post(send::send_bulk),
+        Route::TracemailDashboard => post(tracemail::dashboard),
+        Route::TracemailDaily => get(tracemail::daily),
+        Route::MigrationStats => get(migrations::get_stats),
+        Route::EmailAccountGet => get(mailboxes::get_mailbox),
     }
 }
 

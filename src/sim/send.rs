@@ -1,5 +1,6 @@
 //! Handlers of the simulated Send API (`/v1/send`, `/v1/send/bulk`): authentication by send
-//! token, allow-lists, sender domains, the suppression list and quota consumption.
+//! token, allow-lists, sender domains, the suppression list, quota consumption and the outcome
+//! of every recipient in the sending statistics.
 
 use std::net::IpAddr;
 
@@ -13,6 +14,7 @@ use super::extract::{
     BearerToken, ClientIp, Fields, JsonBody, domain_of, is_email_address, required,
 };
 use super::state::{SuppressionReason, nets_allow};
+use super::stats::{self, Outcome};
 
 /// Most messages (one per recipient) `POST /v1/send` takes in one request.
 pub const SEND_MAX_MESSAGES: usize = 50;
@@ -153,16 +155,25 @@ fn deliver(
     }
 
     let ignore_suppression = account.ignore_suppression_list;
-    let mut outcomes: Vec<(&str, Option<SuppressionReason>)> = Vec::with_capacity(requested);
-    for recipient in messages.iter().flat_map(|m| m.to.iter().copied()) {
-        let suppressed = if ignore_suppression {
-            None
-        } else {
-            world.suppression_for(recipient, account_id)
-        };
-        outcomes.push((recipient, suppressed));
+    let own_domains = account.domains.clone();
+    let mut outcomes: Vec<(&str, &str, Option<SuppressionReason>)> = Vec::with_capacity(requested);
+    for message in &messages {
+        // Statistics are kept under the account's own spelling of the sending domain.
+        let sender = domain_of(message.from);
+        let domain = own_domains
+            .iter()
+            .find(|own| own.eq_ignore_ascii_case(sender))
+            .map_or(sender, String::as_str);
+        for recipient in message.to.iter().copied() {
+            let suppressed = if ignore_suppression {
+                None
+            } else {
+                world.suppression_for(recipient, account_id)
+            };
+            outcomes.push((recipient, domain, suppressed));
+        }
     }
-    let accepted = outcomes.iter().filter(|(_, s)| s.is_none()).count();
+    let accepted = outcomes.iter().filter(|(_, _, s)| s.is_none()).count();
     let accepted_i64 = i64::try_from(accepted).unwrap_or(i64::MAX);
     let account = world.accounts.get_mut(&account_id).ok_or_else(unknown)?;
     let remaining = account.remaining_messages();
@@ -175,7 +186,13 @@ fn deliver(
     account.consume(accepted_i64);
 
     let mut results = Vec::with_capacity(outcomes.len());
-    for (recipient, suppressed) in outcomes {
+    for (recipient, domain, suppressed) in outcomes {
+        let outcome = match suppressed {
+            None if domain_of(recipient).eq_ignore_ascii_case(BOUNCE_DOMAIN) => Outcome::Bounced,
+            None => stats::roll_accepted(&mut world.outcome_rng),
+            Some(_) => Outcome::Rejected,
+        };
+        world.stats.record(account_id, domain, now, outcome, 1);
         match suppressed {
             None => {
                 world.messages_accepted += 1;
@@ -204,6 +221,7 @@ fn deliver(
             })),
         }
     }
+    world.stats.prune(now);
     Ok(Json(json!({
         "accepted": accepted,
         "rejected": results.len() - accepted,

@@ -1,17 +1,23 @@
-//! The simulated world: Delivery accounts, their send tokens, sending domains and the suppression
-//! list, and how each is rendered as an API record.
+//! The simulated world: Delivery accounts, their send tokens, sending domains, the suppression
+//! list, sending statistics, migrations and mailboxes, and how accounts are rendered as records.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
 use super::clock::{format_datetime, shift};
 use super::config::AccountSeed;
 use super::error::SimConfigError;
+use super::mailboxes::MailboxState;
+use super::migrations::MigrationState;
+use super::stats::Stats;
 
 /// Every member of a Delivery account record (section 2.2 of the interface document).
 pub const ACCOUNT_RECORD_FIELDS: [&str; 39] = [
@@ -109,6 +115,8 @@ pub struct AccountState {
     pub bounce_notification: Option<String>,
     pub bounce_notification_to_sender: bool,
     pub api_tokens: Vec<ApiTokenState>,
+    /// IANA name of the account's time zone (its statistics days are local days there).
+    pub timezone: String,
 }
 
 /// A Send API token of an account.
@@ -127,6 +135,11 @@ impl AccountState {
     pub fn remaining_messages(&self) -> i64 {
         self.plan_remaining()
             .saturating_add(self.remaining_extra_messages_bought.max(0))
+    }
+
+    /// The account's time zone; UTC if `timezone` was changed to a name jiff does not know.
+    pub fn time_zone(&self) -> TimeZone {
+        TimeZone::get(&self.timezone).unwrap_or(TimeZone::UTC)
     }
 
     /// The integer `status` of the record: 1 enabled, 0 disabled.
@@ -173,6 +186,12 @@ impl AccountState {
             .map_err(|_| SimConfigError::DateOutOfRange(seed.id))?;
         let last_renewal = shift(plan_expiration, -PLAN_PERIOD);
         let created_at = shift(last_renewal, -SEEDED_ACCOUNT_AGE);
+        if TimeZone::get(&seed.timezone).is_err() {
+            return Err(SimConfigError::BadTimeZone {
+                account: seed.id,
+                value: seed.timezone.clone(),
+            });
+        }
         let allow_nets = seed
             .allow_nets
             .iter()
@@ -239,6 +258,7 @@ impl AccountState {
             bounce_notification: None,
             bounce_notification_to_sender: false,
             api_tokens,
+            timezone: seed.timezone.clone(),
         })
     }
 
@@ -411,7 +431,7 @@ impl SuppressionEntry {
 }
 
 /// All mutable state, behind one lock: operations are short and never await while holding it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct World {
     pub accounts: BTreeMap<i32, AccountState>,
     /// Send token -> (account id, token id).
@@ -419,9 +439,38 @@ pub(crate) struct World {
     pub domains: DomainCatalogue,
     pub suppression: Vec<SuppressionEntry>,
     pub messages_accepted: u64,
+    pub stats: Stats,
+    /// Decides the outcome of each accepted message.
+    pub outcome_rng: StdRng,
+    /// By migration code.
+    pub migrations: BTreeMap<String, MigrationState>,
+    /// By email account code.
+    pub mailboxes: BTreeMap<String, MailboxState>,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        Self::new(0)
+    }
 }
 
 impl World {
+    /// An empty world whose random choices follow `seed`.
+    pub(crate) fn new(seed: u64) -> Self {
+        Self {
+            accounts: BTreeMap::new(),
+            send_tokens: HashMap::new(),
+            domains: DomainCatalogue::default(),
+            suppression: Vec::new(),
+            messages_accepted: 0,
+            stats: Stats::default(),
+            // Not the fault injector's stream: faults set by a test must not change outcomes.
+            outcome_rng: StdRng::seed_from_u64(seed ^ 0x6f75_7463_6f6d_6573),
+            migrations: BTreeMap::new(),
+            mailboxes: BTreeMap::new(),
+        }
+    }
+
     pub(crate) fn record(&self, id: i32) -> Option<Value> {
         self.accounts
             .get(&id)
@@ -469,6 +518,7 @@ impl World {
         let removed = self.accounts.remove(&id).is_some();
         if removed {
             self.send_tokens.retain(|_, (account, _)| *account != id);
+            self.stats.forget_account(id);
         }
         removed
     }

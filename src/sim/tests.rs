@@ -84,6 +84,7 @@ fn config() -> SimConfig {
             },
         ],
         seed: 7,
+        ..SimConfig::default()
     }
 }
 
@@ -360,7 +361,11 @@ async fn every_route_is_served_on_its_own_method() {
         let path = route
             .path()
             .replace("{id}", "1")
-            .replace("{token_id}", "11");
+            .replace("{token_id}", "11")
+            .replace("{account}", "1")
+            .replace("{migration_code}", "MG00000001")
+            .replace("{domain_code}", "D000000901")
+            .replace("{email_account_code}", "EA00000001");
         let answer = call(&app, request(route.method(), &path, None, None)).await;
         assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{route}");
     }
@@ -1326,4 +1331,1084 @@ fn invalid_configurations_are_refused_with_a_reason() {
     let mut shared_token = config();
     shared_token.accounts[1].send_tokens[0].token = SEND_1.to_owned();
     assert!(Simulator::try_new(shared_token).is_err());
+}
+
+// --- Sending statistics and mail tracing ------------------------------------------------------
+
+use jiff::Timestamp;
+use jiff::civil::{Date, date};
+use jiff::tz::TimeZone;
+
+const DASHBOARD: &str = "/api/delivery/tracemail/dashboard";
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+fn rome() -> TimeZone {
+    TimeZone::get("Europe/Rome").expect("bundled tz database")
+}
+
+/// The test fleet on a clock frozen at `at`; account 1 lives in Europe/Rome, the others in UTC.
+fn frozen_sim(at: &str) -> Simulator {
+    let mut config = config();
+    config.accounts[0].timezone = "Europe/Rome".into();
+    Simulator::try_with_clock(config, SimClock::frozen(ts(at))).expect("valid config")
+}
+
+fn dashboard(token: &str, body: Value) -> Request<Body> {
+    mgmt(Method::POST, DASHBOARD, token, Some(body))
+}
+
+fn daily(account: &str, query: &str) -> Request<Body> {
+    mgmt(
+        Method::GET,
+        &format!("/api/delivery/tracemail/daily/{account}{query}"),
+        TOKEN,
+        None,
+    )
+}
+
+/// The five outcomes and `total` of a statistics object, checking that `total` adds up.
+fn outcomes_of(value: &Value) -> std::collections::BTreeMap<String, i64> {
+    let counts: std::collections::BTreeMap<String, i64> = OUTCOMES
+        .iter()
+        .map(|o| {
+            let n = value[*o]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{o} missing in {value}"));
+            ((*o).to_owned(), n)
+        })
+        .collect();
+    assert_eq!(value["total"], counts.values().sum::<i64>(), "{value}");
+    counts
+}
+
+fn sample_outcomes(sim: &Simulator) {
+    sim.record_outcomes(
+        1,
+        "shop.example",
+        ts("2026-11-22T09:00:00Z"),
+        &[("delivered", 90), ("bounced", 4), ("complaint", 1)],
+    );
+    sim.record_outcomes(
+        1,
+        "news.example",
+        ts("2026-11-22T10:30:00Z"),
+        &[("delivered", 30), ("deferred", 3), ("rejected", 2)],
+    );
+    sim.record_outcomes(
+        2,
+        "two.example",
+        ts("2026-11-22T11:00:00Z"),
+        &[("delivered", 200), ("bounced", 7)],
+    );
+    sim.record_outcomes(
+        4,
+        "four.example",
+        ts("2026-11-21T11:00:00Z"),
+        &[("delivered", 11)],
+    );
+}
+
+#[tokio::test]
+async fn sends_feed_the_statistics_with_one_outcome_per_recipient() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    let app = app_from(&sim, LOOPBACK);
+    sim.suppress("gone@example.net", SuppressionReason::Bounce, None);
+    let to: Vec<String> = (0..20).map(|i| format!("u{i}@example.net")).collect();
+    let mut recipients: Vec<&str> = to.iter().map(String::as_str).collect();
+    recipients.extend(["gone@example.net", "x@bounces.invalid"]);
+    let answer = call(
+        &app,
+        send_req(
+            "/v1/send",
+            SEND_1,
+            mail("noreply@SHOP.example", &recipients),
+        ),
+    )
+    .await;
+    assert_eq!(answer.json()["accepted"], 21);
+    let today = sim.day_totals(1, date(2026, 11, 22));
+    assert_eq!(today.values().sum::<i64>(), 22);
+    assert_eq!(today["rejected"], 1, "the suppressed recipient");
+    assert!(today["bounced"] >= 1, "the bounce domain always bounces");
+    assert_eq!(today.len(), 5);
+    let shop = sim.day_totals_in(
+        Some(1),
+        Some("shop.example"),
+        &TimeZone::UTC,
+        date(2026, 11, 22),
+    );
+    assert_eq!(
+        shop, today,
+        "kept under the account's spelling of the domain"
+    );
+    // The refused recipient consumed no quota.
+    assert_eq!(sim.account(1).expect("account").messages_sent, 521);
+}
+
+#[tokio::test]
+async fn dashboard_sums_equal_the_day_totals() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    sample_outcomes(&sim);
+    let app = app_from(&sim, LOOPBACK);
+    let record = call(
+        &app,
+        dashboard(
+            TOKEN,
+            json!({
+                "timezone": "Europe/Rome",
+                "daily_activity": {"start_date": "20/11/2026", "end_date": "2026-11-22",
+                                   "audience": "all", "traffic": "transactional"},
+            }),
+        ),
+    )
+    .await
+    .record();
+    assert_eq!(record["timezone"], "Europe/Rome");
+    let days = record["daily_activity"].as_array().expect("daily_activity");
+    assert_eq!(days.len(), 3);
+    for (entry, day) in
+        days.iter()
+            .zip([date(2026, 11, 20), date(2026, 11, 21), date(2026, 11, 22)])
+    {
+        assert_eq!(entry["date"], day.to_string());
+        assert_eq!(
+            outcomes_of(entry),
+            sim.day_totals_in(None, None, &rome(), day)
+        );
+    }
+    let today = sim.day_totals_in(None, None, &rome(), date(2026, 11, 22));
+    assert_eq!(outcomes_of(&record["overview"]), today);
+    assert_eq!(record["overview"]["total"], 337);
+    assert_eq!(
+        record["status_groups"],
+        json!([
+            {"group": "delivered", "statuses": ["delivered"], "count": 320},
+            {"group": "pending", "statuses": ["deferred"], "count": 3},
+            {"group": "failed", "statuses": ["bounced", "rejected"], "count": 13},
+            {"group": "complaint", "statuses": ["complaint"], "count": 1},
+        ])
+    );
+    let top = record["top_accounts_by_delivery_account"]
+        .as_array()
+        .expect("top");
+    assert_eq!(top.len(), 2, "accounts with nothing today are left out");
+    assert_eq!(top[0]["account_id"], 2);
+    assert_eq!(top[0]["username"], "two");
+    assert_eq!(outcomes_of(&top[1]), sim.day_totals(1, date(2026, 11, 22)));
+    assert_eq!(
+        record["top5_by_delivery_account"],
+        json!([
+            {"account_id": 2, "username": "two", "total": 207},
+            {"account_id": 1, "username": "one", "total": 130},
+        ])
+    );
+}
+
+#[tokio::test]
+async fn dashboard_filters_and_limits_apply_to_every_section() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    sample_outcomes(&sim);
+    let app = app_from(&sim, LOOPBACK);
+    let record = call(
+        &app,
+        dashboard(TOKEN, json!({"account": "1", "domain": "NEWS.example"})),
+    )
+    .await
+    .record();
+    assert_eq!(record["timezone"], "UTC");
+    assert_eq!(record["overview"]["total"], 35);
+    assert_eq!(record["daily_activity"][0]["total"], 35);
+    assert_eq!(record["top5_by_delivery_account"][0]["total"], 35);
+    assert_eq!(
+        record["top5_by_delivery_account"].as_array().map(Vec::len),
+        Some(1)
+    );
+
+    let record = call(
+        &app,
+        dashboard(
+            TOKEN,
+            json!({"top_accounts": {"limit": 1}, "top5": {"limit": 50, "start_date": "2026-11-21"},
+                   "overview": {"start_date": "2026-11-21", "end_date": "2026-11-21"}}),
+        ),
+    )
+    .await
+    .record();
+    assert_eq!(record["overview"]["total"], 11);
+    assert_eq!(
+        record["top_accounts_by_delivery_account"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(
+        record["top5_by_delivery_account"].as_array().map(Vec::len),
+        Some(3)
+    );
+    assert_eq!(record["top5_by_delivery_account"][2]["account_id"], 4);
+
+    // An empty body is every default.
+    let answer = call(
+        &app,
+        request(
+            Method::POST,
+            DASHBOARD,
+            Some((MANAGEMENT_TOKEN_HEADER, TOKEN.to_owned())),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(answer.record()["overview"]["total"], 337);
+}
+
+#[tokio::test]
+async fn dashboard_bodies_are_validated() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    let app = app_from(&sim, LOOPBACK);
+    for body in [
+        json!({"timezone": "Mars/Olympus"}),
+        json!({"account": 1}),
+        json!({"account": "one"}),
+        json!({"overview": {"start_date": "2026-13-01"}}),
+        json!({"overview": {"start_date": "11/22/2026"}}),
+        json!({"overview": {"start_date": "2026-11-22", "end_date": "2026-11-21"}}),
+        json!({"daily_activity": {"start_date": "2026-10-01", "end_date": "2026-11-01"}}),
+        json!({"daily_activity": {"audience": "everyone"}}),
+        json!({"daily_activity": {"traffic": "bulk"}}),
+        json!({"top_accounts": {"limit": 0}}),
+        json!({"top5": {"limit": 1001}}),
+        json!({"top5": {"limit": "5"}}),
+        json!({"overview": "today"}),
+        json!([]),
+    ] {
+        call(&app, dashboard(TOKEN, body.clone()))
+            .await
+            .error(StatusCode::BAD_REQUEST);
+    }
+    // 31 days is the most accepted.
+    let record = call(
+        &app,
+        dashboard(
+            TOKEN,
+            json!({"daily_activity": {"start_date": "2026-10-01", "end_date": "2026-10-31"}}),
+        ),
+    )
+    .await
+    .record();
+    assert_eq!(record["daily_activity"].as_array().map(Vec::len), Some(31));
+    call(&app, dashboard(TOKEN, json!({"account": "999"})))
+        .await
+        .error(StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_scoped_token_sees_only_the_statistics_of_its_accounts() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    sample_outcomes(&sim);
+    let app = app_from(&sim, LOOPBACK);
+    let record = call(&app, dashboard(SCOPED, json!({}))).await.record();
+    assert_eq!(record["overview"]["total"], 207);
+    assert_eq!(
+        record["top_accounts_by_delivery_account"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    call(&app, dashboard(SCOPED, json!({"account": "1"})))
+        .await
+        .error(StatusCode::FORBIDDEN);
+    call(&app, dashboard(SCOPED, json!({"account": "999"})))
+        .await
+        .error(StatusCode::FORBIDDEN);
+    call(
+        &app,
+        mgmt(Method::GET, "/api/delivery/tracemail/daily/1", SCOPED, None),
+    )
+    .await
+    .error(StatusCode::FORBIDDEN);
+    let own = call(
+        &app,
+        mgmt(Method::GET, "/api/delivery/tracemail/daily/2", SCOPED, None),
+    )
+    .await;
+    assert_eq!(own.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn daily_statistics_list_the_last_seven_local_days_newest_first() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    sample_outcomes(&sim);
+    let app = app_from(&sim, LOOPBACK);
+    let body = call(&app, daily("1", "")).await.json();
+    assert_eq!(
+        body["pagination"],
+        json!({"page": 1, "per_page": 7, "total": 7})
+    );
+    let items = body["resources"].as_array().expect("resources");
+    assert_eq!(items.len(), 7);
+    assert_eq!(items[0]["date"], "2026-11-22");
+    assert_eq!(items[6]["date"], "2026-11-16");
+    assert_eq!(
+        outcomes_of(&items[0]),
+        sim.day_totals(1, date(2026, 11, 22))
+    );
+    assert_eq!(items[0]["total"], 130);
+    assert_eq!(items[1]["total"], 0, "zero days are listed too");
+
+    let items = call(&app, daily("1", "?type=account&sort_field=date&sort=asc"))
+        .await
+        .json()["resources"]
+        .clone();
+    assert_eq!(items[0]["date"], "2026-11-16");
+    let items = call(&app, daily("1", "?sort_field=total&sort=desc"))
+        .await
+        .json()["resources"]
+        .clone();
+    assert_eq!(items[0]["total"], 130);
+
+    let items = call(&app, daily("1", "?type=single-domain&domain=news.example"))
+        .await
+        .json()["resources"]
+        .clone();
+    assert_eq!(items.as_array().map(Vec::len), Some(7));
+    assert_eq!(items[0]["total"], 35);
+    assert_eq!(
+        outcomes_of(&items[0]),
+        sim.day_totals_in(Some(1), Some("news.example"), &rome(), date(2026, 11, 22))
+    );
+}
+
+#[tokio::test]
+async fn domains_rank_lists_every_domain_of_the_account_by_total() {
+    let mut config = config();
+    config.accounts[0].domains = (1..=30).map(|i| format!("d{i:02}.example")).collect();
+    let sim = Simulator::try_with_clock(config, SimClock::frozen(ts("2026-11-22T12:00:00Z")))
+        .expect("valid config");
+    for (i, n) in [(3, 50), (7, 80), (12, 10), (30, 80)] {
+        sim.record_outcomes(
+            1,
+            &format!("d{i:02}.example"),
+            ts("2026-11-22T08:00:00Z"),
+            &[("delivered", n)],
+        );
+    }
+    // Yesterday does not count in today's ranking.
+    sim.record_outcomes(
+        1,
+        "d01.example",
+        ts("2026-11-21T08:00:00Z"),
+        &[("delivered", 999)],
+    );
+    let app = app_from(&sim, LOOPBACK);
+    let body = call(&app, daily("1", "?type=domains-rank")).await.json();
+    let items = body["resources"].as_array().expect("resources");
+    assert_eq!(items.len(), 30);
+    assert_eq!(body["pagination"]["total"], 30);
+    let ranked: Vec<(&str, i64)> = items
+        .iter()
+        .map(|i| {
+            (
+                i["domain"].as_str().expect("domain"),
+                i["total"].as_i64().expect("total"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        &ranked[..4],
+        &[
+            ("d07.example", 80),
+            ("d30.example", 80),
+            ("d03.example", 50),
+            ("d12.example", 10)
+        ]
+    );
+    assert!(ranked.windows(2).all(|w| w[0].1 >= w[1].1));
+    for item in items {
+        outcomes_of(item);
+    }
+    let ascending = call(&app, daily("1", "?type=domains-rank&sort=asc"))
+        .await
+        .json();
+    assert_eq!(ascending["resources"][29]["total"], 80);
+    // Thirty domains, thirty distinct codes of the documented shape.
+    let record = sim.account_record(1).expect("record");
+    let mut codes: Vec<&str> = record["domains"]
+        .as_array()
+        .expect("domains")
+        .iter()
+        .map(|d| d["code"].as_str().expect("code"))
+        .collect();
+    assert!(codes.iter().all(|c| c.len() == 10 && c.starts_with('D')));
+    codes.sort_unstable();
+    codes.dedup();
+    assert_eq!(codes.len(), 30);
+}
+
+#[tokio::test]
+async fn daily_requests_are_validated() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    let app = app_from(&sim, LOOPBACK);
+    for account in ["abc", "2147483648", "1.5"] {
+        let message = call(&app, daily(account, ""))
+            .await
+            .error(StatusCode::BAD_REQUEST);
+        assert!(message.contains("`account`"), "{message}");
+    }
+    for query in [
+        "?type=everything",
+        "?type=single-domain",
+        "?sort_field=name",
+        "?sort=up",
+    ] {
+        call(&app, daily("1", query))
+            .await
+            .error(StatusCode::BAD_REQUEST);
+    }
+    call(&app, daily("999", ""))
+        .await
+        .error(StatusCode::NOT_FOUND);
+    call(&app, daily("1", "?type=single-domain&domain=two.example"))
+        .await
+        .error(StatusCode::NOT_FOUND);
+}
+
+#[test]
+fn a_dst_day_in_rome_has_25_hours_of_statistics() {
+    let sim = frozen_sim("2026-10-27T12:00:00Z");
+    // 01:30 local on 2026-10-25 (still CEST), and 23:30 local on the same day (CET).
+    sim.record_outcomes(
+        1,
+        "shop.example",
+        ts("2026-10-24T23:30:00Z"),
+        &[("delivered", 5)],
+    );
+    sim.record_outcomes(
+        1,
+        "shop.example",
+        ts("2026-10-25T22:30:00Z"),
+        &[("bounced", 2)],
+    );
+    sim.record_outcomes(
+        1,
+        "shop.example",
+        ts("2026-10-25T23:00:00Z"),
+        &[("deferred", 1)],
+    );
+    sim.record_outcomes(
+        1,
+        "shop.example",
+        ts("2026-10-24T21:59:00Z"),
+        &[("complaint", 1)],
+    );
+    let day = sim.day_totals(1, date(2026, 10, 25));
+    assert_eq!(
+        (
+            day["delivered"],
+            day["bounced"],
+            day["deferred"],
+            day["complaint"]
+        ),
+        (5, 2, 0, 0)
+    );
+    assert_eq!(sim.day_totals(1, date(2026, 10, 26))["deferred"], 1);
+    assert_eq!(sim.day_totals(1, date(2026, 10, 24))["complaint"], 1);
+    // The same instants cut in UTC.
+    let utc = |d: Date| sim.day_totals_in(Some(1), None, &TimeZone::UTC, d);
+    assert_eq!(utc(date(2026, 10, 24))["delivered"], 5);
+    assert_eq!(utc(date(2026, 10, 25))["bounced"], 2);
+    assert_eq!(utc(date(2026, 10, 25))["deferred"], 1);
+}
+
+#[tokio::test]
+async fn the_dashboard_cuts_dst_days_in_the_requested_zone() {
+    let sim = frozen_sim("2026-10-27T12:00:00Z");
+    sim.record_outcomes(
+        2,
+        "two.example",
+        ts("2026-10-24T23:30:00Z"),
+        &[("delivered", 5)],
+    );
+    sim.record_outcomes(
+        2,
+        "two.example",
+        ts("2026-10-25T22:30:00Z"),
+        &[("bounced", 2)],
+    );
+    let app = app_from(&sim, LOOPBACK);
+    let body = json!({"daily_activity": {"start_date": "2026-10-24", "end_date": "2026-10-26"}});
+    let mut in_rome = body.clone();
+    in_rome["timezone"] = json!("Europe/Rome");
+    let totals = |record: &Value| -> Vec<i64> {
+        record["daily_activity"]
+            .as_array()
+            .expect("days")
+            .iter()
+            .map(|d| d["total"].as_i64().expect("total"))
+            .collect()
+    };
+    assert_eq!(
+        totals(&call(&app, dashboard(TOKEN, in_rome)).await.record()),
+        [0, 7, 0]
+    );
+    assert_eq!(
+        totals(&call(&app, dashboard(TOKEN, body)).await.record()),
+        [5, 2, 0]
+    );
+}
+
+#[tokio::test]
+async fn at_local_midnight_today_becomes_yesterday_in_utc_and_in_rome() {
+    // 23:59 in Rome, 22:59 UTC.
+    let sim = frozen_sim("2026-11-22T22:59:00Z");
+    let app = app_from(&sim, LOOPBACK);
+    for id in [1, 2] {
+        let domain = if id == 1 {
+            "shop.example"
+        } else {
+            "two.example"
+        };
+        sim.record_outcomes(id, domain, ts("2026-11-22T22:58:00Z"), &[("delivered", 10)]);
+    }
+    let first_two = |body: Value| -> Vec<(String, i64)> {
+        body["resources"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .take(2)
+            .map(|i| {
+                (
+                    i["date"].as_str().expect("date").to_owned(),
+                    i["total"].as_i64().expect("total"),
+                )
+            })
+            .collect()
+    };
+    let rome_days = first_two(call(&app, daily("1", "")).await.json());
+    assert_eq!(
+        rome_days,
+        [("2026-11-22".to_owned(), 10), ("2026-11-21".to_owned(), 0)]
+    );
+
+    sim.clock().set(ts("2026-11-22T23:01:00Z"));
+    let rome_days = first_two(call(&app, daily("1", "")).await.json());
+    assert_eq!(
+        rome_days,
+        [("2026-11-23".to_owned(), 0), ("2026-11-22".to_owned(), 10)]
+    );
+    let utc_days = first_two(call(&app, daily("2", "")).await.json());
+    assert_eq!(
+        utc_days,
+        [("2026-11-22".to_owned(), 10), ("2026-11-21".to_owned(), 0)]
+    );
+    let rome_dashboard = call(&app, dashboard(TOKEN, json!({"timezone": "Europe/Rome"})))
+        .await
+        .record();
+    assert_eq!(rome_dashboard["overview"]["total"], 0);
+
+    sim.clock().set(ts("2026-11-23T00:01:00Z"));
+    let utc_days = first_two(call(&app, daily("2", "")).await.json());
+    assert_eq!(
+        utc_days,
+        [("2026-11-23".to_owned(), 0), ("2026-11-22".to_owned(), 10)]
+    );
+    let utc_dashboard = call(&app, dashboard(TOKEN, json!({}))).await.record();
+    assert_eq!(utc_dashboard["overview"]["total"], 0);
+    assert_eq!(utc_dashboard["daily_activity"][0]["date"], "2026-11-23");
+}
+
+#[test]
+fn statistics_older_than_eight_days_are_dropped_and_removed_accounts_forgotten() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    sim.record_outcomes(
+        2,
+        "two.example",
+        ts("2026-11-10T12:00:00Z"),
+        &[("delivered", 3)],
+    );
+    sim.record_outcomes(
+        2,
+        "two.example",
+        ts("2026-11-14T00:00:00Z"),
+        &[("delivered", 4)],
+    );
+    assert_eq!(sim.day_totals(2, date(2026, 11, 10))["delivered"], 0);
+    assert_eq!(sim.day_totals(2, date(2026, 11, 14))["delivered"], 4);
+    assert!(sim.remove_account(2));
+    assert_eq!(
+        sim.day_totals_in(None, None, &TimeZone::UTC, date(2026, 11, 14))["delivered"],
+        0
+    );
+}
+
+#[test]
+fn an_unknown_time_zone_is_a_configuration_error() {
+    let mut bad = config();
+    bad.accounts[1].timezone = "Europe/Atlantis".into();
+    let error = Simulator::try_new(bad).err().map(|e| e.to_string());
+    assert!(error.is_some_and(|e| e.contains("Europe/Atlantis")));
+    assert_eq!(AccountSeed::default().timezone, "UTC");
+}
+
+// --- Migrations and mailboxes -------------------------------------------------------------------
+
+fn hosting_config() -> SimConfig {
+    SimConfig {
+        migrations: vec![MigrationSeed {
+            code: "MG00000007".into(),
+            start_in: Duration::from_secs(60),
+            accounts: 3,
+            messages: 3000,
+            bytes: 3_000_000,
+            rate: 100,
+            parallel: 3,
+            failed_accounts: 1,
+            ..MigrationSeed::default()
+        }],
+        mailboxes: vec![
+            MailboxSeed {
+                domain_code: "D000000901".into(),
+                domain_name: "acme.example".into(),
+                code: "EA00000011".into(),
+                local_part: "info".into(),
+                quota_used_mib: 1000,
+                quota_limit_mib: 2048,
+                fill_mib_per_hour: 120,
+                messages: 50,
+                ..MailboxSeed::default()
+            },
+            MailboxSeed {
+                domain_code: "D000000901".into(),
+                domain_name: "acme.example".into(),
+                code: "P000000012".into(),
+                local_part: "postmaster".into(),
+                ..MailboxSeed::default()
+            },
+        ],
+        ..config()
+    }
+}
+
+fn hosting_sim() -> Simulator {
+    Simulator::try_with_clock(
+        hosting_config(),
+        SimClock::frozen(ts("2026-11-22T07:00:00Z")),
+    )
+    .expect("valid config")
+}
+
+fn get(path: &str, token: &str) -> Request<Body> {
+    mgmt(Method::GET, path, token, None)
+}
+
+#[tokio::test]
+async fn a_migration_progresses_with_the_clock_and_completes() {
+    let sim = hosting_sim();
+    let app = app_from(&sim, LOOPBACK);
+    let path = "/api/migrations/MG00000007/stats";
+    let aggregate = |body: Value| body["aggregate"].clone();
+    let pending = aggregate(call(&app, get(path, TOKEN)).await.json());
+    assert_eq!(pending["status"], "pending");
+    assert_eq!(pending["messages"]["migrated"], 0);
+    assert_eq!(pending["finished_at"], Value::Null);
+
+    sim.clock().advance(Duration::from_secs(11 * 60));
+    let running = aggregate(call(&app, get(path, TOKEN)).await.json());
+    assert_eq!(running["status"], "running");
+    assert_eq!(running["started_at"], "2026-11-22 07:01:00");
+    assert_eq!(running["updated_at"], "2026-11-22 07:11:00");
+    assert_eq!(
+        running["accounts"],
+        json!({"total": 3, "pending": 0, "running": 3, "completed": 0, "failed": 0})
+    );
+    let migrated = running["messages"]["migrated"].as_i64().expect("migrated");
+    // Three lanes of 33.3 messages a minute, each rounded down.
+    assert_eq!(migrated, 999);
+    assert_eq!(running["bytes"]["migrated"], 999_000);
+    assert_eq!(running["throughput"]["messages_per_minute"], 100);
+
+    sim.clock().advance(Duration::from_secs(6 * 60));
+    let later = aggregate(call(&app, get(path, TOKEN)).await.json());
+    assert_eq!(later["accounts"]["failed"], 1);
+    assert!(later["errors"].as_i64().expect("errors") >= 1);
+    assert!(later["messages"]["migrated"].as_i64() > Some(migrated));
+
+    sim.clock().advance(Duration::from_secs(3600));
+    let done = aggregate(call(&app, get(path, TOKEN)).await.json());
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["accounts"]["completed"], 2);
+    assert_eq!(done["messages"]["migrated"], 2500);
+    assert_eq!(done["finished_at"], "2026-11-22 07:31:00");
+    assert_eq!(
+        Some(done.clone()),
+        sim.migration_stats("MG00000007").map(aggregate)
+    );
+    assert!(sim.migration_stats("MG99999999").is_none());
+}
+
+#[tokio::test]
+async fn migration_codes_are_checked_and_unknown_ones_answer_404() {
+    let app = app_from(&hosting_sim(), LOOPBACK);
+    for code in ["MG1", "mg00000007", "XX00000007", "MG000000070"] {
+        let message = call(&app, get(&format!("/api/migrations/{code}/stats"), TOKEN))
+            .await
+            .error(StatusCode::BAD_REQUEST);
+        assert!(message.contains("`migration_code`"), "{message}");
+    }
+    call(&app, get("/api/migrations/MG00000008/stats", TOKEN))
+        .await
+        .error(StatusCode::NOT_FOUND);
+    call(
+        &app,
+        request(Method::GET, "/api/migrations/MG00000007/stats", None, None),
+    )
+    .await
+    .error(StatusCode::UNAUTHORIZED);
+    // Migrations are not Delivery accounts: a scoped token reads them too.
+    let answer = call(&app, get("/api/migrations/MG00000007/stats", SCOPED)).await;
+    assert_eq!(answer.status, StatusCode::OK);
+}
+
+const MAILBOX: &str = "/api/domains/D000000901/email_accounts/EA00000011";
+
+#[tokio::test]
+async fn the_mailbox_record_has_every_documented_field() {
+    let sim = hosting_sim();
+    let app = app_from(&sim, LOOPBACK);
+    let answer = call(&app, get(MAILBOX, TOKEN)).await;
+    assert_eq!(
+        answer.json()["pagination"],
+        json!({"page": 1, "per_page": 1, "total": 1})
+    );
+    let record = answer.record();
+    let members = record.as_object().expect("object");
+    for field in MAILBOX_RECORD_FIELDS {
+        assert!(members.contains_key(field), "missing {field}");
+    }
+    assert_eq!(members.len(), MAILBOX_RECORD_FIELDS.len());
+    assert_eq!(record["type"], "EmailAccount");
+    assert_eq!(record["email_address"], "info@acme.example");
+    assert_eq!(record["domain_code"], "D000000901");
+    assert_eq!(record["quota"], 1000);
+    assert_eq!(record["quota_human"], "1000 MB");
+    assert_eq!(record["max_email_quota"], 2048);
+    assert_eq!(record["outbound_limit_period"], 24);
+    assert_eq!(record["password_expiration"], -1);
+    assert_eq!(record["status"], "enabled");
+    assert_eq!(record["status_detail"], "ok");
+    assert!(record["lastauth"].is_i64());
+    assert!(record["archive"].is_boolean());
+    let delegates = record["delegates"].as_array().expect("delegates");
+    assert_eq!(record["delegates_no"], delegates.len());
+    assert!(!delegates.is_empty(), "EA...11 has one delegate");
+    for delegate in delegates {
+        let members = delegate.as_object().expect("delegate");
+        for field in DELEGATE_RECORD_FIELDS {
+            assert!(members.contains_key(field), "delegate misses {field}");
+        }
+    }
+    assert_eq!(Some(record), sim.mailbox_record("D000000901", "EA00000011"));
+
+    let postmaster = call(
+        &app,
+        get("/api/domains/D000000901/email_accounts/P000000012", TOKEN),
+    )
+    .await
+    .record();
+    assert_eq!(postmaster["type"], "Postmaster");
+    assert_eq!(postmaster["email_address"], "postmaster@acme.example");
+}
+
+#[tokio::test]
+async fn mailbox_quota_grows_with_the_clock_and_tests_can_change_it() {
+    let sim = hosting_sim();
+    let app = app_from(&sim, LOOPBACK);
+    sim.clock().advance(Duration::from_secs(30 * 60));
+    let record = call(&app, get(MAILBOX, TOKEN)).await.record();
+    assert_eq!(record["quota"], 1060);
+    assert_eq!(record["quota_human"], "1.04 GB");
+    assert!(record["messages"].as_i64() > Some(50));
+
+    assert!(sim.update_mailbox("EA00000011", |m| {
+        m.quota_used_mib = 2040;
+        m.archive = true;
+        m.archive_status = "activating".into();
+        m.password_expired = true;
+        m.outbound_limit = 10;
+        m.outbound_sent = 10;
+    }));
+    assert!(!sim.update_mailbox("EA99999999", |_| {}));
+    let record = call(&app, get(MAILBOX, TOKEN)).await.record();
+    assert_eq!(record["quota"], 2040);
+    assert_eq!(record["archive_status"], "activating");
+    assert_eq!(record["archive_import_status"], "running");
+    assert_eq!(record["password_expired"], true);
+    assert_eq!(record["outbound_limit_status"], 10);
+    sim.clock().advance(Duration::from_secs(3600));
+    let record = call(&app, get(MAILBOX, TOKEN)).await.record();
+    assert_eq!(record["quota"], 2048, "growth stops at the limit");
+    assert_eq!(
+        sim.mailbox("EA00000011").map(|m| m.quota_used_mib),
+        Some(2048)
+    );
+}
+
+#[tokio::test]
+async fn mailbox_paths_are_checked_and_unknown_pairs_answer_404() {
+    let app = app_from(&hosting_sim(), LOOPBACK);
+    for (path, parameter) in [
+        (
+            "/api/domains/D901/email_accounts/EA00000011",
+            "`domain_code`",
+        ),
+        (
+            "/api/domains/D000000901/email_accounts/EA11",
+            "`email_account_code`",
+        ),
+        (
+            "/api/domains/D000000901/email_accounts/P00000012",
+            "`email_account_code`",
+        ),
+        (
+            "/api/domains/D000000901/email_accounts/T000000012",
+            "`email_account_code`",
+        ),
+    ] {
+        let message = call(&app, get(path, TOKEN))
+            .await
+            .error(StatusCode::BAD_REQUEST);
+        assert!(message.contains(parameter), "{path}: {message}");
+    }
+    for path in [
+        "/api/domains/D000000902/email_accounts/EA00000011",
+        "/api/domains/D000000901/email_accounts/EA00000099",
+    ] {
+        call(&app, get(path, TOKEN))
+            .await
+            .error(StatusCode::NOT_FOUND);
+    }
+}
+
+#[test]
+fn bad_hosting_seeds_are_refused() {
+    let mut duplicate = hosting_config();
+    duplicate.mailboxes.push(duplicate.mailboxes[0].clone());
+    assert!(Simulator::try_new(duplicate).is_err());
+    let mut clash = hosting_config();
+    clash.mailboxes[1].domain_name = "other.example".into();
+    assert!(Simulator::try_new(clash).is_err(), "one code, two names");
+    let mut sending = hosting_config();
+    sending.mailboxes[0].domain_name = "shop.example".into();
+    sending.mailboxes[1].domain_name = "shop.example".into();
+    assert!(
+        Simulator::try_new(sending).is_err(),
+        "shop.example is D000000101"
+    );
+    let mut migration = hosting_config();
+    migration.migrations.push(migration.migrations[0].clone());
+    assert!(Simulator::try_new(migration).is_err());
+}
+
+// --- Faults on the new routes -----------------------------------------------------------------
+
+#[tokio::test]
+async fn faults_apply_to_the_statistics_migration_and_mailbox_routes() {
+    let sim = hosting_sim();
+    sample_outcomes(&sim);
+    let app = app_from(&sim, LOOPBACK);
+    let requests = || {
+        [
+            (Route::TracemailDashboard, dashboard(TOKEN, json!({}))),
+            (Route::TracemailDaily, daily("1", "")),
+            (
+                Route::MigrationStats,
+                get("/api/migrations/MG00000007/stats", TOKEN),
+            ),
+            (Route::EmailAccountGet, get(MAILBOX, TOKEN)),
+        ]
+    };
+    for (route, request) in requests() {
+        sim.set_fault(
+            route,
+            FaultSpec {
+                error_rate: 1.0,
+                error_status: Some(503),
+                ..FaultSpec::default()
+            },
+        );
+        call(&app, request)
+            .await
+            .error(StatusCode::SERVICE_UNAVAILABLE);
+        sim.clear_faults();
+    }
+    for (route, request) in requests() {
+        sim.set_fault(
+            route,
+            FaultSpec {
+                rate_limit_rate: 1.0,
+                retry_after_secs: 3,
+                ..FaultSpec::default()
+            },
+        );
+        let answer = call(&app, request).await;
+        answer.error(StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(answer.headers[header::RETRY_AFTER], "3");
+        sim.clear_faults();
+    }
+    for (route, request) in requests() {
+        sim.set_fault(
+            route,
+            FaultSpec {
+                malformed_rate: 1.0,
+                ..FaultSpec::default()
+            },
+        );
+        let answer = call(&app, request).await;
+        assert_eq!(answer.status, StatusCode::OK, "{route}");
+        assert!(
+            serde_json::from_slice::<Value>(&answer.bytes).is_err(),
+            "{route}"
+        );
+        sim.clear_faults();
+    }
+    for (route, request) in requests() {
+        sim.set_fault(
+            route,
+            FaultSpec {
+                numbers_as_strings: true,
+                ..FaultSpec::default()
+            },
+        );
+        let body = call(&app, request).await.json();
+        let mut numbers = Vec::new();
+        let inside = body.get("resources").unwrap_or(&body);
+        collect_numbers(inside, &mut numbers);
+        assert!(numbers.is_empty(), "{route}: {numbers:?}");
+        sim.clear_faults();
+    }
+    let body = {
+        sim.set_fault(
+            Route::MigrationStats,
+            FaultSpec {
+                numbers_as_strings: true,
+                ..FaultSpec::default()
+            },
+        );
+        call(&app, get("/api/migrations/MG00000007/stats", TOKEN))
+            .await
+            .json()
+    };
+    assert_eq!(body["aggregate"]["messages"]["total"], "3000");
+    assert_eq!(body["aggregate"]["accounts"]["total"], "3");
+}
+
+fn collect_numbers(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|v| collect_numbers(v, out)),
+        Value::Object(members) => members.values().for_each(|v| collect_numbers(v, out)),
+        _ => {}
+    }
+}
+
+// --- The demo fleet ---------------------------------------------------------------------------
+
+#[test]
+fn the_demo_targets_come_from_the_demo_configuration() {
+    let config = SimConfig::demo(TOKEN);
+    let targets = config.demo_targets();
+    assert_eq!(targets.accounts, [1001, 1002, 1003, 1004]);
+    assert_eq!(
+        targets.migrations,
+        ["MG00000001", "MG00000002", "MG00000003"]
+    );
+    assert_eq!(targets.mailboxes.len(), 4);
+    assert!(
+        targets
+            .mailboxes
+            .iter()
+            .any(|(_, code)| code.starts_with('P'))
+    );
+    assert_eq!(
+        targets.domains,
+        [
+            "shop.example",
+            "news.example",
+            "starter.example",
+            "legacy.example",
+            "trial.example",
+            "promo.example"
+        ]
+    );
+    assert!(config.history);
+    assert!(config.accounts.iter().all(|a| a.timezone == "Europe/Rome"));
+}
+
+#[test]
+fn the_demo_fleet_shows_living_numbers_at_once() {
+    let start = ts("2026-11-22T14:00:00Z");
+    let config = SimConfig::demo(TOKEN);
+    let targets = config.demo_targets();
+    let sim = Simulator::try_with_clock(config.clone(), SimClock::frozen(start)).expect("demo");
+    let today = start.to_zoned(rome()).date();
+    let yesterday = today.yesterday().expect("date");
+    for id in [DEMO_BUSY, DEMO_NEARLY_EXHAUSTED, DEMO_EXPIRING] {
+        let whole_day: i64 = sim.day_totals(id, yesterday).values().sum();
+        assert!((300..=3001).contains(&whole_day), "{id}: {whole_day}");
+        assert!(sim.day_totals(id, today).values().sum::<i64>() > 0, "{id}");
+    }
+    assert_eq!(
+        sim.day_totals(DEMO_DISABLED, yesterday)
+            .values()
+            .sum::<i64>(),
+        0
+    );
+    // Deterministic from the seed.
+    let again = Simulator::try_with_clock(config, SimClock::frozen(start)).expect("demo");
+    assert_eq!(
+        again.day_totals(DEMO_BUSY, yesterday),
+        sim.day_totals(DEMO_BUSY, yesterday)
+    );
+
+    let status = |code: &str| sim.migration_stats(code).expect("migration")["aggregate"].clone();
+    assert_eq!(status(DEMO_MIGRATION_RUNNING)["status"], "running");
+    assert_eq!(status(DEMO_MIGRATION_COMPLETED)["status"], "completed");
+    let failing = status(DEMO_MIGRATION_WITH_FAILURES);
+    assert_eq!(failing["status"], "running");
+    assert_eq!(failing["accounts"]["failed"], 1);
+    assert!(failing["errors"].as_i64() > Some(0));
+    let before = status(DEMO_MIGRATION_RUNNING)["messages"]["migrated"].as_i64();
+    sim.clock().advance(Duration::from_secs(60));
+    assert!(status(DEMO_MIGRATION_RUNNING)["messages"]["migrated"].as_i64() > before);
+    sim.clock().advance(Duration::from_secs(2 * 3600));
+    assert_eq!(status(DEMO_MIGRATION_RUNNING)["status"], "completed");
+
+    let sim =
+        Simulator::try_with_clock(SimConfig::demo(TOKEN), SimClock::frozen(start)).expect("demo");
+    let used = |sim: &Simulator| {
+        let record = sim
+            .mailbox_record("D000000901", DEMO_FILLING)
+            .expect("mailbox");
+        record["quota"].as_f64().expect("quota") / record["max_email_quota"].as_f64().expect("max")
+    };
+    assert!(used(&sim) < 0.9);
+    sim.clock().advance(Duration::from_secs(5 * 60));
+    assert!(used(&sim) > 0.9, "crosses 90% within five minutes");
+    for (domain, code) in &targets.mailboxes {
+        assert!(sim.mailbox_record(domain, code).is_some(), "{code}");
+    }
+    let at_limit = targets
+        .mailboxes
+        .iter()
+        .find(|(_, code)| code == DEMO_OUTBOUND_AT_LIMIT)
+        .and_then(|(domain, code)| sim.mailbox_record(domain, code))
+        .expect("mailbox");
+    assert_eq!(
+        at_limit["outbound_limit_status"],
+        at_limit["outbound_limit"]
+    );
+    let archive = sim.mailbox(DEMO_ARCHIVE_ACTIVATING).expect("mailbox");
+    assert_eq!(archive.archive_status, "activating");
 }

@@ -102,6 +102,73 @@ impl Client {
             .await
     }
 
+    /// `POST /api/delivery/tracemail/dashboard` with `body`: the dashboard record.
+    pub async fn tracemail_dashboard(&self, body: &Value) -> Result<Value, UpstreamError> {
+        let url = format!("{}/api/delivery/tracemail/dashboard", self.base_url);
+        self.record(Endpoint::TracemailDashboard, self.http.post(url).json(body))
+            .await
+    }
+
+    /// `GET /api/delivery/tracemail/daily/{account}?type=account`: one item per day.
+    pub async fn tracemail_daily(&self, account: i32) -> Result<Vec<Value>, UpstreamError> {
+        let url = format!("{}/api/delivery/tracemail/daily/{account}", self.base_url);
+        let request = self.http.get(url).query(&[("type", "account")]);
+        self.records(Endpoint::TracemailDaily, request).await
+    }
+
+    /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`: one item per domain.
+    pub async fn tracemail_domains_rank(&self, account: i32) -> Result<Vec<Value>, UpstreamError> {
+        let url = format!("{}/api/delivery/tracemail/daily/{account}", self.base_url);
+        let request = self.http.get(url).query(&[("type", "domains-rank")]);
+        self.records(Endpoint::TracemailDomainsRank, request).await
+    }
+
+    /// `GET /api/migrations/{code}/stats`: the `aggregate` object. `code` was validated
+    /// (`MG` + 8 digits) by the config, so it is safe in a path.
+    pub async fn migration_stats(&self, code: &str) -> Result<Value, UpstreamError> {
+        let url = format!("{}/api/migrations/{code}/stats", self.base_url);
+        let endpoint = Endpoint::MigrationStats;
+        let body = self.call(endpoint, self.http.get(url)).await?;
+        let aggregate = match body {
+            Value::Object(mut map) => map.remove("aggregate"),
+            _ => None,
+        };
+        match aggregate {
+            Some(a @ Value::Object(_)) => Ok(a),
+            _ => {
+                let e =
+                    UpstreamError::new(FailureReason::Decode, "no aggregate object in the body");
+                self.telemetry.observe_failure(endpoint, e.reason);
+                Err(e)
+            }
+        }
+    }
+
+    /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`: the email account
+    /// record. Both codes were validated by the config.
+    pub async fn email_account(
+        &self,
+        domain_code: &str,
+        code: &str,
+    ) -> Result<Value, UpstreamError> {
+        let url = format!(
+            "{}/api/domains/{domain_code}/email_accounts/{code}",
+            self.base_url
+        );
+        self.record(Endpoint::EmailAccount, self.http.get(url))
+            .await
+    }
+
+    /// A call whose answer is the `{resources, pagination}` envelope; every record of it.
+    async fn records(
+        &self,
+        endpoint: Endpoint,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Vec<Value>, UpstreamError> {
+        let body = self.call(endpoint, request).await?;
+        resources(body).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
+    }
+
     /// A call whose answer is the `{resources, pagination}` envelope around one record.
     async fn record(
         &self,
@@ -258,8 +325,9 @@ fn transport_error(e: reqwest::Error) -> UpstreamError {
     UpstreamError::new(reason, detail)
 }
 
-/// Unwraps the `{resources: [record, ...], pagination: {}}` envelope to its first record.
-pub fn first_resource(body: Value) -> Result<Value, UpstreamError> {
+/// Unwraps the `{resources: [record, ...], pagination: {}}` envelope to its records (an
+/// empty list is fine here: a day with no statistics is not an error).
+pub fn resources(body: Value) -> Result<Vec<Value>, UpstreamError> {
     let Value::Object(mut map) = body else {
         return Err(UpstreamError::new(
             FailureReason::Decode,
@@ -267,10 +335,7 @@ pub fn first_resource(body: Value) -> Result<Value, UpstreamError> {
         ));
     };
     match map.remove("resources") {
-        Some(Value::Array(items)) => items
-            .into_iter()
-            .next()
-            .ok_or_else(|| UpstreamError::new(FailureReason::Decode, "resources is empty")),
+        Some(Value::Array(items)) => Ok(items),
         Some(_) => Err(UpstreamError::new(
             FailureReason::Decode,
             "resources is not an array",
@@ -280,6 +345,15 @@ pub fn first_resource(body: Value) -> Result<Value, UpstreamError> {
             "no resources member in the body",
         )),
     }
+}
+
+/// Unwraps the envelope to its first record; an empty `resources` is a decode failure, since
+/// the operation returns one record.
+pub fn first_resource(body: Value) -> Result<Value, UpstreamError> {
+    resources(body)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| UpstreamError::new(FailureReason::Decode, "resources is empty"))
 }
 
 #[cfg(test)]

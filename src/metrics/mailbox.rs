@@ -1,0 +1,120 @@
+//! Series of the mailbox collector.
+
+use std::time::Duration;
+
+use super::{GaugeTable, gauge, table_families};
+use crate::exposition::{Family, Unit};
+use crate::upstream::model::Mailbox;
+
+/// The archive states always shown as a state set; any other state the API reports is shown too.
+pub const ARCHIVE_STATES: [&str; 4] = ["active", "activating", "deactivating", "disabled"];
+
+const GAUGES: &GaugeTable<Mailbox> = &[
+    (
+        "mailhost_mailbox_quota_used",
+        "Space the mailbox uses (quota; MiB unless quota_human shows another unit).",
+        Some(Unit::Bytes),
+        |m| m.quota_used_bytes,
+    ),
+    (
+        "mailhost_mailbox_quota_limit",
+        "Space the mailbox may use (max_email_quota, same unit as quota).",
+        Some(Unit::Bytes),
+        |m| m.quota_limit_bytes,
+    ),
+    (
+        "mailhost_mailbox_messages",
+        "Messages stored in the mailbox (messages).",
+        None,
+        |m| m.messages,
+    ),
+    (
+        "mailhost_mailbox_vault_used",
+        "Space used in the mailbox's vault (vault_quota).",
+        Some(Unit::Bytes),
+        |m| m.vault_used_bytes,
+    ),
+    (
+        "mailhost_mailbox_vault_messages",
+        "Messages in the mailbox's vault (vault_messages).",
+        None,
+        |m| m.vault_messages,
+    ),
+    (
+        "mailhost_mailbox_outbound_limit",
+        "Messages the mailbox may send per outbound-limit period (outbound_limit).",
+        None,
+        |m| m.outbound_limit,
+    ),
+    (
+        "mailhost_mailbox_outbound_messages",
+        "Messages sent in the current outbound-limit period (outbound_limit_status).",
+        None,
+        |m| m.outbound_sent,
+    ),
+    (
+        "mailhost_mailbox_outbound_limit_reset_timestamp",
+        "When the outbound count goes back to zero (reset_outbound_limit_time).",
+        Some(Unit::Seconds),
+        |m| m.outbound_reset,
+    ),
+    (
+        "mailhost_mailbox_last_auth_timestamp",
+        "When someone last logged in to the mailbox (lastauth).",
+        Some(Unit::Seconds),
+        |m| m.last_auth,
+    ),
+    (
+        "mailhost_mailbox_archive_enabled",
+        "1 when archiving is on for the mailbox (archive).",
+        None,
+        |m| m.archive.map(f64::from),
+    ),
+    (
+        "mailhost_mailbox_password_expired",
+        "1 when the mailbox's password has expired (password_expired).",
+        None,
+        |m| m.password_expired.map(f64::from),
+    ),
+];
+
+pub fn families(interval: Duration, mailboxes: &[(String, &Mailbox)]) -> Vec<Family> {
+    let mut out = table_families(GAUGES, interval, "mailbox", mailboxes);
+    let mut archive = gauge(
+        "mailhost_mailbox_archive_status",
+        "Archiving state of the mailbox as a state set (archive_status): 1 on the current state, 0 on the others.",
+        interval,
+    );
+    let mut info = gauge(
+        "mailhost_mailbox_info",
+        "Descriptive labels of a mailbox; the value is always 1.",
+        interval,
+    );
+    for (code, m) in mailboxes {
+        if let Some(current) = &m.archive_status {
+            let mut states: Vec<&str> = ARCHIVE_STATES.to_vec();
+            if !states.contains(&current.as_str()) {
+                states.push(current);
+            }
+            for s in states {
+                let v = if s == current { 1.0 } else { 0.0 };
+                archive.push(
+                    vec![("mailbox", code.clone()), ("archive_status", s.to_owned())],
+                    v,
+                );
+            }
+        }
+        let s = |v: &Option<String>| v.clone().unwrap_or_default();
+        info.push(
+            vec![
+                ("mailbox", code.clone()),
+                ("address", s(&m.address)),
+                ("domain", s(&m.domain)),
+                ("status", s(&m.status)),
+            ],
+            1.0,
+        );
+    }
+    out.extend([archive, info]);
+    out
+}

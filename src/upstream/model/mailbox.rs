@@ -1,0 +1,197 @@
+//! The email account record (section 2.5 of the interface), as far as mailbox quota, outbound
+//! limits, archiving and authentication go.
+//!
+//! The unit of `quota` (space used), `max_email_quota` (the limit) and `vault_quota` is not
+//! documented. We take MiB, and when `quota_human` (or `vault_quota_human`) is present we check
+//! which unit (bytes, KiB, MiB, GiB) agrees with it and use that one; when none agrees, the
+//! figures are a parse problem and left out rather than exported wrong.
+
+use serde_json::Value;
+
+use super::{ParseProblem, Reader};
+use crate::labels::sanitize;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Mailbox {
+    pub quota_used_bytes: Option<f64>,
+    pub quota_limit_bytes: Option<f64>,
+    pub messages: Option<f64>,
+    pub vault_used_bytes: Option<f64>,
+    pub vault_messages: Option<f64>,
+    pub outbound_limit: Option<f64>,
+    /// Messages sent in the current outbound-limit period (`outbound_limit_status`).
+    pub outbound_sent: Option<f64>,
+    pub outbound_reset: Option<f64>,
+    pub last_auth: Option<f64>,
+    pub archive: Option<bool>,
+    pub archive_status: Option<String>,
+    pub password_expired: Option<bool>,
+    pub address: Option<String>,
+    pub domain: Option<String>,
+    pub status: Option<String>,
+}
+
+impl Mailbox {
+    /// Reads an email account record; `Err` only when it is not an object.
+    pub fn from_record(record: &Value) -> Result<(Self, Vec<ParseProblem>), ParseProblem> {
+        let mut r = Reader::new(record).ok_or_else(|| ParseProblem::new("resources[0]", record))?;
+        let quota = r.number("quota");
+        let limit = r.number("max_email_quota");
+        let quota_human = r.string("quota_human");
+        let vault = r.number("vault_quota");
+        let vault_human = r.string("vault_quota_human");
+        let mut problems = Vec::new();
+        let unit = unit_for(quota, quota_human.as_deref(), "quota", &mut problems);
+        let vault_unit = unit_for(vault, vault_human.as_deref(), "vault_quota", &mut problems);
+        // `lastauth` (epoch) wins; `lastauth_datetime` when it is absent; 0 means never.
+        let key = r.first_of(&["lastauth", "lastauth_datetime"]);
+        let last_auth = key.and_then(|k| r.timestamp(k)).filter(|ts| *ts > 0.0);
+        let mailbox = Mailbox {
+            quota_used_bytes: quota.zip(unit).map(|(q, u)| q * u),
+            quota_limit_bytes: limit.zip(unit).map(|(q, u)| q * u),
+            messages: r.number("messages"),
+            vault_used_bytes: vault.zip(vault_unit).map(|(q, u)| q * u),
+            vault_messages: r.number("vault_messages"),
+            outbound_limit: r.number("outbound_limit"),
+            outbound_sent: r.number("outbound_limit_status"),
+            outbound_reset: r.timestamp("reset_outbound_limit_time"),
+            last_auth,
+            archive: r.boolean("archive"),
+            archive_status: r.string("archive_status").map(|s| sanitize(&s)),
+            password_expired: r.boolean("password_expired"),
+            address: r.string("email_address"),
+            domain: r.string("domain_name"),
+            status: r.string("status"),
+        };
+        problems.extend(r.into_problems());
+        Ok((mailbox, problems))
+    }
+}
+
+/// Bytes per unit of a quota figure: MiB unless `human` says otherwise; `None` (a problem)
+/// when `human` agrees with no unit.
+fn unit_for(
+    value: Option<f64>,
+    human: Option<&str>,
+    field: &str,
+    problems: &mut Vec<ParseProblem>,
+) -> Option<f64> {
+    let (Some(v), Some(h)) = (value, human) else {
+        return Some(MIB);
+    };
+    let Some(human_bytes) = parse_size(h) else {
+        problems.push(ParseProblem::new(
+            format!("{field}_human"),
+            &Value::String(h.to_owned()),
+        ));
+        return None;
+    };
+    if v == 0.0 || human_bytes == 0.0 {
+        return (v == 0.0 && human_bytes < 1024.0)
+            .then_some(MIB)
+            .or_else(|| {
+                problems.push(ParseProblem::new(field, &Value::from(v)));
+                None
+            });
+    }
+    // A human figure is rounded, and may count GB as 10^9: accept 10%.
+    let close = |unit: f64| ((v * unit) - human_bytes).abs() / human_bytes < 0.1;
+    let found = [MIB, 1.0, 1024.0, 1024.0 * MIB]
+        .into_iter()
+        .find(|u| close(*u));
+    if found.is_none() {
+        problems.push(ParseProblem::new(
+            format!("{field} ({v}) against {field}_human"),
+            &Value::String(h.to_owned()),
+        ));
+    }
+    found
+}
+
+/// Reads sizes like `1.20 GB`, `812 MB`, `1,5 GiB`, `512K`, `100 B`; units are powers of 1024.
+pub fn parse_size(text: &str) -> Option<f64> {
+    let t = text.trim().replace(',', ".");
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let power = match unit
+        .trim()
+        .to_ascii_lowercase()
+        .trim_end_matches("ib")
+        .trim_end_matches('b')
+    {
+        "" => 0,
+        "k" => 1,
+        "m" => 2,
+        "g" => 3,
+        "t" => 4,
+        _ => return None,
+    };
+    Some(n * 1024f64.powi(power))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sizes_for_people_are_read() {
+        assert_eq!(parse_size("1.20 GB"), Some(1.2 * 1024.0 * MIB));
+        assert_eq!(parse_size("812 MB"), Some(812.0 * MIB));
+        assert_eq!(parse_size("1,5 GiB"), Some(1.5 * 1024.0 * MIB));
+        assert_eq!(parse_size("512K"), Some(512.0 * 1024.0));
+        assert_eq!(parse_size("100 B"), Some(100.0));
+        assert_eq!(parse_size("lots"), None);
+    }
+
+    #[test]
+    fn quota_is_mib_unless_quota_human_says_otherwise() {
+        let (m, p) =
+            Mailbox::from_record(&json!({"quota": 1229, "max_email_quota": 2048})).unwrap();
+        assert!(p.is_empty());
+        assert_eq!(m.quota_used_bytes, Some(1229.0 * MIB));
+        assert_eq!(m.quota_limit_bytes, Some(2048.0 * MIB));
+        let (m, _) = Mailbox::from_record(
+            &json!({"quota": 1229, "quota_human": "1.20 GB", "max_email_quota": 2048}),
+        )
+        .unwrap();
+        assert_eq!(m.quota_used_bytes, Some(1229.0 * MIB));
+        let (m, p) = Mailbox::from_record(&json!({"quota": 1_288_490_188_u64, "quota_human": "1.2 GB", "max_email_quota": 2_147_483_648_u64})).unwrap();
+        assert!(p.is_empty());
+        assert_eq!(
+            m.quota_used_bytes,
+            Some(1_288_490_188.0),
+            "bytes, confirmed by quota_human"
+        );
+        assert_eq!(m.quota_limit_bytes, Some(2_147_483_648.0));
+    }
+
+    #[test]
+    fn a_quota_human_that_fits_no_unit_leaves_quota_out() {
+        let (m, p) = Mailbox::from_record(
+            &json!({"quota": 700, "quota_human": "3.1 GB", "max_email_quota": 2048}),
+        )
+        .unwrap();
+        assert_eq!(m.quota_used_bytes, None);
+        assert_eq!(m.quota_limit_bytes, None);
+        assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn last_auth_comes_from_epoch_or_date_time_and_zero_means_never() {
+        let (m, _) = Mailbox::from_record(&json!({"lastauth": 1_795_334_400})).unwrap();
+        assert_eq!(m.last_auth, Some(1_795_334_400.0));
+        let (m, _) = Mailbox::from_record(
+            &json!({"lastauth": null, "lastauth_datetime": "2026-11-22 08:00:00"}),
+        )
+        .unwrap();
+        assert_eq!(m.last_auth, Some(1_795_334_400.0));
+        let (m, _) = Mailbox::from_record(&json!({"lastauth": 0})).unwrap();
+        assert_eq!(m.last_auth, None);
+    }
+}

@@ -1,0 +1,264 @@
+//! Migration statistics: the `aggregate` object, whose content is not documented. The keys the
+//! simulator defines get first-class fields (in flat or nested spellings); every other numeric
+//! leaf is kept under its dotted path, depth and count bounded.
+
+use serde_json::Value;
+
+use super::{ParseProblem, as_number, parse_timestamp};
+use crate::labels::{bound_names, sanitize};
+
+/// Leaves deeper than this are not walked.
+pub const MAX_DEPTH: usize = 4;
+/// At most this many other numeric leaves are kept per migration.
+pub const MAX_LEAVES: usize = 64;
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Migration {
+    /// Sanitised status name (`pending`, `running`, `completed`, ...).
+    pub status: Option<String>,
+    /// Accounts by state, `total` excluded.
+    pub accounts: Vec<(String, f64)>,
+    pub messages_total: Option<f64>,
+    pub messages_migrated: Option<f64>,
+    pub bytes_total: Option<f64>,
+    pub bytes_migrated: Option<f64>,
+    pub errors: Option<f64>,
+    pub started: Option<f64>,
+    pub updated: Option<f64>,
+    /// Every other numeric leaf: (dotted path, value).
+    pub other: Vec<(String, f64)>,
+}
+
+/// Spellings of each first-class figure, as dotted paths.
+const MESSAGES_TOTAL: &[&str] = &["messages.total", "messages_total", "total_messages"];
+const MESSAGES_MIGRATED: &[&str] = &[
+    "messages.migrated",
+    "messages_migrated",
+    "migrated_messages",
+];
+const BYTES_TOTAL: &[&str] = &["bytes.total", "bytes_total", "size.total", "total_bytes"];
+const BYTES_MIGRATED: &[&str] = &[
+    "bytes.migrated",
+    "bytes_migrated",
+    "size.migrated",
+    "migrated_bytes",
+];
+const ERRORS: &[&str] = &["errors", "errors.total", "errors.count", "error_count"];
+const STARTED: &[&str] = &["started_at", "start_date"];
+const UPDATED: &[&str] = &["updated_at", "last_update"];
+
+/// Paths read as first-class figures (in any spelling) or labels: never repeated as
+/// `aggregate` keys, even when their value could not be read.
+const RESERVED: &[&[&str]] = &[
+    MESSAGES_TOTAL,
+    MESSAGES_MIGRATED,
+    BYTES_TOTAL,
+    BYTES_MIGRATED,
+    ERRORS,
+    STARTED,
+    UPDATED,
+    &["status", "state", "accounts", "finished_at"],
+];
+
+/// The value at a dotted path, unless null or an object (an object only holds the figure
+/// further down, under another spelling).
+fn lookup<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.')
+        .try_fold(root, |v, key| v.get(key))
+        .filter(|v| !v.is_null() && !v.is_object())
+}
+
+impl Migration {
+    /// Reads an `aggregate` object; `Err` only when it is not an object.
+    pub fn from_aggregate(aggregate: &Value) -> Result<(Self, Vec<ParseProblem>), ParseProblem> {
+        if !aggregate.is_object() {
+            return Err(ParseProblem::new("aggregate", aggregate));
+        }
+        let mut problems = Vec::new();
+        let figure = |paths: &[&str], problems: &mut Vec<ParseProblem>| -> Option<f64> {
+            let (path, v) = paths
+                .iter()
+                .find_map(|p| lookup(aggregate, p).map(|v| (*p, v)))?;
+            match v {
+                // An error list counts its entries.
+                Value::Array(items) if paths == ERRORS => Some(items.len() as f64),
+                _ => as_number(v).or_else(|| {
+                    problems.push(ParseProblem::new(format!("aggregate.{path}"), v));
+                    None
+                }),
+            }
+        };
+        let messages_total = figure(MESSAGES_TOTAL, &mut problems);
+        let messages_migrated = figure(MESSAGES_MIGRATED, &mut problems);
+        let bytes_total = figure(BYTES_TOTAL, &mut problems);
+        let bytes_migrated = figure(BYTES_MIGRATED, &mut problems);
+        let errors = figure(ERRORS, &mut problems);
+        let stamp = |paths: &[&str], problems: &mut Vec<ParseProblem>| -> Option<f64> {
+            let (path, v) = paths
+                .iter()
+                .find_map(|p| lookup(aggregate, p).map(|v| (*p, v)))?;
+            let ts = match v {
+                Value::String(s) if s.trim().is_empty() => return None,
+                Value::String(s) => parse_timestamp(s),
+                other => as_number(other),
+            };
+            if ts.is_none() {
+                problems.push(ParseProblem::new(format!("aggregate.{path}"), v));
+            }
+            ts
+        };
+        let started = stamp(STARTED, &mut problems);
+        let updated = stamp(UPDATED, &mut problems);
+        let status = match aggregate.get("status").or_else(|| aggregate.get("state")) {
+            Some(Value::String(s)) => Some(sanitize(s)),
+            None | Some(Value::Null) => None,
+            Some(other) => {
+                problems.push(ParseProblem::new("aggregate.status", other));
+                None
+            }
+        };
+        let accounts = match aggregate.get("accounts") {
+            Some(Value::Object(map)) => bound_names(
+                map.iter()
+                    .filter(|(k, _)| k.as_str() != "total")
+                    .filter_map(|(k, v)| match as_number(v) {
+                        Some(n) => Some((k.clone(), n)),
+                        None => {
+                            problems.push(ParseProblem::new(format!("aggregate.accounts.{k}"), v));
+                            None
+                        }
+                    })
+                    .collect(),
+            ),
+            Some(Value::Array(items)) => {
+                let mut pairs = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    let name = ["state", "status", "name"]
+                        .iter()
+                        .find_map(|k| item.get(*k))
+                        .and_then(Value::as_str);
+                    let n = ["count", "total", "value"]
+                        .iter()
+                        .find_map(|k| item.get(*k))
+                        .and_then(as_number);
+                    match (name, n) {
+                        (Some(name), Some(n)) => pairs.push((name.to_owned(), n)),
+                        _ => problems
+                            .push(ParseProblem::new(format!("aggregate.accounts[{i}]"), item)),
+                    }
+                }
+                bound_names(pairs)
+            }
+            None | Some(Value::Null) => Vec::new(),
+            Some(other) => {
+                problems.push(ParseProblem::new("aggregate.accounts", other));
+                Vec::new()
+            }
+        };
+        let mut other = Vec::new();
+        walk(aggregate, "", 0, &mut other);
+        Ok((
+            Migration {
+                status,
+                accounts,
+                messages_total,
+                messages_migrated,
+                bytes_total,
+                bytes_migrated,
+                errors,
+                started,
+                updated,
+                other,
+            },
+            problems,
+        ))
+    }
+}
+
+/// Collects numeric leaves not under a [`RESERVED`] path, in
+/// document order, up to [`MAX_DEPTH`] and [`MAX_LEAVES`].
+fn walk(v: &Value, path: &str, depth: usize, out: &mut Vec<(String, f64)>) {
+    if out.len() >= MAX_LEAVES || depth > MAX_DEPTH || RESERVED.iter().any(|r| r.contains(&path)) {
+        return;
+    }
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let key = sanitize(k);
+                let p = if path.is_empty() {
+                    key
+                } else {
+                    format!("{path}.{key}")
+                };
+                walk(child, &p, depth + 1, out);
+            }
+        }
+        Value::Number(_) if !path.is_empty() => {
+            if let Some(n) = as_number(v) {
+                out.push((path.to_owned(), n));
+            }
+        }
+        // Strings are read only where a figure is expected; arrays are not walked (their
+        // indexes would make unstable keys).
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn first_class_figures_are_read_in_nested_or_flat_spellings() {
+        let nested = json!({"status": "Running", "accounts": {"total": 3, "completed": 2, "failed": 1},
+            "messages": {"total": 100, "migrated": "40"}, "bytes": {"total": 1000, "migrated": 400}, "errors": 2});
+        let flat = json!({"status": "running", "accounts": [{"state": "completed", "count": 2}, {"state": "failed", "count": 1}],
+            "messages_total": 100, "messages_migrated": 40, "bytes_total": "1000", "bytes_migrated": 400, "errors": [{"x": 1}, {"x": 2}]});
+        for v in [nested, flat] {
+            let (m, p) = Migration::from_aggregate(&v).unwrap();
+            assert!(p.is_empty(), "{p:?}");
+            assert_eq!(m.status.as_deref(), Some("running"));
+            assert_eq!(m.messages_total, Some(100.0));
+            assert_eq!(m.messages_migrated, Some(40.0));
+            assert_eq!(m.bytes_total, Some(1000.0));
+            assert_eq!(m.bytes_migrated, Some(400.0));
+            assert_eq!(m.errors, Some(2.0));
+            let mut accounts = m.accounts.clone();
+            accounts.sort_by(|a, b| a.0.cmp(&b.0));
+            assert_eq!(
+                accounts,
+                vec![("completed".to_owned(), 2.0), ("failed".to_owned(), 1.0)]
+            );
+            assert!(m.other.is_empty(), "{:?}", m.other);
+        }
+    }
+
+    #[test]
+    fn other_numeric_leaves_keep_their_dotted_path_within_bounds() {
+        let v = json!({"throughput": {"messages_per_minute": 250}, "deep": {"a": {"b": {"c": {"d": 1}}}}, "Odd Key": 3});
+        let (m, _) = Migration::from_aggregate(&v).unwrap();
+        assert_eq!(
+            m.other,
+            vec![
+                ("odd_key".to_owned(), 3.0),
+                ("throughput.messages_per_minute".to_owned(), 250.0)
+            ]
+        );
+        let many: serde_json::Map<String, Value> =
+            (0..100).map(|i| (format!("k{i:03}"), json!(i))).collect();
+        let (m, _) = Migration::from_aggregate(&json!({ "many": many })).unwrap();
+        assert_eq!(m.other.len(), MAX_LEAVES);
+    }
+
+    #[test]
+    fn a_figure_of_the_wrong_shape_is_a_problem_not_a_zero() {
+        let (m, p) = Migration::from_aggregate(
+            &json!({"messages": {"total": "lots"}, "started_at": "yesterday"}),
+        )
+        .unwrap();
+        assert_eq!(m.messages_total, None);
+        assert_eq!(m.started, None);
+        assert_eq!(p.len(), 2);
+    }
+}

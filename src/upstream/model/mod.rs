@@ -1,0 +1,252 @@
+//! Lenient reading of upstream records: numbers may come as strings, fields may be null,
+//! missing or of another shape. A value we cannot read is reported as a [`ParseProblem`] and
+//! left out; it never becomes a zero.
+
+mod delivery;
+mod mailbox;
+mod migration;
+mod tracemail;
+
+pub use delivery::DeliveryAccount;
+pub use mailbox::Mailbox;
+pub use migration::Migration;
+pub use tracemail::{
+    Counts, DailyStats, Dashboard, DomainCounts, read_daily, read_dashboard, read_domains_rank,
+};
+
+use serde_json::{Map, Value};
+
+/// A field whose shape we could not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseProblem {
+    /// Dotted path of the field inside the record, e.g. `remaining_messages`.
+    pub path: String,
+    /// What was found there, e.g. `string "abc"` (cut short), `object`.
+    pub found: String,
+}
+
+impl ParseProblem {
+    pub fn new(path: impl Into<String>, value: &Value) -> Self {
+        let found = match value {
+            Value::String(s) => {
+                let short: String = s.chars().take(32).collect();
+                format!("string {short:?}")
+            }
+            Value::Number(n) => format!("number {n}"),
+            Value::Bool(b) => format!("boolean {b}"),
+            Value::Array(_) => "array".to_owned(),
+            Value::Object(_) => "object".to_owned(),
+            Value::Null => "null".to_owned(),
+        };
+        ParseProblem {
+            path: path.into(),
+            found,
+        }
+    }
+}
+
+/// A finite number from a JSON number or a numeric string; `None` for anything else.
+pub fn as_number(v: &Value) -> Option<f64> {
+    let x = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    }?;
+    x.is_finite().then_some(x)
+}
+
+/// Reads typed values out of one JSON object, collecting problems as it goes.
+pub struct Reader<'a> {
+    object: &'a Map<String, Value>,
+    prefix: String,
+    problems: Vec<ParseProblem>,
+}
+
+impl<'a> Reader<'a> {
+    /// `None` when the record itself is not an object (the caller decides how bad that is).
+    pub fn new(record: &'a Value) -> Option<Self> {
+        Self::at(record, "")
+    }
+
+    /// A reader whose problem paths start with `prefix` (e.g. `aggregate.`).
+    pub fn at(record: &'a Value, prefix: &str) -> Option<Self> {
+        record.as_object().map(|object| Reader {
+            object,
+            prefix: prefix.to_owned(),
+            problems: Vec::new(),
+        })
+    }
+
+    /// The first of `keys` that is present and not null, with its name.
+    pub fn first_of(&self, keys: &[&'static str]) -> Option<&'static str> {
+        keys.iter().copied().find(|k| self.get(k).is_some())
+    }
+
+    pub fn into_problems(self) -> Vec<ParseProblem> {
+        self.problems
+    }
+
+    fn problem(&mut self, key: &str, value: &Value) {
+        self.problems
+            .push(ParseProblem::new(format!("{}{key}", self.prefix), value));
+    }
+
+    /// The raw value, treating JSON null like an absent field.
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.object.get(key).filter(|v| !v.is_null())
+    }
+
+    /// A finite number, from a JSON number or a numeric string. Missing, null or an empty
+    /// string give `None` quietly; anything else unreadable is a problem.
+    pub fn number(&mut self, key: &str) -> Option<f64> {
+        let v = self.get(key)?;
+        if v.as_str().is_some_and(|s| s.trim().is_empty()) {
+            return None;
+        }
+        let parsed = as_number(v);
+        if parsed.is_none() {
+            self.problem(key, v);
+        }
+        parsed
+    }
+
+    /// A boolean from `true`/`false`, `0`/`1` or their string forms.
+    pub fn boolean(&mut self, key: &str) -> Option<bool> {
+        let v = self.get(key)?;
+        let parsed = match v {
+            Value::Bool(b) => Some(*b),
+            Value::Number(n) => match n.as_f64() {
+                Some(0.0) => Some(false),
+                Some(1.0) => Some(true),
+                _ => None,
+            },
+            Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "true" | "1" | "yes" => Some(true),
+                "false" | "0" | "no" => Some(false),
+                _ => None,
+            },
+            _ => None,
+        };
+        if parsed.is_none() {
+            self.problem(key, v);
+        }
+        parsed
+    }
+
+    /// A string; numbers and booleans are accepted as their text.
+    pub fn string(&mut self, key: &str) -> Option<String> {
+        let v = self.get(key)?;
+        match v {
+            Value::String(s) => Some(s.clone()),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => {
+                self.problem(key, v);
+                None
+            }
+        }
+    }
+
+    /// A point in time as Unix seconds; see [`parse_timestamp`] for the forms accepted.
+    pub fn timestamp(&mut self, key: &str) -> Option<f64> {
+        let v = self.get(key)?;
+        if let Value::String(s) = v
+            && s.trim().is_empty()
+        {
+            return None;
+        }
+        let parsed = match v {
+            Value::Number(n) => n.as_f64().and_then(epoch),
+            Value::String(s) => parse_timestamp(s),
+            _ => None,
+        };
+        if parsed.is_none() {
+            self.problem(key, v);
+        }
+        parsed
+    }
+
+    /// The number of elements of an array field.
+    pub fn array_len(&mut self, key: &str) -> Option<usize> {
+        let v = self.get(key)?;
+        match v {
+            Value::Array(a) => Some(a.len()),
+            _ => {
+                self.problem(key, v);
+                None
+            }
+        }
+    }
+}
+
+/// Epoch numbers: seconds, or milliseconds when too large to be seconds (after year 5000).
+fn epoch(x: f64) -> Option<f64> {
+    if !x.is_finite() || x < 0.0 {
+        None
+    } else if x > 1e11 {
+        Some((x / 1000.0).floor())
+    } else {
+        Some(x)
+    }
+}
+
+/// Parses a date or date-time leniently: RFC 3339 (`2026-11-22T10:00:00Z`, with any offset),
+/// `YYYY-MM-DD HH:MM:SS` or `YYYY-MM-DDTHH:MM:SS` (taken as UTC), `YYYY-MM-DD` (midnight UTC),
+/// or epoch seconds as text. Returns Unix seconds.
+pub fn parse_timestamp(s: &str) -> Option<f64> {
+    let s = s.trim();
+    if let Ok(ts) = s.parse::<jiff::Timestamp>() {
+        return Some(ts.as_second() as f64);
+    }
+    if let Ok(dt) = s.parse::<jiff::civil::DateTime>() {
+        return dt
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .ok()
+            .map(|z| z.timestamp().as_second() as f64);
+    }
+    if let Ok(d) = s.parse::<jiff::civil::Date>() {
+        return d
+            .to_zoned(jiff::tz::TimeZone::UTC)
+            .ok()
+            .map(|z| z.timestamp().as_second() as f64);
+    }
+    s.parse::<f64>().ok().and_then(epoch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_read_in_every_documented_form() {
+        let want = 1_795_334_400.0; // 2026-11-22T08:00:00Z
+        for s in [
+            "2026-11-22T08:00:00Z",
+            "2026-11-22T09:00:00+01:00",
+            "2026-11-22 08:00:00",
+            "2026-11-22T08:00:00",
+            "1795334400",
+        ] {
+            assert_eq!(parse_timestamp(s), Some(want), "{s}");
+        }
+        assert_eq!(parse_timestamp("2026-11-22"), Some(1_795_305_600.0));
+        assert_eq!(parse_timestamp("22/11/2026"), None);
+    }
+
+    #[test]
+    fn numbers_are_finite_numbers_or_numeric_strings() {
+        use serde_json::json;
+        assert_eq!(as_number(&json!(3)), Some(3.0));
+        assert_eq!(as_number(&json!(" 2.5 ")), Some(2.5));
+        for v in [
+            json!("NaN"),
+            json!("inf"),
+            json!("x"),
+            json!(true),
+            json!(null),
+            json!([1]),
+        ] {
+            assert_eq!(as_number(&v), None, "{v}");
+        }
+    }
+}

@@ -673,20 +673,18 @@ fn mailboxes(m: RawMailbox) -> Result<MailboxConfig, ConfigError> {
     let mut out: Vec<MailboxTarget> = Vec::new();
     for (i, t) in m.mailboxes.into_iter().enumerate() {
         let field = format!("{f}.mailboxes[{i}]");
-        let domain = codes(
+        let domain = code(
             &format!("{field}.domain"),
-            &[t.domain],
+            &t.domain,
             &[("D", 9)],
             "D followed by 9 digits, e.g. D000000101",
-        )?
-        .remove(0);
-        let mailbox = codes(
+        )?;
+        let mailbox = code(
             &format!("{field}.mailbox"),
-            &[t.mailbox],
+            &t.mailbox,
             &[("EA", 8), ("P", 9)],
             "EA followed by 8 digits (e.g. EA00000001), or P followed by 9 digits for a postmaster",
-        )?
-        .remove(0);
+        )?;
         if out.iter().any(|o| o.mailbox == mailbox) {
             return Err(invalid(field, format!("mailbox {mailbox} is listed twice")));
         }
@@ -698,7 +696,29 @@ fn mailboxes(m: RawMailbox) -> Result<MailboxConfig, ConfigError> {
     })
 }
 
-/// Validates identifier codes: a prefix followed by a number of digits.
+/// Validates one identifier code: a prefix followed by a number of digits.
+fn code(
+    field: &str,
+    value: &str,
+    forms: &[(&str, usize)],
+    expected: &str,
+) -> Result<String, ConfigError> {
+    let ok = forms.iter().any(|(prefix, digits)| {
+        value
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.len() == *digits && rest.bytes().all(|b| b.is_ascii_digit()))
+    });
+    if ok {
+        Ok(value.to_owned())
+    } else {
+        Err(invalid(
+            field,
+            format!("{value:?} is not a valid code: expected {expected}"),
+        ))
+    }
+}
+
+/// Validates a non-empty list of distinct codes.
 fn codes(
     field: &str,
     values: &[String],
@@ -713,26 +733,12 @@ fn codes(
     }
     let mut out: Vec<String> = Vec::with_capacity(values.len());
     for (i, v) in values.iter().enumerate() {
-        let at = if values.len() == 1 {
-            field.to_owned()
-        } else {
-            format!("{field}[{i}]")
-        };
-        let ok = forms.iter().any(|(prefix, digits)| {
-            v.strip_prefix(prefix).is_some_and(|rest| {
-                rest.len() == *digits && rest.bytes().all(|b| b.is_ascii_digit())
-            })
-        });
-        if !ok {
-            return Err(invalid(
-                at,
-                format!("{v:?} is not a valid code: expected {expected}"),
-            ));
-        }
-        if out.contains(v) {
+        let at = format!("{field}[{i}]");
+        let v = code(&at, v, forms, expected)?;
+        if out.contains(&v) {
             return Err(invalid(at, format!("{v} is listed twice")));
         }
-        out.push(v.clone());
+        out.push(v);
     }
     Ok(out)
 }

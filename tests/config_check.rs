@@ -72,6 +72,30 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
             "api.token_file: cannot read /nonexistent/mailhost-token: No such file or directory (os error 2); point it at a readable file holding the token",
         ),
         (
+            "bad-timezone.yml",
+            "collectors.tracemail_dashboard.timezone: \"Mars/Olympus_Mons\" is not a known time zone; use an IANA name such as UTC or Europe/Rome",
+        ),
+        (
+            "bad-date-format.yml",
+            "collectors.tracemail_daily.date_format: \"YYYY/MM\" is not a date format: write YYYY, MM and DD once each with separators, e.g. YYYY-MM-DD",
+        ),
+        (
+            "bad-view.yml",
+            "collectors.tracemail_dashboard.views[0]: give exactly one of account (an id) or domain (a name)",
+        ),
+        (
+            "bad-migration-code.yml",
+            "collectors.migration.migrations[1]: \"MG123\" is not a valid code: expected MG followed by 8 digits, e.g. MG00000001",
+        ),
+        (
+            "bad-mailbox-code.yml",
+            "collectors.mailbox.mailboxes[0].mailbox: \"EA123\" is not a valid code: expected EA followed by 8 digits (e.g. EA00000001), or P followed by 9 digits for a postmaster",
+        ),
+        (
+            "too-many-top-domains.yml",
+            "collectors.tracemail_daily.top_domains: 5000 is out of range: use 1 to 200",
+        ),
+        (
             "not-http.yml",
             "api.base_url: \"file:///etc/passwd\" is not an http(s) address; write it like https://api.example.net",
         ),

@@ -140,6 +140,11 @@ fn health(snapshot: &Snapshot) -> Vec<Family> {
         "How long the collector's last run took.",
     )
     .unit(Unit::Seconds);
+    let mut interval = Family::gauge(
+        "mailhost_collector_interval",
+        "How often the collector runs (its configured interval); data older than a few intervals is stale.",
+    )
+    .unit(Unit::Seconds);
     let mut last_success = Family::gauge(
         "mailhost_collector_last_success_timestamp",
         "When the collector last finished a run in which every target succeeded.",
@@ -156,6 +161,7 @@ fn health(snapshot: &Snapshot) -> Vec<Family> {
     .unit(Unit::Seconds);
     for c in snapshot.collectors.values() {
         let collector = || vec![("collector", c.name.as_str().to_owned())];
+        interval.push(collector(), c.schedule.interval.as_secs_f64());
         if let Some(run) = c.last_run {
             success.push(collector(), if run.success { 1.0 } else { 0.0 });
             duration.push(collector(), run.duration.as_secs_f64());
@@ -182,6 +188,7 @@ fn health(snapshot: &Snapshot) -> Vec<Family> {
         up,
         success,
         duration,
+        interval,
         last_success,
         target_success,
         target_last_success,

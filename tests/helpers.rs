@@ -2,7 +2,10 @@
 //! `/metrics`. Waits poll with generous limits, so the tests hold on a slow, shared machine.
 
 use std::future::Future;
+use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mailhost_exporter::config::Config;
@@ -171,4 +174,82 @@ pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
     }
     eprintln!("SKIPPED: {name} is not installed ({install}); this check runs in CI");
     None
+}
+
+/// A running `mailhost_exporter` whose standard error is collected line by line.
+pub struct Running {
+    child: Child,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Running {
+    pub fn start(args: &[&str]) -> Running {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+            .args(args)
+            .env_remove("MAILHOST_API_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start mailhost_exporter");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let stderr = child.stderr.take().unwrap();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Running { child, log }
+    }
+
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// The first value of `key=` in a log line that contains `marker`.
+    pub async fn logged(&self, marker: &str, key: &str) -> String {
+        wait_for(marker, || async {
+            self.log()
+                .iter()
+                .filter(|l| l.contains(marker))
+                .find_map(|l| {
+                    let start = l.find(&format!("{key}="))? + key.len() + 1;
+                    Some(
+                        l[start..]
+                            .split_whitespace()
+                            .next()?
+                            .trim_matches('"')
+                            .to_owned(),
+                    )
+                })
+        })
+        .await
+    }
+
+    /// Sends SIGTERM and returns how long the process took to exit, and whether it exited 0.
+    pub fn terminate(&mut self) -> (Duration, bool) {
+        let pid = self.child.id().to_string();
+        let started = Instant::now();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (started.elapsed(), status.success());
+            }
+            assert!(started.elapsed() < PATIENCE, "no exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,92 +1,12 @@
 //! The binary as an operator runs it: demo mode from the README, shutdown on SIGTERM, and the
 //! token kept out of logs and responses at trace level.
 
-use std::io::{BufRead as _, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use mailhost_exporter::sim::{FaultSpec, Route, SimConfig};
 
-use crate::helpers::{PATIENCE, spawn_sim_with, value, wait_for};
-
-/// A running `mailhost_exporter` whose standard error is collected line by line.
-struct Running {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Running {
-    fn start(args: &[&str]) -> Running {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
-            .args(args)
-            .env_remove("MAILHOST_API_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start mailhost_exporter");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Running { child, log }
-    }
-
-    fn log(&self) -> Vec<String> {
-        self.log.lock().unwrap().clone()
-    }
-
-    /// The first value of `key=` in a log line that contains `marker`.
-    async fn logged(&self, marker: &str, key: &str) -> String {
-        wait_for(marker, || async {
-            self.log()
-                .iter()
-                .filter(|l| l.contains(marker))
-                .find_map(|l| {
-                    let start = l.find(&format!("{key}="))? + key.len() + 1;
-                    Some(
-                        l[start..]
-                            .split_whitespace()
-                            .next()?
-                            .trim_matches('"')
-                            .to_owned(),
-                    )
-                })
-        })
-        .await
-    }
-
-    /// Sends SIGTERM and returns how long the process took to exit, and whether it exited 0.
-    fn terminate(&mut self) -> (Duration, bool) {
-        let pid = self.child.id().to_string();
-        let started = Instant::now();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (started.elapsed(), status.success());
-            }
-            assert!(started.elapsed() < PATIENCE, "no exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use crate::helpers::{Running, spawn_sim_with, value, wait_for};
 
 async fn get(url: &str) -> (u16, String, String) {
     let r = reqwest::get(url).await.unwrap();

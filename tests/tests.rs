@@ -21,3 +21,15 @@ mod golden;
 
 // The mail-tracing, migration and mailbox collectors against the living simulator.
 mod collectors;
+
+// The Prometheus rules and config we ship, checked by promtool.
+mod rules;
+
+// A real Prometheus scraping demo mode: dashboard queries, metric names, the quota alert.
+mod prometheus;
+
+// The container image: hadolint, its shape, no time-zone files needed.
+mod container;
+
+// Grafana dashboards follow our conventions.
+mod dashboards;

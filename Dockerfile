@@ -1,0 +1,46 @@
+# mailhost_exporter container image.
+#
+#   docker build -t mailhost_exporter .
+#   docker run -p 19587:19587 mailhost_exporter --demo
+#   docker run -p 19587:19587 \
+#     -v "$PWD/config.yml:/etc/mailhost_exporter/config.yml:ro" \
+#     -v "$PWD/token:/run/secrets/mailhost:ro" mailhost_exporter
+#
+# The config names the token file (api.token_file: /run/secrets/mailhost); the token is never
+# passed as an argument or baked into the image.
+
+FROM rust:1.95-bookworm AS build
+WORKDIR /src
+
+# Dependencies first, in their own layer: it is rebuilt only when Cargo.toml or Cargo.lock change.
+COPY Cargo.toml Cargo.lock build.rs ./
+RUN mkdir -p src/bin tests \
+    && echo 'fn main() {}' > src/main.rs \
+    && echo 'fn main() {}' > src/bin/mailhost_sim.rs \
+    && touch src/lib.rs tests/tests.rs \
+    && cargo build --release --locked --bin mailhost_exporter \
+    && rm -rf src
+
+# Then the sources; the revision comes from a build argument (there is no .git in the context).
+ARG REVISION=unknown
+ENV MAILHOST_BUILD_REVISION=${REVISION}
+COPY src ./src
+RUN touch src/main.rs src/lib.rs \
+    && cargo build --release --locked --bin mailhost_exporter
+
+# Runtime: distroless with glibc and CA certificates, no shell, running as nonroot. Time-zone
+# data is compiled into the binary, so none is needed on the image.
+FROM gcr.io/distroless/cc-debian12:nonroot
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="mailhost_exporter" \
+      org.opencontainers.image.description="Prometheus exporter for an email provider's Management API: Delivery quota, sending statistics, migrations and mailboxes" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.documentation="README.md"
+COPY --from=build /src/target/release/mailhost_exporter /usr/local/bin/mailhost_exporter
+COPY examples/config.yml /etc/mailhost_exporter/config.example.yml
+# distroless nonroot
+USER 65532:65532
+EXPOSE 19587
+ENTRYPOINT ["/usr/local/bin/mailhost_exporter"]
+CMD ["--config.file=/etc/mailhost_exporter/config.yml"]

@@ -1,0 +1,174 @@
+//! The Prometheus rules and config we ship: promtool lints them and runs their unit tests, every
+//! alert carries what an operator needs, and every alert has a firing and a quiet test case.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_yaml_ng::Value;
+
+use crate::helpers::promtool;
+
+const RULE_FILES: [&str; 2] = ["prometheus/rules.yml", "prometheus/alerts.yml"];
+
+fn yaml(path: &str) -> Value {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Every rule of a rules file.
+fn rules(path: &str) -> Vec<Value> {
+    yaml(path)["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap().clone())
+        .collect()
+}
+
+fn run(promtool: &str, args: &[&str]) {
+    let out = Command::new(promtool).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool {}:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn promtool_lints_every_rules_file_without_a_finding() {
+    let Some(promtool) = promtool() else { return };
+    for file in RULE_FILES {
+        run(
+            promtool,
+            &["check", "rules", "--lint=all", "--lint-fatal", file],
+        );
+    }
+}
+
+#[test]
+fn promtool_accepts_the_shipped_prometheus_config() {
+    let Some(promtool) = promtool() else { return };
+    run(promtool, &["check", "config", "prometheus/prometheus.yml"]);
+}
+
+#[test]
+fn promtool_rule_unit_tests_pass() {
+    let Some(promtool) = promtool() else { return };
+    run(
+        promtool,
+        &["test", "rules", "prometheus/tests/alerts.test.yml"],
+    );
+}
+
+#[test]
+fn every_alert_has_a_severity_a_for_and_annotations_that_point_at_the_runbook() {
+    let runbook = std::fs::read_to_string("docs/runbook.md").unwrap();
+    let anchors: BTreeSet<String> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(|h| h.trim().to_lowercase().replace(' ', "-"))
+        .collect();
+    let alerts: Vec<Value> = rules("prometheus/alerts.yml");
+    assert!(alerts.len() >= 15, "the alerts the issue lists");
+    for rule in alerts {
+        let name = rule["alert"]
+            .as_str()
+            .expect("alerts.yml holds alerts only");
+        let severity = rule["labels"]["severity"].as_str().unwrap_or_default();
+        assert!(
+            ["critical", "warning", "info"].contains(&severity),
+            "{name}: severity {severity:?}"
+        );
+        assert!(rule["for"].as_str().is_some(), "{name}: no for:");
+        for key in ["summary", "description", "runbook_url"] {
+            assert!(
+                rule["annotations"][key]
+                    .as_str()
+                    .is_some_and(|v| !v.is_empty()),
+                "{name}: no {key}"
+            );
+        }
+        // Where the value is a measure, the description gives it; for these two the value is
+        // only the 0 of a failed state, which the text already says.
+        let state_only = ["MailhostExporterDown", "MailhostCollectorFailing"].contains(&name);
+        let description = rule["annotations"]["description"].as_str().unwrap();
+        assert!(
+            state_only || description.contains("{{ $value"),
+            "{name}: the description gives the value"
+        );
+        let url = rule["annotations"]["runbook_url"].as_str().unwrap();
+        let anchor = url
+            .strip_prefix("docs/runbook.md#")
+            .unwrap_or_else(|| panic!("{name}: runbook_url {url}"));
+        assert_eq!(
+            anchor,
+            name.to_lowercase(),
+            "{name}: anchor named after the alert"
+        );
+        assert!(
+            anchors.contains(anchor),
+            "{name}: docs/runbook.md has no section {anchor}"
+        );
+    }
+}
+
+#[test]
+fn every_alert_has_a_firing_and_a_quiet_unit_test() {
+    let tests = yaml("prometheus/tests/alerts.test.yml");
+    let mut fires = BTreeSet::new();
+    let mut quiet = BTreeSet::new();
+    for test in tests["tests"].as_sequence().unwrap() {
+        for case in test["alert_rule_test"].as_sequence().into_iter().flatten() {
+            let name = case["alertname"].as_str().unwrap().to_owned();
+            if case["exp_alerts"]
+                .as_sequence()
+                .is_some_and(|a| a.is_empty())
+            {
+                quiet.insert(name);
+            } else {
+                fires.insert(name);
+            }
+        }
+    }
+    for rule in rules("prometheus/alerts.yml") {
+        let name = rule["alert"].as_str().unwrap();
+        assert!(fires.contains(name), "{name}: no test case where it fires");
+        assert!(
+            quiet.contains(name),
+            "{name}: no test case where it stays quiet"
+        );
+    }
+}
+
+#[test]
+fn thresholds_live_in_one_group_and_are_documented() {
+    let runbook = std::fs::read_to_string("docs/runbook.md").unwrap();
+    let file = yaml("prometheus/rules.yml");
+    let groups = file["groups"].as_sequence().unwrap();
+    let thresholds: Vec<&str> = groups
+        .iter()
+        .filter(|g| g["name"] == "mailhost.thresholds")
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .map(|r| r["record"].as_str().unwrap())
+        .collect();
+    assert!(!thresholds.is_empty());
+    for t in &thresholds {
+        assert!(t.starts_with("mailhost:threshold:"), "{t}");
+        assert!(
+            runbook.contains(&format!("`{t}`")),
+            "{t} is not documented in docs/runbook.md"
+        );
+    }
+    // No alert hides a threshold of its own in a comparison with a bare number below 1 or
+    // a ratio: they compare against the threshold series.
+    for rule in rules("prometheus/alerts.yml") {
+        let expr = rule["expr"].as_str().unwrap();
+        assert!(
+            !expr.contains("> 0.") && !expr.contains("< 0."),
+            "{}: {expr}",
+            rule["alert"].as_str().unwrap()
+        );
+    }
+}

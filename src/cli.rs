@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use clap::{Parser, ValueEnum};
 
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":19587";
+/// Concurrent scrapes served at most, as Prometheus' own default.
+pub const DEFAULT_MAX_REQUESTS: usize = 40;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,6 +36,19 @@ pub struct Cli {
         default_value = "/metrics"
     )]
     pub telemetry_path: String,
+
+    /// TLS and basic authentication for the web endpoints, in the Prometheus exporter-toolkit
+    /// format (tls_server_config, basic_auth_users, http_server_config).
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
+
+    /// Serve `POST /-/reload` (the config is also reloaded on SIGHUP).
+    #[arg(long = "web.enable-lifecycle")]
+    pub enable_lifecycle: bool,
+
+    /// Scrapes served at once at most; more get 503. 0 means no limit.
+    #[arg(long = "web.max-requests", value_name = "N", default_value_t = DEFAULT_MAX_REQUESTS)]
+    pub max_requests: usize,
 
     /// Only log messages with the given severity or above.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]

@@ -17,6 +17,11 @@ pub mod defaults {
     pub const TIMEOUT: Duration = Duration::from_secs(10);
     pub const CONCURRENCY: usize = 8;
     pub const MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
+    pub const MAX_RETRIES: u32 = 2;
+    pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
+    pub const RETRY_MAX_BACKOFF: Duration = Duration::from_secs(5);
+    pub const BREAKER_FAILURES: u32 = 5;
+    pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(60);
     pub const INTERVAL: Duration = Duration::from_secs(60);
     /// `max_age` is this many intervals unless set.
     pub const MAX_AGE_INTERVALS: u32 = 3;
@@ -72,6 +77,16 @@ struct RawApi {
     concurrency: Option<usize>,
     #[serde(default)]
     max_response_bytes: Option<u64>,
+    #[serde(default)]
+    max_retries: Option<u32>,
+    #[serde(default, with = "humantime_serde")]
+    retry_backoff: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    retry_max_backoff: Option<Duration>,
+    #[serde(default)]
+    circuit_breaker_failures: Option<u32>,
+    #[serde(default, with = "humantime_serde")]
+    circuit_breaker_cooldown: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -211,6 +226,27 @@ pub struct ApiConfig {
     pub timeout: Duration,
     pub concurrency: usize,
     pub max_response_bytes: u64,
+    pub retry: RetryPolicy,
+    pub breaker: BreakerPolicy,
+}
+
+/// How read calls are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0 = none).
+    pub max_retries: u32,
+    /// The first back-off; each retry doubles it, up to `max_backoff`, with jitter.
+    pub backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+/// When an endpoint's circuit opens, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerPolicy {
+    /// Consecutive failed calls that open the circuit (0 = never).
+    pub failures: u32,
+    /// How long it stays open before one probe call is let through.
+    pub cooldown: Duration,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -516,12 +552,45 @@ fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, Con
     if max_response_bytes < 1024 {
         return Err(invalid("api.max_response_bytes", "must be at least 1024"));
     }
+    let max_retries = raw.max_retries.unwrap_or(defaults::MAX_RETRIES);
+    if max_retries > 10 {
+        return Err(invalid(
+            "api.max_retries",
+            format!("{max_retries} is out of range: use 0 to 10"),
+        ));
+    }
+    let backoff = raw.retry_backoff.unwrap_or(defaults::RETRY_BACKOFF);
+    let max_backoff = raw.retry_max_backoff.unwrap_or(defaults::RETRY_MAX_BACKOFF);
+    if backoff.is_zero() || backoff > max_backoff {
+        return Err(invalid(
+            "api.retry_backoff",
+            "must be more than 0s and at most api.retry_max_backoff, for example 250ms and 5s",
+        ));
+    }
+    let failures = raw
+        .circuit_breaker_failures
+        .unwrap_or(defaults::BREAKER_FAILURES);
+    let cooldown = raw
+        .circuit_breaker_cooldown
+        .unwrap_or(defaults::BREAKER_COOLDOWN);
+    if cooldown < Duration::from_secs(1) {
+        return Err(invalid(
+            "api.circuit_breaker_cooldown",
+            "must be at least 1s, for example 60s",
+        ));
+    }
     Ok(ApiConfig {
         base_url,
         token: SecretString::from(token),
         timeout,
         concurrency,
         max_response_bytes,
+        retry: RetryPolicy {
+            max_retries,
+            backoff,
+            max_backoff,
+        },
+        breaker: BreakerPolicy { failures, cooldown },
     })
 }
 

@@ -36,6 +36,11 @@ pub async fn run(web: WebOptions, shutdown: CancellationToken) -> Result<(), App
     ));
 
     let path = web.telemetry_path.clone();
+    let scheme = if web.web_config.tls().is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let config = config(&sim_url, DEMO_TOKEN, &targets);
     let app = App::build(config, web).await?;
     let addr = app.local_addr();
@@ -45,7 +50,7 @@ pub async fn run(web: WebOptions, shutdown: CancellationToken) -> Result<(), App
         addr.ip().to_string()
     };
     tracing::info!(simulator = %sim_url, "demo mode: simulated provider and traffic started");
-    tracing::info!(url = %format!("http://{host}:{}{path}", addr.port()), landing_page = %format!("http://{host}:{}/", addr.port()), "demo mode: open this URL to see the metrics");
+    tracing::info!(url = %format!("{scheme}://{host}:{}{path}", addr.port()), landing_page = %format!("{scheme}://{host}:{}/", addr.port()), "demo mode: open this URL to see the metrics");
     app.run(shutdown).await?;
     let _ = sim_task.await;
     Ok(())

@@ -182,7 +182,8 @@ pub fn sanitize(name: &str) -> String {
 }
 
 /// Keeps at most [`MAX_NAMES`] names, summing the rest (and any duplicates after
-/// sanitising) into their survivors and `other`. Order is kept.
+/// sanitising) into their survivors and `other`. Order is kept; a sum that overflows to
+/// infinity is dropped rather than shown.
 pub fn bound_names(pairs: Vec<(String, f64)>) -> Vec<(String, f64)> {
     let mut out: Vec<(String, f64)> = Vec::new();
     for (name, v) in pairs {
@@ -197,6 +198,8 @@ pub fn bound_names(pairs: Vec<(String, f64)>) -> Vec<(String, f64)> {
             out.push(("other".to_owned(), v));
         }
     }
+    // Summing huge values can overflow: an infinite count would be a wrong number, drop it.
+    out.retain(|(_, v)| v.is_finite());
     out
 }
 

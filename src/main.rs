@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use mailhost_exporter::cli::Cli;
 use mailhost_exporter::config::{Config, TOKEN_ENV};
+use mailhost_exporter::web::web_config::WebConfig;
 use mailhost_exporter::{App, WebOptions, demo, logging, shutdown};
 use tokio_util::sync::CancellationToken;
 
@@ -51,9 +52,17 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli, env_token: Option<String>) -> anyhow::Result<()> {
+    let web_config = match &cli.web_config_file {
+        Some(path) => WebConfig::load(path)
+            .with_context(|| format!("invalid web config {}", path.display()))?,
+        None => WebConfig::default(),
+    };
     let web = WebOptions {
         listen_address: cli.listen_address,
         telemetry_path: cli.telemetry_path,
+        enable_lifecycle: cli.enable_lifecycle,
+        max_requests: cli.max_requests,
+        web_config,
     };
     // Read and validate the config before starting anything, so a bad file exits at once.
     let config = match &cli.config_file {
@@ -71,7 +80,8 @@ fn run(cli: Cli, env_token: Option<String>) -> anyhow::Result<()> {
         shutdown::cancel_on_signal(token.clone());
         match config {
             Some(config) => {
-                let app = App::build(config, web).await?;
+                let path = cli.config_file.clone().expect("a config came from a file");
+                let app = App::build(config, web).await?.with_config_file(path);
                 tracing::info!(address = %app.local_addr(), version = env!("CARGO_PKG_VERSION"), "mailhost_exporter listening");
                 app.run(token).await?;
             }

@@ -209,6 +209,31 @@ impl Store {
             .store(Arc::new(Prepared::render(snapshot.clone())));
     }
 
+    /// Takes a reloaded set of collectors: removed collectors and targets vanish at once (with
+    /// their series), new ones appear as not yet run, schedules follow the new config.
+    pub fn reconfigure(&self, specs: &[CollectorSpec]) {
+        let mut snapshot = self.snapshot.lock().expect("snapshot lock poisoned");
+        snapshot
+            .collectors
+            .retain(|name, _| specs.iter().any(|s| s.name == *name));
+        for spec in specs {
+            let entry = snapshot
+                .collectors
+                .entry(spec.name)
+                .or_insert_with(|| CollectorState {
+                    name: spec.name,
+                    schedule: spec.schedule,
+                    targets: Vec::new(),
+                    last_run: None,
+                    last_success: None,
+                });
+            entry.schedule = spec.schedule;
+            entry.targets.retain(|t| spec.targets.contains(&t.target));
+        }
+        self.prepared
+            .store(Arc::new(Prepared::render(snapshot.clone())));
+    }
+
     pub fn prepared(&self) -> Arc<Prepared> {
         self.prepared.load_full()
     }

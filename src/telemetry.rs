@@ -8,6 +8,14 @@ use std::time::Duration;
 use crate::exposition::{Family, Unit};
 use crate::labels::{Endpoint, FailureReason};
 
+/// The reasons a call is retried for.
+pub const RETRIED: [FailureReason; 4] = [
+    FailureReason::Timeout,
+    FailureReason::Connect,
+    FailureReason::ServerError,
+    FailureReason::RateLimited,
+];
+
 /// Upper bounds of the request latency histogram, in seconds.
 pub const DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
@@ -24,6 +32,8 @@ struct Inner {
     failures: BTreeMap<(Endpoint, FailureReason), u64>,
     durations: BTreeMap<Endpoint, Histogram>,
     parse_problems: BTreeMap<Endpoint, u64>,
+    retries: BTreeMap<(Endpoint, FailureReason), u64>,
+    circuit_open: BTreeMap<Endpoint, bool>,
     /// Parse problems already logged at warn level: one line per shape, not one per scrape.
     logged: HashSet<(Endpoint, String)>,
 }
@@ -49,6 +59,8 @@ impl BuildInfo {
 pub struct Telemetry {
     inner: Mutex<Inner>,
     build: BuildInfo,
+    /// Outcome of the last config reload and when one last succeeded (start counts as one).
+    reload: Mutex<(bool, jiff::Timestamp)>,
 }
 
 impl Telemetry {
@@ -61,11 +73,16 @@ impl Telemetry {
                 inner.failures.insert((e, r), 0);
             }
             inner.parse_problems.insert(e, 0);
+            inner.circuit_open.insert(e, false);
+            for r in RETRIED {
+                inner.retries.insert((e, r), 0);
+            }
             inner.durations.insert(e, Histogram::default());
         }
         Telemetry {
             inner: Mutex::new(inner),
             build: BuildInfo::current(),
+            reload: Mutex::new((true, jiff::Timestamp::now())),
         }
     }
 
@@ -87,6 +104,47 @@ impl Telemetry {
         }
         h.sum += secs;
         h.count += 1;
+    }
+
+    /// Zero-initialises the counters of endpoints a reloaded config adds.
+    pub fn ensure_endpoints(&self, endpoints: &[Endpoint]) {
+        let mut inner = self.lock();
+        for &e in endpoints {
+            for r in FailureReason::ALL {
+                inner.failures.entry((e, r)).or_insert(0);
+            }
+            for r in RETRIED {
+                inner.retries.entry((e, r)).or_insert(0);
+            }
+            inner.parse_problems.entry(e).or_insert(0);
+            inner.circuit_open.entry(e).or_insert(false);
+            inner.durations.entry(e).or_default();
+        }
+    }
+
+    /// Records the outcome of a config reload.
+    pub fn observe_reload(&self, success: bool) {
+        let mut r = self.reload.lock().expect("reload lock poisoned");
+        r.0 = success;
+        if success {
+            r.1 = jiff::Timestamp::now();
+        }
+    }
+
+    /// A failed attempt that is retried after a back-off.
+    pub fn observe_retry(&self, endpoint: Endpoint, reason: FailureReason) {
+        *self.lock().retries.entry((endpoint, reason)).or_default() += 1;
+    }
+
+    pub fn set_circuit_open(&self, endpoint: Endpoint, open: bool) {
+        let before = self.lock().circuit_open.insert(endpoint, open);
+        if before != Some(open) {
+            tracing::warn!(
+                endpoint = endpoint.as_str(),
+                open,
+                "circuit breaker changed state"
+            );
+        }
     }
 
     pub fn observe_failure(&self, endpoint: Endpoint, reason: FailureReason) {
@@ -160,6 +218,41 @@ impl Telemetry {
         for (e, n) in &inner.parse_problems {
             problems.push(vec![("endpoint", e.as_str().into())], *n as f64);
         }
+        let mut retries = Family::counter(
+            "mailhost_api_retries",
+            "Upstream attempts that failed and were retried after a back-off, by endpoint and reason.",
+        );
+        for ((e, r), n) in &inner.retries {
+            retries.push(
+                vec![
+                    ("endpoint", e.as_str().into()),
+                    ("reason", r.as_str().into()),
+                ],
+                *n as f64,
+            );
+        }
+        let mut circuit = Family::gauge(
+            "mailhost_api_circuit_open",
+            "1 while the endpoint's circuit breaker is open (calls refused after repeated failures, one probe after the cool-down), else 0.",
+        );
+        for (e, open) in &inner.circuit_open {
+            circuit.push(
+                vec![("endpoint", e.as_str().into())],
+                if *open { 1.0 } else { 0.0 },
+            );
+        }
+        let (reload_ok, reload_at) = *self.reload.lock().expect("reload lock poisoned");
+        let mut reload_success = Family::gauge(
+            "mailhost_config_last_reload_successful",
+            "1 when the last configuration reload succeeded (or none was tried since start), 0 when the new file was refused and the old configuration kept running.",
+        );
+        reload_success.push(vec![], if reload_ok { 1.0 } else { 0.0 });
+        let mut reload_time = Family::gauge(
+            "mailhost_config_last_reload_success_timestamp",
+            "When the configuration was last loaded successfully (at start or by a reload).",
+        )
+        .unit(Unit::Seconds);
+        reload_time.push(vec![], reload_at.as_millisecond() as f64 / 1000.0);
         let mut build = Family::gauge(
             "mailhost_build_info",
             "A metric with a constant value 1, labelled with the version, revision and compiler of this build.",
@@ -172,7 +265,17 @@ impl Telemetry {
             ],
             1.0,
         );
-        vec![requests, failures, durations, problems, build]
+        vec![
+            requests,
+            failures,
+            retries,
+            circuit,
+            durations,
+            problems,
+            reload_success,
+            reload_time,
+            build,
+        ]
     }
 }
 

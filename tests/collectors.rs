@@ -23,6 +23,7 @@ async fn exporter_on_sim_clock(sim: &Simulator, yaml_collectors: &str, url: &str
         WebOptions {
             listen_address: "127.0.0.1:0".to_owned(),
             telemetry_path: "/metrics".to_owned(),
+            ..WebOptions::default()
         },
         Clock::from_fn(move || clock.now()),
     )

@@ -59,7 +59,7 @@ async fn serve(sim: Simulator) -> Sim {
 pub fn config(base_url: &str, token: &str, accounts: &[i32], extra_api: &str) -> Config {
     let ids: Vec<String> = accounts.iter().map(|a| a.to_string()).collect();
     let yaml = format!(
-        "api:\n  base_url: {base_url}\n  timeout: 2s\n{extra_api}collectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\n    accounts: [{}]\n",
+        "api:\n  base_url: {base_url}\n  timeout: 2s\n  circuit_breaker_cooldown: 2s\n{extra_api}collectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\n    accounts: [{}]\n",
         ids.join(", ")
     );
     Config::parse(&yaml, Some(token.to_owned())).unwrap()
@@ -67,6 +67,8 @@ pub fn config(base_url: &str, token: &str, accounts: &[i32], extra_api: &str) ->
 
 pub struct Exporter {
     pub addr: SocketAddr,
+    /// The bound on concurrent scrapes, to take its slots in a test.
+    pub scrape_limit: Option<Arc<tokio::sync::Semaphore>>,
     cancel: CancellationToken,
     client: reqwest::Client,
 }
@@ -81,6 +83,7 @@ pub async fn spawn_exporter(config: Config) -> Exporter {
     let web = WebOptions {
         listen_address: "127.0.0.1:0".to_owned(),
         telemetry_path: "/metrics".to_owned(),
+        ..WebOptions::default()
     };
     Exporter::start(App::build(config, web).await.unwrap())
 }
@@ -89,10 +92,12 @@ impl Exporter {
     /// Runs a built app until the returned handle is dropped.
     pub fn start(app: App) -> Exporter {
         let addr = app.local_addr();
+        let scrape_limit = app.state().scrape_limit.clone();
         let cancel = CancellationToken::new();
         tokio::spawn(app.run(cancel.clone()));
         Exporter {
             addr,
+            scrape_limit,
             cancel,
             client: reqwest::Client::new(),
         }
@@ -184,9 +189,14 @@ pub struct Running {
 
 impl Running {
     pub fn start(args: &[&str]) -> Running {
+        Self::start_with_env(args, &[])
+    }
+
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Running {
         let mut child = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
             .args(args)
             .env_remove("MAILHOST_API_TOKEN")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -200,6 +210,10 @@ impl Running {
             }
         });
         Running { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn log(&self) -> Vec<String> {

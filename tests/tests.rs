@@ -33,3 +33,12 @@ mod container;
 
 // Grafana dashboards follow our conventions.
 mod dashboards;
+
+// Hostile input: arbitrary JSON through every reader and both exposition formats.
+mod properties;
+
+// --web.config.file: TLS, client certificates and basic auth on loopback; bad files, promtool.
+mod web_config;
+
+// Lifecycle: reload on SIGHUP and POST /-/reload, max requests, SIGTERM mid-refresh.
+mod lifecycle;

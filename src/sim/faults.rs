@@ -1,5 +1,8 @@
-//! Fault injection: per-route latency, errors, rate limiting, malformed bodies and numbers sent as
-//! strings, so the exporter can be tested against an upstream that misbehaves.
+//! Fault injection: per-route latency, errors, rate limiting, broken, slow and oddly shaped bodies
+//! and numbers sent as strings, so the exporter can be tested against an upstream that misbehaves.
+
+mod shapes;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -7,28 +10,60 @@ use std::time::Duration;
 
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use jiff::{SignedDuration, Timestamp};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::clock::{SimClock, shift};
 use super::error::ApiError;
 use super::routes::Route;
 
+/// Size an [`BodyFault::Oversized`] body exceeds when `oversized_bytes` is not given: 8 MiB.
+pub const DEFAULT_OVERSIZED_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Largest accepted `oversized_bytes`: the padding is held in memory.
+const MAX_OVERSIZED_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How a successful (200) answer's body is replaced. Written in snake_case in JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyFault {
+    /// An HTML error page (`Content-Type: text/html`), still with status 200.
+    NotJson,
+    /// The real JSON cut in half, still labelled JSON; the same as `malformed_rate: 1.0`.
+    TruncatedJson,
+    /// Valid JSON of another shape: `{"data": {"items": "nope"}}`.
+    WrongShape,
+    /// The envelope with no records (`"resources": []`); `{"aggregate": {}}` for bodies without an
+    /// envelope (the migration statistics).
+    EmptyResources,
+    /// The real body, valid, with a top-level `"padding"` string of `oversized_bytes` characters.
+    Oversized,
+    /// The real body with every number of its records replaced, in turn, by `-5`, `1e300` and
+    /// `123456789012345678901234567890` (beyond i64).
+    OutOfRange,
+    /// The real body with every number of its records replaced, in turn, by the strings `"NaN"`,
+    /// `"Infinity"`, `"-Infinity"` and `"1e999"`.
+    HugeValues,
+}
+
 /// What goes wrong on one route. The default is a healthy route.
 ///
-/// Serialized with `latency_ms` (integer milliseconds) for `latency`; every member is optional in
-/// JSON and unknown members are refused, so a typo in a test does not silently do nothing.
+/// Serialized with `latency_ms` and `slow_body_ms` (integer milliseconds) for `latency` and
+/// `slow_body`; every member is optional in JSON and unknown members are refused, so a typo in a
+/// test does not silently do nothing.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FaultSpec {
     /// Added before answering.
     #[serde(
         rename = "latency_ms",
-        with = "latency_ms",
+        with = "option_millis",
         skip_serializing_if = "Option::is_none"
     )]
     pub latency: Option<Duration>,
@@ -39,14 +74,38 @@ pub struct FaultSpec {
     /// Probability of a 429 carrying `Retry-After: <retry_after_secs>`.
     pub rate_limit_rate: f64,
     pub retry_after_secs: u64,
+    /// The 429's `Retry-After` is an HTTP-date (simulator clock + `retry_after_secs`) instead of
+    /// seconds.
+    pub retry_after_http_date: bool,
+    /// The 429 carries no `Retry-After` at all.
+    pub retry_after_omit: bool,
     /// Probability of a 200 whose body is truncated and therefore not valid JSON.
     pub malformed_rate: f64,
     /// Every number in the returned records is sent as a JSON string.
     pub numbers_as_strings: bool,
+    /// Replaces the body of a 200 answer with another shape.
+    pub body: Option<BodyFault>,
+    /// Size the [`BodyFault::Oversized`] body exceeds; [`DEFAULT_OVERSIZED_BYTES`] when unset.
+    pub oversized_bytes: Option<u64>,
+    /// A 200 answer's status and headers are sent, then the first half of its body, then the
+    /// connection is broken (the declared `Content-Length` is never reached).
+    pub reset_mid_body: bool,
+    /// A 200 answer's status and headers are sent at once, its body trickled in small chunks over
+    /// this long.
+    #[serde(
+        rename = "slow_body_ms",
+        with = "option_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub slow_body: Option<Duration>,
+    /// When set, the fault applies only to requests whose path has one of these strings as a whole
+    /// segment (for the dashboard, or whose body's `account` is one of them); the other requests of
+    /// the route are answered normally.
+    pub only_ids: Option<Vec<String>>,
 }
 
 impl FaultSpec {
-    /// Checks what [`super::Simulator::set_fault`] would otherwise quietly clamp.
+    /// Checks what [`super::Simulator::set_fault`] would otherwise quietly clamp or ignore.
     pub fn validate(&self) -> Result<(), String> {
         for (name, rate) in [
             ("error_rate", self.error_rate),
@@ -64,6 +123,32 @@ impl FaultSpec {
                 "`error_status` must be an HTTP error status (400-599), got {status}"
             ));
         }
+        if self.retry_after_http_date && self.retry_after_omit {
+            return Err(
+                "`retry_after_http_date` and `retry_after_omit` exclude each other: set one"
+                    .to_owned(),
+            );
+        }
+        if self.body.is_some() && self.numbers_as_strings {
+            return Err(
+                "`body` and `numbers_as_strings` exclude each other: the body fault would hide it"
+                    .to_owned(),
+            );
+        }
+        if let Some(bytes) = self.oversized_bytes
+            && bytes > MAX_OVERSIZED_BYTES
+        {
+            return Err(format!(
+                "`oversized_bytes` must be at most {MAX_OVERSIZED_BYTES}, got {bytes}"
+            ));
+        }
+        if let Some(ids) = &self.only_ids
+            && (ids.is_empty() || ids.iter().any(String::is_empty))
+        {
+            return Err(
+                "`only_ids` must list non-empty ids; omit it to fault every request".to_owned(),
+            );
+        }
         Ok(())
     }
 
@@ -74,12 +159,16 @@ impl FaultSpec {
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
+    fn oversized_bytes(&self) -> u64 {
+        self.oversized_bytes.unwrap_or(DEFAULT_OVERSIZED_BYTES)
+    }
+
     fn is_healthy(&self) -> bool {
         *self == Self::default()
     }
 }
 
-mod latency_ms {
+mod option_millis {
     use std::time::Duration;
 
     use serde::{Deserialize, Deserializer, Serializer};
@@ -164,11 +253,18 @@ impl Faults {
 pub(crate) struct FaultLayerState {
     pub faults: Arc<Faults>,
     pub route: Route,
+    /// Dates the HTTP-date `Retry-After`.
+    pub clock: SimClock,
 }
+
+/// Largest dashboard body read to find its `account` for `only_ids`; beyond it the request is
+/// refused, as the handler would (its limit is 2 MiB).
+const TARGET_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 /// The fault layer. It sits outside the handler, like a proxy or rate limiter in front of the
 /// real service: latency, then a 429 roll, then an error roll answer before authentication; the
-/// malformed-body roll and numbers-as-strings then rewrite a successful answer.
+/// malformed-body roll, the body fault and numbers-as-strings then rewrite a successful answer,
+/// and the slow and broken bodies deliver it.
 pub(crate) async fn inject(
     State(layer): State<FaultLayerState>,
     request: Request,
@@ -177,14 +273,16 @@ pub(crate) async fn inject(
     let Some(spec) = layer.faults.get(layer.route) else {
         return next.run(request).await;
     };
+    let request = match targeted(&spec, layer.route, request).await {
+        Ok((request, true)) => request,
+        Ok((request, false)) => return next.run(request).await,
+        Err(error) => return error.into_response(),
+    };
     if let Some(latency) = spec.latency {
         tokio::time::sleep(latency).await;
     }
     if layer.faults.roll(spec.rate_limit_rate) {
-        return ApiError::RateLimited {
-            retry_after_secs: spec.retry_after_secs,
-        }
-        .into_response();
+        return rate_limited(&spec, layer.clock.now());
     }
     if layer.faults.roll(spec.error_rate) {
         return ApiError::Injected(spec.error_status()).into_response();
@@ -193,13 +291,79 @@ pub(crate) async fn inject(
     if !response.status().is_success() {
         return response;
     }
-    if layer.faults.roll(spec.malformed_rate) {
-        return malformed(response).await;
-    }
-    if spec.numbers_as_strings {
-        return numbers_as_strings(response).await;
+    let response = if layer.faults.roll(spec.malformed_rate) {
+        malformed(response).await
+    } else if let Some(fault) = spec.body.filter(|_| response.status() == StatusCode::OK) {
+        match fault {
+            BodyFault::TruncatedJson => malformed(response).await,
+            other => shapes::rewrite(other, response, spec.oversized_bytes()).await,
+        }
+    } else if spec.numbers_as_strings {
+        numbers_as_strings(response).await
+    } else {
+        response
+    };
+    if response.status() == StatusCode::OK && (spec.reset_mid_body || spec.slow_body.is_some()) {
+        return stream::deliver(response, spec.slow_body, spec.reset_mid_body).await;
     }
     response
+}
+
+/// Whether `spec` applies to this request (always, without `only_ids`). The dashboard names its
+/// account in the body, so for it the body is read and put back.
+async fn targeted(
+    spec: &FaultSpec,
+    route: Route,
+    request: Request,
+) -> Result<(Request, bool), ApiError> {
+    let Some(ids) = &spec.only_ids else {
+        return Ok((request, true));
+    };
+    let named = |candidate: &str| ids.iter().any(|id| id == candidate);
+    if request.uri().path().split('/').any(named) {
+        return Ok((request, true));
+    }
+    if route != Route::TracemailDashboard {
+        return Ok((request, false));
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = to_bytes(body, TARGET_BODY_LIMIT).await.map_err(|_| {
+        ApiError::PayloadTooLarge(format!(
+            "request body larger than {TARGET_BODY_LIMIT} bytes"
+        ))
+    })?;
+    let account = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|body| match body.get("account") {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        });
+    let applies = account.as_deref().is_some_and(named);
+    Ok((Request::from_parts(parts, Body::from(bytes)), applies))
+}
+
+/// A 429 whose `Retry-After` is seconds, an HTTP-date, or absent, as the spec asks.
+fn rate_limited(spec: &FaultSpec, now: Timestamp) -> Response {
+    let mut response = ApiError::RateLimited {
+        retry_after_secs: spec.retry_after_secs,
+    }
+    .into_response();
+    if spec.retry_after_omit {
+        response.headers_mut().remove(header::RETRY_AFTER);
+    } else if spec.retry_after_http_date {
+        let secs = i64::try_from(spec.retry_after_secs).unwrap_or(i64::MAX);
+        let at = shift(now, SignedDuration::from_secs(secs));
+        if let Ok(value) = HeaderValue::from_str(&http_date(at)) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+    }
+    response
+}
+
+/// The IMF-fixdate form of RFC 9110: `Sun, 22 Nov 2026 10:00:05 GMT`.
+pub(crate) fn http_date(at: Timestamp) -> String {
+    at.strftime("%a, %d %b %Y %H:%M:%S GMT").to_string()
 }
 
 /// What a broken proxy might send when the real body is empty or too short to truncate.
@@ -281,6 +445,33 @@ mod tests {
         };
         assert!(bad_status.validate().is_err());
         assert!(FaultSpec::default().validate().is_ok());
+    }
+
+    #[test]
+    fn http_dates_are_imf_fixdates_in_gmt() {
+        let at: Timestamp = "2026-11-22T11:00:05+01:00".parse().expect("timestamp");
+        assert_eq!(http_date(at), "Sun, 22 Nov 2026 10:00:05 GMT");
+        let early: Timestamp = "2027-03-01T09:08:07Z".parse().expect("timestamp");
+        assert_eq!(http_date(early), "Mon, 01 Mar 2027 09:08:07 GMT");
+    }
+
+    #[test]
+    fn new_members_default_to_off_and_contradictions_are_refused() {
+        let spec: FaultSpec = serde_json::from_value(json!({})).expect("spec");
+        assert_eq!(spec, FaultSpec::default());
+        assert!(!spec.reset_mid_body && spec.slow_body.is_none() && spec.body.is_none());
+        assert_eq!(spec.oversized_bytes(), DEFAULT_OVERSIZED_BYTES);
+        let spec: FaultSpec =
+            serde_json::from_value(json!({"slow_body_ms": 40, "body": "huge_values"}))
+                .expect("spec");
+        assert_eq!(spec.slow_body, Some(Duration::from_millis(40)));
+        assert_eq!(spec.body, Some(BodyFault::HugeValues));
+        let both = FaultSpec {
+            retry_after_http_date: true,
+            retry_after_omit: true,
+            ..FaultSpec::default()
+        };
+        assert!(both.validate().is_err());
     }
 
     #[test]

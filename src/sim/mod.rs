@@ -41,7 +41,7 @@ pub use config::{
 };
 pub use error::{ApiError, SimConfigError};
 pub use extract::MANAGEMENT_TOKEN_HEADER;
-pub use faults::FaultSpec;
+pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec};
 pub use fleet::{
     DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY, DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING,
     DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING, DEMO_MIGRATION_WITH_FAILURES,

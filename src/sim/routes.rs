@@ -174,6 +174,7 @@ pub(crate) fn build(sim: &Simulator) -> Router {
             FaultLayerState {
                 faults: sim.faults(),
                 route,
+                clock: sim.clock().clone(),
             },
             faults::inject,
         );

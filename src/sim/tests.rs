@@ -2412,3 +2412,7 @@ fn the_demo_fleet_shows_living_numbers_at_once() {
     let archive = sim.mailbox(DEMO_ARCHIVE_ACTIVATING).expect("mailbox");
     assert_eq!(archive.archive_status, "activating");
 }
+
+// --- The fault table: broken, slow and odd bodies, 429 variants, only_ids ------------------------
+
+mod fault_table;

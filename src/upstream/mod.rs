@@ -2,6 +2,7 @@
 //! HTTP status codes. Everything it returns is either plain JSON records or an
 //! [`UpstreamError`] with a reason from a fixed set.
 
+pub mod breaker;
 pub mod model;
 
 use std::sync::Arc;
@@ -12,9 +13,11 @@ use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::config::ApiConfig;
+use crate::config::{ApiConfig, RetryPolicy};
 use crate::labels::{Endpoint, FailureReason};
 use crate::telemetry::Telemetry;
+use breaker::Breakers;
+use tokio::time::Instant;
 
 /// A failed upstream call: the bounded reason, plus a short detail for logs and the landing
 /// page that never contains the token or a URL.
@@ -52,7 +55,9 @@ pub struct Client {
     timeout: Duration,
     max_body: u64,
     /// When set, no call of this client goes past it (the collector run's deadline).
-    deadline: Option<tokio::time::Instant>,
+    deadline: Option<Instant>,
+    retry: RetryPolicy,
+    breakers: Arc<Breakers>,
 }
 
 impl Client {
@@ -80,11 +85,13 @@ impl Client {
             timeout: api.timeout,
             max_body: api.max_response_bytes,
             deadline: None,
+            retry: api.retry,
+            breakers: Arc::new(Breakers::new(api.breaker)),
         })
     }
 
     /// This client, with every call cut at `deadline`: waiting for a slot included.
-    pub fn until(&self, deadline: tokio::time::Instant) -> Client {
+    pub fn until(&self, deadline: Instant) -> Client {
         Client {
             deadline: Some(deadline),
             ..self.clone()
@@ -179,9 +186,87 @@ impl Client {
         first_resource(body).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
     }
 
-    /// Sends one request with the token, within the concurrency bound and the timeout, and
-    /// returns its JSON body; records requests, failures and latency.
+    /// Makes a read call: attempts within the concurrency bound, the timeout and the deadline,
+    /// retried with exponential back-off and jitter on `timeout`, `connect`, `server_error` and
+    /// `rate_limited` (honouring `Retry-After`), never on other answers; behind the endpoint's
+    /// circuit breaker. All our calls are reads (GETs and the dashboard POST, which changes
+    /// nothing), so retrying them is safe.
     async fn call(
+        &self,
+        endpoint: Endpoint,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Value, UpstreamError> {
+        if let Err(open) = self.breakers.admit(endpoint, Instant::now()) {
+            self.telemetry.observe_failure(endpoint, open.reason);
+            return Err(UpstreamError::new(
+                open.reason,
+                "circuit open after repeated failures: not calling until the cool-down ends",
+            ));
+        }
+        let mut retries = 0;
+        let result = loop {
+            let Some(attempt) = request.try_clone() else {
+                break Err(UpstreamError::new(
+                    FailureReason::ClientError,
+                    "request cannot be repeated",
+                ));
+            };
+            let e = match self.attempt(endpoint, attempt).await {
+                Ok(v) => break Ok(v),
+                Err(e) => e,
+            };
+            let retryable = matches!(
+                e.reason,
+                FailureReason::Timeout
+                    | FailureReason::Connect
+                    | FailureReason::ServerError
+                    | FailureReason::RateLimited
+            );
+            if !retryable || retries >= self.retry.max_retries {
+                break Err(e);
+            }
+            let wait = match e.retry_after {
+                Some(after) => after,
+                None => backoff(&self.retry, retries),
+            };
+            let now = Instant::now();
+            let past_deadline = match self.deadline {
+                Some(d) => now + wait >= d,
+                // Without a deadline, a Retry-After beyond the longest back-off is not waited for.
+                None => wait > self.retry.max_backoff,
+            };
+            if past_deadline {
+                let detail = match e.retry_after {
+                    Some(after) => format!(
+                        "Retry-After of {} points past the deadline",
+                        humantime::format_duration(after)
+                    ),
+                    None => format!("{}; no time left to retry", e.detail),
+                };
+                break Err(UpstreamError { detail, ..e });
+            }
+            self.telemetry.observe_retry(endpoint, e.reason);
+            tracing::debug!(
+                endpoint = endpoint.as_str(),
+                reason = e.reason.as_str(),
+                wait_ms = wait.as_millis() as u64,
+                "retrying upstream call"
+            );
+            tokio::time::sleep(wait).await;
+            retries += 1;
+        };
+        let open = self.breakers.record(
+            endpoint,
+            result.as_ref().map(|_| ()).map_err(|e| e.reason),
+            Instant::now(),
+        );
+        self.telemetry.set_circuit_open(endpoint, open);
+        result
+    }
+
+    /// One attempt: waits for a slot, sends the request with the token, reads the answer within
+    /// the timeout and the deadline; records the request, its failure and its latency.
+    async fn attempt(
         &self,
         endpoint: Endpoint,
         request: reqwest::RequestBuilder,
@@ -208,7 +293,7 @@ impl Client {
             )
         })?;
         token.set_sensitive(true);
-        let started = tokio::time::Instant::now();
+        let started = Instant::now();
         let own_limit = started + self.timeout;
         let limit = self.deadline.map_or(own_limit, |d| d.min(own_limit));
         let result =
@@ -254,8 +339,7 @@ impl Client {
                     .headers()
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .map(Duration::from_secs);
+                    .and_then(|v| retry_after(v, jiff::Timestamp::now()));
             }
             return (Some(status), Err(err));
         }
@@ -288,6 +372,34 @@ impl Client {
         });
         (Some(status), parsed)
     }
+}
+
+/// Reads `Retry-After` in both of its forms: delay seconds, or an HTTP date (RFC 9110), as the
+/// wait from `now` (zero for a date in the past).
+pub fn retry_after(value: &str, now: jiff::Timestamp) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = jiff::fmt::strtime::parse("%a, %d %b %Y %H:%M:%S GMT", v)
+        .ok()?
+        .to_datetime()
+        .ok()?
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .ok()?
+        .timestamp();
+    Some(at.duration_since(now).try_into().unwrap_or(Duration::ZERO))
+}
+
+/// Exponential back-off with full jitter: a random wait up to `backoff * 2^retry`, capped.
+fn backoff(policy: &RetryPolicy, retry: u32) -> Duration {
+    let ceiling = policy
+        .backoff
+        .saturating_mul(2u32.saturating_pow(retry))
+        .min(policy.max_backoff);
+    // At least half the ceiling, so retries never come back to back.
+    let half = ceiling / 2;
+    half + ceiling.saturating_sub(half).mul_f64(rand::random::<f64>())
 }
 
 fn too_large(limit: u64) -> UpstreamError {
@@ -360,6 +472,45 @@ pub fn first_resource(body: Value) -> Result<Value, UpstreamError> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn retry_after_is_read_as_seconds_or_as_an_http_date() {
+        let now: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        assert_eq!(retry_after("7", now), Some(Duration::from_secs(7)));
+        assert_eq!(
+            retry_after("Sun, 22 Nov 2026 10:00:05 GMT", now),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            retry_after("Sun, 22 Nov 2026 09:00:00 GMT", now),
+            Some(Duration::ZERO),
+            "a past date means now"
+        );
+        assert_eq!(retry_after("soon", now), None);
+    }
+
+    #[test]
+    fn back_off_doubles_with_jitter_and_is_capped() {
+        let policy = RetryPolicy {
+            max_retries: 5,
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(350),
+        };
+        for _ in 0..100 {
+            let first = backoff(&policy, 0);
+            assert!(
+                first >= Duration::from_millis(50) && first <= Duration::from_millis(100),
+                "{first:?}"
+            );
+            let second = backoff(&policy, 1);
+            assert!(
+                second >= Duration::from_millis(100) && second <= Duration::from_millis(200),
+                "{second:?}"
+            );
+            let capped = backoff(&policy, 10);
+            assert!(capped <= Duration::from_millis(350), "{capped:?}");
+        }
+    }
 
     #[test]
     fn the_envelope_gives_its_first_record() {

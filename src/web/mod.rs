@@ -1,17 +1,24 @@
 //! The HTTP side: `/metrics` (prepared bytes plus the small self-metrics), the landing page,
 //! and the health and readiness endpoints. Nothing here calls upstream.
 
+pub mod auth;
 mod landing;
+pub mod serve;
+pub mod web_config;
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::Request;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::compression::CompressionLayer;
 
+use crate::app::ReloadRequest;
 use crate::exposition::{EOF, Format, write_families};
 use crate::snapshot::Store;
 use crate::telemetry::Telemetry;
@@ -22,17 +29,67 @@ pub struct AppState {
     pub store: Arc<Store>,
     pub telemetry: Arc<Telemetry>,
     pub telemetry_path: String,
+    /// Where `POST /-/reload` sends its request.
+    pub reload: mpsc::Sender<ReloadRequest>,
+    pub enable_lifecycle: bool,
+    /// Scrapes served at once at most (`--web.max-requests`); `None`: no limit.
+    pub scrape_limit: Option<Arc<Semaphore>>,
 }
 
 /// The exporter's router; tests drive it with `tower::ServiceExt::oneshot`.
 pub fn router(state: AppState) -> Router {
+    let limited = middleware::from_fn_with_state(state.scrape_limit.clone(), limit_scrapes);
     Router::new()
-        .route(&state.telemetry_path, get(metrics))
+        .route(&state.telemetry_path, get(metrics).layer(limited))
         .route("/", get(landing::page))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
+        .route("/-/reload", post(reload))
         .layer(CompressionLayer::new().gzip(true))
         .with_state(state)
+}
+
+/// Past `--web.max-requests` scrapes at once, the next one is refused rather than queued.
+async fn limit_scrapes(
+    State(limit): State<Option<Arc<Semaphore>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(limit) = limit else {
+        return next.run(request).await;
+    };
+    match limit.try_acquire_owned() {
+        Ok(_permit) => next.run(request).await,
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Too many scrapes at once; retry, or raise --web.max-requests\n",
+        )
+            .into_response(),
+    }
+}
+
+/// `POST /-/reload`: reads the config file again; the old config keeps running if it is bad.
+async fn reload(State(state): State<AppState>) -> Response {
+    if !state.enable_lifecycle {
+        return (
+            StatusCode::FORBIDDEN,
+            "Lifecycle API is not enabled; start with --web.enable-lifecycle\n",
+        )
+            .into_response();
+    }
+    let (tx, rx) = oneshot::channel();
+    if state.reload.send(tx).await.is_err() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    }
+    match rx.await {
+        Ok(Ok(())) => (StatusCode::OK, "Reloaded\n").into_response(),
+        Ok(Err(e)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("failed to reload config: {e}\n"),
+        )
+            .into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+    }
 }
 
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {

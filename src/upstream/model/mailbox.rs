@@ -49,10 +49,10 @@ impl Mailbox {
         let key = r.first_of(&["lastauth", "lastauth_datetime"]);
         let last_auth = key.and_then(|k| r.timestamp(k)).filter(|ts| *ts > 0.0);
         let mailbox = Mailbox {
-            quota_used_bytes: quota.zip(unit).map(|(q, u)| q * u),
-            quota_limit_bytes: limit.zip(unit).map(|(q, u)| q * u),
+            quota_used_bytes: quota.zip(unit).and_then(bytes),
+            quota_limit_bytes: limit.zip(unit).and_then(bytes),
             messages: r.number("messages"),
-            vault_used_bytes: vault.zip(vault_unit).map(|(q, u)| q * u),
+            vault_used_bytes: vault.zip(vault_unit).and_then(bytes),
             vault_messages: r.number("vault_messages"),
             outbound_limit: r.number("outbound_limit"),
             outbound_sent: r.number("outbound_limit_status"),
@@ -68,6 +68,11 @@ impl Mailbox {
         problems.extend(r.into_problems());
         Ok((mailbox, problems))
     }
+}
+
+/// A figure times its unit, unless that overflows (a wrong number is worse than none).
+fn bytes((value, unit): (f64, f64)) -> Option<f64> {
+    Some(value * unit).filter(|b| b.is_finite())
 }
 
 /// Bytes per unit of a quota figure: MiB unless `human` says otherwise; `None` (a problem)

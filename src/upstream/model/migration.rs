@@ -194,7 +194,10 @@ fn walk(v: &Value, path: &str, depth: usize, out: &mut Vec<(String, f64)>) {
             }
         }
         Value::Number(_) if !path.is_empty() => {
-            if let Some(n) = as_number(v) {
+            // Keys equal once sanitised keep the first: one series per key.
+            if let Some(n) = as_number(v)
+                && !out.iter().any(|(k, _)| k == path)
+            {
                 out.push((path.to_owned(), n));
             }
         }

@@ -229,6 +229,9 @@ pub fn read_dashboard(
         }
     }
     top_accounts.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    // An account listed twice keeps its largest figure: one series per account.
+    let mut seen = std::collections::HashSet::new();
+    top_accounts.retain(|(id, _)| seen.insert(id.clone()));
     top_accounts.truncate(limit);
     Ok((
         Dashboard {
@@ -348,12 +351,23 @@ pub fn read_domains_rank(items: &[Value], top: usize) -> (Vec<DomainCounts>, Vec
             .get("total")
             .and_then(as_number)
             .unwrap_or_else(|| counts.iter().map(|(_, n)| n).sum());
-        out.push(DomainCounts {
-            domain,
-            total,
-            counts,
-        });
+        // Two items naming one domain (after lower-casing) are one domain: sum them.
+        match out
+            .iter_mut()
+            .find(|d: &&mut DomainCounts| d.domain == domain)
+        {
+            Some(d) => {
+                d.total += total;
+                d.counts = bound_names(d.counts.iter().cloned().chain(counts).collect());
+            }
+            None => out.push(DomainCounts {
+                domain,
+                total,
+                counts,
+            }),
+        }
     }
+    out.retain(|d| d.total.is_finite());
     out.sort_by(|a, b| {
         b.total
             .total_cmp(&a.total)

@@ -1,0 +1,239 @@
+//! Lifecycle: config reload on SIGHUP and `POST /-/reload` (the old config keeps running when
+//! the new one is bad), the bound on concurrent scrapes, and SIGTERM in the middle of a refresh.
+
+use std::process::Command;
+use std::time::Duration;
+
+use mailhost_exporter::sim::{FaultSpec, Route};
+
+use crate::helpers::{
+    PATIENCE, Running, TOKEN, config, spawn_exporter, spawn_sim, value, wait_for,
+};
+
+fn config_text(url: &str, accounts: &str) -> String {
+    format!(
+        "api:\n  base_url: {url}\n  timeout: 2s\ncollectors:\n  delivery_account:\n    interval: 1s\n    accounts: [{accounts}]\n"
+    )
+}
+
+fn remaining(id: i32) -> String {
+    format!("mailhost_delivery_remaining_messages{{account_id=\"{id}\"}}")
+}
+
+/// The exporter binary on a config file in a temporary folder.
+struct Deployed {
+    exporter: Running,
+    base: String,
+    config: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+async fn deploy(sim_url: &str, accounts: &str, flags: &[&str]) -> Deployed {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(&config, config_text(sim_url, accounts)).unwrap();
+    let file_flag = format!("--config.file={}", config.display());
+    let mut args = vec![file_flag.as_str(), "--web.listen-address=127.0.0.1:0"];
+    args.extend_from_slice(flags);
+    let exporter = Running::start_with_env(&args, &[("MAILHOST_API_TOKEN", TOKEN)]);
+    let address = exporter
+        .logged("mailhost_exporter listening", "address")
+        .await;
+    Deployed {
+        exporter,
+        base: format!("http://{address}"),
+        config,
+        _dir: dir,
+    }
+}
+
+async fn scrape(base: &str) -> String {
+    reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn scrape_until(base: &str, what: &str, ready: impl Fn(&str) -> bool) -> String {
+    wait_for(what, || async {
+        let body = scrape(base).await;
+        ready(&body).then_some(body)
+    })
+    .await
+}
+
+async fn post_reload(base: &str) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_bad_config_on_reload_is_refused_and_the_old_one_keeps_running() {
+    let sim = spawn_sim().await;
+    let d = deploy(&sim.url, "1001", &["--web.enable-lifecycle"]).await;
+    scrape_until(&d.base, "1001", |b| value(b, &remaining(1001)).is_some()).await;
+    let first_reload = value(
+        &scrape(&d.base).await,
+        "mailhost_config_last_reload_success_timestamp_seconds",
+    )
+    .unwrap();
+
+    std::fs::write(
+        &d.config,
+        config_text(&sim.url, "1002").replace("accounts:", "acounts:"),
+    )
+    .unwrap();
+    let (status, text) = post_reload(&d.base).await;
+    assert_eq!(status, 500);
+    assert!(text.contains("unknown field `acounts`"), "{text}");
+    let body = scrape(&d.base).await;
+    assert_eq!(
+        value(&body, "mailhost_config_last_reload_successful"),
+        Some(0.0)
+    );
+    assert!(
+        value(&body, &remaining(1001)).is_some(),
+        "the old config keeps collecting"
+    );
+    assert!(value(&body, &remaining(1002)).is_none());
+
+    std::fs::write(&d.config, config_text(&sim.url, "1002")).unwrap();
+    let (status, text) = post_reload(&d.base).await;
+    assert_eq!((status, text.as_str()), (200, "Reloaded\n"));
+    let body = scrape_until(&d.base, "1002 after the reload", |b| {
+        value(b, &remaining(1002)).is_some()
+    })
+    .await;
+    assert!(
+        value(&body, &remaining(1001)).is_none(),
+        "an account no longer configured vanishes"
+    );
+    assert!(!body.contains("target=\"1001\""), "its health series too");
+    assert_eq!(
+        value(&body, "mailhost_config_last_reload_successful"),
+        Some(1.0)
+    );
+    assert!(
+        value(
+            &body,
+            "mailhost_config_last_reload_success_timestamp_seconds"
+        )
+        .unwrap()
+            >= first_reload
+    );
+}
+
+#[tokio::test]
+async fn sighup_reloads_the_config() {
+    let sim = spawn_sim().await;
+    let d = deploy(&sim.url, "1001", &[]).await;
+    scrape_until(&d.base, "1001", |b| value(b, &remaining(1001)).is_some()).await;
+    std::fs::write(&d.config, config_text(&sim.url, "1001, 1004")).unwrap();
+    let pid = d.exporter.pid().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    scrape_until(&d.base, "1004 after SIGHUP", |b| {
+        value(b, &remaining(1004)).is_some()
+    })
+    .await;
+    // Without --web.enable-lifecycle the HTTP reload is refused.
+    let (status, text) = post_reload(&d.base).await;
+    assert_eq!(status, 403);
+    assert!(text.contains("--web.enable-lifecycle"), "{text}");
+}
+
+#[tokio::test]
+async fn scrapes_beyond_max_requests_are_refused_with_503() {
+    let sim = spawn_sim().await;
+    let mut web_config = config(&sim.url, TOKEN, &[1001], "");
+    web_config.api.concurrency = 1;
+    let exporter = spawn_exporter(web_config).await;
+    // The default bound (40) lets a scrape through; when every slot is taken, the next is refused.
+    let limit = exporter.scrape_limit.clone().expect("a default bound");
+    assert_eq!(exporter.get("/metrics").await.status(), 200);
+    let held = limit
+        .clone()
+        .acquire_many_owned(mailhost_exporter::cli::DEFAULT_MAX_REQUESTS as u32)
+        .await
+        .unwrap();
+    let refused = exporter.get("/metrics").await;
+    assert_eq!(refused.status(), 503);
+    assert!(refused.text().await.unwrap().contains("--web.max-requests"));
+    assert_eq!(
+        exporter.get("/-/healthy").await.status(),
+        200,
+        "only scrapes are bounded"
+    );
+    drop(held);
+    assert_eq!(exporter.get("/metrics").await.status(), 200);
+}
+
+#[tokio::test]
+async fn sigterm_during_a_refresh_exits_at_once_and_a_run_is_only_ever_shown_whole() {
+    let sim = spawn_sim().await;
+    // 1002 answers after 20 s: every run waits on it until its deadline.
+    sim.sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            latency: Some(Duration::from_secs(20)),
+            only_ids: Some(vec!["1002".to_owned()]),
+            ..FaultSpec::default()
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yml");
+    std::fs::write(
+        &path,
+        format!(
+            "api:\n  base_url: {}\n  timeout: 30s\ncollectors:\n  delivery_account:\n    interval: 60s\n    deadline: 50s\n    accounts: [1001, 1002]\n",
+            sim.url
+        ),
+    )
+    .unwrap();
+    let mut exporter = Running::start_with_env(
+        &[
+            &format!("--config.file={}", path.display()),
+            "--web.listen-address=127.0.0.1:0",
+        ],
+        &[("MAILHOST_API_TOKEN", TOKEN)],
+    );
+    let base = format!(
+        "http://{}",
+        exporter
+            .logged("mailhost_exporter listening", "address")
+            .await
+    );
+    // 1001 has answered long ago, but its run is not finished: nothing of it is shown.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let body = scrape(&base).await;
+    assert!(
+        value(&body, &remaining(1001)).is_none(),
+        "a half-built run was served:\n{body}"
+    );
+    assert_eq!(value(&body, "mailhost_up"), Some(0.0));
+    assert_eq!(
+        reqwest::get(format!("{base}/-/ready"))
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    let (elapsed, clean) = exporter.terminate();
+    assert!(clean, "exit status after SIGTERM");
+    assert!(elapsed < PATIENCE);
+    eprintln!(
+        "exited {elapsed:?} after SIGTERM in the middle of a refresh (the promise: within 2 s)"
+    );
+    assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
+}

@@ -160,10 +160,13 @@ impl App {
             self.web_config.tls(),
             shutdown.clone(),
         ));
+        // Whether the server task has ended (a JoinHandle must not be polled again after that).
+        let mut served = false;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 r = &mut server => {
+                    served = true;
                     // The server only ends on its own on an accept error.
                     r.map_err(std::io::Error::other)??;
                     break;
@@ -193,8 +196,10 @@ impl App {
             }
         }
         // A client holding a request open must not stall shutdown past the grace period.
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await;
-        server.abort();
+        if !served {
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await;
+            server.abort();
+        }
         let _ = scraper.await;
         Ok(())
     }

@@ -253,6 +253,15 @@ impl Running {
         );
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
+                if !status.success() {
+                    // Say why, with the end of the log, so a failure explains itself.
+                    let log = self.log();
+                    let tail = &log[log.len().saturating_sub(15)..];
+                    eprintln!(
+                        "exit after SIGTERM: {status}; last log lines:\n{}",
+                        tail.join("\n")
+                    );
+                }
                 return (started.elapsed(), status.success());
             }
             assert!(started.elapsed() < PATIENCE, "no exit after SIGTERM");

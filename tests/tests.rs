@@ -42,3 +42,6 @@ mod web_config;
 
 // Lifecycle: reload on SIGHUP and POST /-/reload, max requests, SIGTERM mid-refresh.
 mod lifecycle;
+
+// The fault matrix, retries, Retry-After and the circuit breaker.
+mod fault_matrix;

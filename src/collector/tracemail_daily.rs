@@ -4,7 +4,7 @@
 
 use super::Context;
 use crate::config::DailyConfig;
-use crate::labels::Endpoint;
+use crate::labels::{Endpoint, FailureReason};
 use crate::upstream::UpstreamError;
 use crate::upstream::model::{DailyStats, DomainCounts, read_daily, read_domains_rank};
 
@@ -25,7 +25,19 @@ pub async fn collect(
         ctx.client.tracemail_daily(account),
         ctx.client.tracemail_domains_rank(account)
     );
-    let (stats, problems) = read_daily(&days?, &cfg.date_format, today);
+    let days = days?;
+    // The operation answers the account's recent days, zero days included: none at all is
+    // not an answer we can read (and must not blank today's figures).
+    if days.is_empty() {
+        ctx.client
+            .telemetry()
+            .observe_failure(Endpoint::TracemailDaily, FailureReason::Decode);
+        return Err(UpstreamError::new(
+            FailureReason::Decode,
+            "resources is empty: no days in the answer",
+        ));
+    }
+    let (stats, problems) = read_daily(&days, &cfg.date_format, today);
     ctx.report(Endpoint::TracemailDaily, problems);
     let (domains, problems) = read_domains_rank(&ranks?, cfg.top_domains);
     ctx.report(Endpoint::TracemailDomainsRank, problems);

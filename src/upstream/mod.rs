@@ -141,6 +141,12 @@ impl Client {
             _ => None,
         };
         match aggregate {
+            // An empty aggregate says nothing: keep the last values rather than none.
+            Some(Value::Object(map)) if map.is_empty() => {
+                let e = UpstreamError::new(FailureReason::Decode, "aggregate is empty");
+                self.telemetry.observe_failure(endpoint, e.reason);
+                Err(e)
+            }
             Some(a @ Value::Object(_)) => Ok(a),
             _ => {
                 let e =

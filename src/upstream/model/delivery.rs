@@ -33,15 +33,15 @@ impl DeliveryAccount {
             found: "not an object".to_owned(),
         })?;
         let domains = r
-            .number("domains_count")
+            .count("domains_count")
             .or_else(|| r.array_len("domains").map(|n| n as f64));
         let account = DeliveryAccount {
-            remaining_messages: r.number("remaining_messages"),
-            plan_messages_limit: r.number("plan_messages_limit"),
-            plan_messages_used: r.number("plan_messages_used"),
-            messages_sent: r.number("messages_sent"),
-            extra_messages_total: r.number("extra_messages_total"),
-            remaining_extra_messages_bought: r.number("remaining_extra_messages_bought"),
+            remaining_messages: r.count("remaining_messages"),
+            plan_messages_limit: r.count("plan_messages_limit"),
+            plan_messages_used: r.count("plan_messages_used"),
+            messages_sent: r.count("messages_sent"),
+            extra_messages_total: r.count("extra_messages_total"),
+            remaining_extra_messages_bought: r.count("remaining_extra_messages_bought"),
             status: r.number("status"),
             domains,
             ignore_suppression_list: r.boolean("ignore_suppression_list"),

@@ -37,10 +37,10 @@ impl Mailbox {
     /// Reads an email account record; `Err` only when it is not an object.
     pub fn from_record(record: &Value) -> Result<(Self, Vec<ParseProblem>), ParseProblem> {
         let mut r = Reader::new(record).ok_or_else(|| ParseProblem::new("resources[0]", record))?;
-        let quota = r.number("quota");
-        let limit = r.number("max_email_quota");
+        let quota = r.count("quota");
+        let limit = r.count("max_email_quota");
         let quota_human = r.string("quota_human");
-        let vault = r.number("vault_quota");
+        let vault = r.count("vault_quota");
         let vault_human = r.string("vault_quota_human");
         let mut problems = Vec::new();
         let unit = unit_for(quota, quota_human.as_deref(), "quota", &mut problems);
@@ -51,11 +51,11 @@ impl Mailbox {
         let mailbox = Mailbox {
             quota_used_bytes: quota.zip(unit).and_then(bytes),
             quota_limit_bytes: limit.zip(unit).and_then(bytes),
-            messages: r.number("messages"),
+            messages: r.count("messages"),
             vault_used_bytes: vault.zip(vault_unit).and_then(bytes),
-            vault_messages: r.number("vault_messages"),
-            outbound_limit: r.number("outbound_limit"),
-            outbound_sent: r.number("outbound_limit_status"),
+            vault_messages: r.count("vault_messages"),
+            outbound_limit: r.count("outbound_limit"),
+            outbound_sent: r.count("outbound_limit_status"),
             outbound_reset: r.timestamp("reset_outbound_limit_time"),
             last_auth,
             archive: r.boolean("archive"),

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{ParseProblem, as_number, parse_timestamp};
+use super::{MAX_EXACT, ParseProblem, as_count, as_number, parse_timestamp};
 use crate::labels::{bound_names, sanitize};
 
 /// Leaves deeper than this are not walked.
@@ -82,7 +82,7 @@ impl Migration {
             match v {
                 // An error list counts its entries.
                 Value::Array(items) if paths == ERRORS => Some(items.len() as f64),
-                _ => as_number(v).or_else(|| {
+                _ => as_count(v).or_else(|| {
                     problems.push(ParseProblem::new(format!("aggregate.{path}"), v));
                     None
                 }),
@@ -121,7 +121,7 @@ impl Migration {
             Some(Value::Object(map)) => bound_names(
                 map.iter()
                     .filter(|(k, _)| k.as_str() != "total")
-                    .filter_map(|(k, v)| match as_number(v) {
+                    .filter_map(|(k, v)| match as_count(v) {
                         Some(n) => Some((k.clone(), n)),
                         None => {
                             problems.push(ParseProblem::new(format!("aggregate.accounts.{k}"), v));
@@ -140,7 +140,7 @@ impl Migration {
                     let n = ["count", "total", "value"]
                         .iter()
                         .find_map(|k| item.get(*k))
-                        .and_then(as_number);
+                        .and_then(as_count);
                     match (name, n) {
                         (Some(name), Some(n)) => pairs.push((name.to_owned(), n)),
                         _ => problems
@@ -195,7 +195,7 @@ fn walk(v: &Value, path: &str, depth: usize, out: &mut Vec<(String, f64)>) {
         }
         Value::Number(_) if !path.is_empty() => {
             // Keys equal once sanitised keep the first: one series per key.
-            if let Some(n) = as_number(v)
+            if let Some(n) = as_number(v).filter(|x| x.abs() <= MAX_EXACT)
                 && !out.iter().any(|(k, _)| k == path)
             {
                 out.push((path.to_owned(), n));

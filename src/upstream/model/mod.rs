@@ -55,6 +55,15 @@ pub fn as_number(v: &Value) -> Option<f64> {
     x.is_finite().then_some(x)
 }
 
+/// The largest integer a float holds exactly; a count beyond it cannot be right.
+pub const MAX_EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// A count: a finite number from 0 to [`MAX_EXACT`]. A negative count or one beyond exact
+/// range is a value we cannot trust, so it is not one.
+pub fn as_count(v: &Value) -> Option<f64> {
+    as_number(v).filter(|x| (0.0..=MAX_EXACT).contains(x))
+}
+
 /// Reads typed values out of one JSON object, collecting problems as it goes.
 pub struct Reader<'a> {
     object: &'a Map<String, Value>,
@@ -103,7 +112,21 @@ impl<'a> Reader<'a> {
         if v.as_str().is_some_and(|s| s.trim().is_empty()) {
             return None;
         }
-        let parsed = as_number(v);
+        // Beyond exact range a number is noise, not a code or a figure.
+        let parsed = as_number(v).filter(|x| x.abs() <= MAX_EXACT);
+        if parsed.is_none() {
+            self.problem(key, v);
+        }
+        parsed
+    }
+
+    /// A count (see [`as_count`]): a negative or out-of-range number is a problem.
+    pub fn count(&mut self, key: &str) -> Option<f64> {
+        let v = self.get(key)?;
+        if v.as_str().is_some_and(|s| s.trim().is_empty()) {
+            return None;
+        }
+        let parsed = as_count(v);
         if parsed.is_none() {
             self.problem(key, v);
         }
@@ -181,13 +204,10 @@ impl<'a> Reader<'a> {
 
 /// Epoch numbers: seconds, or milliseconds when too large to be seconds (after year 5000).
 fn epoch(x: f64) -> Option<f64> {
-    if !x.is_finite() || x < 0.0 {
-        None
-    } else if x > 1e11 {
-        Some((x / 1000.0).floor())
-    } else {
-        Some(x)
-    }
+    // Later than the year 9999 is no date (nor is its millisecond form).
+    const LAST: f64 = 253_402_300_799.0;
+    let seconds = if x > 1e11 { (x / 1000.0).floor() } else { x };
+    (x.is_finite() && x >= 0.0 && seconds <= LAST).then_some(seconds)
 }
 
 /// Parses a date or date-time leniently: RFC 3339 (`2026-11-22T10:00:00Z`, with any offset),

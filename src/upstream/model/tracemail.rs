@@ -6,7 +6,7 @@
 use jiff::civil::Date;
 use serde_json::{Map, Value};
 
-use super::{ParseProblem, as_number};
+use super::{ParseProblem, as_count, as_number};
 use crate::config::DateFormat;
 use crate::labels::bound_names;
 
@@ -95,12 +95,12 @@ fn object_counts(
             Value::Object(inner) => match COUNT_KEYS
                 .iter()
                 .find_map(|k| inner.get(*k))
-                .and_then(as_number)
+                .and_then(as_count)
             {
                 Some(n) => out.push((key.clone(), n)),
                 None => problems.push(ParseProblem::new(child, v)),
             },
-            _ => match as_number(v) {
+            _ => match as_count(v) {
                 Some(n) => out.push((key.clone(), n)),
                 None => problems.push(ParseProblem::new(child, v)),
             },
@@ -123,7 +123,7 @@ fn list_counts(items: &[Value], path: &str, problems: &mut Vec<ParseProblem>) ->
         let count = COUNT_KEYS
             .iter()
             .find_map(|k| map.get(*k))
-            .and_then(as_number);
+            .and_then(as_count);
         match (name, count) {
             (Some(n), Some(c)) => out.push((n.to_owned(), c)),
             _ => problems.push(ParseProblem::new(at, item)),
@@ -252,11 +252,8 @@ const ACCOUNT_KEYS: &[&str] = &["account_id", "delivery_account_id", "account", 
 fn top_list(value: &Value, path: &str, problems: &mut Vec<ParseProblem>) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     let total_of = |v: &Value| match v {
-        Value::Object(m) => COUNT_KEYS
-            .iter()
-            .find_map(|k| m.get(*k))
-            .and_then(as_number),
-        other => as_number(other),
+        Value::Object(m) => COUNT_KEYS.iter().find_map(|k| m.get(*k)).and_then(as_count),
+        other => as_count(other),
     };
     match value {
         Value::Array(items) => {
@@ -349,7 +346,7 @@ pub fn read_domains_rank(items: &[Value], top: usize) -> (Vec<DomainCounts>, Vec
         };
         let total = item
             .get("total")
-            .and_then(as_number)
+            .and_then(as_count)
             .unwrap_or_else(|| counts.iter().map(|(_, n)| n).sum());
         // Two items naming one domain (after lower-casing) are one domain: sum them.
         match out

@@ -402,7 +402,8 @@ async fn run_case(case: &'static str, fault: FaultSpec, expect: Expect) {
     until(&exporter, case, "recovery", all_ok).await;
 }
 
-#[tokio::test]
+// Several threads: the simulators run in this process and must answer good targets promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fault_against_every_collector_fails_only_its_victims_with_the_right_reason() {
     let cases = cases();
     assert!(cases.len() >= 15);

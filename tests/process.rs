@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use mailhost_exporter::sim::{FaultSpec, Route, SimConfig};
+use mailhost_exporter::sim::{BodyFault, FaultSpec, Route, SimConfig};
 
 use crate::helpers::{Running, spawn_sim_with, value, wait_for};
 
@@ -105,79 +105,184 @@ async fn demo_mode_serves_every_metric_and_the_numbers_move() {
     eprintln!("demo mode exited {elapsed:?} after SIGTERM");
 }
 
-#[tokio::test]
+// Several threads: the simulator runs in this process and must keep answering promptly while
+// the exporter hammers it through every fault.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_token_never_appears_in_logs_or_responses_even_at_trace_level() {
     const SENTINEL: &str = "sentinel-Tok3n-9f2c41d7";
     let sim = spawn_sim_with(SimConfig::demo(SENTINEL)).await;
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, format!("{SENTINEL}\n")).unwrap();
+    // Every collector of demo mode, an unknown account, the token from a file, and a breaker
+    // that opens quickly so that path is walked too.
+    let mut targets = SimConfig::demo(SENTINEL).demo_targets();
+    targets.accounts.push(31337);
+    let accounts: Vec<String> = targets.accounts.iter().map(|a| a.to_string()).collect();
+    let mailboxes: Vec<String> = targets
+        .mailboxes
+        .iter()
+        .map(|(d, m)| format!("{{domain: {d}, mailbox: {m}}}"))
+        .collect();
+    let every = "interval: 2s, deadline: 1500ms";
+    let config_text = format!(
+        "api:\n  base_url: {}\n  token_file: {}\n  timeout: 800ms\n  max_retries: 1\n  retry_backoff: 50ms\n  circuit_breaker_failures: 3\n  circuit_breaker_cooldown: 1s\ncollectors:\n  delivery_account: {{{every}, accounts: [{a}]}}\n  tracemail_dashboard: {{{every}, views: [{{account: 1001}}]}}\n  tracemail_daily: {{{every}, accounts: [{a}]}}\n  migration: {{{every}, migrations: [{m}]}}\n  mailbox: {{{every}, mailboxes: [{b}]}}\n",
+        sim.url,
+        token_file.display(),
+        a = accounts.join(", "),
+        m = targets.migrations.join(", "),
+        b = mailboxes.join(", "),
+    );
     let config = dir.path().join("config.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "api:\n  base_url: {}\n  token_file: {}\n  timeout: 500ms\ncollectors:\n  delivery_account:\n    interval: 1s\n    accounts: [1001, 1002, 31337]\n",
-            sim.url,
-            token_file.display()
-        ),
-    )
-    .unwrap();
+    std::fs::write(&config, &config_text).unwrap();
     let mut exporter = Running::start(&[
         &format!("--config.file={}", config.display()),
         "--web.listen-address=127.0.0.1:0",
         "--log.level=trace",
+        "--web.enable-lifecycle",
     ]);
     let address = exporter
         .logged("mailhost_exporter listening", "address")
         .await;
     let base = format!("http://{address}");
+    let mut seen = String::new();
 
-    // Walk through the error paths: each fault until its reason is counted.
+    // Walk every error path: each fault on every route until its reason is counted.
+    let f = FaultSpec::default;
+    let status = |code| FaultSpec {
+        error_rate: 1.0,
+        error_status: Some(code),
+        ..f()
+    };
+    let body = |b| FaultSpec {
+        body: Some(b),
+        ..f()
+    };
     let faults = [
+        ("server_error", status(500)),
+        ("unauthorized", status(401)),
+        ("forbidden", status(403)),
+        ("not_found", status(404)),
         (
-            "server_error",
+            "rate_limited",
             FaultSpec {
-                error_rate: 1.0,
-                ..FaultSpec::default()
-            },
-        ),
-        (
-            "decode",
-            FaultSpec {
-                malformed_rate: 1.0,
-                ..FaultSpec::default()
+                rate_limit_rate: 1.0,
+                retry_after_secs: 30,
+                ..f()
             },
         ),
         (
             "rate_limited",
             FaultSpec {
                 rate_limit_rate: 1.0,
-                retry_after_secs: 3,
-                ..FaultSpec::default()
+                retry_after_omit: true,
+                ..f()
             },
         ),
         (
             "timeout",
             FaultSpec {
-                latency: Some(Duration::from_secs(2)),
-                ..FaultSpec::default()
+                latency: Some(Duration::from_secs(1)),
+                ..f()
             },
         ),
+        (
+            "timeout",
+            FaultSpec {
+                slow_body: Some(Duration::from_secs(1)),
+                ..f()
+            },
+        ),
+        (
+            "connect",
+            FaultSpec {
+                reset_mid_body: true,
+                ..f()
+            },
+        ),
+        ("decode", body(BodyFault::NotJson)),
+        ("decode", body(BodyFault::TruncatedJson)),
+        ("decode", body(BodyFault::WrongShape)),
+        ("decode", body(BodyFault::EmptyResources)),
+        ("decode", body(BodyFault::Oversized)),
+    ];
+    let routes = [
+        Route::DeliveryAccountGet,
+        Route::TracemailDashboard,
+        Route::TracemailDaily,
+        Route::MigrationStats,
+        Route::EmailAccountGet,
     ];
     for (reason, fault) in faults {
-        sim.sim.set_fault(Route::DeliveryAccountGet, fault);
         let series = format!(
             "mailhost_api_request_failures_total{{endpoint=\"delivery_account\",reason=\"{reason}\"}}"
         );
-        wait_for(reason, || async {
+        let (_, _, before) = get(&format!("{base}/metrics")).await;
+        let before = value(&before, &series).unwrap_or(0.0);
+        for route in routes {
+            sim.sim.set_fault(route, fault.clone());
+        }
+        let started = std::time::Instant::now();
+        loop {
             let (_, _, body) = get(&format!("{base}/metrics")).await;
-            value(&body, &series).is_some_and(|v| v > 0.0).then_some(())
-        })
-        .await;
+            if value(&body, &series).is_some_and(|v| v > before) {
+                break;
+            }
+            if started.elapsed() > crate::helpers::PATIENCE {
+                let log = exporter.log();
+                let tail: Vec<&String> = log
+                    .iter()
+                    .filter(|l| l.contains("collector=delivery_account") || l.contains("circuit"))
+                    .collect();
+                let tail = tail[tail.len().saturating_sub(40)..]
+                    .iter()
+                    .map(|l| l.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let failures: Vec<&str> = body
+                    .lines()
+                    .filter(|l| {
+                        l.contains("failures_total{endpoint=\"delivery_account\"")
+                            || l.contains("circuit_open{")
+                    })
+                    .collect();
+                panic!(
+                    "gave up waiting for {reason}\n{}\n{tail}",
+                    failures.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let (_, headers, landing) = get(&format!("{base}/")).await;
+        seen.push_str(&headers);
+        seen.push_str(&landing);
+    }
+    // Answers we can read but whose values we cannot.
+    for b in [BodyFault::OutOfRange, BodyFault::HugeValues] {
+        for route in routes {
+            sim.sim.set_fault(route, body(b));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     sim.sim.clear_faults();
 
-    let mut seen = String::new();
+    // The reload paths: a bad file (refused, its error answered over HTTP), then a good one.
+    std::fs::write(&config, config_text.replace("timeout:", "timeuot:")).unwrap();
+    let r = reqwest::Client::new()
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+    seen.push_str(&r.text().await.unwrap());
+    std::fs::write(&config, &config_text).unwrap();
+    let r = reqwest::Client::new()
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
     for path in ["/metrics", "/", "/-/healthy", "/-/ready", "/no-such-page"] {
         let (_, headers, body) = get(&format!("{base}{path}")).await;
         seen.push_str(&headers);
@@ -191,19 +296,56 @@ async fn the_token_never_appears_in_logs_or_responses_even_at_trace_level() {
     .await;
     let (_, clean) = exporter.terminate();
     assert!(clean);
+
+    // The config check, on a good and on a bad file, says nothing of the token either.
+    for text in [
+        config_text.clone(),
+        config_text.replace("timeout:", "timeuot:"),
+    ] {
+        std::fs::write(&config, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+            .args([
+                "--config.check",
+                &format!("--config.file={}", config.display()),
+            ])
+            .output()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&out.stdout));
+        seen.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+
     let log = exporter.log().join("\n");
     assert!(
         log.contains("level=trace"),
         "trace logging was on, so the check means something"
     );
+    for reason in [
+        "timeout",
+        "server_error",
+        "unauthorized",
+        "forbidden",
+        "not_found",
+        "rate_limited",
+        "connect",
+        "decode",
+    ] {
+        assert!(
+            log.contains(&format!("reason={reason}")),
+            "the {reason} path was walked and logged"
+        );
+    }
     assert!(
-        log.contains("reason=timeout") && log.contains("reason=server_error"),
-        "error paths were logged"
+        log.contains("circuit breaker changed state"),
+        "the breaker path was walked"
+    );
+    assert!(
+        log.contains("configuration reload refused"),
+        "the reload error path was walked"
     );
     assert!(!log.contains(SENTINEL), "the token leaked into the log");
     assert!(
         !seen.contains(SENTINEL),
-        "the token leaked into an HTTP response"
+        "the token leaked into an HTTP response or the config check"
     );
 }
 

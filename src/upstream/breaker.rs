@@ -72,6 +72,14 @@ impl Breakers {
         Ok(())
     }
 
+    /// An admitted call ended without an outcome (its future was dropped: deadline, shutdown,
+    /// reload). A probe must not stay in flight forever, or the circuit would never close.
+    pub fn abandon(&self, endpoint: Endpoint) {
+        if let Some(s) = self.lock().get_mut(&endpoint) {
+            s.probing = false;
+        }
+    }
+
     /// Records the outcome of an admitted call; returns whether the circuit is now open.
     pub fn record(
         &self,
@@ -157,6 +165,23 @@ mod tests {
         assert!(b.record(E, Err(FailureReason::Connect), later));
         assert!(b.admit(E, later + Duration::from_secs(30)).is_err());
         assert!(b.admit(E, later + Duration::from_secs(61)).is_ok());
+    }
+
+    #[test]
+    fn an_abandoned_probe_lets_the_next_one_through() {
+        let b = breakers();
+        let t = Instant::now();
+        for _ in 0..3 {
+            b.admit(E, t).unwrap();
+            b.record(E, Err(FailureReason::ServerError), t);
+        }
+        let later = t + Duration::from_secs(61);
+        b.admit(E, later).unwrap();
+        b.abandon(E);
+        assert!(
+            b.admit(E, later).is_ok(),
+            "a dropped probe does not wedge the circuit open"
+        );
     }
 
     #[test]

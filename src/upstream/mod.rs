@@ -209,6 +209,12 @@ impl Client {
                 "circuit open after repeated failures: not calling until the cool-down ends",
             ));
         }
+        // If this future is dropped before the outcome is recorded, the breaker is told.
+        let mut admitted = Admitted {
+            breakers: &self.breakers,
+            endpoint,
+            done: false,
+        };
         let mut retries = 0;
         let result = loop {
             let Some(attempt) = request.try_clone() else {
@@ -261,6 +267,7 @@ impl Client {
             tokio::time::sleep(wait).await;
             retries += 1;
         };
+        admitted.done = true;
         let open = self.breakers.record(
             endpoint,
             result.as_ref().map(|_| ()).map_err(|e| e.reason),
@@ -377,6 +384,21 @@ impl Client {
             )
         });
         (Some(status), parsed)
+    }
+}
+
+/// An admitted call, until its outcome is recorded; dropped early, it gives up its place.
+struct Admitted<'a> {
+    breakers: &'a Breakers,
+    endpoint: Endpoint,
+    done: bool,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.breakers.abandon(self.endpoint);
+        }
     }
 }
 

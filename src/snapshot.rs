@@ -45,6 +45,19 @@ pub struct CollectorState {
     pub last_success: Option<Timestamp>,
 }
 
+impl CollectorState {
+    /// A configured collector that has not run yet.
+    fn new(spec: &CollectorSpec) -> Self {
+        CollectorState {
+            name: spec.name,
+            schedule: spec.schedule,
+            targets: Vec::new(),
+            last_run: None,
+            last_success: None,
+        }
+    }
+}
+
 /// Every collector's state. Plain values: rendering reads it, nothing else.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -70,13 +83,7 @@ impl Snapshot {
         let entry = self
             .collectors
             .entry(spec.name)
-            .or_insert_with(|| CollectorState {
-                name: spec.name,
-                schedule: spec.schedule,
-                targets: Vec::new(),
-                last_run: None,
-                last_success: None,
-            });
+            .or_insert_with(|| CollectorState::new(spec));
         entry.schedule = spec.schedule;
         let mut previous: Vec<TargetState> = std::mem::take(&mut entry.targets);
         let mut success = true;
@@ -176,16 +183,9 @@ impl Store {
     pub fn new(specs: &[CollectorSpec]) -> Arc<Self> {
         let mut snapshot = Snapshot::default();
         for spec in specs {
-            snapshot.collectors.insert(
-                spec.name,
-                CollectorState {
-                    name: spec.name,
-                    schedule: spec.schedule,
-                    targets: Vec::new(),
-                    last_run: None,
-                    last_success: None,
-                },
-            );
+            snapshot
+                .collectors
+                .insert(spec.name, CollectorState::new(spec));
         }
         Arc::new(Store {
             prepared: ArcSwap::from_pointee(Prepared::render(snapshot.clone())),
@@ -220,13 +220,7 @@ impl Store {
             let entry = snapshot
                 .collectors
                 .entry(spec.name)
-                .or_insert_with(|| CollectorState {
-                    name: spec.name,
-                    schedule: spec.schedule,
-                    targets: Vec::new(),
-                    last_run: None,
-                    last_success: None,
-                });
+                .or_insert_with(|| CollectorState::new(spec));
             entry.schedule = spec.schedule;
             entry.targets.retain(|t| spec.targets.contains(&t.target));
         }

@@ -164,6 +164,36 @@ pub fn promtool() -> Option<&'static str> {
     tool("promtool", "apt-get install prometheus")
 }
 
+/// Pipes an exposition through `promtool check metrics`; `Err` with its report when it has any
+/// remark (it lints names and help, not only syntax).
+pub fn promtool_check_metrics(promtool: &str, text: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if out.status.success() && report.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(report.trim().to_owned())
+    }
+}
+
 /// Finds a tool on PATH; absent, it prints that the test is skipped and why, and panics in CI.
 pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
     let found = std::process::Command::new(name)

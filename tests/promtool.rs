@@ -1,12 +1,9 @@
 //! Real tools check what we ship: `promtool check metrics` on a full `/metrics` output.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
-
 use mailhost_exporter::demo;
 use mailhost_exporter::sim::SimConfig;
 
-use crate::helpers::{TOKEN, promtool, spawn_exporter, spawn_sim, value};
+use crate::helpers::{TOKEN, promtool, promtool_check_metrics, spawn_exporter, spawn_sim, value};
 
 #[tokio::test]
 async fn promtool_finds_nothing_to_complain_about_in_metrics() {
@@ -34,27 +31,7 @@ async fn promtool_finds_nothing_to_complain_about_in_metrics() {
             })
         })
         .await;
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && report.trim().is_empty(),
-        "promtool check metrics:\n{report}\non:\n{body}"
-    );
+    if let Err(report) = promtool_check_metrics(promtool, &body) {
+        panic!("promtool check metrics:\n{report}\non:\n{body}");
+    }
 }

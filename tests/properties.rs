@@ -4,8 +4,6 @@
 //! duplicate series. The fuzz target in `fuzz/` does the same from raw bytes.
 
 use std::collections::HashSet;
-use std::io::Write as _;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -26,7 +24,7 @@ use proptest::strategy::ValueTree as _;
 use proptest::test_runner::TestRunner;
 use serde_json::{Map, Number, Value, json};
 
-use crate::helpers::promtool;
+use crate::helpers::{promtool, promtool_check_metrics};
 
 /// The moment every run happens at (2026-11-22T08:00:00Z), as in the golden files.
 const NOW: i64 = 1_795_334_400;
@@ -1068,28 +1066,9 @@ fn promtool_accepts_the_exposition_of_hundreds_of_generated_bodies() {
     let mut failures = Vec::new();
     for (i, b) in samples(batch(per), 16).into_iter().enumerate() {
         let (classic, _) = render_batch(&specs, b);
-        let mut child = Command::new(promtool)
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(classic.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let report = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
         // promtool lints names and help too, not only syntax: any remark is a failure.
-        if !out.status.success() || !report.trim().is_empty() {
-            failures.push(format!("batch {i}: {}", report.trim()));
+        if let Err(report) = promtool_check_metrics(promtool, &classic) {
+            failures.push(format!("batch {i}: {report}"));
         }
     }
     assert!(

@@ -126,7 +126,7 @@ async fn the_token_never_appears_in_logs_or_responses_even_at_trace_level() {
         .collect();
     let every = "interval: 2s, deadline: 1500ms";
     let config_text = format!(
-        "api:\n  base_url: {}\n  token_file: {}\n  timeout: 800ms\n  max_retries: 1\n  retry_backoff: 50ms\n  circuit_breaker_failures: 3\n  circuit_breaker_cooldown: 1s\ncollectors:\n  delivery_account: {{{every}, accounts: [{a}]}}\n  tracemail_dashboard: {{{every}, views: [{{account: 1001}}]}}\n  tracemail_daily: {{{every}, accounts: [{a}]}}\n  migration: {{{every}, migrations: [{m}]}}\n  mailbox: {{{every}, mailboxes: [{b}]}}\n",
+        "api:\n  base_url: {}\n  token_file: {}\n  timeout: 800ms\n  max_response_bytes: 1048576\n  max_retries: 1\n  retry_backoff: 50ms\n  circuit_breaker_failures: 3\n  circuit_breaker_cooldown: 1s\ncollectors:\n  delivery_account: {{{every}, accounts: [{a}]}}\n  tracemail_dashboard: {{{every}, views: [{{account: 1001}}]}}\n  tracemail_daily: {{{every}, accounts: [{a}]}}\n  migration: {{{every}, migrations: [{m}]}}\n  mailbox: {{{every}, mailboxes: [{b}]}}\n",
         sim.url,
         token_file.display(),
         a = accounts.join(", "),
@@ -204,7 +204,14 @@ async fn the_token_never_appears_in_logs_or_responses_even_at_trace_level() {
         ("decode", body(BodyFault::TruncatedJson)),
         ("decode", body(BodyFault::WrongShape)),
         ("decode", body(BodyFault::EmptyResources)),
-        ("decode", body(BodyFault::Oversized)),
+        // Just over a 1 MiB limit: a bigger body only costs the simulator time.
+        (
+            "decode",
+            FaultSpec {
+                oversized_bytes: Some(1536 * 1024),
+                ..body(BodyFault::Oversized)
+            },
+        ),
     ];
     let routes = [
         Route::DeliveryAccountGet,

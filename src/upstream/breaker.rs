@@ -119,6 +119,14 @@ mod tests {
 
     const E: Endpoint = Endpoint::DeliveryAccount;
 
+    /// Three failed calls: the circuit of `breakers()` opens at `t`.
+    fn trip(b: &Breakers, t: Instant) {
+        for _ in 0..3 {
+            b.admit(E, t).unwrap();
+            b.record(E, Err(FailureReason::ServerError), t);
+        }
+    }
+
     #[test]
     fn the_circuit_opens_after_n_consecutive_failures_and_refuses_calls() {
         let b = breakers();
@@ -141,10 +149,7 @@ mod tests {
     fn after_the_cool_down_one_probe_goes_through_and_its_success_closes() {
         let b = breakers();
         let t = Instant::now();
-        for _ in 0..3 {
-            b.admit(E, t).unwrap();
-            b.record(E, Err(FailureReason::ServerError), t);
-        }
+        trip(&b, t);
         let later = t + Duration::from_secs(61);
         assert!(b.admit(E, later).is_ok(), "the probe");
         assert!(b.admit(E, later).is_err(), "only one probe at a time");
@@ -156,10 +161,7 @@ mod tests {
     fn a_failed_probe_reopens_for_another_cool_down() {
         let b = breakers();
         let t = Instant::now();
-        for _ in 0..3 {
-            b.admit(E, t).unwrap();
-            b.record(E, Err(FailureReason::ServerError), t);
-        }
+        trip(&b, t);
         let later = t + Duration::from_secs(61);
         b.admit(E, later).unwrap();
         assert!(b.record(E, Err(FailureReason::Connect), later));
@@ -171,10 +173,7 @@ mod tests {
     fn an_abandoned_probe_lets_the_next_one_through() {
         let b = breakers();
         let t = Instant::now();
-        for _ in 0..3 {
-            b.admit(E, t).unwrap();
-            b.record(E, Err(FailureReason::ServerError), t);
-        }
+        trip(&b, t);
         let later = t + Duration::from_secs(61);
         b.admit(E, later).unwrap();
         b.abandon(E);

@@ -104,6 +104,8 @@ struct RawCollectors {
     mailbox: Option<RawMailbox>,
 }
 
+// Each collector repeats enabled/interval/deadline/max_age: serde cannot `flatten` a shared
+// struct into one that denies unknown fields, and unknown keys must be refused.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDashboard {
@@ -325,7 +327,6 @@ pub struct MailboxConfig {
 /// e.g. `YYYY-MM-DD` (the default) or `DD/MM/YYYY`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DateFormat {
-    pattern: String,
     strftime: String,
 }
 
@@ -345,10 +346,7 @@ impl DateFormat {
             .replace("YYYY", "")
             .replace("MM", "")
             .replace("DD", "");
-        (ok && !rest.chars().any(|c| c.is_alphanumeric())).then(|| DateFormat {
-            pattern: pattern.to_owned(),
-            strftime,
-        })
+        (ok && !rest.chars().any(|c| c.is_alphanumeric())).then_some(DateFormat { strftime })
     }
 
     pub fn format(&self, date: jiff::civil::Date) -> String {
@@ -365,10 +363,6 @@ impl DateFormat {
                 t.get(..10)
                     .and_then(|d| d.parse::<jiff::civil::Date>().ok())
             })
-    }
-
-    pub fn pattern(&self) -> &str {
-        &self.pattern
     }
 }
 

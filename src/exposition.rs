@@ -111,11 +111,6 @@ impl Family {
         self
     }
 
-    /// The family name as declared (without `_total`).
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()
     }

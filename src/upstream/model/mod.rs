@@ -67,21 +67,14 @@ pub fn as_count(v: &Value) -> Option<f64> {
 /// Reads typed values out of one JSON object, collecting problems as it goes.
 pub struct Reader<'a> {
     object: &'a Map<String, Value>,
-    prefix: String,
     problems: Vec<ParseProblem>,
 }
 
 impl<'a> Reader<'a> {
     /// `None` when the record itself is not an object (the caller decides how bad that is).
     pub fn new(record: &'a Value) -> Option<Self> {
-        Self::at(record, "")
-    }
-
-    /// A reader whose problem paths start with `prefix` (e.g. `aggregate.`).
-    pub fn at(record: &'a Value, prefix: &str) -> Option<Self> {
         record.as_object().map(|object| Reader {
             object,
-            prefix: prefix.to_owned(),
             problems: Vec::new(),
         })
     }
@@ -96,8 +89,7 @@ impl<'a> Reader<'a> {
     }
 
     fn problem(&mut self, key: &str, value: &Value) {
-        self.problems
-            .push(ParseProblem::new(format!("{}{key}", self.prefix), value));
+        self.problems.push(ParseProblem::new(key, value));
     }
 
     /// The raw value, treating JSON null like an absent field.

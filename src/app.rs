@@ -12,11 +12,14 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use secrecy::ExposeSecret as _;
+
 use crate::collector::{Clock, CollectorSpec, Context};
-use crate::config::{Config, TOKEN_ENV};
-use crate::scraper;
+use crate::config::{ApiConfig, Config, TOKEN_ENV};
+use crate::scraper::Scraper;
 use crate::snapshot::Store;
 use crate::telemetry::Telemetry;
+use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::{BuildError, Client};
 use crate::web::web_config::WebConfig;
 use crate::web::{self, AppState};
@@ -69,10 +72,16 @@ pub enum AppError {
 }
 
 pub struct App {
-    listener: TcpListener,
+    /// Taken by [`App::run`].
+    listener: Option<TcpListener>,
+    local_addr: SocketAddr,
     state: AppState,
     ctx: Context,
     specs: Vec<CollectorSpec>,
+    /// The API settings the client was built with: a reload that keeps them keeps the client.
+    api: ApiConfig,
+    /// Circuit state outlives a reload for the targets it keeps.
+    breakers: Arc<Breakers>,
     web_config: WebConfig,
     /// Where a reload reads the config from; `None` in demo mode.
     config_file: Option<PathBuf>,
@@ -102,12 +111,15 @@ impl App {
             .flat_map(|s| s.endpoints().iter().copied())
             .collect();
         let telemetry = Arc::new(Telemetry::new(&endpoints));
-        let client = Client::new(&config.api, telemetry.clone())?;
+        let breakers = Arc::new(Breakers::new(config.api.breaker));
+        let client = Client::new(&config.api, telemetry.clone(), breakers.clone())?;
         let store = Store::new(&specs);
         let listener = bind(&web.listen_address).await?;
+        let local_addr = listener.local_addr()?;
         let (reload_tx, reloads) = mpsc::channel(4);
         Ok(App {
-            listener,
+            listener: Some(listener),
+            local_addr,
             state: AppState {
                 store,
                 telemetry,
@@ -119,6 +131,8 @@ impl App {
             },
             ctx: Context { client, clock },
             specs,
+            api: config.api,
+            breakers,
             web_config: web.web_config,
             config_file: None,
             reloads,
@@ -132,9 +146,7 @@ impl App {
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
-            .local_addr()
-            .expect("a bound listener has an address")
+        self.local_addr
     }
 
     pub fn state(&self) -> &AppState {
@@ -144,18 +156,20 @@ impl App {
     /// Serves and scrapes until `shutdown` is cancelled; takes reloads in between.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), AppError> {
         let store = self.state.store.clone();
-        let telemetry = self.state.telemetry.clone();
-        let mut scraper_stop = shutdown.child_token();
-        let mut scraper = tokio::spawn(scraper::run(
+        let mut scraper = Scraper::start(
             self.ctx.clone(),
             self.specs.clone(),
-            store.clone(),
-            scraper_stop.clone(),
-        ));
+            store,
+            shutdown.child_token(),
+        );
         forward_sighup(self.state.reload.clone(), shutdown.clone());
-        let router = self.web_config.apply(web::router(self.state));
+        let router = self.web_config.apply(web::router(self.state.clone()));
+        let listener = self
+            .listener
+            .take()
+            .ok_or_else(|| std::io::Error::other("the app was already run"))?;
         let mut server = tokio::spawn(web::serve::serve(
-            self.listener,
+            listener,
             router,
             self.web_config.tls(),
             shutdown.clone(),
@@ -172,25 +186,14 @@ impl App {
                     break;
                 }
                 Some(reply) = self.reloads.recv() => {
-                    match reload(self.config_file.as_deref(), &self.ctx, &telemetry) {
-                        Ok((ctx, specs)) => {
-                            // The running scraper stops; a run in flight is dropped, never half applied.
-                            scraper_stop.cancel();
-                            let _ = scraper.await;
-                            store.reconfigure(&specs);
-                            scraper_stop = shutdown.child_token();
-                            scraper = tokio::spawn(scraper::run(ctx.clone(), specs.clone(), store.clone(), scraper_stop.clone()));
-                            self.ctx = ctx;
-                            self.specs = specs;
-                            telemetry.observe_reload(true);
-                            tracing::info!("configuration reloaded");
-                            let _ = reply.send(Ok(()));
-                        }
-                        Err(e) => {
-                            telemetry.observe_reload(false);
-                            tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
-                            let _ = reply.send(Err(e));
-                        }
+                    // A burst of reload requests (config management, a SIGHUP storm) is one reload.
+                    let mut replies = vec![reply];
+                    while let Ok(more) = self.reloads.try_recv() {
+                        replies.push(more);
+                    }
+                    let outcome = self.reload(&mut scraper).await;
+                    for reply in replies {
+                        let _ = reply.send(outcome.clone());
                     }
                 }
             }
@@ -200,34 +203,93 @@ impl App {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await;
             server.abort();
         }
-        let _ = scraper.await;
+        scraper.stopped().await;
+        Ok(())
+    }
+
+    /// Reads and validates the config file again and hands it to the scraper; on any error the
+    /// running config stays. The client is kept when the API settings did not change (its
+    /// connection pool with it), and so is the circuit state of every target still configured.
+    async fn reload(&mut self, scraper: &mut Scraper) -> Result<(), String> {
+        let telemetry = self.state.telemetry.clone();
+        let loaded = load_again(self.config_file.as_deref());
+        let config = match loaded {
+            Ok(c) => c,
+            Err(e) => {
+                telemetry.observe_reload(false);
+                tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
+                return Err(e);
+            }
+        };
+        let specs = CollectorSpec::from_config(&config);
+        let client = if same_client(&self.api, &config.api) {
+            self.ctx.client.clone()
+        } else {
+            match Client::new(&config.api, telemetry.clone(), self.breakers.clone()) {
+                Ok(c) => c,
+                Err(e) => {
+                    telemetry.observe_reload(false);
+                    tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
+                    return Err(e.to_string());
+                }
+            }
+        };
+        let endpoints: Vec<_> = specs
+            .iter()
+            .flat_map(|s| s.endpoints().iter().copied())
+            .collect();
+        telemetry.ensure_endpoints(&endpoints);
+        // Another provider address is another world: no circuit state carries over to it.
+        let same_upstream = self.api.base_url == config.api.base_url;
+        let keep = circuit_keys(&specs);
+        for (endpoint, open) in self
+            .breakers
+            .reconfigure(config.api.breaker, |k| same_upstream && keep.contains(k))
+        {
+            telemetry.set_open_circuits(endpoint, open);
+        }
+        let ctx = Context {
+            client,
+            clock: self.ctx.clock.clone(),
+        };
+        scraper.reconfigure(ctx.clone(), specs.clone()).await;
+        self.ctx = ctx;
+        self.specs = specs;
+        self.api = config.api;
+        telemetry.observe_reload(true);
+        tracing::info!("configuration reloaded");
         Ok(())
     }
 }
 
-/// Reads and validates the config file again; on success, the client and collectors to run.
-fn reload(
-    path: Option<&Path>,
-    current: &Context,
-    telemetry: &Arc<Telemetry>,
-) -> Result<(Context, Vec<CollectorSpec>), String> {
+/// Reads and validates the config file again.
+fn load_again(path: Option<&Path>) -> Result<Config, String> {
     let path = path.ok_or("there is no config file to reload (demo mode)")?;
-    let config = Config::load(path, std::env::var(TOKEN_ENV).ok())
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    let specs = CollectorSpec::from_config(&config);
-    let endpoints: Vec<_> = specs
+    Config::load(path, std::env::var(TOKEN_ENV).ok())
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Whether a client built for `a` calls the provider exactly as one built for `b` would.
+fn same_client(a: &ApiConfig, b: &ApiConfig) -> bool {
+    a.base_url == b.base_url
+        && a.token.expose_secret() == b.token.expose_secret()
+        && a.timeout == b.timeout
+        && a.concurrency == b.concurrency
+        && a.max_response_bytes == b.max_response_bytes
+        && a.retry == b.retry
+}
+
+/// The circuit of every configured target: the endpoints its collector calls, keyed by the
+/// target's label value (which is what the client keys circuits by).
+fn circuit_keys(specs: &[CollectorSpec]) -> std::collections::HashSet<CircuitKey> {
+    specs
         .iter()
-        .flat_map(|s| s.endpoints().iter().copied())
-        .collect();
-    telemetry.ensure_endpoints(&endpoints);
-    let client = Client::new(&config.api, telemetry.clone()).map_err(|e| e.to_string())?;
-    Ok((
-        Context {
-            client,
-            clock: current.clock.clone(),
-        },
-        specs,
-    ))
+        .flat_map(|s| {
+            s.endpoints()
+                .iter()
+                .flat_map(move |e| s.targets.iter().map(move |t| (*e, t.to_string())))
+        })
+        .collect()
 }
 
 /// SIGHUP asks for a reload, as with Prometheus.

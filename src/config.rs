@@ -277,7 +277,7 @@ pub struct DeliveryAccountConfig {
 }
 
 /// A dashboard view: the whole customer, or filtered by one account or one domain.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum View {
     All,
     Account(i32),
@@ -311,7 +311,7 @@ pub struct MigrationConfig {
     pub migrations: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MailboxTarget {
     pub domain: String,
     pub mailbox: String,

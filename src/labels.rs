@@ -103,10 +103,13 @@ pub enum FailureReason {
     ClientError,
     /// The body is not the JSON we can read (malformed, wrong shape, too large).
     Decode,
+    /// Not called: this target's circuit breaker is open after its own repeated failures, until
+    /// the cool-down lets one probe through.
+    CircuitOpen,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 9] = [
+    pub const ALL: [FailureReason; 10] = [
         FailureReason::Timeout,
         FailureReason::Connect,
         FailureReason::Unauthorized,
@@ -116,6 +119,7 @@ impl FailureReason {
         FailureReason::ServerError,
         FailureReason::ClientError,
         FailureReason::Decode,
+        FailureReason::CircuitOpen,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -129,6 +133,7 @@ impl FailureReason {
             FailureReason::ServerError => "server_error",
             FailureReason::ClientError => "client_error",
             FailureReason::Decode => "decode",
+            FailureReason::CircuitOpen => "circuit_open",
         }
     }
 

@@ -1,99 +1,265 @@
-//! The scraper loop: each collector on its own interval (first run at start), never
-//! overlapping itself, each run bounded by its deadline, results applied whole to the store.
+//! The scraper: each collector on its own interval (first run at start), never overlapping
+//! itself, each run bounded by its deadline, results applied whole to the store; and a timer
+//! that expires values at `max_age` whether or not a run finishes.
 //!
 //! The exporter polls on its own schedule rather than on each Prometheus scrape: the provider
 //! rate-limits the token, and two Prometheus servers of an HA pair would double the calls.
+//!
+//! A reload hands each running collector its new plan instead of restarting it: a collector
+//! whose schedule and settings did not change keeps its ticker, so a burst of reloads costs no
+//! upstream call; targets the reload added are fetched at once, targets it removed are dropped.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use tokio::task::JoinSet;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::collector::{self, CollectorSpec, Context, Target, TargetData};
-use crate::labels::FailureReason;
+use crate::labels::{CollectorName, FailureReason};
 use crate::snapshot::Store;
 use crate::upstream::UpstreamError;
 
 /// Slack given to a collector past its deadline before its work is abandoned.
-const DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+const DEADLINE_GRACE: Duration = Duration::from_millis(100);
 
-/// Runs every collector until `shutdown` is cancelled.
-pub async fn run(
+/// The expiry timer looks at least this often (and sooner when a value is due to expire).
+const EXPIRY_CHECK: Duration = Duration::from_secs(1);
+
+/// What one collector runs with; replaced whole on reload.
+#[derive(Clone)]
+struct Plan {
     ctx: Context,
-    specs: Vec<CollectorSpec>,
+    spec: CollectorSpec,
+}
+
+struct Running {
+    plan: watch::Sender<Plan>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// The running collectors and the expiry timer.
+pub struct Scraper {
     store: Arc<Store>,
     shutdown: CancellationToken,
-) {
-    let mut tasks = JoinSet::new();
-    for spec in specs {
-        tasks.spawn(run_collector(
-            ctx.clone(),
-            spec,
-            store.clone(),
-            shutdown.clone(),
-        ));
+    running: HashMap<CollectorName, Running>,
+    expiry: JoinHandle<()>,
+}
+
+impl Scraper {
+    /// Starts every collector of `specs` and the expiry timer; all stop when `shutdown` is
+    /// cancelled.
+    pub fn start(
+        ctx: Context,
+        specs: Vec<CollectorSpec>,
+        store: Arc<Store>,
+        shutdown: CancellationToken,
+    ) -> Scraper {
+        let expiry = tokio::spawn(expire(store.clone(), shutdown.clone()));
+        let mut scraper = Scraper {
+            store,
+            shutdown,
+            running: HashMap::new(),
+            expiry,
+        };
+        for spec in specs {
+            scraper.spawn(ctx.clone(), spec);
+        }
+        scraper
     }
-    while tasks.join_next().await.is_some() {}
+
+    fn spawn(&mut self, ctx: Context, spec: CollectorSpec) {
+        let name = spec.name;
+        let stop = self.shutdown.child_token();
+        let (plan, rx) = watch::channel(Plan { ctx, spec });
+        let task = tokio::spawn(run_collector(rx, self.store.clone(), stop.clone()));
+        self.running.insert(name, Running { plan, stop, task });
+    }
+
+    /// Takes a reloaded config. A collector whose schedule and settings are unchanged keeps
+    /// running on its schedule with the new plan (new client, new target list); one that changed
+    /// is restarted; one no longer configured is stopped. A run in flight of a restarted or
+    /// stopped collector is dropped whole, never half applied.
+    pub async fn reconfigure(&mut self, ctx: Context, specs: Vec<CollectorSpec>) {
+        let wanted: HashSet<CollectorName> = specs.iter().map(|s| s.name).collect();
+        let gone: Vec<CollectorName> = self
+            .running
+            .keys()
+            .filter(|n| !wanted.contains(n))
+            .copied()
+            .collect();
+        for name in gone {
+            if let Some(r) = self.running.remove(&name) {
+                r.stop.cancel();
+                let _ = r.task.await;
+            }
+        }
+        self.store.reconfigure(&specs);
+        for spec in specs {
+            let same_schedule = self.running.get(&spec.name).is_some_and(|r| {
+                let current = &r.plan.borrow().spec;
+                current.schedule == spec.schedule && current.settings.same_as(&spec.settings)
+            });
+            if same_schedule {
+                let r = &self.running[&spec.name];
+                let _ = r.plan.send(Plan {
+                    ctx: ctx.clone(),
+                    spec,
+                });
+                continue;
+            }
+            if let Some(r) = self.running.remove(&spec.name) {
+                r.stop.cancel();
+                let _ = r.task.await;
+            }
+            self.spawn(ctx.clone(), spec);
+        }
+    }
+
+    /// Waits for every collector and the timer to stop (after `shutdown` is cancelled).
+    pub async fn stopped(self) {
+        for (_, r) in self.running {
+            let _ = r.task.await;
+        }
+        let _ = self.expiry.await;
+    }
+}
+
+/// Expires values at `max_age` on time, even when no run finishes (an upstream slower than the
+/// deadline, a stuck collector): a value is never served older than `max_age` plus a second.
+async fn expire(store: Arc<Store>, shutdown: CancellationToken) {
+    loop {
+        let next = store.expire();
+        let wait = next
+            .and_then(|at| {
+                let d = at.duration_since(jiff::Timestamp::now());
+                Duration::try_from(d).ok()
+            })
+            .map_or(EXPIRY_CHECK, |d| d.min(EXPIRY_CHECK))
+            // Just past the instant, so the value is then older than max_age.
+            .saturating_add(Duration::from_millis(1));
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
 }
 
 async fn run_collector(
-    ctx: Context,
-    spec: CollectorSpec,
+    mut plan: watch::Receiver<Plan>,
     store: Arc<Store>,
-    shutdown: CancellationToken,
+    stop: CancellationToken,
 ) {
-    let mut ticker = tokio::time::interval(spec.schedule.interval);
+    let interval = plan.borrow().spec.schedule.interval;
+    let mut ticker = tokio::time::interval(interval);
     // A run that overran (it cannot: the deadline is shorter) would not cause a burst.
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Targets that failed their last attempt are queued behind the others, so a slow broken
+    // account never holds a connection slot a healthy one is waiting for.
+    let mut failing: HashSet<Target> = HashSet::new();
+    let mut known: Vec<Target> = Vec::new();
     loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
+        let current = tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {
+                let p = plan.borrow_and_update().clone();
+                known = p.spec.targets.clone();
+                (p, None)
+            }
+            changed = plan.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                // A reload: only the targets it added are fetched now; the rest keep their turn.
+                let p = plan.borrow_and_update().clone();
+                let added: Vec<Target> = p
+                    .spec
+                    .targets
+                    .iter()
+                    .filter(|t| !known.contains(t))
+                    .cloned()
+                    .collect();
+                known = p.spec.targets.clone();
+                failing.retain(|t| known.contains(t));
+                if added.is_empty() {
+                    continue;
+                }
+                (p, Some(added))
+            }
+        };
+        let (p, only) = current;
+        let mut targets = only.unwrap_or_else(|| p.spec.targets.clone());
+        // Stable: healthy first, each group in configured order.
+        targets.sort_by_key(|t| failing.contains(t));
         let started = Instant::now();
         let results = tokio::select! {
             // A run cut short by shutdown is dropped whole: never a half-built snapshot.
-            _ = shutdown.cancelled() => return,
-            r = run_once(&ctx, &spec) => r,
+            _ = stop.cancelled() => return,
+            r = run_targets(&p.ctx, &p.spec, targets) => r,
         };
         let failed = results.iter().filter(|(_, r)| r.is_err()).count();
         tracing::debug!(
-            collector = spec.name.as_str(),
+            collector = p.spec.name.as_str(),
             targets = results.len(),
             failed,
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "collector run finished"
         );
         for (target, result) in &results {
-            if let Err(e) = result {
-                tracing::warn!(collector = spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+            match result {
+                Ok(_) => {
+                    failing.remove(target);
+                }
+                Err(e) => {
+                    failing.insert(target.clone());
+                    tracing::warn!(collector = p.spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+                }
             }
         }
-        store.apply_run(&spec, results, started.elapsed());
+        // The latest plan decides which targets are still configured.
+        let latest = plan.borrow().spec.clone();
+        store.apply_run(&latest, results, started.elapsed());
     }
 }
 
-/// One run: every target concurrently (the client bounds requests in flight), each cut at
-/// the collector's deadline.
+/// One run of every configured target; see [`run_targets`].
 pub async fn run_once(
     ctx: &Context,
     spec: &CollectorSpec,
 ) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
+    run_targets(ctx, spec, spec.targets.clone()).await
+}
+
+/// One run: every target concurrently (the client bounds requests in flight, first come first
+/// served in the order given), each cut at the collector's deadline. Every target gets a result,
+/// `timeout` for one that did not finish in time.
+async fn run_targets(
+    ctx: &Context,
+    spec: &CollectorSpec,
+    targets: Vec<Target>,
+) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
     let deadline = spec.schedule.deadline;
+    let now = tokio::time::Instant::now();
+    // The config bounds the deadline; saturate anyway rather than panic.
+    let until = now
+        .checked_add(deadline)
+        .unwrap_or(now + Duration::from_secs(86_400));
     let ctx = Context {
-        client: ctx.client.until(tokio::time::Instant::now() + deadline),
+        client: ctx.client.until(until),
         clock: ctx.clock.clone(),
     };
     let mut set = JoinSet::new();
-    for (i, target) in spec.targets.iter().cloned().enumerate() {
+    for (i, target) in targets.iter().cloned().enumerate() {
         let ctx = ctx.clone();
         let settings = spec.settings.clone();
         set.spawn(async move {
             // The client stops its calls at the deadline; this only guards against a
             // collector that would keep working after it.
-            let result = match tokio::time::timeout(
-                deadline + DEADLINE_GRACE,
+            let result = match tokio::time::timeout_at(
+                until.checked_add(DEADLINE_GRACE).unwrap_or(until),
                 collector::collect(&ctx, &settings, &target),
             )
             .await
@@ -107,23 +273,21 @@ pub async fn run_once(
                     ),
                 )),
             };
-            (i, target, result)
+            (i, result)
         });
     }
-    let mut results: Vec<Option<Result<TargetData, UpstreamError>>> =
-        vec![None; spec.targets.len()];
+    let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; targets.len()];
     while let Some(joined) = set.join_next().await {
         match joined {
-            Ok((i, _, r)) => results[i] = Some(r),
+            Ok((i, r)) => results[i] = Some(r),
             Err(e) => {
                 tracing::error!(collector = spec.name.as_str(), error = %e, "collector task panicked")
             }
         }
     }
     // A target whose task died still gets a result, so it is reported failed, not forgotten.
-    spec.targets
-        .iter()
-        .cloned()
+    targets
+        .into_iter()
         .zip(results)
         .map(|(t, r)| {
             (

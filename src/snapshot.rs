@@ -24,6 +24,8 @@ pub struct TargetState {
     pub data: Option<(TargetData, Timestamp)>,
     /// Outcome of the latest attempt: `None` before the first one.
     pub last_ok: Option<bool>,
+    /// When the latest attempt finished.
+    pub last_attempt: Option<Timestamp>,
     pub last_success: Option<Timestamp>,
     pub last_error: Option<UpstreamError>,
 }
@@ -70,9 +72,11 @@ impl Snapshot {
         self.collectors.values().all(|c| c.last_run.is_some())
     }
 
-    /// Applies a finished run. Targets no longer configured are forgotten; a target that
-    /// failed keeps its last good data (expired later by [`Snapshot::expire`]), except on
-    /// `not_found`: the provider says it is gone, so its values go at once.
+    /// Applies a finished run of some or all of the collector's targets (a reload runs only the
+    /// targets it added). Targets no longer in `spec` are forgotten; the others keep their state
+    /// until a result of theirs comes. A target that failed keeps its last good data (expired
+    /// later by [`Snapshot::expire`]), except on `not_found`: the provider says it is gone, so
+    /// its values go at once.
     pub fn apply_run(
         &mut self,
         spec: &CollectorSpec,
@@ -85,19 +89,28 @@ impl Snapshot {
             .entry(spec.name)
             .or_insert_with(|| CollectorState::new(spec));
         entry.schedule = spec.schedule;
-        let mut previous: Vec<TargetState> = std::mem::take(&mut entry.targets);
+        entry.retain_configured(spec);
         let mut success = true;
         for (target, result) in results {
-            let mut state = match previous.iter().position(|t| t.target == target) {
-                Some(i) => previous.swap_remove(i),
-                None => TargetState {
-                    target: target.clone(),
-                    data: None,
-                    last_ok: None,
-                    last_success: None,
-                    last_error: None,
-                },
+            if !spec.targets.contains(&target) {
+                continue;
+            }
+            let i = match entry.targets.iter().position(|t| t.target == target) {
+                Some(i) => i,
+                None => {
+                    entry.targets.push(TargetState {
+                        target: target.clone(),
+                        data: None,
+                        last_ok: None,
+                        last_attempt: None,
+                        last_success: None,
+                        last_error: None,
+                    });
+                    entry.targets.len() - 1
+                }
             };
+            let state = &mut entry.targets[i];
+            state.last_attempt = Some(now);
             match result {
                 Ok(data) => {
                     state.data = Some((data, now));
@@ -114,7 +127,6 @@ impl Snapshot {
                     state.last_error = Some(e);
                 }
             }
-            entry.targets.push(state);
         }
         entry.last_run = Some(RunSummary {
             success,
@@ -126,18 +138,54 @@ impl Snapshot {
         }
     }
 
-    /// Drops data older than its collector's `max_age`; health series stay.
-    pub fn expire(&mut self, now: Timestamp) {
+    /// Drops data older than its collector's `max_age`; health series stay. A target whose
+    /// last attempt succeeded but is that old (no run has finished since: it never happens while
+    /// runs keep their deadlines) is marked failed with `timeout`, so no success series says 1
+    /// over data that old. Returns whether anything changed, and the next instant at which
+    /// something will expire.
+    pub fn expire(&mut self, now: Timestamp) -> (bool, Option<Timestamp>) {
+        let mut changed = false;
+        let mut next: Option<Timestamp> = None;
         for c in self.collectors.values_mut() {
             let max_age = c.schedule.max_age;
+            let max_age_signed =
+                jiff::SignedDuration::try_from(max_age).unwrap_or(jiff::SignedDuration::MAX);
             for t in &mut c.targets {
-                if let Some((_, fetched)) = &t.data
-                    && now.duration_since(*fetched).unsigned_abs() > max_age
-                {
+                let Some((_, fetched)) = &t.data else {
+                    continue;
+                };
+                // A clock that went back gives a negative age: not expired.
+                let age = now.duration_since(*fetched);
+                if age.is_positive() && age.unsigned_abs() > max_age {
                     t.data = None;
+                    changed = true;
+                    let last_attempt_too_old = t.last_attempt.is_none_or(|at| {
+                        let a = now.duration_since(at);
+                        a.is_positive() && a.unsigned_abs() > max_age
+                    });
+                    if t.last_ok == Some(true) && last_attempt_too_old {
+                        t.last_ok = Some(false);
+                        t.last_error = Some(UpstreamError::new(
+                            FailureReason::Timeout,
+                            format!(
+                                "no run finished within max_age ({})",
+                                humantime::format_duration(max_age)
+                            ),
+                        ));
+                    }
+                } else if let Ok(at) = fetched.checked_add(max_age_signed) {
+                    next = Some(next.map_or(at, |n| n.min(at)));
                 }
             }
         }
+        (changed, next)
+    }
+}
+
+impl CollectorState {
+    /// Forgets the targets that are no longer configured.
+    fn retain_configured(&mut self, spec: &CollectorSpec) {
+        self.targets.retain(|t| spec.targets.contains(&t.target));
     }
 }
 
@@ -201,7 +249,7 @@ impl Store {
         duration: Duration,
     ) {
         let now = Timestamp::now();
-        let mut snapshot = self.snapshot.lock().expect("snapshot lock poisoned");
+        let mut snapshot = self.lock();
         snapshot.apply_run(spec, results, duration, now);
         snapshot.expire(now);
         // Rendering under the lock keeps publications in the order of the runs.
@@ -209,10 +257,31 @@ impl Store {
             .store(Arc::new(Prepared::render(snapshot.clone())));
     }
 
+    /// Expires what is older than `max_age` now and publishes if anything went; returns when
+    /// the next value expires, if any does.
+    pub fn expire(&self) -> Option<Timestamp> {
+        let now = Timestamp::now();
+        let mut snapshot = self.lock();
+        let (changed, next) = snapshot.expire(now);
+        if changed {
+            self.prepared
+                .store(Arc::new(Prepared::render(snapshot.clone())));
+        }
+        next
+    }
+
+    /// Nothing panics under this lock, but if something did, the snapshot is still a valid one
+    /// (runs are applied to it whole): keep serving it rather than failing every later run.
+    fn lock(&self) -> std::sync::MutexGuard<'_, Snapshot> {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Takes a reloaded set of collectors: removed collectors and targets vanish at once (with
     /// their series), new ones appear as not yet run, schedules follow the new config.
     pub fn reconfigure(&self, specs: &[CollectorSpec]) {
-        let mut snapshot = self.snapshot.lock().expect("snapshot lock poisoned");
+        let mut snapshot = self.lock();
         snapshot
             .collectors
             .retain(|name, _| specs.iter().any(|s| s.name == *name));
@@ -222,7 +291,7 @@ impl Store {
                 .entry(spec.name)
                 .or_insert_with(|| CollectorState::new(spec));
             entry.schedule = spec.schedule;
-            entry.targets.retain(|t| spec.targets.contains(&t.target));
+            entry.retain_configured(spec);
         }
         self.prepared
             .store(Arc::new(Prepared::render(snapshot.clone())));
@@ -296,6 +365,79 @@ mod tests {
     }
 
     #[test]
+    fn a_run_of_some_targets_leaves_the_others_as_they_were() {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        s.apply_run(
+            &spec(),
+            vec![
+                (Target::DeliveryAccount(1), Ok(data(5.0))),
+                (Target::DeliveryAccount(2), Ok(data(6.0))),
+            ],
+            Duration::ZERO,
+            t0,
+        );
+        let t1 = t0 + jiff::SignedDuration::from_secs(5);
+        s.apply_run(
+            &spec(),
+            vec![(Target::DeliveryAccount(2), Ok(data(7.0)))],
+            Duration::ZERO,
+            t1,
+        );
+        let targets = &s.collectors[&CollectorName::DeliveryAccount].targets;
+        assert_eq!(targets.len(), 2);
+        let one = targets
+            .iter()
+            .find(|t| t.target == Target::DeliveryAccount(1))
+            .unwrap();
+        assert_eq!(one.last_success, Some(t0));
+        assert_eq!(one.data.as_ref().unwrap().1, t0);
+    }
+
+    #[test]
+    fn expiry_says_when_the_next_value_goes_and_fails_a_success_that_old() {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        s.apply_run(
+            &spec(),
+            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
+            Duration::ZERO,
+            t0,
+        );
+        let (changed, next) = s.expire(t0 + jiff::SignedDuration::from_secs(10));
+        assert!(!changed);
+        assert_eq!(next, Some(t0 + jiff::SignedDuration::from_secs(30)));
+        // No run finished since (a stuck collector): at max_age the values go, and the target
+        // no longer claims success.
+        let (changed, next) = s.expire(t0 + jiff::SignedDuration::from_millis(30_001));
+        assert!(changed);
+        assert_eq!(next, None);
+        let t = &s.collectors[&CollectorName::DeliveryAccount].targets[0];
+        assert!(t.data.is_none());
+        assert_eq!(t.last_ok, Some(false));
+        assert_eq!(
+            t.last_error.as_ref().map(|e| e.reason),
+            Some(FailureReason::Timeout)
+        );
+    }
+
+    #[test]
+    fn a_clock_that_goes_back_expires_nothing() {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        s.apply_run(
+            &spec(),
+            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
+            Duration::ZERO,
+            t0,
+        );
+        let (changed, _) = s.expire(Timestamp::from_second(0).unwrap());
+        assert!(!changed);
+        let (changed, _) = s.expire(Timestamp::MAX);
+        assert!(changed);
+    }
+
+    #[test]
     fn not_found_drops_values_at_once() {
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
@@ -332,8 +474,10 @@ mod tests {
             Duration::ZERO,
             t0,
         );
+        let mut reloaded = spec();
+        reloaded.targets = vec![Target::DeliveryAccount(2)];
         s.apply_run(
-            &spec(),
+            &reloaded,
             vec![(Target::DeliveryAccount(2), Ok(data(6.0)))],
             Duration::ZERO,
             t0,

@@ -33,7 +33,7 @@ struct Inner {
     durations: BTreeMap<Endpoint, Histogram>,
     parse_problems: BTreeMap<Endpoint, u64>,
     retries: BTreeMap<(Endpoint, FailureReason), u64>,
-    circuit_open: BTreeMap<Endpoint, bool>,
+    open_circuits: BTreeMap<Endpoint, usize>,
     /// Parse problems already logged at warn level: one line per shape, not one per scrape.
     logged: HashSet<(Endpoint, String)>,
 }
@@ -73,7 +73,7 @@ impl Telemetry {
                 inner.failures.insert((e, r), 0);
             }
             inner.parse_problems.insert(e, 0);
-            inner.circuit_open.insert(e, false);
+            inner.open_circuits.insert(e, 0);
             for r in RETRIED {
                 inner.retries.insert((e, r), 0);
             }
@@ -86,8 +86,12 @@ impl Telemetry {
         }
     }
 
+    /// Counters stay valid whatever panicked while holding them: a poisoned lock must not turn
+    /// every later scrape into a panic.
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().expect("telemetry lock poisoned")
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// One upstream request that ended: `code` is the HTTP status, when there was one.
@@ -117,14 +121,17 @@ impl Telemetry {
                 inner.retries.entry((e, r)).or_insert(0);
             }
             inner.parse_problems.entry(e).or_insert(0);
-            inner.circuit_open.entry(e).or_insert(false);
+            inner.open_circuits.entry(e).or_insert(0);
             inner.durations.entry(e).or_default();
         }
     }
 
     /// Records the outcome of a config reload.
     pub fn observe_reload(&self, success: bool) {
-        let mut r = self.reload.lock().expect("reload lock poisoned");
+        let mut r = self
+            .reload
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         r.0 = success;
         if success {
             r.1 = jiff::Timestamp::now();
@@ -136,13 +143,14 @@ impl Telemetry {
         *self.lock().retries.entry((endpoint, reason)).or_default() += 1;
     }
 
-    pub fn set_circuit_open(&self, endpoint: Endpoint, open: bool) {
-        let before = self.lock().circuit_open.insert(endpoint, open);
-        if before != Some(open) {
-            tracing::warn!(
+    /// How many targets of `endpoint` have their circuit open now.
+    pub fn set_open_circuits(&self, endpoint: Endpoint, open: usize) {
+        let before = self.lock().open_circuits.insert(endpoint, open);
+        if before.unwrap_or(0) != open {
+            tracing::info!(
                 endpoint = endpoint.as_str(),
-                open,
-                "circuit breaker changed state"
+                open_circuits = open,
+                "targets with an open circuit breaker changed"
             );
         }
     }
@@ -232,16 +240,16 @@ impl Telemetry {
             );
         }
         let mut circuit = Family::gauge(
-            "mailhost_api_circuit_open",
-            "1 while the endpoint's circuit breaker is open (calls refused after repeated failures, one probe after the cool-down), else 0.",
+            "mailhost_api_open_circuits",
+            "Targets of this endpoint whose circuit breaker is open: not called (reason circuit_open) after their own repeated failures, until one probe after the cool-down.",
         );
-        for (e, open) in &inner.circuit_open {
-            circuit.push(
-                vec![("endpoint", e.as_str().into())],
-                if *open { 1.0 } else { 0.0 },
-            );
+        for (e, open) in &inner.open_circuits {
+            circuit.push(vec![("endpoint", e.as_str().into())], *open as f64);
         }
-        let (reload_ok, reload_at) = *self.reload.lock().expect("reload lock poisoned");
+        let (reload_ok, reload_at) = *self
+            .reload
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut reload_success = Family::gauge(
             "mailhost_config_last_reload_successful",
             "1 when the last configuration reload succeeded (or none was tried since start), 0 when the new file was refused and the old configuration kept running.",

@@ -543,7 +543,7 @@ async fn client_errors_are_never_retried() {
 }
 
 #[tokio::test]
-async fn an_open_circuit_turns_a_broken_api_into_one_call_per_cool_down() {
+async fn an_open_circuit_turns_a_broken_account_into_one_call_per_cool_down() {
     let sim = spawn_sim().await;
     sim.sim.set_fault(
         Route::DeliveryAccountGet,
@@ -562,7 +562,7 @@ async fn an_open_circuit_turns_a_broken_api_into_one_call_per_cool_down() {
     let open = until(&exporter, "breaker", "the circuit to open", |b| {
         value(
             b,
-            "mailhost_api_circuit_open{endpoint=\"delivery_account\"}",
+            "mailhost_api_open_circuits{endpoint=\"delivery_account\"}",
         ) == Some(1.0)
     })
     .await;
@@ -585,7 +585,7 @@ async fn an_open_circuit_turns_a_broken_api_into_one_call_per_cool_down() {
     until(&exporter, "breaker", "the circuit to close", |b| {
         value(
             b,
-            "mailhost_api_circuit_open{endpoint=\"delivery_account\"}",
+            "mailhost_api_open_circuits{endpoint=\"delivery_account\"}",
         ) == Some(0.0)
             && value(b, &success("delivery_account", "1001")) == Some(1.0)
     })

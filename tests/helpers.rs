@@ -74,8 +74,17 @@ pub struct Exporter {
 }
 
 impl Drop for Exporter {
+    /// Stops the exporter, and fails the test if code of the exporter panicked (a panic in a
+    /// spawned task would otherwise pass unnoticed).
     fn drop(&mut self) {
         self.cancel.cancel();
+        if !std::thread::panicking() {
+            assert_eq!(
+                panics_in_src(),
+                0,
+                "code under src/ panicked during the tests (see the output above)"
+            );
+        }
     }
 }
 
@@ -91,6 +100,8 @@ pub async fn spawn_exporter(config: Config) -> Exporter {
 impl Exporter {
     /// Runs a built app until the returned handle is dropped.
     pub fn start(app: App) -> Exporter {
+        // Installs the panic watch before anything of the exporter runs.
+        panics_in_src();
         let addr = app.local_addr();
         let scrape_limit = app.state().scrape_limit.clone();
         let cancel = CancellationToken::new();
@@ -301,8 +312,47 @@ impl Running {
 }
 
 impl Drop for Running {
+    /// Stops the child, and fails the test if the child panicked at any point: whatever a
+    /// hostile input did, it must never reach a panic, even one a background task survived.
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        if std::thread::panicking() {
+            return;
+        }
+        let log = self.log();
+        let panics: Vec<&String> = log.iter().filter(|l| l.contains("panicked at")).collect();
+        assert!(
+            panics.is_empty(),
+            "the exporter panicked:\n{}",
+            panics
+                .iter()
+                .map(|l| l.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
     }
+}
+
+/// Panics in the exporter's or the simulator's own code (`src/`) since the test process started;
+/// the test's own assertions are not counted. In-process exporters check it when dropped.
+pub fn panics_in_src() -> usize {
+    static WATCH: std::sync::OnceLock<Arc<std::sync::atomic::AtomicUsize>> =
+        std::sync::OnceLock::new();
+    let count = WATCH.get_or_init(|| {
+        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = count.clone();
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if info
+                .location()
+                .is_some_and(|l| l.file().starts_with("src/"))
+            {
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            default(info);
+        }));
+        count
+    });
+    count.load(std::sync::atomic::Ordering::SeqCst)
 }

@@ -45,3 +45,6 @@ mod lifecycle;
 
 // The fault matrix, retries, Retry-After and the circuit breaker.
 mod fault_matrix;
+
+// Isolation: broken accounts beside healthy ones, per-target circuits, bursts of reloads.
+mod isolation;

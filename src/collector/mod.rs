@@ -19,7 +19,7 @@ use crate::upstream::model::ParseProblem;
 use crate::upstream::{Client, UpstreamError};
 
 /// One thing a collector fetches on each run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
     DeliveryAccount(i32),
     DashboardView(View),
@@ -58,6 +58,27 @@ pub enum Settings {
     None,
     Dashboard(Arc<DashboardConfig>),
     Daily(Arc<DailyConfig>),
+}
+
+impl Settings {
+    /// Whether a collector running with `self` would fetch its targets exactly as with `other`
+    /// (the target lists themselves are not compared).
+    pub fn same_as(&self, other: &Settings) -> bool {
+        match (self, other) {
+            (Settings::None, Settings::None) => true,
+            (Settings::Dashboard(a), Settings::Dashboard(b)) => {
+                a.timezone_name == b.timezone_name
+                    && a.date_format == b.date_format
+                    && a.limit == b.limit
+            }
+            (Settings::Daily(a), Settings::Daily(b)) => {
+                a.timezone == b.timezone
+                    && a.date_format == b.date_format
+                    && a.top_domains == b.top_domains
+            }
+            _ => false,
+        }
+    }
 }
 
 /// A collector as configured: its schedule, targets and settings.

@@ -37,7 +37,10 @@ pub async fn collect(
         .as_second() as f64;
     let record = ctx
         .client
-        .tracemail_dashboard(&body(cfg, view, today))
+        .tracemail_dashboard(
+            super::Target::DashboardView(view.clone()).to_string(),
+            &body(cfg, view, today),
+        )
         .await?;
     let endpoint = Endpoint::TracemailDashboard;
     let (dashboard, problems) =

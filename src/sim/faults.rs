@@ -4,7 +4,7 @@
 mod shapes;
 mod stream;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -185,11 +185,16 @@ mod option_millis {
     }
 }
 
-/// The faults of every route and the seeded random source that decides each roll.
+/// Distinct request paths counted at most by [`Faults::hit`]; a test's fleet fits well within.
+const MAX_COUNTED_PATHS: usize = 100_000;
+
+/// The faults of every route (several per route when each names its own `only_ids`), the
+/// seeded random source that decides each roll, and how many requests each path received.
 #[derive(Debug)]
 pub(crate) struct Faults {
-    table: Mutex<BTreeMap<Route, FaultSpec>>,
+    table: Mutex<BTreeMap<Route, Vec<FaultSpec>>>,
     rng: Mutex<StdRng>,
+    hits: Mutex<HashMap<String, u64>>,
 }
 
 impl Faults {
@@ -197,6 +202,7 @@ impl Faults {
         Self {
             table: Mutex::new(BTreeMap::new()),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            hits: Mutex::new(HashMap::new()),
         }
     }
 
@@ -205,8 +211,49 @@ impl Faults {
         if spec.is_healthy() {
             table.remove(&route);
         } else {
-            table.insert(route, spec);
+            table.insert(route, vec![spec]);
         }
+    }
+
+    /// Adds a fault to `route` next to those in force; the first whose `only_ids` names a
+    /// request applies to it.
+    pub(crate) fn add(&self, route: Route, spec: FaultSpec) {
+        if !spec.is_healthy() {
+            self.table
+                .lock()
+                .expect("fault table mutex poisoned")
+                .entry(route)
+                .or_default()
+                .push(spec);
+        }
+    }
+
+    fn specs(&self, route: Route) -> Vec<FaultSpec> {
+        self.table
+            .lock()
+            .expect("fault table mutex poisoned")
+            .get(&route)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn hit(&self, path: &str) {
+        let mut hits = self.hits.lock().expect("hits mutex poisoned");
+        if let Some(n) = hits.get_mut(path) {
+            *n += 1;
+        } else if hits.len() < MAX_COUNTED_PATHS {
+            hits.insert(path.to_owned(), 1);
+        }
+    }
+
+    /// Requests received for exactly this path, faulted or not.
+    pub(crate) fn hits(&self, path: &str) -> u64 {
+        self.hits
+            .lock()
+            .expect("hits mutex poisoned")
+            .get(path)
+            .copied()
+            .unwrap_or(0)
     }
 
     pub(crate) fn clear(&self) {
@@ -216,19 +263,18 @@ impl Faults {
             .clear();
     }
 
+    /// The first fault in force on `route`.
     pub(crate) fn get(&self, route: Route) -> Option<FaultSpec> {
-        self.table
-            .lock()
-            .expect("fault table mutex poisoned")
-            .get(&route)
-            .cloned()
+        self.specs(route).into_iter().next()
     }
 
     pub(crate) fn all(&self) -> BTreeMap<Route, FaultSpec> {
         self.table
             .lock()
             .expect("fault table mutex poisoned")
-            .clone()
+            .iter()
+            .filter_map(|(r, specs)| Some((*r, specs.first()?.clone())))
+            .collect()
     }
 
     /// True with probability `rate`. 0.0 (or less, or NaN) and 1.0 (or more) never consult the
@@ -270,13 +316,23 @@ pub(crate) async fn inject(
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(spec) = layer.faults.get(layer.route) else {
+    layer.faults.hit(request.uri().path());
+    let mut request = request;
+    let mut chosen = None;
+    for spec in layer.faults.specs(layer.route) {
+        match targeted(&spec, layer.route, request).await {
+            Ok((r, applies)) => {
+                request = r;
+                if applies {
+                    chosen = Some(spec);
+                    break;
+                }
+            }
+            Err(error) => return error.into_response(),
+        }
+    }
+    let Some(spec) = chosen else {
         return next.run(request).await;
-    };
-    let request = match targeted(&spec, layer.route, request).await {
-        Ok((request, true)) => request,
-        Ok((request, false)) => return next.run(request).await,
-        Err(error) => return error.into_response(),
     };
     if let Some(latency) = spec.latency {
         tokio::time::sleep(latency).await;

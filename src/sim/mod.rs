@@ -266,6 +266,18 @@ impl Simulator {
         self.inner.faults.set(route, spec);
     }
 
+    /// Adds a fault to `route` beside those in force, for mixing per-target faults (each with
+    /// its own `only_ids`) on one route; the first whose `only_ids` names a request applies.
+    pub fn add_fault(&self, route: Route, spec: FaultSpec) {
+        self.inner.faults.add(route, spec);
+    }
+
+    /// How many requests reached exactly `path` (e.g. `/api/delivery/accounts/1001`), whatever
+    /// their answer.
+    pub fn hits(&self, path: &str) -> u64 {
+        self.inner.faults.hits(path)
+    }
+
     pub fn clear_faults(&self) {
         self.inner.faults.clear();
     }

@@ -1,15 +1,27 @@
-//! A circuit breaker per endpoint: after N consecutive failures of the kind that say "the API is
-//! broken" (timeouts, connection failures, 5xx, 429), calls fail at once for a cool-down, then
-//! one probe goes through; its outcome closes or reopens the circuit. A broken API then costs
-//! one call per cool-down instead of a storm of retries.
+//! A circuit breaker per target: after N consecutive failures of the kind that say "this call
+//! is broken" (timeouts, connection failures, 5xx, 429), calls for that one target fail at once
+//! with reason `circuit_open` for a cool-down, then one probe goes through; its outcome closes
+//! or reopens the circuit. A broken account then costs one call per cool-down, and it never
+//! costs a healthy account anything: circuits are keyed by (endpoint, target), the smallest unit
+//! that fails alone, as Envoy's outlier detection ejects one host and not the cluster.
+//!
+//! Only circuits with a failure on record are kept; a success removes its entry. The map is
+//! bounded by [`MAX_CIRCUITS`] (keys come from the config, not from upstream answers); past it a
+//! new failing target is simply not tracked, so every call of it is let through.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::time::Instant;
 
 use crate::config::BreakerPolicy;
 use crate::labels::{Endpoint, FailureReason};
+
+/// Most circuits with a failure on record at once.
+pub const MAX_CIRCUITS: usize = 1_000_000;
+
+/// A circuit: one target of one endpoint (the account id, view, migration or mailbox code).
+pub type CircuitKey = (Endpoint, String);
 
 #[derive(Debug, Default)]
 struct State {
@@ -18,23 +30,26 @@ struct State {
     open_until: Option<Instant>,
     /// A probe is in flight (half-open).
     probing: bool,
-    /// The reason of the failure that opened the circuit: short-circuited calls carry it.
-    reason: Option<FailureReason>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    policy: BreakerPolicy,
+    states: HashMap<CircuitKey, State>,
+    /// Open circuits per endpoint, kept in step with `states` for the gauge.
+    open: HashMap<Endpoint, usize>,
 }
 
 /// Why a call was not let through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Open {
-    pub reason: FailureReason,
-}
+pub struct Open;
 
 #[derive(Debug)]
 pub struct Breakers {
-    policy: BreakerPolicy,
-    states: Mutex<HashMap<Endpoint, State>>,
+    inner: Mutex<Inner>,
 }
 
-/// Failures that count towards opening: the API (not one target) is in trouble.
+/// Failures that count towards opening: the call is in trouble, not merely refused.
 fn counts(reason: FailureReason) -> bool {
     matches!(
         reason,
@@ -45,63 +60,126 @@ fn counts(reason: FailureReason) -> bool {
     )
 }
 
+impl Inner {
+    fn set_open(&mut self, endpoint: Endpoint, was: bool, is: bool) {
+        let n = self.open.entry(endpoint).or_default();
+        match (was, is) {
+            (false, true) => *n += 1,
+            (true, false) => *n = n.saturating_sub(1),
+            _ => {}
+        }
+    }
+}
+
 impl Breakers {
     pub fn new(policy: BreakerPolicy) -> Self {
         Breakers {
-            policy,
-            states: Mutex::new(HashMap::new()),
+            inner: Mutex::new(Inner {
+                policy,
+                states: HashMap::new(),
+                open: HashMap::new(),
+            }),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Endpoint, State>> {
-        self.states.lock().expect("breaker lock poisoned")
+    /// Nothing below panics while holding the lock, but a poisoned lock must never turn every
+    /// later call into a failure: the state is plain counters, valid at any point.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether a call may go out now. After the cool-down, exactly one probe is admitted.
-    pub fn admit(&self, endpoint: Endpoint, now: Instant) -> Result<(), Open> {
-        let mut states = self.lock();
-        let s = states.entry(endpoint).or_default();
+    /// Whether a call for `key` may go out now. After the cool-down, exactly one probe is
+    /// admitted.
+    pub fn admit(&self, key: &CircuitKey, now: Instant) -> Result<(), Open> {
+        let mut inner = self.lock();
+        let Some(s) = inner.states.get_mut(key) else {
+            return Ok(());
+        };
         let Some(until) = s.open_until else {
             return Ok(());
         };
-        let reason = s.reason.unwrap_or(FailureReason::ServerError);
         if now < until || s.probing {
-            return Err(Open { reason });
+            return Err(Open);
         }
         s.probing = true;
         Ok(())
     }
 
-    /// An admitted call ended without an outcome (its future was dropped: deadline, shutdown,
-    /// reload). A probe must not stay in flight forever, or the circuit would never close.
-    pub fn abandon(&self, endpoint: Endpoint) {
-        if let Some(s) = self.lock().get_mut(&endpoint) {
+    /// An admitted call ended without an outcome (its future was dropped: deadline, shutdown).
+    /// A probe must not stay in flight forever, or the circuit would never close.
+    pub fn abandon(&self, key: &CircuitKey) {
+        if let Some(s) = self.lock().states.get_mut(key) {
             s.probing = false;
         }
     }
 
-    /// Records the outcome of an admitted call; returns whether the circuit is now open.
+    /// Records the outcome of an admitted call; returns how many circuits of the endpoint are
+    /// open now.
     pub fn record(
         &self,
-        endpoint: Endpoint,
+        key: &CircuitKey,
         outcome: Result<(), FailureReason>,
         now: Instant,
-    ) -> bool {
-        let mut states = self.lock();
-        let s = states.entry(endpoint).or_default();
+    ) -> usize {
+        let mut inner = self.lock();
+        let endpoint = key.0;
+        let policy = inner.policy;
         match outcome {
-            // Any answer that is not a sign of a broken API closes the circuit.
-            Err(reason) if counts(reason) && self.policy.failures > 0 => {
-                s.consecutive += 1;
-                if s.probing || s.consecutive >= self.policy.failures {
-                    s.open_until = Some(now + self.policy.cooldown);
-                    s.reason = Some(reason);
+            Err(reason) if counts(reason) && policy.failures > 0 => {
+                if !inner.states.contains_key(key) && inner.states.len() >= MAX_CIRCUITS {
+                    return inner.open.get(&endpoint).copied().unwrap_or(0);
+                }
+                let s = inner.states.entry(key.clone()).or_default();
+                let was_open = s.open_until.is_some();
+                s.consecutive = s.consecutive.saturating_add(1);
+                if s.probing || s.consecutive >= policy.failures {
+                    // A cool-down past the end of the clock means "open until further notice";
+                    // the config bounds it, this only keeps the arithmetic from panicking.
+                    s.open_until = Some(
+                        now.checked_add(policy.cooldown)
+                            .unwrap_or_else(|| now + std::time::Duration::from_secs(86_400)),
+                    );
                 }
                 s.probing = false;
+                let is_open = s.open_until.is_some();
+                inner.set_open(endpoint, was_open, is_open);
             }
-            _ => *s = State::default(),
+            // Any answer that is not a sign of a broken call closes the circuit.
+            _ => {
+                if let Some(s) = inner.states.remove(key) {
+                    inner.set_open(endpoint, s.open_until.is_some(), false);
+                }
+            }
         }
-        s.open_until.is_some()
+        inner.open.get(&endpoint).copied().unwrap_or(0)
+    }
+
+    /// Takes a reloaded policy and forgets the circuits of targets no longer configured; the
+    /// others keep their state. Returns the open count per endpoint afterwards.
+    pub fn reconfigure(
+        &self,
+        policy: BreakerPolicy,
+        keep: impl Fn(&CircuitKey) -> bool,
+    ) -> Vec<(Endpoint, usize)> {
+        let mut inner = self.lock();
+        inner.policy = policy;
+        let mut dropped = Vec::new();
+        inner.states.retain(|k, s| {
+            let kept = keep(k);
+            if !kept && s.open_until.is_some() {
+                dropped.push(k.0);
+            }
+            kept
+        });
+        for endpoint in dropped {
+            inner.set_open(endpoint, true, false);
+        }
+        inner.open.iter().map(|(e, n)| (*e, *n)).collect()
+    }
+
+    /// How many circuits have a failure on record (for tests of the bound).
+    pub fn tracked(&self) -> usize {
+        self.lock().states.len()
     }
 }
 
@@ -117,31 +195,44 @@ mod tests {
         })
     }
 
-    const E: Endpoint = Endpoint::DeliveryAccount;
+    fn key(target: &str) -> CircuitKey {
+        (Endpoint::DeliveryAccount, target.to_owned())
+    }
 
-    /// Three failed calls: the circuit of `breakers()` opens at `t`.
-    fn trip(b: &Breakers, t: Instant) {
+    /// Three failed calls: the circuit of `target` opens at `t`.
+    fn trip(b: &Breakers, target: &str, t: Instant) {
         for _ in 0..3 {
-            b.admit(E, t).unwrap();
-            b.record(E, Err(FailureReason::ServerError), t);
+            b.admit(&key(target), t).unwrap();
+            b.record(&key(target), Err(FailureReason::ServerError), t);
         }
     }
 
     #[test]
     fn the_circuit_opens_after_n_consecutive_failures_and_refuses_calls() {
         let b = breakers();
+        let k = key("1");
         let t = Instant::now();
         for _ in 0..2 {
-            assert!(b.admit(E, t).is_ok());
-            assert!(!b.record(E, Err(FailureReason::ServerError), t));
+            assert!(b.admit(&k, t).is_ok());
+            assert_eq!(b.record(&k, Err(FailureReason::ServerError), t), 0);
         }
-        assert!(b.admit(E, t).is_ok());
-        assert!(b.record(E, Err(FailureReason::Timeout), t));
-        assert_eq!(
-            b.admit(E, t + Duration::from_secs(59)),
-            Err(Open {
-                reason: FailureReason::Timeout
-            })
+        assert!(b.admit(&k, t).is_ok());
+        assert_eq!(b.record(&k, Err(FailureReason::Timeout), t), 1);
+        assert_eq!(b.admit(&k, t + Duration::from_secs(59)), Err(Open));
+    }
+
+    #[test]
+    fn a_broken_target_never_opens_the_circuit_of_another() {
+        let b = breakers();
+        let t = Instant::now();
+        trip(&b, "broken", t);
+        assert_eq!(b.admit(&key("broken"), t), Err(Open));
+        assert!(b.admit(&key("healthy"), t).is_ok());
+        assert_eq!(b.record(&key("healthy"), Ok(()), t), 1);
+        assert!(
+            b.admit(&(Endpoint::TracemailDaily, "broken".to_owned()), t)
+                .is_ok(),
+            "the same id on another endpoint is another circuit"
         );
     }
 
@@ -149,36 +240,40 @@ mod tests {
     fn after_the_cool_down_one_probe_goes_through_and_its_success_closes() {
         let b = breakers();
         let t = Instant::now();
-        trip(&b, t);
+        trip(&b, "1", t);
         let later = t + Duration::from_secs(61);
-        assert!(b.admit(E, later).is_ok(), "the probe");
-        assert!(b.admit(E, later).is_err(), "only one probe at a time");
-        assert!(!b.record(E, Ok(()), later));
-        assert!(b.admit(E, later).is_ok());
+        assert!(b.admit(&key("1"), later).is_ok(), "the probe");
+        assert!(
+            b.admit(&key("1"), later).is_err(),
+            "only one probe at a time"
+        );
+        assert_eq!(b.record(&key("1"), Ok(()), later), 0);
+        assert!(b.admit(&key("1"), later).is_ok());
+        assert_eq!(b.tracked(), 0, "a closed circuit keeps no entry");
     }
 
     #[test]
     fn a_failed_probe_reopens_for_another_cool_down() {
         let b = breakers();
         let t = Instant::now();
-        trip(&b, t);
+        trip(&b, "1", t);
         let later = t + Duration::from_secs(61);
-        b.admit(E, later).unwrap();
-        assert!(b.record(E, Err(FailureReason::Connect), later));
-        assert!(b.admit(E, later + Duration::from_secs(30)).is_err());
-        assert!(b.admit(E, later + Duration::from_secs(61)).is_ok());
+        b.admit(&key("1"), later).unwrap();
+        assert_eq!(b.record(&key("1"), Err(FailureReason::Connect), later), 1);
+        assert!(b.admit(&key("1"), later + Duration::from_secs(30)).is_err());
+        assert!(b.admit(&key("1"), later + Duration::from_secs(61)).is_ok());
     }
 
     #[test]
     fn an_abandoned_probe_lets_the_next_one_through() {
         let b = breakers();
         let t = Instant::now();
-        trip(&b, t);
+        trip(&b, "1", t);
         let later = t + Duration::from_secs(61);
-        b.admit(E, later).unwrap();
-        b.abandon(E);
+        b.admit(&key("1"), later).unwrap();
+        b.abandon(&key("1"));
         assert!(
-            b.admit(E, later).is_ok(),
+            b.admit(&key("1"), later).is_ok(),
             "a dropped probe does not wedge the circuit open"
         );
     }
@@ -188,8 +283,39 @@ mod tests {
         let b = breakers();
         let t = Instant::now();
         for _ in 0..10 {
-            b.admit(E, t).unwrap();
-            assert!(!b.record(E, Err(FailureReason::NotFound), t));
+            b.admit(&key("1"), t).unwrap();
+            assert_eq!(b.record(&key("1"), Err(FailureReason::NotFound), t), 0);
         }
+        assert_eq!(b.tracked(), 0);
+    }
+
+    #[test]
+    fn a_cool_down_past_the_end_of_the_clock_does_not_panic() {
+        let b = Breakers::new(BreakerPolicy {
+            failures: 1,
+            cooldown: Duration::MAX,
+        });
+        let t = Instant::now();
+        b.admit(&key("1"), t).unwrap();
+        assert_eq!(b.record(&key("1"), Err(FailureReason::Timeout), t), 1);
+        assert!(b.admit(&key("1"), t).is_err());
+    }
+
+    #[test]
+    fn a_reload_keeps_the_state_of_configured_targets_and_forgets_the_rest() {
+        let b = breakers();
+        let t = Instant::now();
+        trip(&b, "kept", t);
+        trip(&b, "gone", t);
+        let open = b.reconfigure(
+            BreakerPolicy {
+                failures: 3,
+                cooldown: Duration::from_secs(60),
+            },
+            |k| k.1 == "kept",
+        );
+        assert_eq!(open, vec![(Endpoint::DeliveryAccount, 1)]);
+        assert!(b.admit(&key("kept"), t).is_err(), "still open");
+        assert!(b.admit(&key("gone"), t).is_ok());
     }
 }

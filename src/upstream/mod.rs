@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 use crate::config::{ApiConfig, RetryPolicy};
 use crate::labels::{Endpoint, FailureReason};
 use crate::telemetry::Telemetry;
-use breaker::Breakers;
+use breaker::{Breakers, CircuitKey};
 use tokio::time::Instant;
 
 /// A failed upstream call: the bounded reason, plus a short detail for logs and the landing
@@ -61,7 +61,13 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(api: &ApiConfig, telemetry: Arc<Telemetry>) -> Result<Self, BuildError> {
+    /// A client for `api`. The breakers are passed in because they outlive a client: a reload
+    /// that changes nothing about a target keeps its circuit's state.
+    pub fn new(
+        api: &ApiConfig,
+        telemetry: Arc<Telemetry>,
+        breakers: Arc<Breakers>,
+    ) -> Result<Self, BuildError> {
         let mut headers = HeaderMap::new();
         headers.insert(
             reqwest::header::ACCEPT,
@@ -86,7 +92,7 @@ impl Client {
             max_body: api.max_response_bytes,
             deadline: None,
             retry: api.retry,
-            breakers: Arc::new(Breakers::new(api.breaker)),
+            breakers,
         })
     }
 
@@ -105,29 +111,44 @@ impl Client {
     /// `GET /api/delivery/accounts/{id}`: the account record.
     pub async fn delivery_account(&self, id: i32) -> Result<Value, UpstreamError> {
         let url = format!("{}/api/delivery/accounts/{id}", self.base_url);
-        self.record(Endpoint::DeliveryAccount, self.http.get(url))
-            .await
+        self.record(
+            Endpoint::DeliveryAccount,
+            id.to_string(),
+            self.http.get(url),
+        )
+        .await
     }
 
-    /// `POST /api/delivery/tracemail/dashboard` with `body`: the dashboard record.
-    pub async fn tracemail_dashboard(&self, body: &Value) -> Result<Value, UpstreamError> {
+    /// `POST /api/delivery/tracemail/dashboard` with `body`: the dashboard record. `view` names
+    /// the view (its circuit).
+    pub async fn tracemail_dashboard(
+        &self,
+        view: String,
+        body: &Value,
+    ) -> Result<Value, UpstreamError> {
         let url = format!("{}/api/delivery/tracemail/dashboard", self.base_url);
-        self.record(Endpoint::TracemailDashboard, self.http.post(url).json(body))
-            .await
+        self.record(
+            Endpoint::TracemailDashboard,
+            view,
+            self.http.post(url).json(body),
+        )
+        .await
     }
 
     /// `GET /api/delivery/tracemail/daily/{account}?type=account`: one item per day.
     pub async fn tracemail_daily(&self, account: i32) -> Result<Vec<Value>, UpstreamError> {
         let url = format!("{}/api/delivery/tracemail/daily/{account}", self.base_url);
         let request = self.http.get(url).query(&[("type", "account")]);
-        self.records(Endpoint::TracemailDaily, request).await
+        self.records(Endpoint::TracemailDaily, account.to_string(), request)
+            .await
     }
 
     /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`: one item per domain.
     pub async fn tracemail_domains_rank(&self, account: i32) -> Result<Vec<Value>, UpstreamError> {
         let url = format!("{}/api/delivery/tracemail/daily/{account}", self.base_url);
         let request = self.http.get(url).query(&[("type", "domains-rank")]);
-        self.records(Endpoint::TracemailDomainsRank, request).await
+        self.records(Endpoint::TracemailDomainsRank, account.to_string(), request)
+            .await
     }
 
     /// `GET /api/migrations/{code}/stats`: the `aggregate` object. `code` was validated
@@ -135,7 +156,9 @@ impl Client {
     pub async fn migration_stats(&self, code: &str) -> Result<Value, UpstreamError> {
         let url = format!("{}/api/migrations/{code}/stats", self.base_url);
         let endpoint = Endpoint::MigrationStats;
-        let body = self.call(endpoint, self.http.get(url)).await?;
+        let body = self
+            .call(endpoint, code.to_owned(), self.http.get(url))
+            .await?;
         let aggregate = match body {
             Value::Object(mut map) => map.remove("aggregate"),
             _ => None,
@@ -168,7 +191,7 @@ impl Client {
             "{}/api/domains/{domain_code}/email_accounts/{code}",
             self.base_url
         );
-        self.record(Endpoint::EmailAccount, self.http.get(url))
+        self.record(Endpoint::EmailAccount, code.to_owned(), self.http.get(url))
             .await
     }
 
@@ -176,9 +199,10 @@ impl Client {
     async fn records(
         &self,
         endpoint: Endpoint,
+        target: String,
         request: reqwest::RequestBuilder,
     ) -> Result<Vec<Value>, UpstreamError> {
-        let body = self.call(endpoint, request).await?;
+        let body = self.call(endpoint, target, request).await?;
         resources(body).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
     }
 
@@ -186,9 +210,10 @@ impl Client {
     async fn record(
         &self,
         endpoint: Endpoint,
+        target: String,
         request: reqwest::RequestBuilder,
     ) -> Result<Value, UpstreamError> {
-        let body = self.call(endpoint, request).await?;
+        let body = self.call(endpoint, target, request).await?;
         first_resource(body).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
     }
 
@@ -196,23 +221,27 @@ impl Client {
     /// retried with exponential back-off and jitter on `timeout`, `connect`, `server_error` and
     /// `rate_limited` (honouring `Retry-After`), never on other answers; behind the endpoint's
     /// circuit breaker. All our calls are reads (GETs and the dashboard POST, which changes
-    /// nothing), so retrying them is safe.
+    /// nothing), so retrying them is safe. `target` names the circuit: the account id, view,
+    /// migration or mailbox code.
     async fn call(
         &self,
         endpoint: Endpoint,
+        target: String,
         request: reqwest::RequestBuilder,
     ) -> Result<Value, UpstreamError> {
-        if let Err(open) = self.breakers.admit(endpoint, Instant::now()) {
-            self.telemetry.observe_failure(endpoint, open.reason);
+        let key: CircuitKey = (endpoint, target);
+        if self.breakers.admit(&key, Instant::now()).is_err() {
+            self.telemetry
+                .observe_failure(endpoint, FailureReason::CircuitOpen);
             return Err(UpstreamError::new(
-                open.reason,
-                "circuit open after repeated failures: not calling until the cool-down ends",
+                FailureReason::CircuitOpen,
+                "not called: this target failed repeatedly; one probe goes out after the circuit breaker's cool-down",
             ));
         }
         // If this future is dropped before the outcome is recorded, the breaker is told.
         let mut admitted = Admitted {
             breakers: &self.breakers,
-            endpoint,
+            key: &key,
             done: false,
         };
         let mut retries = 0;
@@ -241,11 +270,14 @@ impl Client {
                 Some(after) => after,
                 None => backoff(&self.retry, retries),
             };
-            let now = Instant::now();
-            let past_deadline = match self.deadline {
-                Some(d) => now + wait >= d,
+            // An absurd Retry-After (years) must not overflow the clock: past the end of it is
+            // past the deadline.
+            let resume = Instant::now().checked_add(wait);
+            let past_deadline = match (self.deadline, resume) {
+                (_, None) => true,
+                (Some(d), Some(resume)) => resume >= d,
                 // Without a deadline, a Retry-After beyond the longest back-off is not waited for.
-                None => wait > self.retry.max_backoff,
+                (None, Some(_)) => wait > self.retry.max_backoff,
             };
             if past_deadline {
                 let detail = match e.retry_after {
@@ -269,11 +301,11 @@ impl Client {
         };
         admitted.done = true;
         let open = self.breakers.record(
-            endpoint,
+            &key,
             result.as_ref().map(|_| ()).map_err(|e| e.reason),
             Instant::now(),
         );
-        self.telemetry.set_circuit_open(endpoint, open);
+        self.telemetry.set_open_circuits(endpoint, open);
         result
     }
 
@@ -307,7 +339,10 @@ impl Client {
         })?;
         token.set_sensitive(true);
         let started = Instant::now();
-        let own_limit = started + self.timeout;
+        // The config bounds the timeout; saturate anyway rather than panic.
+        let own_limit = started
+            .checked_add(self.timeout)
+            .unwrap_or(started + Duration::from_secs(86_400));
         let limit = self.deadline.map_or(own_limit, |d| d.min(own_limit));
         let result =
             tokio::time::timeout_at(limit, self.exchange(request.header("X-Api-Token", token)))
@@ -390,14 +425,14 @@ impl Client {
 /// An admitted call, until its outcome is recorded; dropped early, it gives up its place.
 struct Admitted<'a> {
     breakers: &'a Breakers,
-    endpoint: Endpoint,
+    key: &'a CircuitKey,
     done: bool,
 }
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.breakers.abandon(self.endpoint);
+            self.breakers.abandon(self.key);
         }
     }
 }

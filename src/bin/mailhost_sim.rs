@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use mailhost_exporter::shutdown::cancel_on_signal;
-use mailhost_exporter::sim::{DEMO_SEED, SimConfig, Simulator, traffic};
+use mailhost_exporter::sim::{AccountSeed, DEMO_SEED, SimConfig, Simulator, traffic};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -38,11 +38,22 @@ struct Args {
     /// Seed of the random source used by fault injection.
     #[arg(long, default_value_t = DEMO_SEED)]
     seed: u64,
+    /// Adds this many plain Delivery accounts, ids 100001 upwards, next to the demo fleet (for
+    /// benchmarks of large fleets).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    extra_accounts: u32,
 }
+
+/// The id of the first account `--extra-accounts` adds.
+const FIRST_EXTRA_ACCOUNT: i32 = 100_001;
 
 fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
+        // Colour codes only for a person at a terminal, never into a log file or pipe.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // Logs go to standard error, as the exporter's do.
+        .with_writer(std::io::stderr)
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
@@ -76,6 +87,14 @@ async fn run(args: Args) -> Result<(), String> {
     };
     let mut config = SimConfig::demo(&token);
     config.seed = args.seed;
+    for i in 0..args.extra_accounts as i32 {
+        let id = FIRST_EXTRA_ACCOUNT + i;
+        config.accounts.push(AccountSeed {
+            id,
+            username: format!("bench{id}"),
+            ..AccountSeed::default()
+        });
+    }
     let identities = config.send_identities();
     let targets = config.demo_targets();
     let accounts = targets.accounts.clone();
@@ -90,7 +109,8 @@ async fn run(args: Args) -> Result<(), String> {
     let base_url = format!("http://{}", reachable(addr));
     tracing::info!(
         url = %base_url,
-        accounts = ?accounts,
+        accounts = accounts.len(),
+        first_accounts = ?&accounts[..accounts.len().min(8)],
         example = %format!("curl -H 'X-Api-Token: ...' {base_url}/api/delivery/accounts/{}", accounts.first().copied().unwrap_or(1001)),
         "simulated provider listening"
     );

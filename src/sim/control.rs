@@ -19,7 +19,11 @@ pub(crate) fn router() -> Router<Simulator> {
     Router::new()
         .route("/_sim/state", get(state))
         .route("/_sim/faults", delete(clear_faults))
-        .route("/_sim/faults/{route}", put(set_fault).delete(clear_fault))
+        .route(
+            "/_sim/faults/{route}",
+            put(set_fault).post(add_fault).delete(clear_fault),
+        )
+        .route("/_sim/hits", get(hits))
 }
 
 /// Accounts as records, their API tokens, domains, suppression list, migration statistics,
@@ -104,6 +108,26 @@ async fn set_fault(
     spec.validate().map_err(ApiError::BadRequest)?;
     sim.set_fault(route, spec.clone());
     Ok(Json(json!({ "route": route.name(), "fault": spec })))
+}
+
+/// Adds a fault beside those in force on the route (for per-target faults, each with its own
+/// `only_ids`).
+async fn add_fault(
+    State(sim): State<Simulator>,
+    auth: Management,
+    RouteParam(route): RouteParam,
+    JsonBody(spec): JsonBody<FaultSpec>,
+) -> Result<Json<Value>, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    spec.validate().map_err(ApiError::BadRequest)?;
+    sim.add_fault(route, spec.clone());
+    Ok(Json(json!({ "route": route.name(), "added": spec })))
+}
+
+/// How many requests each path received: `{"hits": {"/api/...": n, ...}}`.
+async fn hits(State(sim): State<Simulator>, auth: Management) -> Result<Json<Value>, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    Ok(Json(json!({ "hits": sim.all_hits() })))
 }
 
 async fn clear_fault(

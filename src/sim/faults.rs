@@ -246,6 +246,11 @@ impl Faults {
         }
     }
 
+    pub(crate) fn all_hits(&self) -> BTreeMap<String, u64> {
+        let hits = self.hits.lock().expect("hits mutex poisoned");
+        hits.iter().map(|(p, n)| (p.clone(), *n)).collect()
+    }
+
     /// Requests received for exactly this path, faulted or not.
     pub(crate) fn hits(&self, path: &str) -> u64 {
         self.hits

@@ -278,6 +278,11 @@ impl Simulator {
         self.inner.faults.hits(path)
     }
 
+    /// Requests received per path.
+    pub fn all_hits(&self) -> std::collections::BTreeMap<String, u64> {
+        self.inner.faults.all_hits()
+    }
+
     pub fn clear_faults(&self) {
         self.inner.faults.clear();
     }

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Isolation benchmark: 500 Delivery accounts, 50 of them broken in mixed ways (20 never answer,
+15 answer 500, 15 break their body half way), against the release binaries on loopback.
+
+Reports, for every scrape over the measured window, how many of the 450 healthy accounts had
+success 1 and values, and how many calls each broken account cost per circuit-breaker cool-down.
+Everything it starts is stopped at the end; every wait is bounded.
+
+    python3 bench/isolation.py [--interval 5] [--cooldown 60] [--window 130]
+
+The window opens once every broken account's circuit is open (after the first runs, which are
+reported on their own) and lasts --window seconds (default: two cool-downs and an interval).
+
+Build first (`cargo build --release --bins`) or pass --build.
+"""
+
+import argparse
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release")
+FIRST = 100_001
+ACCOUNTS = 500
+SILENT, FAILING, CUT = range(0, 20), range(20, 35), range(35, 50)  # offsets of broken ones
+
+
+def spread(offsets):
+    """Broken accounts spread over the fleet (every 10th), not bunched at one end."""
+    return [FIRST + 10 * i for i in offsets]
+
+
+def wait_log(path, pattern, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            m = re.search(pattern, f.read())
+        if m:
+            return m.group(1)
+        time.sleep(0.1)
+    sys.exit(f"gave up waiting for {pattern!r} in {path}")
+
+
+def http(method, url, token=None, body=None, timeout=10):
+    req = urllib.request.Request(url, method=method, data=body)
+    if token:
+        req.add_header("X-Api-Token", token)
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def series(body, name):
+    out = {}
+    for line in body.splitlines():
+        if line.startswith(name + "{"):
+            labels, _, value = line.rpartition(" ")
+            out[labels] = float(value)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--window", type=int, default=0, help="seconds; 0: 2 cool-downs + 1 interval")
+    ap.add_argument("--interval", type=int, default=5, help="collector interval, seconds")
+    ap.add_argument("--cooldown", type=int, default=60, help="circuit breaker cool-down, s")
+    ap.add_argument("--build", action="store_true")
+    args = ap.parse_args()
+    if args.build:
+        subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
+    work = tempfile.mkdtemp(prefix="mailhost-isolation-")
+    token = "bench-" + secrets.token_hex(12)
+    procs = []
+    try:
+        sim_log = os.path.join(work, "sim.log")
+        procs.append(subprocess.Popen(
+            [os.path.join(BIN, "mailhost_sim"), "--listen", "127.0.0.1:0",
+             "--extra-accounts", str(ACCOUNTS)],
+            env={**os.environ, "MAILHOST_SIM_TOKEN": token, "RUST_LOG": "warn,mailhost_sim=info",
+                 "NO_COLOR": "1"},
+            stdout=subprocess.DEVNULL, stderr=open(sim_log, "w")))
+        sim = wait_log(sim_log, r"url=(http://[0-9.:]+)", 30)
+        route = f"{sim}/_sim/faults/delivery_account_get"
+        for ids, spec in [
+            (spread(SILENT), {"latency_ms": 3_600_000}),
+            (spread(FAILING), {"error_rate": 1.0, "error_status": 500}),
+            (spread(CUT), {"reset_mid_body": True}),
+        ]:
+            spec["only_ids"] = [str(i) for i in ids]
+            http("POST", route, token, json.dumps(spec).encode())
+        broken = set(spread(SILENT)) | set(spread(FAILING)) | set(spread(CUT))
+        healthy = [i for i in range(FIRST, FIRST + ACCOUNTS) if i not in broken]
+
+        with open(os.path.join(work, "token"), "w") as f:
+            f.write(token)
+        config = os.path.join(work, "config.yml")
+        with open(config, "w") as f:
+            f.write(
+                f"api:\n  base_url: {sim}\n  token_file: {work}/token\n  timeout: 1s\n"
+                f"  circuit_breaker_cooldown: {args.cooldown}s\n"
+                f"collectors:\n  delivery_account:\n    interval: {args.interval}s\n"
+                f"    accounts: [{', '.join(str(i) for i in range(FIRST, FIRST + ACCOUNTS))}]\n")
+        exp_log = os.path.join(work, "exporter.log")
+        procs.append(subprocess.Popen(
+            [os.path.join(BIN, "mailhost_exporter"), f"--config.file={config}",
+             "--web.listen-address=127.0.0.1:0"],
+            stdout=subprocess.DEVNULL, stderr=open(exp_log, "w")))
+        exporter = "http://" + wait_log(exp_log, r"address=([0-9.:]+)", 30)
+
+        def healthy_ok(body):
+            ok = series(body, "mailhost_target_success")
+            values = series(body, "mailhost_delivery_remaining_messages")
+            return sum(
+                1 for i in healthy
+                if ok.get(f'mailhost_target_success{{collector="delivery_account",target="{i}"}}') == 1.0
+                and f'mailhost_delivery_remaining_messages{{account_id="{i}"}}' in values)
+
+        # The first run: broken accounts are interleaved with healthy ones and nothing is known
+        # of them yet.
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            body = http("GET", f"{exporter}/metrics")
+            if 'mailhost_collector_success{collector="delivery_account"}' in body:
+                break
+            time.sleep(0.2)
+        first = healthy_ok(body)
+        warm = [first]
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            body = http("GET", f"{exporter}/metrics")
+            warm.append(healthy_ok(body))
+            if series(body, "mailhost_api_open_circuits").get(
+                    'mailhost_api_open_circuits{endpoint="delivery_account"}') == len(broken):
+                break
+            time.sleep(1)
+        warm_up = len(warm)
+        hits0 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
+        start = time.time()
+        samples = []
+        span = args.window or 2 * args.cooldown + args.interval
+        while time.time() - start < span:
+            body = http("GET", f"{exporter}/metrics")
+            samples.append(healthy_ok(body))
+            time.sleep(1)
+        window = time.time() - start
+        hits1 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
+        open_circuits = series(body, "mailhost_api_open_circuits")
+        rss = {}
+        with open(f"/proc/{procs[1].pid}/status") as f:
+            for line in f:
+                if line.startswith(("VmHWM", "VmRSS")):
+                    k, v = line.split(":")
+                    rss[k] = v.strip()
+
+        def calls(ids):
+            c = [hits1.get(f"/api/delivery/accounts/{i}", 0) - hits0.get(f"/api/delivery/accounts/{i}", 0)
+                 for i in ids]
+            return min(c), max(c)
+
+        print(f"accounts: {ACCOUNTS} ({len(healthy)} healthy, {len(broken)} broken: "
+              f"20 never answer, 15 answer 500, 15 cut their body short)")
+        print(f"interval {args.interval}s, api.timeout 1s, cool-down {args.cooldown}s, "
+              f"window {window:.0f}s ({window / args.interval:.0f} intervals), {len(samples)} scrapes")
+        print(f"healthy with success 1 and values after the first run: {first}/{len(healthy)}")
+        print(f"until every broken circuit was open ({warm_up} scrapes, one a second): healthy "
+              f"with success 1 and values min {min(warm)}, max {max(warm)}")
+        print(f"healthy with success 1 and values in every scrape of the window: "
+              f"min {min(samples)}, max {max(samples)} of {len(healthy)}")
+        hmin, hmax = calls(healthy)
+        print(f"HTTP requests per healthy account in the window: {hmin} to {hmax}")
+        for name, ids in [("never answer", spread(SILENT)), ("500", spread(FAILING)),
+                          ("cut short", spread(CUT))]:
+            lo, hi = calls(ids)
+            print(f"HTTP requests per broken account ({name}) in the window: {lo} to {hi} "
+                  f"(window / cool-down = {window / args.cooldown:.2f})")
+        print(f"open circuits at the end: {open_circuits}")
+        print(f"exporter memory: {rss}")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -45,3 +45,6 @@ mod lifecycle;
 
 // The fault matrix, retries, Retry-After and the circuit breaker.
 mod fault_matrix;
+
+// Memory against hostile but valid answers: tiny objects and ever-changing keys, as a child.
+mod memory;

@@ -16,6 +16,16 @@ pub const RETRIED: [FailureReason; 4] = [
     FailureReason::RateLimited,
 ];
 
+/// Distinct `(endpoint, path)` shapes of parse problems logged at warn level. Paths come from
+/// the upstream's keys, so without a bound an upstream whose keys change on every answer would
+/// grow the set (and the log) forever; beyond it, new shapes are still counted in
+/// `mailhost_parse_problems_total` but logged at debug level, after one warn line saying so.
+pub const MAX_LOGGED_SHAPES: usize = 256;
+/// Longest path of a parse problem kept and logged, in characters.
+pub const MAX_LOGGED_PATH_CHARS: usize = 120;
+/// Longest description of a found value that reaches a log line, in characters.
+pub const MAX_LOGGED_FOUND_CHARS: usize = 64;
+
 /// Upper bounds of the request latency histogram, in seconds.
 pub const DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
@@ -34,8 +44,11 @@ struct Inner {
     parse_problems: BTreeMap<Endpoint, u64>,
     retries: BTreeMap<(Endpoint, FailureReason), u64>,
     open_circuits: BTreeMap<Endpoint, usize>,
-    /// Parse problems already logged at warn level: one line per shape, not one per scrape.
+    /// Parse problems already logged at warn level: one line per shape, not one per scrape;
+    /// at most [`MAX_LOGGED_SHAPES`].
     logged: HashSet<(Endpoint, String)>,
+    /// Whether the one line saying that new shapes are no longer logged was written.
+    shapes_suppressed: bool,
 }
 
 /// Build facts for `mailhost_build_info`.
@@ -159,25 +172,56 @@ impl Telemetry {
         *self.lock().failures.entry((endpoint, reason)).or_default() += 1;
     }
 
-    /// A field that had a shape we cannot read. Counted every time, logged once per path.
+    /// A field that had a shape we cannot read. Counted every time; logged at warn level once
+    /// per path for the first [`MAX_LOGGED_SHAPES`] paths, at debug level otherwise. The path
+    /// and the found value are cut short and token-like runs in them are redacted.
     pub fn parse_problem(&self, endpoint: Endpoint, path: &str, found: &str) {
-        let mut inner = self.lock();
-        *inner.parse_problems.entry(endpoint).or_default() += 1;
-        if inner.logged.insert((endpoint, path.to_owned())) {
+        let path = shorten(path, MAX_LOGGED_PATH_CHARS);
+        let (first, suppressing) = {
+            let mut inner = self.lock();
+            *inner.parse_problems.entry(endpoint).or_default() += 1;
+            let key = (endpoint, path.clone());
+            if inner.logged.contains(&key) {
+                (false, false)
+            } else if inner.logged.len() < MAX_LOGGED_SHAPES {
+                inner.logged.insert(key);
+                (true, false)
+            } else {
+                (
+                    false,
+                    !std::mem::replace(&mut inner.shapes_suppressed, true),
+                )
+            }
+        };
+        // Logged without the lock: a slow log sink must not stall the collectors.
+        let path = redact(&path);
+        let found = shorten(&redact(found), MAX_LOGGED_FOUND_CHARS);
+        if suppressing {
+            tracing::warn!(
+                shapes = MAX_LOGGED_SHAPES,
+                "unexpected shapes in upstream answers: new shapes are no longer logged at warn level (still counted in mailhost_parse_problems_total; debug level shows them)"
+            );
+        }
+        if first {
             tracing::warn!(
                 endpoint = endpoint.as_str(),
-                path,
-                found,
+                path = %path,
+                found = %found,
                 "unexpected shape in upstream answer; value skipped (logged once per path)"
             );
         } else {
             tracing::debug!(
                 endpoint = endpoint.as_str(),
-                path,
-                found,
+                path = %path,
+                found = %found,
                 "unexpected shape in upstream answer; value skipped"
             );
         }
+    }
+
+    /// How many parse-problem shapes have been logged at warn level.
+    pub fn logged_shapes(&self) -> usize {
+        self.lock().logged.len()
     }
 
     pub fn families(&self) -> Vec<Family> {
@@ -287,6 +331,48 @@ impl Telemetry {
     }
 }
 
+/// `text` cut at `max` characters, marked with `…` when cut.
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Characters of base64, base64url and hex: what tokens and keys are written in.
+fn token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-')
+}
+
+/// `text` with every token-like run replaced by `[redacted]`: a run of [`token_char`]s of at
+/// least 16 that mixes letters and digits, or of at least 40 of any kind. Field names (letters
+/// and `_`, at most 32 long in this API) and numbers are kept.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        let n = run.chars().count();
+        let mixed =
+            run.chars().any(|c| c.is_ascii_digit()) && run.chars().any(|c| c.is_ascii_alphabetic());
+        if (n >= 16 && mixed) || n >= 40 {
+            out.push_str("[redacted]");
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if token_char(c) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,5 +411,67 @@ mod tests {
         assert!(out.contains(
             "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n"
         ));
+    }
+
+    #[test]
+    fn the_set_of_logged_shapes_stops_growing_at_its_bound() {
+        let t = Telemetry::new(&[Endpoint::TracemailDashboard]);
+        let n = MAX_LOGGED_SHAPES * 4;
+        for i in 0..n {
+            let path = format!("overview.key_{i}");
+            t.parse_problem(Endpoint::TracemailDashboard, &path, "string \"x\"");
+            // The same path again is neither logged at warn level nor kept twice.
+            t.parse_problem(Endpoint::TracemailDashboard, &path, "string \"x\"");
+        }
+        assert_eq!(t.logged_shapes(), MAX_LOGGED_SHAPES);
+        assert!(t.lock().shapes_suppressed);
+        let mut out = String::new();
+        write_families(&mut out, &t.families(), Format::Classic);
+        assert!(
+            out.contains(&format!(
+                "mailhost_parse_problems_total{{endpoint=\"tracemail_dashboard\"}} {}\n",
+                2 * n
+            )),
+            "every problem is still counted:\n{out}"
+        );
+    }
+
+    #[test]
+    fn long_paths_are_kept_cut_so_the_set_holds_small_keys() {
+        let t = Telemetry::new(&[Endpoint::TracemailDashboard]);
+        let long = "k".repeat(10_000);
+        t.parse_problem(Endpoint::TracemailDashboard, &long, "object");
+        let inner = t.lock();
+        let (_, kept) = inner.logged.iter().next().unwrap();
+        assert_eq!(kept.chars().count(), MAX_LOGGED_PATH_CHARS + 1);
+        assert!(kept.ends_with('…'));
+    }
+
+    #[test]
+    fn token_like_runs_are_redacted_and_field_names_and_numbers_kept() {
+        assert_eq!(
+            redact("string \"sentinel-Tok3n-9f2c41d7\""),
+            "string \"[redacted]\""
+        );
+        assert_eq!(
+            redact("daily_activity[1].abcdef0123456789abcdef.count"),
+            "daily_activity[1].[redacted].count"
+        );
+        assert_eq!(
+            redact(&format!("string \"{}\"", "Q".repeat(40))),
+            "string \"[redacted]\""
+        );
+        for kept in [
+            "remaining_extra_messages_bought",
+            "top_accounts_by_delivery_account[0]",
+            "number 1795334400000",
+            "string \"2026-11-22T08:00:00Z\"",
+            "quota (700) against quota_human",
+            "overview.key_123456789",
+        ] {
+            assert_eq!(redact(kept), kept);
+        }
+        assert_eq!(shorten("abcdef", 3), "abc…");
+        assert_eq!(shorten("é漢🦀", 3), "é漢🦀");
     }
 }

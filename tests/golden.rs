@@ -1,7 +1,8 @@
 //! Golden files: an upstream body in, the exact exposition out. Each case is a pair
 //! `tests/fixtures/golden/<collector>/<case>.json` and `.prom`; parse problems are listed after
 //! the exposition as `# parse problem:` comments. `UPDATE_GOLDEN=1 cargo test golden` rewrites
-//! the `.prom` files; review the diff before committing it.
+//! the `.prom` files; review the diff before committing it. Bodies go through the client's
+//! bounded decoder (from their bytes, with each call's field set), as a real answer does.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,11 +17,12 @@ use mailhost_exporter::exposition::{Format, write_families};
 use mailhost_exporter::labels::CollectorName;
 use mailhost_exporter::metrics;
 use mailhost_exporter::snapshot::Snapshot;
+use mailhost_exporter::upstream::decode::aggregate;
 use mailhost_exporter::upstream::model::{
-    DeliveryAccount, Mailbox, Migration, ParseProblem, read_daily, read_dashboard,
-    read_domains_rank,
+    DASHBOARD_FIELDS, DeliveryAccount, Mailbox, Migration, ParseProblem, read_daily,
+    read_dashboard, read_domains_rank,
 };
-use mailhost_exporter::upstream::{first_resource, resources};
+use mailhost_exporter::upstream::{Fields, first_resource, resources};
 
 /// The fixed moment every golden run happens at: 2026-11-22T08:00:00Z.
 const NOW: i64 = 1_795_334_400;
@@ -51,7 +53,7 @@ fn render(spec: &CollectorSpec, data: TargetData, problems: &[ParseProblem]) -> 
     out
 }
 
-fn check_dir(collector: &str, produce: impl Fn(serde_json::Value) -> String) {
+fn check_dir(collector: &str, produce: impl Fn(&[u8]) -> String) {
     let dir = Path::new("tests/fixtures/golden").join(collector);
     let mut cases = 0;
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
@@ -63,9 +65,7 @@ fn check_dir(collector: &str, produce: impl Fn(serde_json::Value) -> String) {
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
     {
-        let body: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(input).unwrap()).unwrap();
-        let got = produce(body);
+        let got = produce(&std::fs::read(input).unwrap());
         let golden = input.with_extension("prom");
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
             std::fs::write(&golden, &got).unwrap();
@@ -100,7 +100,7 @@ fn delivery_account_bodies_render_exactly_as_their_golden_files() {
         settings: Settings::None,
     };
     check_dir("delivery_account", |body| {
-        let record = first_resource(body).unwrap();
+        let record = first_resource(body, DeliveryAccount::FIELDS).unwrap();
         let (account, problems) = DeliveryAccount::from_record(&record).unwrap();
         render(&spec, TargetData::DeliveryAccount(account), &problems)
     });
@@ -126,7 +126,7 @@ fn tracemail_dashboard_bodies_render_exactly_as_their_golden_files() {
         unreachable!()
     };
     check_dir("tracemail_dashboard", |body| {
-        let record = first_resource(body).unwrap();
+        let record = first_resource(body, DASHBOARD_FIELDS).unwrap();
         let (dashboard, problems) =
             read_dashboard(&record, &cfg.date_format, today(), cfg.limit as usize).unwrap();
         let data = DashboardData {
@@ -143,9 +143,12 @@ fn tracemail_daily_bodies_render_exactly_as_their_golden_files() {
     let Settings::Daily(cfg) = spec.settings.clone() else {
         unreachable!()
     };
-    check_dir("tracemail_daily", |mut body| {
-        let days = resources(body["daily"].take()).unwrap();
-        let ranks = resources(body["domains_rank"].take()).unwrap();
+    check_dir("tracemail_daily", |body| {
+        // Both answers in one file: each is written back to bytes and decoded on its own.
+        let body: serde_json::Value = serde_json::from_slice(body).unwrap();
+        let bytes = |key: &str| serde_json::to_vec(&body[key]).unwrap();
+        let days = resources(&bytes("daily"), Fields::All).unwrap();
+        let ranks = resources(&bytes("domains_rank"), Fields::All).unwrap();
         let (stats, mut problems) = read_daily(&days, &cfg.date_format, today());
         let (domains, more) = read_domains_rank(&ranks, cfg.top_domains);
         problems.extend(more);
@@ -161,7 +164,8 @@ fn tracemail_daily_bodies_render_exactly_as_their_golden_files() {
 fn migration_bodies_render_exactly_as_their_golden_files() {
     let spec = spec_from("  migration:\n    migrations: [MG00000001]\n");
     check_dir("migration", |body| {
-        let (m, problems) = Migration::from_aggregate(&body["aggregate"]).unwrap();
+        let aggregate = aggregate(body).unwrap().unwrap();
+        let (m, problems) = Migration::from_aggregate(&aggregate).unwrap();
         render(&spec, TargetData::Migration(m), &problems)
     });
 }
@@ -171,7 +175,7 @@ fn mailbox_bodies_render_exactly_as_their_golden_files() {
     let spec =
         spec_from("  mailbox:\n    mailboxes: [{domain: D000000201, mailbox: EA00000001}]\n");
     check_dir("mailbox", |body| {
-        let record = first_resource(body).unwrap();
+        let record = first_resource(body, Mailbox::FIELDS).unwrap();
         let (m, problems) = Mailbox::from_record(&record).unwrap();
         render(&spec, TargetData::Mailbox(m), &problems)
     });

@@ -48,3 +48,6 @@ mod fault_matrix;
 
 // Isolation: broken accounts beside healthy ones, per-target circuits, bursts of reloads.
 mod isolation;
+
+// Memory against hostile but valid answers: tiny objects and ever-changing keys, as a child.
+mod memory;

@@ -1,6 +1,7 @@
-//! Fuzz target: any bytes that are JSON go through every lenient reader of upstream records
-//! (as an envelope and as a bare record) and the real snapshot -> metrics -> exposition path;
-//! nothing may panic and both formats must be well-formed, finite and free of duplicates.
+//! Fuzz target: any bytes that are JSON go through the client's bounded decoder and every
+//! lenient reader of upstream records (as an envelope and as a bare record) and the real
+//! snapshot -> metrics -> exposition path; nothing may panic and both formats must be
+//! well-formed, finite and free of duplicates.
 
 #![no_main]
 
@@ -15,10 +16,12 @@ use mailhost_exporter::config::Config;
 use mailhost_exporter::exposition::{EOF, Format, MAX_LABEL_VALUE_LEN, write_families};
 use mailhost_exporter::metrics;
 use mailhost_exporter::snapshot::Snapshot;
+use mailhost_exporter::upstream::decode::aggregate;
 use mailhost_exporter::upstream::model::{
-    DeliveryAccount, Mailbox, Migration, read_daily, read_dashboard, read_domains_rank,
+    DASHBOARD_FIELDS, DeliveryAccount, Mailbox, Migration, read_daily, read_dashboard,
+    read_domains_rank,
 };
-use mailhost_exporter::upstream::{first_resource, resources};
+use mailhost_exporter::upstream::{Fields, first_resource, resources};
 use serde_json::Value;
 
 /// One target per reading of the body: the record from the envelope, the body as a record
@@ -48,32 +51,33 @@ fn specs() -> &'static [CollectorSpec] {
     })
 }
 
-/// The body as the client unwraps it, and the body itself.
-fn both(body: &Value) -> [Option<Value>; 2] {
-    [first_resource(body.clone()).ok(), Some(body.clone())]
+/// The body as the client decodes it, and the body itself.
+fn both(bytes: &[u8], body: &Value, fields: Fields) -> [Option<Value>; 2] {
+    [first_resource(bytes, fields).ok(), Some(body.clone())]
 }
 
 /// The items of a list endpoint: from the envelope, or the body when it is a list itself.
-fn items(body: &Value) -> Vec<Vec<Value>> {
-    let mut out = vec![resources(body.clone()).unwrap_or_default()];
+fn items(bytes: &[u8], body: &Value) -> Vec<Vec<Value>> {
+    let mut out = vec![resources(bytes, Fields::All).unwrap_or_default()];
     if let Value::Array(list) = body {
         out.push(list.clone());
     }
     // The golden files of the daily collector hold both envelopes in one object.
     for key in ["daily", "domains_rank"] {
         if let Some(v) = body.get(key) {
-            out.push(resources(v.clone()).unwrap_or_default());
+            let inner = serde_json::to_vec(v).unwrap_or_default();
+            out.push(resources(&inner, Fields::All).unwrap_or_default());
         }
     }
     out
 }
 
-fn data(spec: &CollectorSpec, body: &Value) -> Vec<TargetData> {
+fn data(spec: &CollectorSpec, bytes: &[u8], body: &Value) -> Vec<TargetData> {
     let today = jiff::civil::Date::constant(2026, 11, 22);
     let mut out = Vec::new();
     match &spec.settings {
         Settings::Dashboard(cfg) => {
-            for r in both(body).into_iter().flatten() {
+            for r in both(bytes, body, DASHBOARD_FIELDS).into_iter().flatten() {
                 if let Ok((dashboard, _)) =
                     read_dashboard(&r, &cfg.date_format, today, cfg.limit as usize)
                 {
@@ -85,7 +89,7 @@ fn data(spec: &CollectorSpec, body: &Value) -> Vec<TargetData> {
             }
         }
         Settings::Daily(cfg) => {
-            for list in items(body) {
+            for list in items(bytes, body) {
                 let (stats, _) = read_daily(&list, &cfg.date_format, today);
                 let (domains, _) = read_domains_rank(&list, cfg.top_domains);
                 out.push(TargetData::Daily(DailyData { stats, domains }));
@@ -93,21 +97,25 @@ fn data(spec: &CollectorSpec, body: &Value) -> Vec<TargetData> {
         }
         Settings::None => match spec.targets[0] {
             Target::DeliveryAccount(_) => {
-                for r in both(body).into_iter().flatten() {
+                for r in both(bytes, body, DeliveryAccount::FIELDS)
+                    .into_iter()
+                    .flatten()
+                {
                     if let Ok((a, _)) = DeliveryAccount::from_record(&r) {
                         out.push(TargetData::DeliveryAccount(a));
                     }
                 }
             }
             Target::Migration(_) => {
-                for a in [body.get("aggregate"), Some(body)].into_iter().flatten() {
+                let decoded = aggregate(bytes).ok().flatten();
+                for a in [decoded.as_ref(), Some(body)].into_iter().flatten() {
                     if let Ok((m, _)) = Migration::from_aggregate(a) {
                         out.push(TargetData::Migration(m));
                     }
                 }
             }
             Target::Mailbox(_) => {
-                for r in both(body).into_iter().flatten() {
+                for r in both(bytes, body, Mailbox::FIELDS).into_iter().flatten() {
                     if let Ok((m, _)) = Mailbox::from_record(&r) {
                         out.push(TargetData::Mailbox(m));
                     }
@@ -205,7 +213,7 @@ fuzz_target!(|bytes: &[u8]| {
             .targets
             .iter()
             .cloned()
-            .zip(data(spec, &body).into_iter().map(Ok))
+            .zip(data(spec, bytes, &body).into_iter().map(Ok))
             .collect();
         snapshot.apply_run(spec, results, Duration::from_millis(125), now);
     }

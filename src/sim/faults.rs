@@ -50,6 +50,38 @@ pub enum BodyFault {
     /// The real body with every number of its records replaced, in turn, by the strings `"NaN"`,
     /// `"Infinity"`, `"-Infinity"` and `"1e999"`.
     HugeValues,
+    /// The real answer, still valid, carrying about `bytes` bytes of tiny objects `{"a":1}` (one
+    /// per 8 bytes: 500 000 for the default 4 000 000, under the exporter's default 4 MiB limit):
+    /// appended as extra records to the `resources` of an envelope, else as a top-level member
+    /// `"tiny"` (the migration statistics). Written `{"tiny_objects": {"bytes": 4000000}}`;
+    /// `bytes` is optional and at most 256 MiB.
+    TinyObjects {
+        #[serde(default = "default_tiny_bytes")]
+        bytes: u64,
+    },
+    /// The real answer with `count` members added to every object of its records (the records
+    /// included) under fresh random keys on every request (`key_` and up to 10 digits), each
+    /// with the unreadable value `"unreadable"`. Written `{"changing_keys": {"count": 8}}`;
+    /// `count` is optional and at most 10 000.
+    ChangingKeys {
+        #[serde(default = "default_changing_keys")]
+        count: u32,
+    },
+}
+
+/// Default size of the tiny objects of [`BodyFault::TinyObjects`].
+pub const DEFAULT_TINY_BYTES: u64 = 4_000_000;
+/// Default number of fresh keys per object of [`BodyFault::ChangingKeys`].
+pub const DEFAULT_CHANGING_KEYS: u32 = 8;
+/// Largest accepted `count` of [`BodyFault::ChangingKeys`].
+const MAX_CHANGING_KEYS: u32 = 10_000;
+
+fn default_tiny_bytes() -> u64 {
+    DEFAULT_TINY_BYTES
+}
+
+fn default_changing_keys() -> u32 {
+    DEFAULT_CHANGING_KEYS
 }
 
 /// What goes wrong on one route. The default is a healthy route.
@@ -141,6 +173,19 @@ impl FaultSpec {
             return Err(format!(
                 "`oversized_bytes` must be at most {MAX_OVERSIZED_BYTES}, got {bytes}"
             ));
+        }
+        match self.body {
+            Some(BodyFault::TinyObjects { bytes }) if bytes > MAX_OVERSIZED_BYTES => {
+                return Err(format!(
+                    "`tiny_objects.bytes` must be at most {MAX_OVERSIZED_BYTES}, got {bytes}"
+                ));
+            }
+            Some(BodyFault::ChangingKeys { count }) if count > MAX_CHANGING_KEYS => {
+                return Err(format!(
+                    "`changing_keys.count` must be at most {MAX_CHANGING_KEYS}, got {count}"
+                ));
+            }
+            _ => {}
         }
         if let Some(ids) = &self.only_ids
             && (ids.is_empty() || ids.iter().any(String::is_empty))
@@ -568,6 +613,42 @@ mod tests {
                 serde_json::from_slice::<Value>(&bytes).is_err(),
                 "{bytes:?}"
             );
+        }
+    }
+
+    #[test]
+    fn tiny_objects_and_changing_keys_are_written_with_their_size_and_bounded() {
+        let spec: FaultSpec =
+            serde_json::from_value(json!({"body": {"tiny_objects": {}}})).expect("spec");
+        assert_eq!(
+            spec.body,
+            Some(BodyFault::TinyObjects {
+                bytes: DEFAULT_TINY_BYTES
+            })
+        );
+        let spec: FaultSpec =
+            serde_json::from_value(json!({"body": {"changing_keys": {"count": 3}}})).expect("spec");
+        assert_eq!(spec.body, Some(BodyFault::ChangingKeys { count: 3 }));
+        assert_eq!(
+            serde_json::to_value(&spec).expect("json")["body"],
+            json!({"changing_keys": {"count": 3}})
+        );
+        let plain: FaultSpec =
+            serde_json::from_value(json!({"body": "not_json"})).expect("unit variants stay names");
+        assert_eq!(plain.body, Some(BodyFault::NotJson));
+        for body in [
+            BodyFault::TinyObjects {
+                bytes: MAX_OVERSIZED_BYTES + 1,
+            },
+            BodyFault::ChangingKeys {
+                count: MAX_CHANGING_KEYS + 1,
+            },
+        ] {
+            let spec = FaultSpec {
+                body: Some(body),
+                ..FaultSpec::default()
+            };
+            assert!(spec.validate().is_err(), "{body:?}");
         }
     }
 }

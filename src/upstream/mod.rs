@@ -1,9 +1,12 @@
 //! The upstream Management API: the only module that builds URLs, sets headers or reads
-//! HTTP status codes. Everything it returns is either plain JSON records or an
-//! [`UpstreamError`] with a reason from a fixed set.
+//! HTTP status codes. Everything it returns is either records decoded in bounded memory (see
+//! [`decode`]) or an [`UpstreamError`] with a reason from a fixed set.
 
 pub mod breaker;
+pub mod decode;
 pub mod model;
+
+pub use decode::{Fields, first_resource, resources};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,9 +114,11 @@ impl Client {
     /// `GET /api/delivery/accounts/{id}`: the account record.
     pub async fn delivery_account(&self, id: i32) -> Result<Value, UpstreamError> {
         let url = format!("{}/api/delivery/accounts/{id}", self.base_url);
+        let fields = model::DeliveryAccount::FIELDS;
         self.record(
             Endpoint::DeliveryAccount,
             id.to_string(),
+            fields,
             self.http.get(url),
         )
         .await
@@ -127,10 +132,12 @@ impl Client {
         body: &Value,
     ) -> Result<Value, UpstreamError> {
         let url = format!("{}/api/delivery/tracemail/dashboard", self.base_url);
+        let request = self.http.post(url).json(body);
         self.record(
             Endpoint::TracemailDashboard,
             view,
-            self.http.post(url).json(body),
+            model::DASHBOARD_FIELDS,
+            request,
         )
         .await
     }
@@ -139,16 +146,26 @@ impl Client {
     pub async fn tracemail_daily(&self, account: i32) -> Result<Vec<Value>, UpstreamError> {
         let url = format!("{}/api/delivery/tracemail/daily/{account}", self.base_url);
         let request = self.http.get(url).query(&[("type", "account")]);
-        self.records(Endpoint::TracemailDaily, account.to_string(), request)
-            .await
+        self.records(
+            Endpoint::TracemailDaily,
+            account.to_string(),
+            Fields::All,
+            request,
+        )
+        .await
     }
 
     /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`: one item per domain.
     pub async fn tracemail_domains_rank(&self, account: i32) -> Result<Vec<Value>, UpstreamError> {
         let url = format!("{}/api/delivery/tracemail/daily/{account}", self.base_url);
         let request = self.http.get(url).query(&[("type", "domains-rank")]);
-        self.records(Endpoint::TracemailDomainsRank, account.to_string(), request)
-            .await
+        self.records(
+            Endpoint::TracemailDomainsRank,
+            account.to_string(),
+            Fields::All,
+            request,
+        )
+        .await
     }
 
     /// `GET /api/migrations/{code}/stats`: the `aggregate` object. `code` was validated
@@ -159,25 +176,21 @@ impl Client {
         let body = self
             .call(endpoint, code.to_owned(), self.http.get(url))
             .await?;
-        let aggregate = match body {
-            Value::Object(mut map) => map.remove("aggregate"),
-            _ => None,
-        };
-        match aggregate {
+        let aggregate = decode::aggregate(&body);
+        drop(body);
+        let e = match aggregate {
             // An empty aggregate says nothing: keep the last values rather than none.
-            Some(Value::Object(map)) if map.is_empty() => {
-                let e = UpstreamError::new(FailureReason::Decode, "aggregate is empty");
-                self.telemetry.observe_failure(endpoint, e.reason);
-                Err(e)
+            Ok(Some(Value::Object(map))) if map.is_empty() => {
+                UpstreamError::new(FailureReason::Decode, "aggregate is empty")
             }
-            Some(a @ Value::Object(_)) => Ok(a),
-            _ => {
-                let e =
-                    UpstreamError::new(FailureReason::Decode, "no aggregate object in the body");
-                self.telemetry.observe_failure(endpoint, e.reason);
-                Err(e)
+            Ok(Some(a)) => return Ok(a),
+            Ok(None) => {
+                UpstreamError::new(FailureReason::Decode, "no aggregate object in the body")
             }
-        }
+            Err(e) => e,
+        };
+        self.telemetry.observe_failure(endpoint, e.reason);
+        Err(e)
     }
 
     /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`: the email account
@@ -191,30 +204,41 @@ impl Client {
             "{}/api/domains/{domain_code}/email_accounts/{code}",
             self.base_url
         );
-        self.record(Endpoint::EmailAccount, code.to_owned(), self.http.get(url))
-            .await
+        let fields = model::Mailbox::FIELDS;
+        self.record(
+            Endpoint::EmailAccount,
+            code.to_owned(),
+            fields,
+            self.http.get(url),
+        )
+        .await
     }
 
-    /// A call whose answer is the `{resources, pagination}` envelope; every record of it.
+    /// A call whose answer is the `{resources, pagination}` envelope; every record of it,
+    /// decoded within the bounds of [`decode`]. The body is dropped once decoded.
     async fn records(
         &self,
         endpoint: Endpoint,
         target: String,
+        fields: Fields,
         request: reqwest::RequestBuilder,
     ) -> Result<Vec<Value>, UpstreamError> {
         let body = self.call(endpoint, target, request).await?;
-        resources(body).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
+        resources(&body, fields).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
     }
 
-    /// A call whose answer is the `{resources, pagination}` envelope around one record.
+    /// A call whose answer is the `{resources, pagination}` envelope around one record; any
+    /// further records are skipped unread.
     async fn record(
         &self,
         endpoint: Endpoint,
         target: String,
+        fields: Fields,
         request: reqwest::RequestBuilder,
     ) -> Result<Value, UpstreamError> {
         let body = self.call(endpoint, target, request).await?;
-        first_resource(body).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
+        first_resource(&body, fields)
+            .inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
     }
 
     /// Makes a read call: attempts within the concurrency bound, the timeout and the deadline,
@@ -228,7 +252,7 @@ impl Client {
         endpoint: Endpoint,
         target: String,
         request: reqwest::RequestBuilder,
-    ) -> Result<Value, UpstreamError> {
+    ) -> Result<Body, UpstreamError> {
         let key: CircuitKey = (endpoint, target);
         if self.breakers.admit(&key, Instant::now()).is_err() {
             self.telemetry
@@ -315,7 +339,7 @@ impl Client {
         &self,
         endpoint: Endpoint,
         request: reqwest::RequestBuilder,
-    ) -> Result<Value, UpstreamError> {
+    ) -> Result<Body, UpstreamError> {
         let deadline_error =
             || UpstreamError::new(FailureReason::Timeout, "collector deadline reached");
         let permit = match self.deadline {
@@ -370,10 +394,12 @@ impl Client {
         result
     }
 
+    /// Sends the request and reads a successful answer's body into one buffer, refused as soon
+    /// as it passes `api.max_response_bytes`; decoding happens after, in [`decode`].
     async fn exchange(
         &self,
         request: reqwest::RequestBuilder,
-    ) -> (Option<u16>, Result<Value, UpstreamError>) {
+    ) -> (Option<u16>, Result<Body, UpstreamError>) {
         let mut response = match request.send().await {
             Ok(r) => r,
             Err(e) => return (None, Err(transport_error(e))),
@@ -387,39 +413,45 @@ impl Client {
                     .headers()
                     .get(reqwest::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| retry_after(v, jiff::Timestamp::now()));
+                    .and_then(|v| retry_wait(v, jiff::Timestamp::now()));
             }
             return (Some(status), Err(err));
         }
-        if response.content_length().is_some_and(|n| n > self.max_body) {
+        let limit = usize::try_from(self.max_body).unwrap_or(usize::MAX);
+        let announced = response.content_length();
+        if announced.is_some_and(|n| n > self.max_body) {
             return (Some(status), Err(too_large(self.max_body)));
         }
-        let mut body = Vec::new();
+        // The announced length is only a hint (the body may stop short), and never more than
+        // the limit: one allocation for an honest answer.
+        let hint = announced.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+        let mut body = Vec::with_capacity(hint);
         loop {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
-                    body.extend_from_slice(&chunk);
-                    if body.len() as u64 > self.max_body {
+                    if body.len().saturating_add(chunk.len()) > limit {
                         return (Some(status), Err(too_large(self.max_body)));
                     }
+                    body.extend_from_slice(&chunk);
                 }
                 Ok(None) => break,
                 Err(e) => return (Some(status), Err(transport_error(e))),
             }
         }
-        let parsed = serde_json::from_slice::<Value>(&body).map_err(|e| {
-            UpstreamError::new(
-                FailureReason::Decode,
-                format!(
-                    "body is not JSON ({} at line {} column {})",
-                    classify_json(&e),
-                    e.line(),
-                    e.column()
-                ),
-            )
-        });
-        (Some(status), parsed)
+        (Some(status), Ok(body))
     }
+}
+
+/// A successful answer's body, read whole (at most `api.max_response_bytes`), not yet decoded.
+pub type Body = Vec<u8>;
+
+/// The longest `Retry-After` kept: any deadline or back-off cap is far shorter, and a longer
+/// one (up to `u64::MAX` seconds) would overflow the `Instant` it is added to.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// [`retry_after`], capped at [`MAX_RETRY_AFTER`].
+fn retry_wait(value: &str, now: jiff::Timestamp) -> Option<Duration> {
+    retry_after(value, now).map(|wait| wait.min(MAX_RETRY_AFTER))
 }
 
 /// An admitted call, until its outcome is recorded; dropped early, it gives up its place.
@@ -472,15 +504,6 @@ fn too_large(limit: u64) -> UpstreamError {
     )
 }
 
-fn classify_json(e: &serde_json::Error) -> &'static str {
-    match e.classify() {
-        serde_json::error::Category::Eof => "truncated",
-        serde_json::error::Category::Syntax => "syntax error",
-        serde_json::error::Category::Data => "bad data",
-        serde_json::error::Category::Io => "read error",
-    }
-}
-
 /// Classifies a transport error; the detail is built from the error chain without the URL.
 fn transport_error(e: reqwest::Error) -> UpstreamError {
     let reason = if e.is_timeout() {
@@ -500,41 +523,9 @@ fn transport_error(e: reqwest::Error) -> UpstreamError {
     UpstreamError::new(reason, detail)
 }
 
-/// Unwraps the `{resources: [record, ...], pagination: {}}` envelope to its records (an
-/// empty list is fine here: a day with no statistics is not an error).
-pub fn resources(body: Value) -> Result<Vec<Value>, UpstreamError> {
-    let Value::Object(mut map) = body else {
-        return Err(UpstreamError::new(
-            FailureReason::Decode,
-            "body is not a JSON object",
-        ));
-    };
-    match map.remove("resources") {
-        Some(Value::Array(items)) => Ok(items),
-        Some(_) => Err(UpstreamError::new(
-            FailureReason::Decode,
-            "resources is not an array",
-        )),
-        None => Err(UpstreamError::new(
-            FailureReason::Decode,
-            "no resources member in the body",
-        )),
-    }
-}
-
-/// Unwraps the envelope to its first record; an empty `resources` is a decode failure, since
-/// the operation returns one record.
-pub fn first_resource(body: Value) -> Result<Value, UpstreamError> {
-    resources(body)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| UpstreamError::new(FailureReason::Decode, "resources is empty"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn retry_after_is_read_as_seconds_or_as_an_http_date() {
@@ -576,21 +567,18 @@ mod tests {
     }
 
     #[test]
-    fn the_envelope_gives_its_first_record() {
-        let r = first_resource(json!({"resources": [{"id": 1}], "pagination": {}})).unwrap();
-        assert_eq!(r, json!({"id": 1}));
-    }
-
-    #[test]
-    fn an_empty_or_missing_envelope_is_a_decode_failure() {
-        for body in [
-            json!({"resources": []}),
-            json!({"data": []}),
-            json!([1]),
-            json!({"resources": {}}),
+    fn a_retry_after_of_any_size_is_capped_so_adding_it_to_now_cannot_overflow() {
+        let now: jiff::Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        for huge in [
+            u64::MAX.to_string(),
+            jiff::Timestamp::MAX
+                .strftime("%a, %d %b %Y %H:%M:%S GMT")
+                .to_string(),
         ] {
-            let e = first_resource(body).unwrap_err();
-            assert_eq!(e.reason, FailureReason::Decode);
+            let wait = retry_wait(&huge, now).unwrap();
+            assert_eq!(wait, MAX_RETRY_AFTER, "{huge}");
+            assert!(Instant::now().checked_add(wait).is_some());
         }
+        assert_eq!(retry_wait("7", now), Some(Duration::from_secs(7)));
     }
 }

@@ -1,5 +1,6 @@
 //! Body shape faults: a 200 answer whose body is replaced by something a client must refuse or
-//! treat with care (HTML, another shape, no records, too large, absurd numbers).
+//! treat with care (HTML, another shape, no records, too large, absurd numbers, hundreds of
+//! thousands of tiny objects, keys that change on every answer).
 
 use axum::body::{Body, to_bytes};
 use axum::http::{HeaderValue, header};
@@ -63,6 +64,15 @@ pub(super) async fn rewrite(
             });
             value.to_string().into_bytes()
         }
+        BodyFault::TinyObjects { bytes: size } => tiny_objects(record(), size).into_bytes(),
+        BodyFault::ChangingKeys { count } => {
+            let mut value = record();
+            match value.get_mut("resources") {
+                Some(resources) => add_fresh_keys(resources, count),
+                None => add_fresh_keys(&mut value, count),
+            }
+            value.to_string().into_bytes()
+        }
     };
     Response::from_parts(parts, Body::from(rewritten))
 }
@@ -85,6 +95,66 @@ fn padded(value: Value, bytes: u64) -> Value {
             Value::Object(members)
         }
         other => json!({"data": other, "padding": padding}),
+    }
+}
+
+/// One tiny object, with the comma before it: 8 bytes.
+const TINY: &str = ",{\"a\":1}";
+
+/// `value` carrying `size / 8` tiny objects: after the records of an envelope, else in a
+/// top-level member `"tiny"`. Written as text: a `Value` of them would take ~20 times the size.
+fn tiny_objects(value: Value, size: u64) -> String {
+    let count = usize::try_from(size / TINY.len() as u64).unwrap_or(usize::MAX);
+    let mut members = match value {
+        Value::Object(members) => members,
+        other => Map::from_iter([("data".to_owned(), other)]),
+    };
+    let (key, records): (&str, Vec<String>) = match members.remove("resources") {
+        Some(Value::Array(records)) => {
+            ("resources", records.iter().map(Value::to_string).collect())
+        }
+        Some(other) => {
+            members.insert("resources".to_owned(), other);
+            ("tiny", Vec::new())
+        }
+        None => ("tiny", Vec::new()),
+    };
+    let rest = Value::Object(members).to_string();
+    let mut out = String::with_capacity(rest.len() + count * TINY.len() + 64);
+    out.push_str(&format!("{{\"{key}\":["));
+    out.push_str(&records.join(","));
+    for i in 0..count {
+        // No comma before the first item of an empty list.
+        let tiny = if i == 0 && records.is_empty() {
+            &TINY[1..]
+        } else {
+            TINY
+        };
+        out.push_str(tiny);
+    }
+    out.push(']');
+    match rest.strip_prefix('{') {
+        Some("}") | None => out.push('}'),
+        Some(members) => {
+            out.push(',');
+            out.push_str(members);
+        }
+    }
+    out
+}
+
+/// Adds `count` members under fresh random keys, each unreadable, to every object in `value`.
+fn add_fresh_keys(value: &mut Value, count: u32) {
+    match value {
+        Value::Array(items) => items.iter_mut().for_each(|v| add_fresh_keys(v, count)),
+        Value::Object(members) => {
+            members.values_mut().for_each(|v| add_fresh_keys(v, count));
+            for _ in 0..count {
+                let key = format!("key_{}", rand::random::<u32>());
+                members.insert(key, Value::from("unreadable"));
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
     }
 }
 
@@ -198,5 +268,61 @@ mod tests {
         let text = value.to_string();
         assert!(text.len() > 1000);
         assert_eq!(value["resources"][0]["id"], 1);
+    }
+
+    #[test]
+    fn tiny_objects_follow_the_records_and_keep_the_body_valid() {
+        let body = json!({"resources": [{"id": 1}], "pagination": {"page": 1}});
+        let text = tiny_objects(body, 80);
+        let value: Value = serde_json::from_str(&text).expect("valid json");
+        let resources = value["resources"].as_array().expect("records");
+        assert_eq!(resources.len(), 11);
+        assert_eq!(resources[0], json!({"id": 1}));
+        assert!(resources[1..].iter().all(|r| *r == json!({"a": 1})));
+        assert_eq!(value["pagination"], json!({"page": 1}));
+        let bare: Value =
+            serde_json::from_str(&tiny_objects(json!({"aggregate": {"n": 1}}), 16)).expect("json");
+        assert_eq!(
+            bare,
+            json!({"aggregate": {"n": 1}, "tiny": [{"a": 1}, {"a": 1}]})
+        );
+        let empty: Value =
+            serde_json::from_str(&tiny_objects(json!({"resources": []}), 8)).expect("json");
+        assert_eq!(empty, json!({"resources": [{"a": 1}]}));
+        let big = tiny_objects(json!({"resources": [{"id": 1}]}), 4_000_000);
+        assert!(
+            big.len() >= 4_000_000 && big.len() < 4_000_100,
+            "{}",
+            big.len()
+        );
+    }
+
+    #[test]
+    fn changing_keys_are_fresh_on_every_call_and_unreadable() {
+        let keys = |v: &Value| -> Vec<String> {
+            v["overview"]
+                .as_object()
+                .expect("object")
+                .keys()
+                .cloned()
+                .collect()
+        };
+        let mut first = json!({"overview": {"delivered": 1}});
+        let mut second = first.clone();
+        add_fresh_keys(&mut first, 3);
+        add_fresh_keys(&mut second, 3);
+        let (a, b) = (keys(&first), keys(&second));
+        assert_eq!(a.len(), 4);
+        assert!(
+            a.iter()
+                .filter(|k| *k != "delivered")
+                .all(|k| !b.contains(k))
+        );
+        assert_eq!(first["overview"]["delivered"], 1);
+        assert_eq!(
+            first.as_object().expect("object").len(),
+            4,
+            "the record too"
+        );
     }
 }

@@ -257,6 +257,8 @@ async fn every_body_fault_has_its_shape_on_every_record_route() {
         BodyFault::Oversized,
         BodyFault::OutOfRange,
         BodyFault::HugeValues,
+        BodyFault::TinyObjects { bytes: 800 },
+        BodyFault::ChangingKeys { count: 2 },
     ];
     for route in RECORD_ROUTES {
         let normal_bytes = call(&app, record_request(route)).await.bytes;
@@ -326,6 +328,44 @@ async fn every_body_fault_has_its_shape_on_every_record_route() {
                         assert!(text.contains("123456789012345678901234567890"), "{route}");
                         assert!(text.contains("1e300"), "{route}");
                     }
+                }
+                BodyFault::TinyObjects { .. } => {
+                    let mut value = parsed.expect("valid json");
+                    let tiny = json!({"a": 1});
+                    match value.get_mut("resources").and_then(Value::as_array_mut) {
+                        Some(items) => {
+                            let real = items.len() - 100;
+                            assert!(items[real..].iter().all(|v| *v == tiny), "{route}");
+                            items.truncate(real);
+                        }
+                        None => {
+                            let tiny_items = value
+                                .as_object_mut()
+                                .and_then(|members| members.remove("tiny"))
+                                .expect("a tiny member");
+                            assert_eq!(tiny_items, Value::Array(vec![tiny; 100]), "{route}");
+                        }
+                    }
+                    assert_eq!(value, normal, "{route}: the real answer is kept");
+                }
+                BodyFault::ChangingKeys { .. } => {
+                    let value = parsed.expect("valid json");
+                    let again: Value =
+                        serde_json::from_slice(&call(&app, record_request(route)).await.bytes)
+                            .expect("json");
+                    let fresh = |v: &Value| -> Vec<String> {
+                        let record = records(v).get(0).unwrap_or(records(v));
+                        record
+                            .as_object()
+                            .expect("object")
+                            .keys()
+                            .filter(|k| k.starts_with("key_"))
+                            .cloned()
+                            .collect()
+                    };
+                    let (a, b) = (fresh(&value), fresh(&again));
+                    assert_eq!(a.len(), 2, "{route}: {a:?}");
+                    assert!(a.iter().all(|k| !b.contains(k)), "{route}: fresh each time");
                 }
                 BodyFault::HugeValues => {
                     let value = parsed.expect("valid json");

@@ -3,6 +3,7 @@
 use serde_json::Value;
 
 use super::{ParseProblem, Reader};
+use crate::upstream::decode::Fields;
 
 /// The Delivery account figures we export; `None` where the API gave nothing readable.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -26,6 +27,30 @@ pub struct DeliveryAccount {
 }
 
 impl DeliveryAccount {
+    /// The members [`Self::from_record`] reads; the decoder skips every other one, and keeps
+    /// only the length of `domains`.
+    pub const FIELDS: Fields = Fields::Only {
+        keep: &[
+            "remaining_messages",
+            "plan_messages_limit",
+            "plan_messages_used",
+            "messages_sent",
+            "extra_messages_total",
+            "remaining_extra_messages_bought",
+            "status",
+            "domains_count",
+            "ignore_suppression_list",
+            "plan_expiration_date",
+            "next_renewal_date",
+            "last_renewal_date",
+            "username",
+            "plan",
+            "type",
+            "status_detail",
+        ],
+        lengths: &["domains"],
+    };
+
     /// Reads a Delivery account record. `Err` only when the record is not an object at all.
     pub fn from_record(record: &Value) -> Result<(Self, Vec<ParseProblem>), ParseProblem> {
         let mut r = Reader::new(record).ok_or_else(|| ParseProblem {

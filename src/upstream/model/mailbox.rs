@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::{ParseProblem, Reader};
 use crate::labels::sanitize;
+use crate::upstream::decode::Fields;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -34,6 +35,31 @@ pub struct Mailbox {
 }
 
 impl Mailbox {
+    /// The members [`Self::from_record`] reads; the decoder skips every other one.
+    pub const FIELDS: Fields = Fields::Only {
+        keep: &[
+            "quota",
+            "max_email_quota",
+            "quota_human",
+            "vault_quota",
+            "vault_quota_human",
+            "lastauth",
+            "lastauth_datetime",
+            "messages",
+            "vault_messages",
+            "outbound_limit",
+            "outbound_limit_status",
+            "reset_outbound_limit_time",
+            "archive",
+            "archive_status",
+            "password_expired",
+            "email_address",
+            "domain_name",
+            "status",
+        ],
+        lengths: &[],
+    };
+
     /// Reads an email account record; `Err` only when it is not an object.
     pub fn from_record(record: &Value) -> Result<(Self, Vec<ParseProblem>), ParseProblem> {
         let mut r = Reader::new(record).ok_or_else(|| ParseProblem::new("resources[0]", record))?;
@@ -136,7 +162,8 @@ pub fn parse_size(text: &str) -> Option<f64> {
         "t" => 4,
         _ => return None,
     };
-    Some(n * 1024f64.powi(power))
+    // Hundreds of digits parse as infinity: no size.
+    Some(n * 1024f64.powi(power)).filter(|b| b.is_finite())
 }
 
 #[cfg(test)]
@@ -198,5 +225,25 @@ mod tests {
         assert_eq!(m.last_auth, Some(1_795_334_400.0));
         let (m, _) = Mailbox::from_record(&json!({"lastauth": 0})).unwrap();
         assert_eq!(m.last_auth, None);
+    }
+
+    #[test]
+    fn a_size_or_quota_too_large_for_a_float_is_a_problem_not_infinity() {
+        let digits = "9".repeat(400);
+        assert_eq!(parse_size(&format!("{digits} B")), None);
+        assert_eq!(
+            parse_size("99999999999999999999 TB"),
+            Some(99999999999999999999.0 * 1024f64.powi(4))
+        );
+        let (m, p) = Mailbox::from_record(
+            &json!({"quota": 1000, "quota_human": format!("{digits} MB"), "max_email_quota": 2048}),
+        )
+        .unwrap();
+        assert_eq!(m.quota_used_bytes, None);
+        assert_eq!(m.quota_limit_bytes, None);
+        assert_eq!(p.len(), 1);
+        // The largest count, in MiB: a finite, if absurd, byte count; never infinity.
+        let (m, _) = Mailbox::from_record(&json!({"quota": super::super::MAX_EXACT})).unwrap();
+        assert!(m.quota_used_bytes.is_some_and(f64::is_finite));
     }
 }

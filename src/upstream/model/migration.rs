@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{MAX_EXACT, ParseProblem, as_count, as_number, parse_timestamp};
+use super::{MAX_EXACT, ParseProblem, as_count, as_number, epoch, parse_timestamp};
 use crate::labels::{bound_names, sanitize};
 
 /// Leaves deeper than this are not walked.
@@ -100,7 +100,8 @@ impl Migration {
             let ts = match v {
                 Value::String(s) if s.trim().is_empty() => return None,
                 Value::String(s) => parse_timestamp(s),
-                other => as_number(other),
+                // An epoch number, bounded like any other date (milliseconds are recognised).
+                other => as_number(other).and_then(epoch),
             };
             if ts.is_none() {
                 problems.push(ParseProblem::new(format!("aggregate.{path}"), v));
@@ -263,5 +264,18 @@ mod tests {
         assert_eq!(m.messages_total, None);
         assert_eq!(m.started, None);
         assert_eq!(p.len(), 2);
+    }
+
+    #[test]
+    fn epoch_numbers_are_dates_only_within_the_calendar() {
+        let (m, p) = Migration::from_aggregate(
+            &json!({"started_at": 1_795_334_400_000_u64, "updated_at": 1e300}),
+        )
+        .unwrap();
+        assert_eq!(m.started, Some(1_795_334_400.0), "milliseconds");
+        assert_eq!(m.updated, None);
+        assert_eq!(p.len(), 1);
+        let (m, _) = Migration::from_aggregate(&json!({"started_at": -5})).unwrap();
+        assert_eq!(m.started, None);
     }
 }

@@ -11,10 +11,13 @@ pub use delivery::DeliveryAccount;
 pub use mailbox::Mailbox;
 pub use migration::Migration;
 pub use tracemail::{
-    Counts, DailyStats, Dashboard, DomainCounts, read_daily, read_dashboard, read_domains_rank,
+    Counts, DASHBOARD_FIELDS, DailyStats, Dashboard, DomainCounts, read_daily, read_dashboard,
+    read_domains_rank,
 };
 
 use serde_json::{Map, Value};
+
+use super::decode::LENGTH_SUFFIX;
 
 /// A field whose shape we could not read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -181,8 +184,16 @@ impl<'a> Reader<'a> {
         parsed
     }
 
-    /// The number of elements of an array field.
+    /// The number of elements of an array field; the decoder keeps only the length of a field
+    /// read for it, as `<key>#len` (see [`LENGTH_SUFFIX`]).
     pub fn array_len(&mut self, key: &str) -> Option<usize> {
+        if let Some(n) = self
+            .object
+            .get(&format!("{key}{LENGTH_SUFFIX}"))
+            .and_then(Value::as_u64)
+        {
+            return Some(usize::try_from(n).unwrap_or(usize::MAX));
+        }
         let v = self.get(key)?;
         match v {
             Value::Array(a) => Some(a.len()),
@@ -195,7 +206,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Epoch numbers: seconds, or milliseconds when too large to be seconds (after year 5000).
-fn epoch(x: f64) -> Option<f64> {
+pub(crate) fn epoch(x: f64) -> Option<f64> {
     // Later than the year 9999 is no date (nor is its millisecond form).
     const LAST: f64 = 253_402_300_799.0;
     let seconds = if x > 1e11 { (x / 1000.0).floor() } else { x };

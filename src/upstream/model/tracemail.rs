@@ -6,9 +6,22 @@
 use jiff::civil::Date;
 use serde_json::{Map, Value};
 
-use super::{ParseProblem, as_count, as_number};
+use super::{MAX_EXACT, ParseProblem, as_count, as_number};
 use crate::config::DateFormat;
 use crate::labels::bound_names;
+use crate::upstream::decode::Fields;
+
+/// The members of the dashboard record [`read_dashboard`] reads; the decoder skips the others.
+pub const DASHBOARD_FIELDS: Fields = Fields::Only {
+    keep: &[
+        "daily_activity",
+        "overview",
+        "status_groups",
+        "top_accounts_by_delivery_account",
+        "top5_by_delivery_account",
+    ],
+    lengths: &[],
+};
 
 /// Counts by name (status, group), sanitised and bounded.
 pub type Counts = Vec<(String, f64)>;
@@ -152,24 +165,7 @@ fn days(
         }
     };
     match value {
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                let at = format!("{path}[{i}]");
-                let date_value = item
-                    .as_object()
-                    .and_then(|m| ["date", "day", "start_date"].iter().find_map(|k| m.get(*k)));
-                match date_value
-                    .and_then(Value::as_str)
-                    .and_then(|d| format.read(d))
-                {
-                    Some(date) => take(date, counts(item, &at, problems)),
-                    None => problems.push(ParseProblem::new(
-                        format!("{at}.date"),
-                        date_value.unwrap_or(item),
-                    )),
-                }
-            }
-        }
+        Value::Array(items) => day_list(items, path, format, &mut take, problems),
         Value::Object(map) => {
             for (key, item) in map {
                 match format.read(key) {
@@ -182,6 +178,32 @@ fn days(
         other => problems.push(ParseProblem::new(path, other)),
     }
     (current, previous)
+}
+
+/// Days as a list of `{date, ...counts}` items, each handed to `take` with its date.
+fn day_list(
+    items: &[Value],
+    path: &str,
+    format: &DateFormat,
+    take: &mut impl FnMut(Date, Option<Counts>),
+    problems: &mut Vec<ParseProblem>,
+) {
+    for (i, item) in items.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        let date_value = item
+            .as_object()
+            .and_then(|m| ["date", "day", "start_date"].iter().find_map(|k| m.get(*k)));
+        match date_value
+            .and_then(Value::as_str)
+            .and_then(|d| format.read(d))
+        {
+            Some(date) => take(date, counts(item, &at, problems)),
+            None => problems.push(ParseProblem::new(
+                format!("{at}.date"),
+                date_value.unwrap_or(item),
+            )),
+        }
+    }
 }
 
 /// What the dashboard says about today and yesterday.
@@ -301,8 +323,17 @@ pub fn read_daily(
     today: Date,
 ) -> (DailyStats, Vec<ParseProblem>) {
     let mut problems = Vec::new();
-    let list = Value::Array(items.to_vec());
-    let (current_day, previous_day) = days(&list, "resources", format, today, &mut problems);
+    let yesterday = today.yesterday().ok();
+    let (mut current_day, mut previous_day) = (None, None);
+    // The items are read where they are: copying them into one array would double the memory.
+    let mut take = |date: Date, counts: Option<Counts>| {
+        if date == today {
+            current_day = counts;
+        } else if Some(date) == yesterday {
+            previous_day = counts;
+        }
+    };
+    day_list(items, "resources", format, &mut take, &mut problems);
     (
         DailyStats {
             current_day,
@@ -344,17 +375,34 @@ pub fn read_domains_rank(items: &[Value], top: usize) -> (Vec<DomainCounts>, Vec
         let Some(counts) = counts(item, &at, &mut problems) else {
             continue;
         };
-        let total = item
-            .get("total")
-            .and_then(as_count)
-            .unwrap_or_else(|| counts.iter().map(|(_, n)| n).sum());
+        let total = match item.get("total").and_then(as_count) {
+            Some(total) => Some(total),
+            None => counts
+                .iter()
+                .try_fold(0.0, |sum, (_, n)| checked_sum(sum, *n)),
+        };
         // Two items naming one domain (after lower-casing) are one domain: sum them.
-        match out
-            .iter_mut()
-            .find(|d: &&mut DomainCounts| d.domain == domain)
-        {
-            Some(d) => {
-                d.total += total;
+        let existing = out.iter().position(|d: &DomainCounts| d.domain == domain);
+        let total = match (existing, total) {
+            (Some(i), Some(t)) => checked_sum(out[i].total, t),
+            (None, t) => t,
+            (Some(_), None) => None,
+        };
+        let Some(total) = total else {
+            // A total beyond exact range is no count: the domain is left out, not made up.
+            problems.push(ParseProblem::new(
+                format!("{at}.total"),
+                item.get("total").unwrap_or(&Value::Null),
+            ));
+            if let Some(i) = existing {
+                out.remove(i);
+            }
+            continue;
+        };
+        match existing {
+            Some(i) => {
+                let d = &mut out[i];
+                d.total = total;
                 d.counts = bound_names(d.counts.iter().cloned().chain(counts).collect());
             }
             None => out.push(DomainCounts {
@@ -364,7 +412,6 @@ pub fn read_domains_rank(items: &[Value], top: usize) -> (Vec<DomainCounts>, Vec
             }),
         }
     }
-    out.retain(|d| d.total.is_finite());
     out.sort_by(|a, b| {
         b.total
             .total_cmp(&a.total)
@@ -372,6 +419,11 @@ pub fn read_domains_rank(items: &[Value], top: usize) -> (Vec<DomainCounts>, Vec
     });
     out.truncate(top);
     (out, problems)
+}
+
+/// `a + b`, unless the sum leaves the range where a count is exact.
+fn checked_sum(a: f64, b: f64) -> Option<f64> {
+    Some(a + b).filter(|s| (0.0..=MAX_EXACT).contains(s))
 }
 
 /// A domain name as a label value: lower case, letters, digits, dots and dashes, at most 253.
@@ -543,5 +595,22 @@ mod tests {
         assert_eq!(d.len(), 20);
         assert_eq!(d[0].domain, "d29.example");
         assert_eq!(d[19].domain, "d10.example");
+    }
+
+    #[test]
+    fn domain_totals_beyond_exact_range_are_left_out_not_overflowed() {
+        let huge = MAX_EXACT;
+        let items = vec![
+            json!({"domain": "a.example", "delivered": huge, "bounced": huge}),
+            json!({"domain": "b.example", "total": huge}),
+            json!({"domain": "B.example", "total": huge}),
+            json!({"domain": "c.example", "delivered": 3}),
+        ];
+        let (d, p) = read_domains_rank(&items, 10);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].domain, "c.example");
+        assert_eq!(d[0].total, 3.0);
+        let paths: Vec<_> = p.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, ["resources[0].total", "resources[2].total"]);
     }
 }

@@ -48,3 +48,7 @@ mod fault_matrix;
 
 // Isolation: broken accounts beside healthy ones, per-target circuits, bursts of reloads.
 mod isolation;
+
+// Hostile clients: unfinished and fat heads, idle connections, a descriptor-limited flood of
+// connections and of wrong passwords; the server stays bounded and keeps answering /metrics.
+mod hostile_clients;

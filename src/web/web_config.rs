@@ -1013,6 +1013,18 @@ mod tests {
     }
 
     #[test]
+    fn a_yaml_error_does_not_quote_the_value_in_the_wrong_place() {
+        let e = WebConfig::parse("basic_auth_users: 'hunter2'\n", Path::new(".")).unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.starts_with("basic_auth_users: invalid type"),
+            "{shown}"
+        );
+        assert_eq!(redact_quoted(r#"a "b" c `d` "e"#), r#"a "…" c `d` "…""#);
+    }
+
+    #[test]
     fn an_unknown_tls_version_is_refused() {
         let e = WebConfig::parse(
             "tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS14\n",

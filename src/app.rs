@@ -21,7 +21,8 @@ use crate::snapshot::Store;
 use crate::telemetry::Telemetry;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::{BuildError, Client};
-use crate::web::web_config::WebConfig;
+use crate::web::serve::ServeOptions;
+use crate::web::web_config::{LiveWebConfig, WebConfig};
 use crate::web::{self, AppState};
 
 /// How long shutdown waits for open HTTP requests before giving up on them.
@@ -38,6 +39,8 @@ pub struct WebOptions {
     pub max_requests: usize,
     /// TLS and basic auth (`--web.config.file`), loaded and checked at start.
     pub web_config: WebConfig,
+    /// Timeouts and the connection cap of the HTTP server.
+    pub serve: ServeOptions,
 }
 
 impl Default for WebOptions {
@@ -48,12 +51,13 @@ impl Default for WebOptions {
             enable_lifecycle: false,
             max_requests: crate::cli::DEFAULT_MAX_REQUESTS,
             web_config: WebConfig::default(),
+            serve: ServeOptions::default(),
         }
     }
 }
 
 /// A reload request; the answer says whether the new config was taken.
-pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
+pub type ReloadRequest = oneshot::Sender<web::ReloadAnswer>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -82,7 +86,9 @@ pub struct App {
     api: ApiConfig,
     /// Circuit state outlives a reload for the targets it keeps.
     breakers: Arc<Breakers>,
-    web_config: WebConfig,
+    /// Read again on every reload.
+    web_config: LiveWebConfig,
+    serve: ServeOptions,
     /// Where a reload reads the config from; `None` in demo mode.
     config_file: Option<PathBuf>,
     reloads: mpsc::Receiver<ReloadRequest>,
@@ -133,7 +139,8 @@ impl App {
             specs,
             api: config.api,
             breakers,
-            web_config: web.web_config,
+            web_config: LiveWebConfig::new(web.web_config),
+            serve: web.serve,
             config_file: None,
             reloads,
         })
@@ -168,11 +175,12 @@ impl App {
             .listener
             .take()
             .ok_or_else(|| std::io::Error::other("the app was already run"))?;
-        let mut server = tokio::spawn(web::serve::serve(
+        let mut server = tokio::spawn(web::serve::serve_with(
             listener,
             router,
             self.web_config.tls(),
             shutdown.clone(),
+            self.serve,
         ));
         // Whether the server task has ended (a JoinHandle must not be polled again after that).
         let mut served = false;
@@ -191,7 +199,10 @@ impl App {
                     while let Ok(more) = self.reloads.try_recv() {
                         replies.push(more);
                     }
-                    let outcome = self.reload(&mut scraper).await;
+                    let outcome = web::ReloadAnswer {
+                        config: self.reload(&mut scraper).await,
+                        web: self.web_config.reload(),
+                    };
                     for reply in replies {
                         let _ = reply.send(outcome.clone());
                     }

@@ -1,12 +1,26 @@
 //! Command-line flags, named after the Prometheus exporter conventions.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":19587";
 /// Concurrent scrapes served at most, as Prometheus' own default.
 pub const DEFAULT_MAX_REQUESTS: usize = 40;
+/// Open connections at most, as Prometheus' own `--web.max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Time a client has to send a request head (and finish a TLS handshake) once it started.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Twice Prometheus' default scrape interval, so a scraper's kept-alive connection survives
+/// from one scrape to the next; idle connections are also the first evicted at the cap.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+const MAX_CONNECTIONS_RANGE: std::ops::RangeInclusive<usize> = 4..=1_048_576;
+const HEADER_READ_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(300);
+const IDLE_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(3600);
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,6 +64,22 @@ pub struct Cli {
     #[arg(long = "web.max-requests", value_name = "N", default_value_t = DEFAULT_MAX_REQUESTS)]
     pub max_requests: usize,
 
+    /// Open connections at most; at the cap the least recently active connection without a
+    /// request in flight is closed for a new one. Lowered to the open-file limit minus 128.
+    /// From 4 to 1048576.
+    #[arg(long = "web.max-connections", value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS, value_parser = max_connections)]
+    pub max_connections: usize,
+
+    /// Time a client has to send the head of a request (and to finish the TLS handshake) once
+    /// it started; then the connection is closed. From 1s to 5m.
+    #[arg(long = "web.header-read-timeout", value_name = "DURATION", default_value = "10s", value_parser = header_read_timeout)]
+    pub header_read_timeout: Duration,
+
+    /// A connection with no request in flight and no traffic for this long is closed. From 1s
+    /// to 1h.
+    #[arg(long = "web.idle-timeout", value_name = "DURATION", default_value = "2m", value_parser = idle_timeout)]
+    pub idle_timeout: Duration,
+
     /// Only log messages with the given severity or above.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
     pub log_level: LogLevel,
@@ -88,4 +118,82 @@ impl LogLevel {
 pub enum LogFormat {
     Logfmt,
     Json,
+}
+
+fn max_connections(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number; use a count such as 512"))?;
+    if !MAX_CONNECTIONS_RANGE.contains(&n) {
+        return Err(format!(
+            "{n} is outside {} to {}; 512 suits most setups",
+            MAX_CONNECTIONS_RANGE.start(),
+            MAX_CONNECTIONS_RANGE.end()
+        ));
+    }
+    Ok(n)
+}
+
+fn duration_in(
+    s: &str,
+    range: &std::ops::RangeInclusive<Duration>,
+    example: &str,
+) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration ({e}); write one such as {example}"))?;
+    if !range.contains(&d) {
+        return Err(format!(
+            "{s} is outside {} to {}; {example} suits most setups",
+            humantime::format_duration(*range.start()),
+            humantime::format_duration(*range.end())
+        ));
+    }
+    Ok(d)
+}
+
+fn header_read_timeout(s: &str) -> Result<Duration, String> {
+    duration_in(s, &HEADER_READ_TIMEOUT_RANGE, "10s")
+}
+
+fn idle_timeout(s: &str) -> Result<Duration, String> {
+    duration_in(s, &IDLE_TIMEOUT_RANGE, "2m")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_flags_out_of_range_are_refused_with_the_range() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["mailhost_exporter", "--demo"][..], args].concat())
+                .map_err(|e| e.to_string())
+        };
+        let ok = parse(&[]).unwrap();
+        assert_eq!(ok.max_connections, DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(ok.header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT);
+        assert_eq!(ok.idle_timeout, DEFAULT_IDLE_TIMEOUT);
+        let e = parse(&["--web.max-connections=2"]).unwrap_err();
+        assert!(e.contains("2 is outside 4 to 1048576"), "{e}");
+        let e = parse(&["--web.header-read-timeout=500ms"]).unwrap_err();
+        assert!(e.contains("500ms is outside 1s to 5m"), "{e}");
+        let e = parse(&["--web.idle-timeout=2h"]).unwrap_err();
+        assert!(e.contains("2h is outside 1s to 1h"), "{e}");
+        let e = parse(&["--web.idle-timeout=soon"]).unwrap_err();
+        assert!(e.contains("is not a duration"), "{e}");
+        let set = parse(&[
+            "--web.max-connections=64",
+            "--web.header-read-timeout=2s",
+            "--web.idle-timeout=30s",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                set.max_connections,
+                set.header_read_timeout,
+                set.idle_timeout
+            ),
+            (64, Duration::from_secs(2), Duration::from_secs(30))
+        );
+    }
 }

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use mailhost_exporter::cli::Cli;
 use mailhost_exporter::config::{Config, TOKEN_ENV};
+use mailhost_exporter::web::serve::ServeOptions;
 use mailhost_exporter::web::web_config::WebConfig;
 use mailhost_exporter::{App, WebOptions, demo, logging, shutdown};
 use tokio_util::sync::CancellationToken;
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
     }
 
     logging::init(cli.log_level, cli.log_format);
+    raise_open_file_limit();
     match run(cli, env_token) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -63,6 +65,11 @@ fn run(cli: Cli, env_token: Option<String>) -> anyhow::Result<()> {
         enable_lifecycle: cli.enable_lifecycle,
         max_requests: cli.max_requests,
         web_config,
+        serve: ServeOptions {
+            header_read_timeout: cli.header_read_timeout,
+            idle_timeout: cli.idle_timeout,
+            max_connections: cli.max_connections,
+        },
     };
     // Read and validate the config before starting anything, so a bad file exits at once.
     let config = match &cli.config_file {
@@ -89,4 +96,15 @@ fn run(cli: Cli, env_token: Option<String>) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Raises the soft open-file limit to the hard one, as Go programs do at start, so the
+/// connection cap (which stays below the soft limit) can be as large as the system allows.
+fn raise_open_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open-file limit"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot raise the open-file limit; the connection cap follows the current one")
+        }
+    }
 }

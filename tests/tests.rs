@@ -51,3 +51,7 @@ mod isolation;
 
 // Memory against hostile but valid answers: tiny objects and ever-changing keys, as a child.
 mod memory;
+
+// Hostile clients: unfinished and fat heads, idle connections, a descriptor-limited flood of
+// connections and of wrong passwords; the server stays bounded and keeps answering /metrics.
+mod hostile_clients;

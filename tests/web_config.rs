@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::promtool;
+use crate::helpers::{Exporter, TOKEN, promtool, spawn_sim};
 
 /// A CA, a server certificate for 127.0.0.1 and localhost and a client certificate signed by
 /// it, and a key that belongs to neither, as PEM files in a temporary folder.
@@ -26,6 +26,7 @@ struct Pki {
     dir: TempDir,
     ca_pem: String,
     client_identity_pem: String,
+    ca: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl Pki {
@@ -62,7 +63,18 @@ impl Pki {
             ca_pem: ca.pem(),
             client_identity_pem: format!("{}{}", client.pem(), client_key.serialize_pem()),
             dir,
+            ca,
         }
+    }
+
+    /// A second server certificate for 127.0.0.1 from the same CA, and its key, as PEM.
+    fn another_server_certificate(&self) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .unwrap()
+            .signed_by(&key, &self.ca)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
     }
 
     /// Writes a web config file next to the certificates (so relative paths resolve there).
@@ -171,17 +183,20 @@ fn refusal(path: &Path) -> String {
 }
 
 #[tokio::test]
-async fn tls_serves_a_client_that_trusts_the_ca_and_a_plain_http_client_fails() {
+async fn tls_serves_a_client_that_trusts_the_ca_and_a_plain_http_client_is_told_to_use_https() {
     let pki = Pki::new();
     let config = good_tls(&pki, "tls.yml");
     let server = start(app(), config.tls()).await;
 
-    // First plain HTTP: the failed handshake must not stop the server.
+    // First plain HTTP: a 400 that says what to do, as Go's net/http answers; the server
+    // keeps serving TLS.
     let plain = reqwest::Client::new()
         .get(format!("http://{}/", server.addr))
         .send()
-        .await;
-    assert!(plain.is_err(), "plain HTTP to the TLS port: {plain:?}");
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), StatusCode::BAD_REQUEST);
+    assert!(plain.text().await.unwrap().contains("use https://"));
 
     let client = pki.client(|b| b);
     for host in ["127.0.0.1".to_owned(), "localhost".to_owned()] {
@@ -604,9 +619,11 @@ async fn the_exporter_binary_serves_metrics_over_tls_behind_basic_auth() {
     let plain = reqwest::Client::new()
         .get(url.replace("https://", "http://"))
         .send()
-        .await;
-    assert!(
-        plain.is_err() || !plain.unwrap().status().is_success(),
+        .await
+        .unwrap();
+    assert_eq!(
+        plain.status(),
+        StatusCode::BAD_REQUEST,
         "plain HTTP is not served"
     );
     let log = exporter.log().join("\n");
@@ -628,5 +645,212 @@ fn the_exporter_binary_refuses_a_bad_web_config_at_start() {
     assert!(
         stderr.contains("invalid web config") && stderr.contains("unknown field"),
         "{stderr}"
+    );
+}
+
+/// The exporter in this process against the simulator, with a config file (token in a file, so
+/// reloads need no environment), the lifecycle API and `web` as `--web.config.file`.
+async fn deploy_with_web_config(pki: &Pki, web: &Path) -> (Exporter, crate::helpers::Sim) {
+    let sim = spawn_sim().await;
+    let token = pki.path("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let config = pki.config(
+        "config.yml",
+        &format!(
+            "api:\n  base_url: {}\n  timeout: 2s\n  token_file: {}\ncollectors:\n  delivery_account:\n    interval: 1s\n    accounts: [1001]\n",
+            sim.url,
+            token.display()
+        ),
+    );
+    let parsed = mailhost_exporter::config::Config::load(&config, None).unwrap();
+    let options = mailhost_exporter::WebOptions {
+        listen_address: "127.0.0.1:0".to_owned(),
+        enable_lifecycle: true,
+        web_config: WebConfig::load(web).unwrap(),
+        ..mailhost_exporter::WebOptions::default()
+    };
+    let app = mailhost_exporter::App::build(parsed, options)
+        .await
+        .unwrap()
+        .with_config_file(config);
+    (Exporter::start(app), sim)
+}
+
+async fn post_reload(client: &reqwest::Client, base: &str, auth: (&str, &str)) -> (u16, String) {
+    let r = client
+        .post(format!("{base}/-/reload"))
+        .basic_auth(auth.0, Some(auth.1))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_user_removed_from_the_web_config_gets_401_after_a_reload_and_a_bad_file_is_refused() {
+    let pki = Pki::new();
+    let alice = bcrypt::hash("alice-secret", 4).unwrap();
+    let bob = bcrypt::hash("bob-secret", 4).unwrap();
+    let web = pki.config(
+        "live.yml",
+        &format!("basic_auth_users:\n  alice: '{alice}'\n  bob: '{bob}'\n"),
+    );
+    let (exporter, _sim) = deploy_with_web_config(&pki, &web).await;
+    let base = format!("http://{}", exporter.addr);
+    let client = reqwest::Client::new();
+    let status = |user: &str, password: &str| {
+        let request = client
+            .get(format!("{base}/metrics"))
+            .basic_auth(user, Some(password));
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status("bob", "bob-secret").await, 200);
+
+    // Nothing changed: said so, and bob's cached login still holds.
+    let (code, text) = post_reload(&client, &base, ("alice", "alice-secret")).await;
+    assert_eq!(
+        (code, text.as_str()),
+        (200, "Reloaded\nweb config unchanged\n")
+    );
+
+    std::fs::write(&web, format!("basic_auth_users:\n  alice: '{alice}'\n")).unwrap();
+    let (code, text) = post_reload(&client, &base, ("alice", "alice-secret")).await;
+    assert_eq!(
+        (code, text.as_str()),
+        (200, "Reloaded\nweb config reloaded\n")
+    );
+    assert_eq!(status("bob", "bob-secret").await, 401, "bob was removed");
+    assert_eq!(status("alice", "alice-secret").await, 200);
+
+    // A bad file: refused without quoting what is in it; alice keeps her access.
+    std::fs::write(
+        &web,
+        "basic_auth_users:\n  alice: plaintext-password\n  carol: '$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi'\n",
+    )
+    .unwrap();
+    let (code, text) = post_reload(&client, &base, ("alice", "alice-secret")).await;
+    assert_eq!(code, 500);
+    assert!(
+        text.starts_with(
+            "Reloaded\nweb config refused: basic_auth_users.alice: is not a bcrypt hash"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("the previous web config keeps serving"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("plaintext-password") && !text.contains("QOauhQ"),
+        "{text}"
+    );
+    assert_eq!(status("alice", "alice-secret").await, 200);
+
+    // A value where a map belongs: the YAML error does not quote it either.
+    std::fs::write(&web, "basic_auth_users: 'hunter2-password'\n").unwrap();
+    let (code, text) = post_reload(&client, &base, ("alice", "alice-secret")).await;
+    assert_eq!(code, 500);
+    assert!(!text.contains("hunter2"), "{text}");
+
+    // TLS cannot be switched on by a reload.
+    std::fs::write(
+        &web,
+        format!("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\nbasic_auth_users:\n  alice: '{alice}'\n"),
+    )
+    .unwrap();
+    let (code, text) = post_reload(&client, &base, ("alice", "alice-secret")).await;
+    assert_eq!(code, 500);
+    assert!(
+        text.contains("web config refused: tls_server_config: TLS is off and cannot be switched by a reload; restart the exporter to change it"),
+        "{text}"
+    );
+    assert_eq!(
+        status("alice", "alice-secret").await,
+        200,
+        "still plain HTTP"
+    );
+}
+
+/// The certificate a TLS server at `addr` presents, as DER.
+async fn served_certificate(addr: SocketAddr, ca_pem: &str) -> Vec<u8> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let tls = connector.connect(name, tcp).await.unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+#[tokio::test]
+async fn a_rotated_certificate_is_served_after_a_reload() {
+    let pki = Pki::new();
+    let web = pki.config(
+        "live-tls.yml",
+        "tls_server_config:\n  cert_file: live.crt\n  key_file: live.key\n",
+    );
+    std::fs::copy(pki.path("server.crt"), pki.path("live.crt")).unwrap();
+    std::fs::copy(pki.path("server.key"), pki.path("live.key")).unwrap();
+    let (exporter, _sim) = deploy_with_web_config(&pki, &web).await;
+    let first = served_certificate(exporter.addr, &pki.ca_pem).await;
+
+    // A new certificate from the same CA, written where the config points.
+    let (cert, key) = pki.another_server_certificate();
+    std::fs::write(pki.path("live.crt"), &cert).unwrap();
+    std::fs::write(pki.path("live.key"), &key).unwrap();
+    let client = pki.client(|b| b);
+    let base = format!("https://127.0.0.1:{}", exporter.addr.port());
+    let r = client
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.text().await.unwrap(), "Reloaded\nweb config reloaded\n");
+    let second = served_certificate(exporter.addr, &pki.ca_pem).await;
+    assert_ne!(first, second, "the new certificate is served");
+    let pem_der = rustls_pemfile::certs(&mut cert.as_bytes())
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(second, pem_der.to_vec());
+
+    // A key that does not match: refused, and the rotated certificate keeps serving.
+    std::fs::copy(pki.path("other.key"), pki.path("live.key")).unwrap();
+    let r = client
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains("web config refused: tls_server_config.key_file: the key in"),
+        "{text}"
+    );
+    assert!(!text.contains("PRIVATE KEY"), "{text}");
+    assert_eq!(served_certificate(exporter.addr, &pki.ca_pem).await, second);
+
+    // Switching TLS off is refused too.
+    std::fs::write(&web, "").unwrap();
+    let r = client
+        .post(format!("{base}/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        r.text()
+            .await
+            .unwrap()
+            .contains("TLS is on and cannot be switched by a reload")
     );
 }

@@ -22,6 +22,14 @@ use crate::app::ReloadRequest;
 use crate::exposition::{EOF, Format, write_families};
 use crate::snapshot::Store;
 use crate::telemetry::Telemetry;
+use crate::web::web_config::WebReload;
+
+/// What a reload did: the config file's outcome, and the web config's.
+#[derive(Clone, Debug)]
+pub struct ReloadAnswer {
+    pub config: Result<(), String>,
+    pub web: WebReload,
+}
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -68,7 +76,8 @@ async fn limit_scrapes(
     }
 }
 
-/// `POST /-/reload`: reads the config file again; the old config keeps running if it is bad.
+/// `POST /-/reload`: reads the config file and the web config file again; each old one keeps
+/// running if its new file is bad, and the answer says what happened to both.
 async fn reload(State(state): State<AppState>) -> Response {
     if !state.enable_lifecycle {
         return (
@@ -81,15 +90,22 @@ async fn reload(State(state): State<AppState>) -> Response {
     if state.reload.send(tx).await.is_err() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     }
-    match rx.await {
-        Ok(Ok(())) => (StatusCode::OK, "Reloaded\n").into_response(),
-        Ok(Err(e)) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("failed to reload config: {e}\n"),
-        )
-            .into_response(),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+    let Ok(answer) = rx.await else {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    };
+    let mut text = match &answer.config {
+        Ok(()) => "Reloaded\n".to_owned(),
+        Err(e) => format!("failed to reload config: {e}\n"),
+    };
+    if answer.web != WebReload::NoFile {
+        text.push_str(&format!("{}\n", answer.web));
     }
+    let status = if answer.config.is_err() || answer.web.is_refused() {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::OK
+    };
+    (status, text).into_response()
 }
 
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {

@@ -2,15 +2,22 @@
 //! in the schema of the Prometheus exporter toolkit
 //! (<https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md>).
 //! Everything is read and checked by [`WebConfig::load`], so a bad file stops the exporter at
-//! start instead of failing the first scrape.
+//! start instead of failing the first scrape. [`LiveWebConfig`] reads the file again on reload:
+//! users and headers are taken per request and the TLS config per handshake, as the toolkit
+//! does, and a bad new file leaves the old one serving.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use axum::Router;
+use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::{CryptoProvider, SupportedKxGroup};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
@@ -103,6 +110,13 @@ pub struct WebConfig {
     tls: Option<Arc<ServerConfig>>,
     users: Users,
     headers: Vec<(HeaderName, HeaderValue)>,
+    /// The file it was loaded from, read again on reload.
+    source: Option<PathBuf>,
+    /// A digest of the file and of the certificate, key and CA files it names, to tell an
+    /// unchanged config on reload (and keep its caches).
+    fingerprint: u64,
+    /// The certificate, key and CA files read, for the fingerprint.
+    files: Vec<PathBuf>,
 }
 
 impl fmt::Debug for WebConfig {
@@ -125,7 +139,15 @@ impl WebConfig {
             source,
         })?;
         let dir = path.parent().unwrap_or(Path::new(""));
-        Self::parse(&text, dir)
+        let mut config = Self::parse(&text, dir)?;
+        config.source = Some(path.to_owned());
+        config.fingerprint = fingerprint(&text, &config.files);
+        Ok(config)
+    }
+
+    /// The file this config was loaded from, if any.
+    pub fn source(&self) -> Option<&Path> {
+        self.source.as_deref()
     }
 
     /// Parses YAML text whose relative paths are relative to `dir`; see [`WebConfig::load`].
@@ -137,14 +159,21 @@ impl WebConfig {
         let http = raw.http_server_config.unwrap_or_default();
         let headers = headers(http.headers.unwrap_or_default())?;
         let users = users(raw.basic_auth_users.unwrap_or_default())?;
+        let mut files = Vec::new();
         let tls = match raw.tls_server_config {
-            Some(t) if t.is_enabled() => Some(Arc::new(tls(t, dir, http.http2.unwrap_or(true))?)),
+            Some(t) if t.is_enabled() => {
+                files = t.files(dir);
+                Some(Arc::new(tls(t, dir, http.http2.unwrap_or(true))?))
+            }
             _ => None,
         };
         Ok(WebConfig {
             tls,
             users,
             headers,
+            source: None,
+            fingerprint: 0,
+            files,
         })
     }
 
@@ -166,33 +195,174 @@ impl WebConfig {
     /// Wraps `router` in the configured headers and basic auth. The headers are set on every
     /// response, a 401 included, as the exporter toolkit does.
     pub fn apply(&self, router: Router) -> Router {
-        let router = auth::require_basic_auth(router, self.users.clone());
-        if self.headers.is_empty() {
-            return router;
-        }
-        let headers = Arc::new(self.headers.clone());
-        router.layer(axum::middleware::map_response(
-            move |mut response: axum::response::Response| {
-                let headers = headers.clone();
-                async move {
-                    for (name, value) in headers.iter() {
-                        response.headers_mut().insert(name.clone(), value.clone());
-                    }
-                    response
-                }
-            },
-        ))
+        LiveWebConfig::new(self.clone()).apply(router)
     }
 }
 
+/// A digest of the config text and the files it names; a file that cannot be read counts as
+/// empty (the reload that follows refuses it anyway).
+fn fingerprint(text: &str, files: &[PathBuf]) -> u64 {
+    let mut h = DefaultHasher::new();
+    text.hash(&mut h);
+    for file in files {
+        file.hash(&mut h);
+        std::fs::read(file).unwrap_or_default().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// What a reload did with the web config; its text never quotes a secret.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebReload {
+    /// No `--web.config.file`: nothing to reload.
+    NoFile,
+    Reloaded,
+    Unchanged,
+    /// The new file is bad or asks for what a reload cannot do; the old config keeps serving.
+    Refused(String),
+}
+
+impl WebReload {
+    pub fn is_refused(&self) -> bool {
+        matches!(self, WebReload::Refused(_))
+    }
+}
+
+impl fmt::Display for WebReload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WebReload::NoFile => Ok(()),
+            WebReload::Reloaded => f.write_str("web config reloaded"),
+            WebReload::Unchanged => f.write_str("web config unchanged"),
+            WebReload::Refused(why) => write!(
+                f,
+                "web config refused: {why}; the previous web config keeps serving"
+            ),
+        }
+    }
+}
+
+/// The web config in force, swapped whole on reload. Clones share it.
+#[derive(Clone)]
+pub struct LiveWebConfig {
+    current: Arc<ArcSwap<WebConfig>>,
+    /// The TLS config handed to the accept loop, read at each handshake; `None` for plain
+    /// HTTP, which a reload cannot change.
+    tls: Option<crate::web::serve::LiveTls>,
+}
+
+impl fmt::Debug for LiveWebConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("LiveWebConfig")
+            .field(&*self.current.load())
+            .finish()
+    }
+}
+
+impl LiveWebConfig {
+    pub fn new(config: WebConfig) -> LiveWebConfig {
+        let tls = config.tls.clone().map(|t| Arc::new(ArcSwap::new(t)));
+        LiveWebConfig {
+            current: Arc::new(ArcSwap::from_pointee(config)),
+            tls,
+        }
+    }
+
+    /// The config in force now.
+    pub fn current(&self) -> Arc<WebConfig> {
+        self.current.load_full()
+    }
+
+    /// The TLS config for the accept loop, or `None` to serve plain HTTP.
+    pub fn tls(&self) -> Option<crate::web::serve::LiveTls> {
+        self.tls.clone()
+    }
+
+    /// Wraps `router` in the basic auth and headers of the config in force at each request.
+    pub fn apply(&self, router: Router) -> Router {
+        router.layer(axum::middleware::from_fn_with_state(
+            self.clone(),
+            web_layer,
+        ))
+    }
+
+    /// Reads the file again. A new, valid file takes effect for the next request and the next
+    /// TLS handshake; a bad one, or one that switches TLS on or off (which needs a new
+    /// listener), is refused and the old config keeps serving.
+    pub fn reload(&self) -> WebReload {
+        let old = self.current.load_full();
+        let Some(path) = old.source.clone() else {
+            return WebReload::NoFile;
+        };
+        let new = match WebConfig::load(&path) {
+            Ok(new) => new,
+            Err(e) => return self.refused(e.to_string()),
+        };
+        if new.fingerprint == old.fingerprint {
+            return WebReload::Unchanged;
+        }
+        if new.tls.is_some() != old.tls.is_some() {
+            let now = if old.tls.is_some() { "on" } else { "off" };
+            return self.refused(format!(
+                "tls_server_config: TLS is {now} and cannot be switched by a reload; restart the exporter to change it"
+            ));
+        }
+        let users = new.users.clone().sharing_gate_of(&old.users);
+        let new = WebConfig { users, ..new };
+        if let (Some(live), Some(tls)) = (&self.tls, &new.tls) {
+            live.store(tls.clone());
+        }
+        self.current.store(Arc::new(new));
+        tracing::info!("web config reloaded");
+        WebReload::Reloaded
+    }
+
+    fn refused(&self, why: String) -> WebReload {
+        tracing::error!(reason = %why, "web config reload refused; the previous web config keeps serving");
+        WebReload::Refused(why)
+    }
+}
+
+async fn web_layer(State(live): State<LiveWebConfig>, request: Request, next: Next) -> Response {
+    let config = live.current();
+    let mut response = match auth::authorize(&config.users, &request).await {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => refusal,
+    };
+    for (name, value) in &config.headers {
+        response.headers_mut().insert(name.clone(), value.clone());
+    }
+    response
+}
+
 /// serde_yaml_ng prefixes the path of the offending key; add where the schema is described.
+/// Quoted values are blanked: the value in the wrong place may be a hash or a password.
 fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
-    let msg = e.to_string();
+    let msg = redact_quoted(&e.to_string());
     if msg.contains("unknown field") {
         format!("{msg} (remove or correct the key; see {SCHEMA_DOC})")
     } else {
         msg
     }
+}
+
+/// `"..."` becomes `"…"`; the names of keys, in backquotes, stay.
+fn redact_quoted(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut parts = msg.split('"');
+    if let Some(first) = parts.next() {
+        out.push_str(first);
+    }
+    let mut inside = true;
+    for part in parts {
+        if inside {
+            out.push_str("\"…\"");
+        } else {
+            out.push_str(part);
+        }
+        inside = !inside;
+    }
+    out
 }
 
 /// The headers the toolkit lets an operator set, with their allowed values where those are an
@@ -303,6 +473,15 @@ impl fmt::Display for ClientAuth {
 }
 
 impl RawTls {
+    /// The certificate, key and CA files named, resolved.
+    fn files(&self, dir: &Path) -> Vec<PathBuf> {
+        [&self.cert_file, &self.key_file, &self.client_ca_file]
+            .into_iter()
+            .flatten()
+            .map(|p| resolve(dir, p))
+            .collect()
+    }
+
     /// As the toolkit: any of these set means TLS is wanted (and must then be complete).
     fn is_enabled(&self) -> bool {
         let set = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| !p.as_os_str().is_empty());
@@ -831,6 +1010,18 @@ mod tests {
             e.to_string(),
             "http_server_config.headers.X-Foo: this header cannot be configured; use one of Strict-Transport-Security, X-Content-Type-Options, X-Frame-Options, X-XSS-Protection, Content-Security-Policy"
         );
+    }
+
+    #[test]
+    fn a_yaml_error_does_not_quote_the_value_in_the_wrong_place() {
+        let e = WebConfig::parse("basic_auth_users: 'hunter2'\n", Path::new(".")).unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.starts_with("basic_auth_users: invalid type"),
+            "{shown}"
+        );
+        assert_eq!(redact_quoted(r#"a "b" c `d` "e"#), r#"a "…" c `d` "…""#);
     }
 
     #[test]

@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Hostile clients against the release binary in demo mode, on loopback.
+
+Phases (each bounded in count and time):
+  fat:      N connections each sending 380 KB of header lines without ending the head;
+            peak memory growth of the exporter, how long until the server closed them.
+  unfinished: 20 connections that send part of a head and stop; how long until closed.
+  idle:     1100 idle connections (the exporter under `ulimit -n 1024` with --fd-limit).
+Meanwhile /metrics is scraped every 0.5 s and every answer is counted.
+
+Usage: bench/hostile_clients.py [--bin target/release/mailhost_exporter] [--fd-limit 1024]
+                                [--connections 1000] [extra exporter flags after --]
+"""
+
+import argparse
+import asyncio
+import re
+import resource
+import subprocess
+import sys
+import time
+import urllib.request
+
+DEADLINE = 120  # seconds for the whole run
+
+
+def status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def start(binary, fd_limit, extra):
+    cmd = [binary, "--demo", "--web.listen-address=127.0.0.1:0", *extra]
+    if fd_limit:
+        cmd = ["bash", "-c", f'ulimit -Sn {fd_limit} -Hn {fd_limit} && exec "$0" "$@"', *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    started = time.monotonic()
+    for line in proc.stderr:
+        m = re.search(r'url=\"?http://([0-9.]+):(\d+)', line)
+        if m:
+            return proc, (m.group(1), int(m.group(2)))
+        if time.monotonic() - started > 30:
+            break
+    proc.kill()
+    sys.exit("the exporter did not say where it listens")
+
+
+async def scraper(addr, stop, counts):
+    url = f"http://{addr[0]}:{addr[1]}/metrics"
+    loop = asyncio.get_running_loop()
+
+    def once():
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                r.read()
+                return r.status == 200
+        except Exception:
+            return False
+
+    while not stop.is_set():
+        ok = await loop.run_in_executor(None, once)
+        counts["asked"] += 1
+        counts["answered"] += ok
+        try:
+            await asyncio.wait_for(stop.wait(), 0.5)
+        except asyncio.TimeoutError:
+            pass
+
+
+async def until_closed(reader, started, limit):
+    """Seconds until the server closed the connection, or None within `limit`."""
+    try:
+        while True:
+            remaining = limit - (time.monotonic() - started)
+            if remaining <= 0:
+                return None
+            data = await asyncio.wait_for(reader.read(4096), remaining)
+            if not data:
+                return time.monotonic() - started
+    except (ConnectionError, OSError):
+        return time.monotonic() - started
+    except asyncio.TimeoutError:
+        return None
+
+
+async def fat_head(addr, limit):
+    started = time.monotonic()
+    try:
+        reader, writer = await asyncio.open_connection(*addr)
+    except OSError:
+        return "refused", None
+    chunk = ("X-Filler: " + "a" * 500 + "\r\n").encode() * 20
+    try:
+        writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(38):  # about 380 KB
+            writer.write(chunk)
+            await asyncio.wait_for(writer.drain(), 10)
+    except (ConnectionError, OSError, asyncio.TimeoutError):
+        pass
+    closed = await until_closed(reader, started, limit)
+    writer.close()
+    return "ok", closed
+
+
+async def unfinished(addr, limit):
+    started = time.monotonic()
+    reader, writer = await asyncio.open_connection(*addr)
+    writer.write(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Unfinished: ")
+    await writer.drain()
+    closed = await until_closed(reader, started, limit)
+    writer.close()
+    return closed
+
+
+def summary(times):
+    done = sorted(t for t in times if t is not None)
+    if not done:
+        return "none closed"
+    return (f"{len(done)}/{len(times)} closed by the server; "
+            f"median {done[len(done) // 2]:.1f}s, max {done[-1]:.1f}s")
+
+
+async def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", default="target/release/mailhost_exporter")
+    p.add_argument("--fd-limit", type=int, default=0)
+    p.add_argument("--connections", type=int, default=1000)
+    p.add_argument("--idle", type=int, default=1100)
+    p.add_argument("extra", nargs="*")
+    args = p.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
+
+    proc, addr = start(args.bin, args.fd_limit, args.extra)
+    try:
+        await asyncio.sleep(1)
+        urllib.request.urlopen(f"http://{addr[0]}:{addr[1]}/metrics", timeout=10).read()
+        rss0 = status_kib(proc.pid, "VmRSS")
+        hwm0 = status_kib(proc.pid, "VmHWM")
+        print(f"exporter pid {proc.pid} on {addr[0]}:{addr[1]}, fd limit "
+              f"{args.fd_limit or 'inherited'}; RSS {rss0 / 1024:.1f} MiB, peak {hwm0 / 1024:.1f} MiB")
+        stop, counts = asyncio.Event(), {"asked": 0, "answered": 0}
+        scraping = asyncio.create_task(scraper(addr, stop, counts))
+
+        # Fat heads, all at once (bounded by --connections).
+        t0 = time.monotonic()
+        results = await asyncio.gather(*(fat_head(addr, 60) for _ in range(args.connections)))
+        hwm1 = status_kib(proc.pid, "VmHWM")
+        rss1 = status_kib(proc.pid, "VmRSS")
+        refused = sum(1 for r, _ in results if r == "refused")
+        print(f"fat heads: {args.connections} x 380 KB in {time.monotonic() - t0:.1f}s, "
+              f"{refused} connects refused; {summary([c for r, c in results if r == 'ok'])}; "
+              f"peak memory +{(hwm1 - hwm0) / 1024:.1f} MiB, RSS now {rss1 / 1024:.1f} MiB")
+
+        times = await asyncio.gather(*(unfinished(addr, 60) for _ in range(20)))
+        print(f"unfinished heads: {summary(times)}")
+
+        # Idle connections, held while scrapes go on.
+        idle = []
+        for _ in range(args.idle):
+            try:
+                idle.append(await asyncio.wait_for(asyncio.open_connection(*addr), 5))
+            except (OSError, asyncio.TimeoutError):
+                break
+        before = dict(counts)
+        await asyncio.sleep(10)
+        print(f"idle: {len(idle)} connections open from this side; scrapes meanwhile "
+              f"{counts['answered'] - before['answered']}/{counts['asked'] - before['asked']} answered")
+        for _, w in idle:
+            w.close()
+
+        stop.set()
+        await scraping
+        print(f"scrapes over the whole run: {counts['answered']}/{counts['asked']} answered; "
+              f"exporter peak memory {status_kib(proc.pid, 'VmHWM') / 1024:.1f} MiB")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(asyncio.wait_for(main(), DEADLINE))
+    except asyncio.TimeoutError:
+        sys.exit(f"stopped after {DEADLINE}s")

@@ -47,6 +47,8 @@ pub struct Open;
 #[derive(Debug)]
 pub struct Breakers {
     inner: Mutex<Inner>,
+    /// Circuits with a failure on record at most; [`MAX_CIRCUITS`] outside tests.
+    capacity: usize,
 }
 
 /// Failures that count towards opening: the call is in trouble, not merely refused.
@@ -73,12 +75,17 @@ impl Inner {
 
 impl Breakers {
     pub fn new(policy: BreakerPolicy) -> Self {
+        Self::with_capacity(policy, MAX_CIRCUITS)
+    }
+
+    fn with_capacity(policy: BreakerPolicy, capacity: usize) -> Self {
         Breakers {
             inner: Mutex::new(Inner {
                 policy,
                 states: HashMap::new(),
                 open: HashMap::new(),
             }),
+            capacity,
         }
     }
 
@@ -126,7 +133,7 @@ impl Breakers {
         let policy = inner.policy;
         match outcome {
             Err(reason) if counts(reason) && policy.failures > 0 => {
-                if !inner.states.contains_key(key) && inner.states.len() >= MAX_CIRCUITS {
+                if !inner.states.contains_key(key) && inner.states.len() >= self.capacity {
                     return inner.open.get(&endpoint).copied().unwrap_or(0);
                 }
                 let s = inner.states.entry(key.clone()).or_default();
@@ -287,6 +294,32 @@ mod tests {
             assert_eq!(b.record(&key("1"), Err(FailureReason::NotFound), t), 0);
         }
         assert_eq!(b.tracked(), 0);
+    }
+
+    #[test]
+    fn circuits_on_record_are_bounded_and_a_closed_one_keeps_no_entry() {
+        let b = Breakers::with_capacity(
+            BreakerPolicy {
+                failures: 3,
+                cooldown: Duration::from_secs(60),
+            },
+            4,
+        );
+        let t = Instant::now();
+        for i in 0..10 {
+            b.record(&key(&i.to_string()), Err(FailureReason::Timeout), t);
+        }
+        assert_eq!(
+            b.tracked(),
+            4,
+            "past the bound a failing target is not tracked"
+        );
+        b.record(&key("0"), Ok(()), t);
+        assert_eq!(b.tracked(), 3);
+        assert!(
+            b.admit(&key("9"), t).is_ok(),
+            "an untracked target is let through"
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -183,6 +184,24 @@ def main():
                   f"(window / cool-down = {window / args.cooldown:.2f})")
         print(f"open circuits at the end: {open_circuits}")
         print(f"exporter memory: {rss}")
+
+        # 50 SIGHUPs within one second, the config unchanged: the collector must keep its
+        # schedule, so each account is called about once per interval, as without them.
+        span = 3 * args.interval
+        hits2 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
+        t0 = time.time()
+        for _ in range(50):
+            procs[1].send_signal(signal.SIGHUP)
+            time.sleep(0.02)
+        burst = time.time() - t0
+        time.sleep(max(0.0, span - burst))
+        hits3 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
+        per = [hits3.get(f"/api/delivery/accounts/{i}", 0) - hits2.get(f"/api/delivery/accounts/{i}", 0)
+               for i in healthy]
+        reloads = sum(1 for line in open(exp_log) if "configuration reloaded" in line)
+        print(f"50 SIGHUPs in {burst:.2f}s: {reloads} reloads done; HTTP requests per healthy account "
+              f"over the {span}s around them: {min(per)} to {max(per)} "
+              f"(the schedule alone gives {span / args.interval:.0f} or {span / args.interval + 1:.0f})")
     finally:
         for p in procs:
             p.terminate()

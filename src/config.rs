@@ -1,6 +1,8 @@
 //! Configuration: the strict YAML file, its defaults, and validation whose messages name the
 //! field and the fix.
 
+use std::collections::HashSet;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -35,6 +37,33 @@ pub mod defaults {
     pub const TOP_DOMAINS: i64 = 20;
 }
 
+/// The bounds of every value: what the exporter can run with. Each is named in the message that
+/// refuses a value past it.
+pub mod limits {
+    use std::time::Duration;
+
+    /// Largest config file read (a fleet of a million ids fits).
+    pub const CONFIG_FILE_BYTES: u64 = 32 * 1024 * 1024;
+    /// Largest token file read: it holds one token.
+    pub const TOKEN_FILE_BYTES: u64 = 4096;
+    /// Longest token.
+    pub const TOKEN_CHARS: usize = 1024;
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+    pub const MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
+    pub const MIN_COOLDOWN: Duration = Duration::from_secs(1);
+    pub const MAX_COOLDOWN: Duration = Duration::from_secs(60 * 60);
+    pub const MAX_BREAKER_FAILURES: u32 = 1000;
+    pub const MIN_RESPONSE_BYTES: u64 = 1024;
+    pub const MAX_RESPONSE_BYTES: u64 = 256 * 1024 * 1024;
+    pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+    pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+    pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+    /// Targets in one list (accounts, views, migrations, mailboxes).
+    pub const MAX_TARGETS: usize = 1_000_000;
+    /// Characters of a config value quoted back in a message at most.
+    pub const QUOTED_CHARS: usize = 64;
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -43,6 +72,11 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "config file {path} is larger than {} MiB; is it the right file?",
+        limits::CONFIG_FILE_BYTES / 1024 / 1024
+    )]
+    TooLarge { path: PathBuf },
     #[error("{0}")]
     Syntax(String),
     #[error("{field}: {problem}")]
@@ -376,9 +410,21 @@ impl Config {
     /// Reads, parses and validates a config file; the token comes from `api.token_file` or,
     /// when that is unset, from [`TOKEN_ENV`] as given by `env_token`.
     pub fn load(path: &Path, env_token: Option<String>) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let read = |source| ConfigError::Read {
             path: path.to_owned(),
             source,
+        };
+        let bytes = read_at_most(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
+        let Some(bytes) = bytes else {
+            return Err(ConfigError::TooLarge {
+                path: path.to_owned(),
+            });
+        };
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "it is not UTF-8 text",
+            ))
         })?;
         Self::parse(&text, env_token)
     }
@@ -447,9 +493,30 @@ impl Config {
     }
 }
 
-/// serde_yaml_ng prefixes the path of the offending key; keep that, drop nothing.
+/// Reads a file, or `None` when it is larger than `limit` bytes (only `limit + 1` are read).
+fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// A config value quoted back to its author, cut at [`limits::QUOTED_CHARS`]: for values that
+/// cannot be secrets (time zones, codes, domains), shown so the mistake is easy to find.
+fn quote(value: &str) -> String {
+    let mut cut: String = value.chars().take(limits::QUOTED_CHARS).collect();
+    if cut.len() < value.len() {
+        cut.push('…');
+    }
+    format!("{cut:?}")
+}
+
+/// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value:
+/// any field may hold a secret pasted in the wrong place, so quoted strings are replaced by
+/// their length.
 fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
-    let msg = e.to_string();
+    let msg = redact_quoted(&e.to_string());
     if msg.contains("unknown field") {
         format!("{msg} (remove or correct the key; see examples/config.yml)")
     } else if msg.contains("expected a duration") {
@@ -459,9 +526,38 @@ fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
     }
 }
 
+/// Replaces every double-quoted string of a message (`"abc"`, with `\"` escapes inside) by
+/// `(N characters)`; the rest of the message is kept.
+fn redact_quoted(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut chars = msg.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            out.push(c);
+            continue;
+        }
+        let mut n = 0usize;
+        let mut escaped = false;
+        for c in chars.by_ref() {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+                continue;
+            } else if c == '"' {
+                break;
+            }
+            n += 1;
+        }
+        out.push_str(&format!("({n} characters)"));
+    }
+    out
+}
+
 fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, ConfigError> {
     let base_url = raw.base_url.trim_end_matches('/').to_owned();
-    match reqwest::Url::parse(&base_url) {
+    let parsed = reqwest::Url::parse(&base_url);
+    match &parsed {
         Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host().is_some() => {
             if !u.username().is_empty() || u.password().is_some() {
                 return Err(invalid(
@@ -477,33 +573,52 @@ fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, Con
             }
         }
         _ => {
+            // Shown without userinfo, query or fragment: they may hold a secret.
+            let why = match &parsed {
+                Err(e) => format!(" ({e})"),
+                Ok(_) => String::new(),
+            };
             return Err(invalid(
                 "api.base_url",
                 format!(
-                    "{base_url:?} is not an http(s) address; write it like https://api.example.net"
+                    "{} is not an http(s) address{why}; write it like https://api.example.net",
+                    quote(&crate::redact::url(&base_url))
                 ),
             ));
         }
     }
     let token = match &raw.token_file {
+        // The path is never quoted: a token pasted there by mistake would be shown.
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
+            let bytes = read_at_most(path, limits::TOKEN_FILE_BYTES).map_err(|e| {
                 invalid(
                     "api.token_file",
                     format!(
-                        "cannot read {}: {e}; point it at a readable file holding the token",
-                        path.display()
+                        "cannot read the file it names ({}); check that it is the path of a readable file holding the token, not the token itself",
+                        io_reason(&e)
                     ),
+                )
+            })?;
+            let Some(bytes) = bytes else {
+                return Err(invalid(
+                    "api.token_file",
+                    format!(
+                        "the file it names is larger than {} bytes; it should hold the token alone",
+                        limits::TOKEN_FILE_BYTES
+                    ),
+                ));
+            };
+            let text = String::from_utf8(bytes).map_err(|_| {
+                invalid(
+                    "api.token_file",
+                    "the file it names is not UTF-8 text; it should hold the token alone",
                 )
             })?;
             let t = text.trim().to_owned();
             if t.is_empty() {
                 return Err(invalid(
                     "api.token_file",
-                    format!(
-                        "{} is empty; write the Management API token into it",
-                        path.display()
-                    ),
+                    "the file it names is empty; write the Management API token into it",
                 ));
             }
             t
@@ -526,13 +641,23 @@ fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, Con
             "contains spaces or control characters; a token is one word",
         ));
     }
-    let timeout = raw.timeout.unwrap_or(defaults::TIMEOUT);
-    if timeout.is_zero() {
+    if token.chars().count() > limits::TOKEN_CHARS {
         return Err(invalid(
-            "api.timeout",
-            "must be more than 0s, for example 10s",
+            "api token",
+            format!(
+                "is longer than {} characters; is it the token?",
+                limits::TOKEN_CHARS
+            ),
         ));
     }
+    let timeout = raw.timeout.unwrap_or(defaults::TIMEOUT);
+    within(
+        "api.timeout",
+        timeout,
+        Duration::from_millis(1),
+        limits::MAX_TIMEOUT,
+        "10s",
+    )?;
     let concurrency = raw.concurrency.unwrap_or(defaults::CONCURRENCY);
     if !(1..=256).contains(&concurrency) {
         return Err(invalid(
@@ -543,8 +668,15 @@ fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, Con
     let max_response_bytes = raw
         .max_response_bytes
         .unwrap_or(defaults::MAX_RESPONSE_BYTES);
-    if max_response_bytes < 1024 {
-        return Err(invalid("api.max_response_bytes", "must be at least 1024"));
+    if !(limits::MIN_RESPONSE_BYTES..=limits::MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
+        return Err(invalid(
+            "api.max_response_bytes",
+            format!(
+                "{max_response_bytes} is out of range: use {} to {} (256 MiB), for example 4194304",
+                limits::MIN_RESPONSE_BYTES,
+                limits::MAX_RESPONSE_BYTES
+            ),
+        ));
     }
     let max_retries = raw.max_retries.unwrap_or(defaults::MAX_RETRIES);
     if max_retries > 10 {
@@ -555,6 +687,13 @@ fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, Con
     }
     let backoff = raw.retry_backoff.unwrap_or(defaults::RETRY_BACKOFF);
     let max_backoff = raw.retry_max_backoff.unwrap_or(defaults::RETRY_MAX_BACKOFF);
+    within(
+        "api.retry_max_backoff",
+        max_backoff,
+        Duration::from_millis(1),
+        limits::MAX_BACKOFF,
+        "5s",
+    )?;
     if backoff.is_zero() || backoff > max_backoff {
         return Err(invalid(
             "api.retry_backoff",
@@ -564,15 +703,25 @@ fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, Con
     let failures = raw
         .circuit_breaker_failures
         .unwrap_or(defaults::BREAKER_FAILURES);
+    if failures > limits::MAX_BREAKER_FAILURES {
+        return Err(invalid(
+            "api.circuit_breaker_failures",
+            format!(
+                "{failures} is out of range: use 0 (never open) to {}, for example 5",
+                limits::MAX_BREAKER_FAILURES
+            ),
+        ));
+    }
     let cooldown = raw
         .circuit_breaker_cooldown
         .unwrap_or(defaults::BREAKER_COOLDOWN);
-    if cooldown < Duration::from_secs(1) {
-        return Err(invalid(
-            "api.circuit_breaker_cooldown",
-            "must be at least 1s, for example 60s",
-        ));
-    }
+    within(
+        "api.circuit_breaker_cooldown",
+        cooldown,
+        limits::MIN_COOLDOWN,
+        limits::MAX_COOLDOWN,
+        "60s",
+    )?;
     Ok(ApiConfig {
         base_url,
         token: SecretString::from(token),
@@ -588,6 +737,39 @@ fn validate_api(raw: RawApi, env_token: Option<String>) -> Result<ApiConfig, Con
     })
 }
 
+/// The reason an I/O error gives, without the path it concerns.
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_owned(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        std::io::ErrorKind::IsADirectory => "it is a directory".to_owned(),
+        kind => kind.to_string(),
+    }
+}
+
+/// Refuses a duration outside `min..=max`, naming the field, the bound and an example.
+fn within(
+    field: &str,
+    value: Duration,
+    min: Duration,
+    max: Duration,
+    example: &str,
+) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        return Ok(());
+    }
+    let f = humantime::format_duration;
+    Err(invalid(
+        field,
+        format!(
+            "{} is out of range: use {} to {}, for example {example}",
+            f(value),
+            f(min),
+            f(max)
+        ),
+    ))
+}
+
 fn schedule(
     field: &str,
     interval: Option<Duration>,
@@ -595,11 +777,16 @@ fn schedule(
     max_age: Option<Duration>,
 ) -> Result<Schedule, ConfigError> {
     let interval = interval.unwrap_or(defaults::INTERVAL);
-    if interval < Duration::from_secs(1) {
-        return Err(invalid(format!("{field}.interval"), "must be at least 1s"));
-    }
+    within(
+        &format!("{field}.interval"),
+        interval,
+        limits::MIN_INTERVAL,
+        limits::MAX_INTERVAL,
+        "60s",
+    )?;
     // Default deadline: 80% of the interval, so a slow run ends before the next one is due.
-    let deadline = deadline.unwrap_or(interval.mul_f64(0.8));
+    // The interval is bounded above, so neither product can overflow.
+    let deadline = deadline.unwrap_or(interval / 5 * 4);
     if deadline.is_zero() || deadline >= interval {
         return Err(invalid(
             format!("{field}.deadline"),
@@ -610,7 +797,17 @@ fn schedule(
             ),
         ));
     }
-    let max_age = max_age.unwrap_or(interval * defaults::MAX_AGE_INTERVALS);
+    let max_age = max_age.unwrap_or(interval.saturating_mul(defaults::MAX_AGE_INTERVALS));
+    if max_age > limits::MAX_AGE {
+        return Err(invalid(
+            format!("{field}.max_age"),
+            format!(
+                "{} is out of range: use at most {}; values older than that are of no use",
+                humantime::format_duration(max_age),
+                humantime::format_duration(limits::MAX_AGE)
+            ),
+        ));
+    }
     if max_age < interval {
         return Err(invalid(
             format!("{field}.max_age"),
@@ -639,7 +836,8 @@ fn timezone(
             invalid(
                 field,
                 format!(
-                    "{name:?} is not a known time zone; use an IANA name such as UTC or Europe/Rome"
+                    "{} is not a known time zone; use an IANA name such as UTC or Europe/Rome",
+                    quote(&name)
                 ),
             )
         })
@@ -650,7 +848,10 @@ fn date_format(field: &str, pattern: Option<String>) -> Result<DateFormat, Confi
     DateFormat::parse(&pattern).ok_or_else(|| {
         invalid(
             field,
-            format!("{pattern:?} is not a date format: write YYYY, MM and DD once each with separators, e.g. YYYY-MM-DD"),
+            format!(
+                "{} is not a date format: write YYYY, MM and DD once each with separators, e.g. YYYY-MM-DD",
+                quote(&pattern)
+            ),
         )
     })
 }
@@ -665,7 +866,9 @@ fn dashboard(d: RawDashboard) -> Result<DashboardConfig, ConfigError> {
             format!("{limit} is out of range: use 1 to 1000"),
         ));
     }
+    at_most(&format!("{f}.views"), d.views.len())?;
     let mut views = vec![View::All];
+    let mut seen: HashSet<View> = HashSet::from([View::All]);
     for (i, v) in d.views.into_iter().enumerate() {
         let field = format!("{f}.views[{i}]");
         let view = match (v.account, v.domain) {
@@ -680,7 +883,7 @@ fn dashboard(d: RawDashboard) -> Result<DashboardConfig, ConfigError> {
                 {
                     return Err(invalid(
                         format!("{field}.domain"),
-                        format!("{domain:?} is not a domain name, e.g. shop.example"),
+                        format!("{} is not a domain name, e.g. shop.example", quote(&domain)),
                     ));
                 }
                 View::Domain(domain)
@@ -692,7 +895,7 @@ fn dashboard(d: RawDashboard) -> Result<DashboardConfig, ConfigError> {
                 ));
             }
         };
-        if views.contains(&view) {
+        if !seen.insert(view.clone()) {
             return Err(invalid(field, "is listed twice"));
         }
         views.push(view);
@@ -733,7 +936,9 @@ fn mailboxes(m: RawMailbox) -> Result<MailboxConfig, ConfigError> {
             "is empty; list pairs like {domain: D000000101, mailbox: EA00000001}",
         ));
     }
-    let mut out: Vec<MailboxTarget> = Vec::new();
+    at_most(&format!("{f}.mailboxes"), m.mailboxes.len())?;
+    let mut seen = HashSet::with_capacity(m.mailboxes.len());
+    let mut out: Vec<MailboxTarget> = Vec::with_capacity(m.mailboxes.len());
     for (i, t) in m.mailboxes.into_iter().enumerate() {
         let field = format!("{f}.mailboxes[{i}]");
         let domain = code(
@@ -748,7 +953,7 @@ fn mailboxes(m: RawMailbox) -> Result<MailboxConfig, ConfigError> {
             &[("EA", 8), ("P", 9)],
             "EA followed by 8 digits (e.g. EA00000001), or P followed by 9 digits for a postmaster",
         )?;
-        if out.iter().any(|o| o.mailbox == mailbox) {
+        if !seen.insert(mailbox.clone()) {
             return Err(invalid(field, format!("mailbox {mailbox} is listed twice")));
         }
         out.push(MailboxTarget { domain, mailbox });
@@ -776,7 +981,7 @@ fn code(
     } else {
         Err(invalid(
             field,
-            format!("{value:?} is not a valid code: expected {expected}"),
+            format!("{} is not a valid code: expected {expected}", quote(value)),
         ))
     }
 }
@@ -794,16 +999,32 @@ fn codes(
             format!("is empty; list codes written as {expected}"),
         ));
     }
+    at_most(field, values.len())?;
+    let mut seen = HashSet::with_capacity(values.len());
     let mut out: Vec<String> = Vec::with_capacity(values.len());
     for (i, v) in values.iter().enumerate() {
         let at = format!("{field}[{i}]");
         let v = code(&at, v, forms, expected)?;
-        if out.contains(&v) {
+        if !seen.insert(v.clone()) {
             return Err(invalid(at, format!("{v} is listed twice")));
         }
         out.push(v);
     }
     Ok(out)
+}
+
+/// Refuses a list longer than [`limits::MAX_TARGETS`].
+fn at_most(field: &str, len: usize) -> Result<(), ConfigError> {
+    if len > limits::MAX_TARGETS {
+        return Err(invalid(
+            field,
+            format!(
+                "lists {len} entries; at most {} are supported by one exporter (split the fleet with shards)",
+                limits::MAX_TARGETS
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {
@@ -813,6 +1034,8 @@ fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {
             "is empty; list the Delivery account ids to watch, e.g. [1001, 1002]",
         ));
     }
+    at_most(field, ids.len())?;
+    let mut seen = HashSet::with_capacity(ids.len());
     let mut out = Vec::with_capacity(ids.len());
     for (i, &id) in ids.iter().enumerate() {
         let id32 = i32::try_from(id).ok().filter(|v| *v > 0).ok_or_else(|| {
@@ -823,7 +1046,7 @@ fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {
                 ),
             )
         })?;
-        if out.contains(&id32) {
+        if !seen.insert(id32) {
             return Err(invalid(
                 format!("{field}[{i}]"),
                 format!("{id} is listed twice"),
@@ -877,6 +1100,68 @@ mod tests {
             e.starts_with("api.base_url: \"ftp://x\" is not an http(s) address"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn no_duration_reaches_a_panic_whatever_its_size() {
+        let durations = [
+            "0s",
+            "1ns",
+            "1ms",
+            "999ms",
+            "1s",
+            "24h",
+            "25h",
+            "7days",
+            "8days",
+            "10000000000s",
+            "18446744073709551615s",
+            "584942417355y",
+        ];
+        let api_keys = [
+            "timeout",
+            "retry_backoff",
+            "retry_max_backoff",
+            "circuit_breaker_cooldown",
+        ];
+        for d in durations {
+            for key in api_keys {
+                let text = GOOD.replace(
+                    "https://api.example.net/\n",
+                    &format!("https://api.example.net/\n  {key}: {d}\n"),
+                );
+                let _ = Config::parse(&text, Some("t".into()));
+            }
+            for key in ["interval", "deadline", "max_age"] {
+                let text = GOOD.replace("interval: 30s", &format!("{key}: {d}"));
+                let _ = Config::parse(&text, Some("t".into()));
+                let both = GOOD.replace("interval: 30s", &format!("interval: 24h\n    {key}: {d}"));
+                if let Ok(c) = Config::parse(&both, Some("t".into())) {
+                    let s = c.collectors.delivery_account.unwrap().schedule;
+                    assert!(s.deadline < s.interval && s.max_age <= limits::MAX_AGE);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quoted_strings_of_yaml_errors_are_replaced_by_their_length() {
+        assert_eq!(
+            redact_quoted(r#"invalid type: string "ab\"c", expected usize"#),
+            "invalid type: string (4 characters), expected usize"
+        );
+        assert_eq!(redact_quoted("no quotes `key`"), "no quotes `key`");
+        assert_eq!(
+            redact_quoted(r#"unterminated "abc"#),
+            "unterminated (3 characters)"
+        );
+    }
+
+    #[test]
+    fn long_values_are_quoted_cut() {
+        let q = quote(&"x".repeat(1000));
+        assert_eq!(q.chars().count(), limits::QUOTED_CHARS + 3);
+        assert!(q.ends_with("…\""));
     }
 
     #[test]

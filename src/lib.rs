@@ -13,6 +13,7 @@ pub mod exposition;
 pub mod labels;
 pub mod logging;
 pub mod metrics;
+pub mod redact;
 pub mod scraper;
 pub mod shutdown;
 pub mod sim;

@@ -61,7 +61,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "bad-duration.yml",
-            "api.timeout: invalid value: string \"10 parsecs\", expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
+            "api.timeout: invalid value: string (10 characters), expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
         ),
         (
             "missing-token.yml",
@@ -69,7 +69,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "unreadable-token-file.yml",
-            "api.token_file: cannot read /nonexistent/mailhost-token: No such file or directory (os error 2); point it at a readable file holding the token",
+            "api.token_file: cannot read the file it names (no such file); check that it is the path of a readable file holding the token, not the token itself",
         ),
         (
             "bad-timezone.yml",
@@ -99,6 +99,50 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
             "not-http.yml",
             "api.base_url: \"file:///etc/passwd\" is not an http(s) address; write it like https://api.example.net",
         ),
+        (
+            "token-pasted-in-token-file.yml",
+            "api.token_file: cannot read the file it names (no such file); check that it is the path of a readable file holding the token, not the token itself",
+        ),
+        (
+            "base-url-with-credentials-and-bad-port.yml",
+            "api.base_url: \"http://api.example.net:99999/v1\" is not an http(s) address (invalid port number); write it like https://api.example.net",
+        ),
+        (
+            "secret-in-a-number-field.yml",
+            "api.concurrency: invalid type: string (32 characters), expected usize at line 3 column 16",
+        ),
+        (
+            "interval-too-long.yml",
+            "collectors.delivery_account.interval: 2days is out of range: use 1s to 1day, for example 60s",
+        ),
+        (
+            "max-age-too-long.yml",
+            "collectors.migration.max_age: 30days is out of range: use at most 7days; values older than that are of no use",
+        ),
+        (
+            "timeout-too-long.yml",
+            "api.timeout: 1h is out of range: use 1ms to 5m, for example 10s",
+        ),
+        (
+            "cooldown-too-long.yml",
+            "api.circuit_breaker_cooldown: 316years 10months 17days 8h 10m 40s is out of range: use 1s to 1h, for example 60s",
+        ),
+        (
+            "retry-backoff-too-long.yml",
+            "api.retry_max_backoff: 1day is out of range: use 1ms to 5m, for example 5s",
+        ),
+        (
+            "breaker-failures-too-many.yml",
+            "api.circuit_breaker_failures: 4294967295 is out of range: use 0 (never open) to 1000, for example 5",
+        ),
+        (
+            "max-response-bytes-too-large.yml",
+            "api.max_response_bytes: 18446744073709551615 is out of range: use 1024 to 268435456 (256 MiB), for example 4194304",
+        ),
+        (
+            "yaml-nested-aliases.yml",
+            "collectors.tracemail_daily.accounts[0]: invalid type: sequence, expected i64 at line 5 column 15",
+        ),
     ];
     for (file, message) in cases {
         let path = format!("tests/fixtures/config/{file}");
@@ -109,6 +153,51 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         assert_eq!(stdout, "", "{file}");
         assert_eq!(stderr, format!("{path}: {message}\n"), "{file}");
     }
+}
+
+/// Secrets pasted in the wrong place: none of them reaches the output of `--config.check`.
+#[test]
+fn a_secret_pasted_in_the_wrong_field_is_never_quoted() {
+    for (file, secrets) in [
+        (
+            "token-pasted-in-token-file.yml",
+            &["mh_live_7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5"][..],
+        ),
+        (
+            "base-url-with-credentials-and-bad-port.yml",
+            &["S3cretT0kenValue", "admin", "mh_live_abc123", "token="][..],
+        ),
+        (
+            "secret-in-a-number-field.yml",
+            &["mh_live_7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5"][..],
+        ),
+    ] {
+        let (ok, stdout, stderr) = check(&format!("tests/fixtures/config/{file}"), Some("t"));
+        assert!(!ok, "{file}");
+        for secret in secrets {
+            assert!(
+                !stdout.contains(secret) && !stderr.contains(secret),
+                "{file}: {secret} was quoted in {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_config_file_over_its_size_limit_is_refused_without_being_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.yml");
+    // Sparse: costs no disk, reads as zeros.
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(mailhost_exporter::config::limits::CONFIG_FILE_BYTES + 1)
+        .unwrap();
+    let (ok, _, stderr) = check(path.to_str().unwrap(), Some("t"));
+    assert!(!ok);
+    assert!(
+        stderr.ends_with("is larger than 32 MiB; is it the right file?\n"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -130,6 +130,43 @@ async fn a_bad_config_on_reload_is_refused_and_the_old_one_keeps_running() {
 }
 
 #[tokio::test]
+async fn a_refused_reload_names_what_failed_without_quoting_a_secret() {
+    let sim = spawn_sim().await;
+    let d = deploy(&sim.url, "1001", &["--web.enable-lifecycle"]).await;
+    scrape_until(&d.base, "1001", |b| value(b, &remaining(1001)).is_some()).await;
+    let secrets = ["S3cretT0kenValue", "mh_live_7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5"];
+    for (text, names) in [
+        (
+            config_text(
+                "http://admin:S3cretT0kenValue@127.0.0.1:99999/x?t=1",
+                "1001",
+            ),
+            "api.base_url",
+        ),
+        (
+            config_text(&sim.url, "1001").replace(
+                "  timeout: 2s\n",
+                "  timeout: 2s\n  token_file: mh_live_7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5\n",
+            ),
+            "api.token_file",
+        ),
+    ] {
+        std::fs::write(&d.config, text).unwrap();
+        let (status, answer) = post_reload(&d.base).await;
+        assert_eq!(status, 500);
+        assert!(answer.contains(names), "{answer}");
+        for secret in secrets {
+            assert!(!answer.contains(secret), "{secret} in the answer {answer}");
+        }
+    }
+    let log = d.exporter.log().join("\n");
+    assert!(log.contains("configuration reload refused"));
+    for secret in secrets {
+        assert!(!log.contains(secret), "{secret} in the log");
+    }
+}
+
+#[tokio::test]
 async fn sighup_reloads_the_config() {
     let sim = spawn_sim().await;
     let d = deploy(&sim.url, "1001", &[]).await;

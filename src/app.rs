@@ -23,7 +23,7 @@ use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::{BuildError, Client};
 use crate::web::serve::ServeOptions;
 use crate::web::web_config::{LiveWebConfig, WebConfig};
-use crate::web::{self, AppState};
+use crate::web::{self, AppState, ReloadRequest};
 
 /// How long shutdown waits for open HTTP requests before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
@@ -55,9 +55,6 @@ impl Default for WebOptions {
         }
     }
 }
-
-/// A reload request; the answer says whether the new config was taken.
-pub type ReloadRequest = oneshot::Sender<web::ReloadAnswer>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {

@@ -13,7 +13,7 @@ use super::clock::format_datetime;
 use super::error::ApiError;
 use super::extract::{JsonBody, Management};
 use super::faults::FaultSpec;
-use super::routes::Route;
+use super::route::Route;
 
 pub(crate) fn router() -> Router<Simulator> {
     Router::new()

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::clock::{SimClock, shift};
 use super::error::ApiError;
-use super::routes::Route;
+use super::route::Route;
 
 /// Size an [`BodyFault::Oversized`] body exceeds when `oversized_bytes` is not given: 8 MiB.
 pub const DEFAULT_OVERSIZED_BYTES: u64 = 8 * 1024 * 1024;

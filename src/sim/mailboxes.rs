@@ -13,9 +13,9 @@ use serde_json::{Map, Value, json};
 use super::Simulator;
 use super::clock::{format_datetime, shift};
 use super::config::MailboxSeed;
+use super::envelope::envelope;
 use super::error::{ApiError, SimConfigError};
 use super::extract::{MailboxPath, Management, is_domain_code, is_mailbox_code};
-use super::management::envelope;
 
 /// Every member of an email account record (section 2.5 of the interface document).
 pub const MAILBOX_RECORD_FIELDS: [&str; 103] = [

@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
 use super::Simulator;
+use super::envelope::envelope;
 use super::error::ApiError;
 use super::extract::{
     AccountId, AccountTokenIds, Fields, JsonBody, Management, is_domain_code, is_email_address,
@@ -20,16 +21,6 @@ pub const PAYMENT_METHODS: [&str; 3] = [
     "walletprovider_billingagreements",
     "walletprovider",
 ];
-
-/// `{resources: [...], pagination: {page, per_page, total}}`: every simulated list is one page
-/// holding everything.
-pub(crate) fn envelope(resources: Vec<Value>) -> Json<Value> {
-    let total = resources.len();
-    Json(json!({
-        "resources": resources,
-        "pagination": { "page": 1, "per_page": total, "total": total },
-    }))
-}
 
 fn account_not_found(id: i32) -> ApiError {
     ApiError::NotFound(format!("Delivery account {id} not found"))

@@ -5,6 +5,7 @@
 mod clock;
 mod config;
 mod control;
+mod envelope;
 mod error;
 mod extract;
 mod faults;
@@ -12,6 +13,7 @@ mod fleet;
 mod mailboxes;
 mod management;
 mod migrations;
+mod route;
 mod routes;
 mod send;
 mod state;
@@ -52,7 +54,7 @@ pub use mailboxes::{
     OUTBOUND_PERIOD_HOURS,
 };
 pub use management::PAYMENT_METHODS;
-pub use routes::{Route, UnknownRoute};
+pub use route::{Route, UnknownRoute};
 pub use send::{BOUNCE_DOMAIN, SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES};
 pub use state::{
     ACCOUNT_RECORD_FIELDS, AccountState, ApiTokenState, MESSAGES_PER_VOLUME_UNIT,

@@ -12,9 +12,9 @@ use jiff::tz::TimeZone;
 use serde_json::{Map, Value, json};
 
 use super::Simulator;
+use super::envelope::envelope;
 use super::error::ApiError;
 use super::extract::{Fields, Management, OptionalJsonObject, QueryPairs, TracemailAccount};
-use super::management::envelope;
 use super::state::World;
 use super::stats::Outcome::{Bounced, Complaint, Deferred, Delivered, Rejected};
 use super::stats::{Counts, Filter, day_bounds};

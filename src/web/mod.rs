@@ -18,11 +18,13 @@ use axum::routing::{get, post};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::compression::CompressionLayer;
 
-use crate::app::ReloadRequest;
 use crate::exposition::{EOF, Format, write_families};
 use crate::snapshot::Store;
 use crate::telemetry::Telemetry;
 use crate::web::web_config::WebReload;
+
+/// A reload request (from `POST /-/reload` or SIGHUP); the answer says what was taken.
+pub type ReloadRequest = oneshot::Sender<ReloadAnswer>;
 
 /// What a reload did: the config file's outcome, and the web config's.
 #[derive(Clone, Debug)]

@@ -1,0 +1,153 @@
+//! The operations of the simulated service, by name: the vocabulary that fault injection, the
+//! control plane and the router share.
+
+use std::fmt;
+use std::str::FromStr;
+
+use axum::http::Method;
+use serde::{Deserialize, Serialize};
+
+/// One operation of the simulated service, named for fault injection.
+///
+/// To add an operation: add a variant here, its name/method/path below, its handler in
+/// `routes::handler`, and it is served and fault-injectable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    /// `GET /api/delivery/accounts/{id}`
+    DeliveryAccountGet,
+    /// `PUT /api/delivery/accounts/{id}`
+    DeliveryAccountPut,
+    /// `PUT /api/delivery/accounts/{id}/status`
+    DeliveryAccountStatus,
+    /// `PUT /api/delivery/accounts/{id}/api_tokens/{token_id}`
+    DeliveryApiTokenPut,
+    /// `POST /api/delivery/suppression_lists`
+    SuppressionListPost,
+    /// `POST /v1/send`
+    Send,
+    /// `POST /v1/send/bulk`
+    SendBulk,
+    /// `POST /api/delivery/tracemail/dashboard`
+    TracemailDashboard,
+    /// `GET /api/delivery/tracemail/daily/{account}`
+    TracemailDaily,
+    /// `GET /api/migrations/{migration_code}/stats`
+    MigrationStats,
+    /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
+    EmailAccountGet,
+}
+
+impl Route {
+    pub const ALL: [Route; 11] = [
+        Route::DeliveryAccountGet,
+        Route::DeliveryAccountPut,
+        Route::DeliveryAccountStatus,
+        Route::DeliveryApiTokenPut,
+        Route::SuppressionListPost,
+        Route::Send,
+        Route::SendBulk,
+        Route::TracemailDashboard,
+        Route::TracemailDaily,
+        Route::MigrationStats,
+        Route::EmailAccountGet,
+    ];
+
+    /// The stable snake_case name used by `/_sim/faults/{route}`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Route::DeliveryAccountGet => "delivery_account_get",
+            Route::DeliveryAccountPut => "delivery_account_put",
+            Route::DeliveryAccountStatus => "delivery_account_status",
+            Route::DeliveryApiTokenPut => "delivery_api_token_put",
+            Route::SuppressionListPost => "suppression_list_post",
+            Route::Send => "send",
+            Route::SendBulk => "send_bulk",
+            Route::TracemailDashboard => "tracemail_dashboard",
+            Route::TracemailDaily => "tracemail_daily",
+            Route::MigrationStats => "migration_stats",
+            Route::EmailAccountGet => "email_account_get",
+        }
+    }
+
+    pub fn method(&self) -> Method {
+        match self {
+            Route::DeliveryAccountGet
+            | Route::TracemailDaily
+            | Route::MigrationStats
+            | Route::EmailAccountGet => Method::GET,
+            Route::DeliveryAccountPut
+            | Route::DeliveryAccountStatus
+            | Route::DeliveryApiTokenPut => Method::PUT,
+            Route::SuppressionListPost
+            | Route::Send
+            | Route::SendBulk
+            | Route::TracemailDashboard => Method::POST,
+        }
+    }
+
+    /// The path template, in axum's `{param}` syntax.
+    pub fn path(&self) -> &'static str {
+        match self {
+            Route::DeliveryAccountGet | Route::DeliveryAccountPut => "/api/delivery/accounts/{id}",
+            Route::DeliveryAccountStatus => "/api/delivery/accounts/{id}/status",
+            Route::DeliveryApiTokenPut => "/api/delivery/accounts/{id}/api_tokens/{token_id}",
+            Route::SuppressionListPost => "/api/delivery/suppression_lists",
+            Route::Send => "/v1/send",
+            Route::SendBulk => "/v1/send/bulk",
+            Route::TracemailDashboard => "/api/delivery/tracemail/dashboard",
+            Route::TracemailDaily => "/api/delivery/tracemail/daily/{account}",
+            Route::MigrationStats => "/api/migrations/{migration_code}/stats",
+            Route::EmailAccountGet => {
+                "/api/domains/{domain_code}/email_accounts/{email_account_code}"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A route name that is not one of [`Route::ALL`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown route {0:?}; known routes: {names}", names = known_names())]
+pub struct UnknownRoute(pub String);
+
+fn known_names() -> String {
+    Route::ALL
+        .iter()
+        .map(Route::name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl FromStr for Route {
+    type Err = UnknownRoute;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Route::ALL
+            .into_iter()
+            .find(|route| route.name() == s)
+            .ok_or_else(|| UnknownRoute(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_names_round_trip_and_match_serde() {
+        for route in Route::ALL {
+            assert_eq!(route.name().parse::<Route>().ok(), Some(route));
+            assert_eq!(
+                serde_json::to_value(route).ok(),
+                Some(serde_json::Value::String(route.name().to_owned()))
+            );
+        }
+        assert!("nope".parse::<Route>().is_err());
+    }
+}

@@ -1,9 +1,9 @@
 //! Exposition formats: metric families written as the classic Prometheus text format (0.0.4)
 //! or as OpenMetrics 1.0, chosen per request from the `Accept` header.
 //!
-//! Why not `prometheus-client` yet: it writes only OpenMetrics (the `prometheus` crate writes
-//! classic text, but escapes and names differently), and `promtool check metrics` 2.42 rejects
-//! its OpenMetrics counters ("no help text"), while many scrapers read only the classic format.
+//! Why not `prometheus-client` yet: it has no classic-text encoder (the `prometheus` crate has
+//! one), `promtool check metrics` 2.42 rejects its OpenMetrics counters ("no help text"), and
+//! many scrapers read only the classic format.
 //! Moving the model onto `prometheus-client` with a classic writer fed by it is planned (issue
 //! 10). This module keeps the naming rules of those libraries: a counter's `_total` and a unit
 //! suffix are added here, never typed by hand in a metric name.

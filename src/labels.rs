@@ -137,6 +137,20 @@ impl FailureReason {
         }
     }
 
+    /// The failures that say "this call is in trouble now, not refused for good": they are
+    /// retried with back-off, and they count towards opening the target's circuit breaker.
+    /// Every other reason is an answer that a retry would only repeat.
+    pub const TRANSIENT: [FailureReason; 4] = [
+        FailureReason::Timeout,
+        FailureReason::Connect,
+        FailureReason::ServerError,
+        FailureReason::RateLimited,
+    ];
+
+    pub fn is_transient(self) -> bool {
+        Self::TRANSIENT.contains(&self)
+    }
+
     /// The reason for an HTTP status that is not a success.
     pub fn from_status(status: u16) -> FailureReason {
         match status {

@@ -8,14 +8,6 @@ use std::time::Duration;
 use crate::exposition::{Family, Unit};
 use crate::labels::{Endpoint, FailureReason};
 
-/// The reasons a call is retried for.
-pub const RETRIED: [FailureReason; 4] = [
-    FailureReason::Timeout,
-    FailureReason::Connect,
-    FailureReason::ServerError,
-    FailureReason::RateLimited,
-];
-
 /// Distinct `(endpoint, path)` shapes of parse problems logged at warn level. Paths come from
 /// the upstream's keys, so without a bound an upstream whose keys change on every answer would
 /// grow the set (and the log) forever; beyond it, new shapes are still counted in
@@ -87,7 +79,7 @@ impl Telemetry {
             }
             inner.parse_problems.insert(e, 0);
             inner.open_circuits.insert(e, 0);
-            for r in RETRIED {
+            for r in FailureReason::TRANSIENT {
                 inner.retries.insert((e, r), 0);
             }
             inner.durations.insert(e, Histogram::default());
@@ -130,7 +122,7 @@ impl Telemetry {
             for r in FailureReason::ALL {
                 inner.failures.entry((e, r)).or_insert(0);
             }
-            for r in RETRIED {
+            for r in FailureReason::TRANSIENT {
                 inner.retries.entry((e, r)).or_insert(0);
             }
             inner.parse_problems.entry(e).or_insert(0);

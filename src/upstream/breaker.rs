@@ -51,17 +51,6 @@ pub struct Breakers {
     capacity: usize,
 }
 
-/// Failures that count towards opening: the call is in trouble, not merely refused.
-fn counts(reason: FailureReason) -> bool {
-    matches!(
-        reason,
-        FailureReason::Timeout
-            | FailureReason::Connect
-            | FailureReason::ServerError
-            | FailureReason::RateLimited
-    )
-}
-
 impl Inner {
     fn set_open(&mut self, endpoint: Endpoint, was: bool, is: bool) {
         let n = self.open.entry(endpoint).or_default();
@@ -132,7 +121,7 @@ impl Breakers {
         let endpoint = key.0;
         let policy = inner.policy;
         match outcome {
-            Err(reason) if counts(reason) && policy.failures > 0 => {
+            Err(reason) if reason.is_transient() && policy.failures > 0 => {
                 if !inner.states.contains_key(key) && inner.states.len() >= self.capacity {
                     return inner.open.get(&endpoint).copied().unwrap_or(0);
                 }

@@ -280,14 +280,7 @@ impl Client {
                 Ok(v) => break Ok(v),
                 Err(e) => e,
             };
-            let retryable = matches!(
-                e.reason,
-                FailureReason::Timeout
-                    | FailureReason::Connect
-                    | FailureReason::ServerError
-                    | FailureReason::RateLimited
-            );
-            if !retryable || retries >= self.retry.max_retries {
+            if !e.reason.is_transient() || retries >= self.retry.max_retries {
                 break Err(e);
             }
             let wait = match e.retry_after {

@@ -67,6 +67,10 @@ pub enum AppError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "cannot listen on {address}: the port is already in use, perhaps by another mailhost_exporter (stop it, or choose another --web.listen-address)"
+    )]
+    PortInUse { address: String },
     #[error("--web.telemetry-path {0:?} must start with / and must not be / or under /-/")]
     TelemetryPath(String),
     #[error(transparent)]
@@ -331,9 +335,16 @@ fn forward_sighup(reloads: mpsc::Sender<ReloadRequest>, shutdown: CancellationTo
 
 /// Binds `host:port`, or every interface for `:port` (IPv6 and IPv4 when the host has both).
 async fn bind(address: &str) -> Result<TcpListener, AppError> {
-    let err = |source| AppError::Bind {
-        address: address.to_owned(),
-        source,
+    let err = |source: std::io::Error| {
+        if source.kind() == std::io::ErrorKind::AddrInUse {
+            return AppError::PortInUse {
+                address: address.to_owned(),
+            };
+        }
+        AppError::Bind {
+            address: address.to_owned(),
+            source,
+        }
     };
     if let Some(port) = address.strip_prefix(':') {
         let port: u16 = port.parse().map_err(|_| {

@@ -210,7 +210,38 @@ async fn a_bad_token_gives_unauthorized_and_no_values() {
         body.contains("mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"401\"} ")
     );
     let landing = exporter.get("/").await.text().await.unwrap();
-    assert!(landing.contains("unauthorized: HTTP 401"), "{landing}");
+    assert!(
+        landing.contains(
+            "unauthorized: HTTP 401: the provider refused the token (check api.token_file or MAILHOST_API_TOKEN)"
+        ),
+        "{landing}"
+    );
+    assert!(!landing.contains("not-the-token"), "{landing}");
+}
+
+#[tokio::test]
+async fn a_403_says_the_token_may_not_see_the_resource() {
+    let sim = spawn_sim().await;
+    sim.sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            error_rate: 1.0,
+            error_status: Some(403),
+            ..FaultSpec::default()
+        },
+    );
+    let exporter = spawn_exporter(config(&sim.url, TOKEN, &[1001], "")).await;
+    exporter
+        .scrape_until("forbidden", |b| {
+            value(b, &failures("forbidden")).is_some_and(|v| v > 0.0)
+        })
+        .await;
+    let landing = exporter.get("/").await.text().await.unwrap();
+    assert!(
+        landing.contains("forbidden: HTTP 403: the token may not see this resource"),
+        "{landing}"
+    );
+    assert!(!landing.contains(TOKEN), "{landing}");
 }
 
 /// One fault at a time: the failure gets its reason, the last good values stay.

@@ -371,6 +371,39 @@ async fn a_bad_config_file_is_refused_at_start_with_its_reason() {
     assert!(stderr.contains("unknown field `acounts`"), "{stderr}");
 }
 
+#[test]
+fn a_port_in_use_is_reported_once_with_the_flag_to_change() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .args(["--demo", &format!("--web.listen-address={address}")])
+        .env_remove("MAILHOST_API_TOKEN")
+        .output()
+        .unwrap();
+    drop(taken);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let message = format!(
+        "cannot listen on {address}: the port is already in use, perhaps by another mailhost_exporter (stop it, or choose another --web.listen-address)"
+    );
+    assert_eq!(stderr.matches(&message).count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("cannot listen").count(), 1, "{stderr}");
+}
+
+#[test]
+fn help_says_where_the_token_comes_from() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("The API token: the file named by api.token_file in the config, or else the environment\nvariable MAILHOST_API_TOKEN."),
+        "{help}"
+    );
+}
+
 /// The sum of every sample whose line starts with `prefix`.
 fn sum(body: &str, prefix: &str) -> f64 {
     body.lines()

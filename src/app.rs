@@ -56,6 +56,17 @@ impl Default for WebOptions {
     }
 }
 
+/// What the landing page says about the provider polled: its address, redacted (no userinfo,
+/// query or fragment), and whether it is the built-in simulator of demo mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    pub url: String,
+    pub demo: bool,
+}
+
+/// Shared with the landing page through the router, swapped on a reload that changes it.
+pub type SharedUpstream = Arc<arc_swap::ArcSwap<Upstream>>;
+
 /// A reload request; the answer says whether the new config was taken.
 pub type ReloadRequest = oneshot::Sender<web::ReloadAnswer>;
 
@@ -96,6 +107,7 @@ pub struct App {
     /// Where a reload reads the config from; `None` in demo mode.
     config_file: Option<PathBuf>,
     reloads: mpsc::Receiver<ReloadRequest>,
+    upstream: SharedUpstream,
 }
 
 impl App {
@@ -124,6 +136,7 @@ impl App {
         let breakers = Arc::new(Breakers::new(config.api.breaker));
         let client = Client::new(&config.api, telemetry.clone(), breakers.clone())?;
         let store = Store::new(&specs);
+        let upstream_url = crate::redact::url(&config.api.base_url);
         let listener = bind(&web.listen_address).await?;
         let local_addr = listener.local_addr()?;
         let (reload_tx, reloads) = mpsc::channel(4);
@@ -147,12 +160,26 @@ impl App {
             serve: web.serve,
             config_file: None,
             reloads,
+            upstream: Arc::new(arc_swap::ArcSwap::from_pointee(Upstream {
+                url: upstream_url,
+                demo: false,
+            })),
         })
     }
 
     /// Makes the config reloadable from `path` (SIGHUP, `POST /-/reload`).
     pub fn with_config_file(mut self, path: PathBuf) -> Self {
         self.config_file = Some(path);
+        self
+    }
+
+    /// Marks the upstream as the built-in simulator, for the landing page.
+    pub fn with_demo_mode(self) -> Self {
+        let current = self.upstream.load_full();
+        self.upstream.store(Arc::new(Upstream {
+            url: current.url.clone(),
+            demo: true,
+        }));
         self
     }
 
@@ -174,7 +201,9 @@ impl App {
             shutdown.child_token(),
         );
         forward_sighup(self.state.reload.clone(), shutdown.clone());
-        let router = self.web_config.apply(web::router(self.state.clone()));
+        let router = self
+            .web_config
+            .apply(web::router(self.state.clone()).layer(axum::Extension(self.upstream.clone())));
         let listener = self
             .listener
             .take()
@@ -271,6 +300,10 @@ impl App {
         self.ctx = ctx;
         self.specs = specs;
         self.api = config.api;
+        let url = crate::redact::url(&self.api.base_url);
+        if self.upstream.load().url != url {
+            self.upstream.store(Arc::new(Upstream { url, demo: false }));
+        }
         telemetry.observe_reload(true);
         tracing::info!("configuration reloaded");
         Ok(())

@@ -100,6 +100,18 @@ async fn demo_mode_serves_every_metric_and_the_numbers_move() {
     }
     assert_eq!(value(&later, "mailhost_up"), Some(1.0));
     docs_list_every_metric_on_metrics_and_nothing_else(&later);
+    let landing_url = url.replace("/metrics", "/");
+    let (_, _, landing) = get(&landing_url).await;
+    assert!(
+        landing.contains(
+            "</code> (demo mode: the built-in simulator with a demo fleet; no real account is called)</p>"
+        ),
+        "{landing}"
+    );
+    assert!(
+        landing.contains("<p>Polling <code>http://127.0.0.1:"),
+        "{landing}"
+    );
     let (elapsed, clean) = demo.terminate();
     assert!(clean, "exit status after SIGTERM");
     eprintln!("demo mode exited {elapsed:?} after SIGTERM");

@@ -416,6 +416,71 @@ fn help_says_where_the_token_comes_from() {
     );
 }
 
+/// A plain `cargo test` on a machine without promtool still passes, and says what it did not
+/// check: the report goes past libtest's capture of a passing test's output.
+#[test]
+fn a_missing_tool_is_reported_through_the_test_harness_with_the_checks_it_skipped() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "rules::promtool_accepts_the_shipped_prometheus_config",
+            "--exact",
+        ])
+        .env("PATH", "")
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("test result: ok. 1 passed"), "{stdout}");
+    assert_eq!(
+        stderr,
+        "SKIPPED: promtool is not installed (apt-get install prometheus); the checks that need it pass \
+         without checking anything (7): \
+         promtool::promtool_finds_nothing_to_complain_about_in_metrics, \
+         properties::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies, \
+         rules::promtool_accepts_the_shipped_prometheus_config, \
+         rules::promtool_lints_every_rules_file_without_a_finding, \
+         rules::promtool_rule_unit_tests_pass, \
+         web_config::every_good_file_loads_and_passes_promtool, \
+         web_config::files_promtool_rejects_are_refused_too. \
+         CI=true makes a missing tool an error.\n"
+    );
+}
+
+#[test]
+fn in_ci_a_missing_tool_fails_its_check() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "container::hadolint_finds_nothing_in_the_dockerfile",
+            "--exact",
+        ])
+        .env("PATH", "")
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("hadolint is required when CI=true"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn every_check_in_the_skip_report_exists() {
+    for (_, _, checks) in crate::helpers::NEEDS_TOOLS {
+        for check in *checks {
+            let (module, name) = check.split_once("::").unwrap();
+            let source = std::fs::read_to_string(format!("tests/{module}.rs")).unwrap();
+            assert!(
+                source.contains(&format!("fn {name}()")),
+                "{check} is in helpers::NEEDS_TOOLS but is no test"
+            );
+        }
+    }
+}
+
 /// The sum of every sample whose line starts with `prefix`.
 fn sum(body: &str, prefix: &str) -> f64 {
     body.lines()

@@ -214,6 +214,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "promtool",
         "apt-get install prometheus",
         &[
+            "process::the_readme_promtool_commands_succeed",
             "promtool::promtool_finds_nothing_to_complain_about_in_metrics",
             "properties::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies",
             "rules::promtool_accepts_the_shipped_prometheus_config",

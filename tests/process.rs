@@ -436,7 +436,8 @@ fn a_missing_tool_is_reported_through_the_test_harness_with_the_checks_it_skippe
     assert_eq!(
         stderr,
         "SKIPPED: promtool is not installed (apt-get install prometheus); the checks that need it pass \
-         without checking anything (7): \
+         without checking anything (8): \
+         process::the_readme_promtool_commands_succeed, \
          promtool::promtool_finds_nothing_to_complain_about_in_metrics, \
          properties::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies, \
          rules::promtool_accepts_the_shipped_prometheus_config, \
@@ -478,6 +479,33 @@ fn every_check_in_the_skip_report_exists() {
                 "{check} is in helpers::NEEDS_TOOLS but is no test"
             );
         }
+    }
+}
+
+/// The README's promtool commands, run as a user copies them: the rules, the Prometheus config
+/// (with the rule files it loads) and the rules' unit tests.
+#[test]
+fn the_readme_promtool_commands_succeed() {
+    let Some(promtool) = crate::helpers::promtool() else {
+        return;
+    };
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let commands: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("promtool "))
+        .collect();
+    assert_eq!(commands.len(), 3, "{commands:?}");
+    for command in commands {
+        let out = Command::new(promtool)
+            .args(command.split_whitespace())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {command}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 

@@ -443,7 +443,16 @@ async fn the_landing_page_names_the_upstream_and_shows_failing_targets_first_wit
     // bound of 200 rows.
     let mut accounts = vec![1001, 1002, 1003, 1004];
     accounts.extend(500_000..500_246);
-    let exporter = spawn_exporter(config(&sim.url, TOKEN, &accounts, "")).await;
+    let ids: Vec<String> = accounts.iter().map(|a| a.to_string()).collect();
+    // A deadline far above what 250 loopback calls take, so that on a slow machine every
+    // unknown account fails with not_found rather than timeout.
+    let yaml = format!(
+        "api:\n  base_url: {}\n  timeout: 10s\n  concurrency: 32\ncollectors:\n  delivery_account:\n    interval: 30s\n    deadline: 25s\n    accounts: [{}]\n",
+        sim.url,
+        ids.join(", ")
+    );
+    let config = mailhost_exporter::config::Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap();
+    let exporter = spawn_exporter(config).await;
     let page = wait_for("every target tried", || async {
         let page = exporter.get("/").await.text().await.unwrap();
         (page.matches("<tr class=\"failed\">").count() == 200 && !page.contains("pending"))

@@ -23,7 +23,7 @@ use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::{BuildError, Client};
 use crate::web::serve::ServeOptions;
 use crate::web::web_config::{LiveWebConfig, WebConfig};
-use crate::web::{self, AppState, ReloadRequest};
+use crate::web::{self, AppState, ReloadRequest, SharedUpstream, Upstream};
 
 /// How long shutdown waits for open HTTP requests before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
@@ -64,6 +64,10 @@ pub enum AppError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "cannot listen on {address}: the port is already in use, perhaps by another mailhost_exporter (stop it, or choose another --web.listen-address)"
+    )]
+    PortInUse { address: String },
     #[error("--web.telemetry-path {0:?} must start with / and must not be / or under /-/")]
     TelemetryPath(String),
     #[error(transparent)]
@@ -89,6 +93,7 @@ pub struct App {
     /// Where a reload reads the config from; `None` in demo mode.
     config_file: Option<PathBuf>,
     reloads: mpsc::Receiver<ReloadRequest>,
+    upstream: SharedUpstream,
 }
 
 impl App {
@@ -117,6 +122,7 @@ impl App {
         let breakers = Arc::new(Breakers::new(config.api.breaker));
         let client = Client::new(&config.api, telemetry.clone(), breakers.clone())?;
         let store = Store::new(&specs);
+        let upstream_url = crate::redact::url(&config.api.base_url);
         let listener = bind(&web.listen_address).await?;
         let local_addr = listener.local_addr()?;
         let (reload_tx, reloads) = mpsc::channel(4);
@@ -140,12 +146,26 @@ impl App {
             serve: web.serve,
             config_file: None,
             reloads,
+            upstream: Arc::new(arc_swap::ArcSwap::from_pointee(Upstream {
+                url: upstream_url,
+                demo: false,
+            })),
         })
     }
 
     /// Makes the config reloadable from `path` (SIGHUP, `POST /-/reload`).
     pub fn with_config_file(mut self, path: PathBuf) -> Self {
         self.config_file = Some(path);
+        self
+    }
+
+    /// Marks the upstream as the built-in simulator, for the landing page.
+    pub fn with_demo_mode(self) -> Self {
+        let current = self.upstream.load_full();
+        self.upstream.store(Arc::new(Upstream {
+            url: current.url.clone(),
+            demo: true,
+        }));
         self
     }
 
@@ -167,7 +187,9 @@ impl App {
             shutdown.child_token(),
         );
         forward_sighup(self.state.reload.clone(), shutdown.clone());
-        let router = self.web_config.apply(web::router(self.state.clone()));
+        let router = self
+            .web_config
+            .apply(web::router(self.state.clone()).layer(axum::Extension(self.upstream.clone())));
         let listener = self
             .listener
             .take()
@@ -264,6 +286,10 @@ impl App {
         self.ctx = ctx;
         self.specs = specs;
         self.api = config.api;
+        let url = crate::redact::url(&self.api.base_url);
+        if self.upstream.load().url != url {
+            self.upstream.store(Arc::new(Upstream { url, demo: false }));
+        }
         telemetry.observe_reload(true);
         tracing::info!("configuration reloaded");
         Ok(())
@@ -328,9 +354,16 @@ fn forward_sighup(reloads: mpsc::Sender<ReloadRequest>, shutdown: CancellationTo
 
 /// Binds `host:port`, or every interface for `:port` (IPv6 and IPv4 when the host has both).
 async fn bind(address: &str) -> Result<TcpListener, AppError> {
-    let err = |source| AppError::Bind {
-        address: address.to_owned(),
-        source,
+    let err = |source: std::io::Error| {
+        if source.kind() == std::io::ErrorKind::AddrInUse {
+            return AppError::PortInUse {
+                address: address.to_owned(),
+            };
+        }
+        AppError::Bind {
+            address: address.to_owned(),
+            source,
+        }
     };
     if let Some(port) = address.strip_prefix(':') {
         let port: u16 = port.parse().map_err(|_| {

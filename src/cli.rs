@@ -22,13 +22,22 @@ const HEADER_READ_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
 const IDLE_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =
     Duration::from_secs(1)..=Duration::from_secs(3600);
 
+/// Shown after the flags: how to start, and where the token comes from (it is never a flag).
+const AFTER_HELP: &str = "\
+Start with a config file (--config.file, see examples/config.yml) or try it with --demo.
+
+The API token: the file named by api.token_file in the config, or else the environment
+variable MAILHOST_API_TOKEN. It is never a flag (flags show in the process list), never
+logged, and only sent to api.base_url as the X-Api-Token header. A token the provider refuses
+shows as reason \"unauthorized\" on the landing page and in mailhost_api_request_failures_total.";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "mailhost_exporter",
     version,
     long_version = crate::LONG_VERSION,
     about = "Prometheus exporter for an email provider's Management API: Delivery quota, sending statistics, migrations and mailboxes.",
-    after_help = "Start with a config file (--config.file, see examples/config.yml) or try it with --demo."
+    after_help = AFTER_HELP
 )]
 pub struct Cli {
     /// Path to the YAML configuration file.

@@ -83,6 +83,9 @@ pub enum ConfigError {
     Invalid { field: String, problem: String },
 }
 
+/// What an empty (or comments-only) config file is told.
+pub const EMPTY_CONFIG: &str = "the config file is empty: start from examples/config.yml; at least api.base_url and one collector are needed";
+
 fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
@@ -431,6 +434,13 @@ impl Config {
 
     /// Parses and validates YAML text; see [`Config::load`].
     pub fn parse(text: &str, env_token: Option<String>) -> Result<Config, ConfigError> {
+        // The YAML parser's own word for this ("EOF while parsing") does not help a new user.
+        let blank = text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+        if blank {
+            return Err(ConfigError::Syntax(EMPTY_CONFIG.to_owned()));
+        }
         let raw: RawConfig = serde_yaml_ng::from_str(text)
             .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e)))?;
         let api = validate_api(raw.api, env_token)?;

@@ -42,7 +42,7 @@ pub async fn run(web: WebOptions, shutdown: CancellationToken) -> Result<(), App
         "http"
     };
     let config = config(&sim_url, DEMO_TOKEN, &targets);
-    let app = App::build(config, web).await?;
+    let app = App::build(config, web).await?.with_demo_mode();
     let addr = app.local_addr();
     let host = if addr.ip().is_unspecified() {
         "localhost".to_owned()

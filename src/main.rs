@@ -46,8 +46,8 @@ fn main() -> ExitCode {
     match run(cli, env_token) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Logging is set up by now: one line, in the format the operator chose.
             tracing::error!("{e:#}");
-            eprintln!("mailhost_exporter: {e:#}");
             ExitCode::FAILURE
         }
     }

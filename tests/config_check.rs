@@ -140,6 +140,10 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
             "api.max_response_bytes: 18446744073709551615 is out of range: use 1024 to 268435456 (256 MiB), for example 4194304",
         ),
         (
+            "empty.yml",
+            "the config file is empty: start from examples/config.yml; at least api.base_url and one collector are needed",
+        ),
+        (
             "yaml-nested-aliases.yml",
             "collectors.tracemail_daily.accounts[0]: invalid type: sequence, expected i64 at line 5 column 15",
         ),

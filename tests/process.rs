@@ -100,6 +100,18 @@ async fn demo_mode_serves_every_metric_and_the_numbers_move() {
     }
     assert_eq!(value(&later, "mailhost_up"), Some(1.0));
     docs_list_every_metric_on_metrics_and_nothing_else(&later);
+    let landing_url = url.replace("/metrics", "/");
+    let (_, _, landing) = get(&landing_url).await;
+    assert!(
+        landing.contains(
+            "</code> (demo mode: the built-in simulator with a demo fleet; no real account is called)</p>"
+        ),
+        "{landing}"
+    );
+    assert!(
+        landing.contains("<p>Polling <code>http://127.0.0.1:"),
+        "{landing}"
+    );
     let (elapsed, clean) = demo.terminate();
     assert!(clean, "exit status after SIGTERM");
     eprintln!("demo mode exited {elapsed:?} after SIGTERM");
@@ -369,6 +381,132 @@ async fn a_bad_config_file_is_refused_at_start_with_its_reason() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("unknown field `acounts`"), "{stderr}");
+}
+
+#[test]
+fn a_port_in_use_is_reported_once_with_the_flag_to_change() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .args(["--demo", &format!("--web.listen-address={address}")])
+        .env_remove("MAILHOST_API_TOKEN")
+        .output()
+        .unwrap();
+    drop(taken);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let message = format!(
+        "cannot listen on {address}: the port is already in use, perhaps by another mailhost_exporter (stop it, or choose another --web.listen-address)"
+    );
+    assert_eq!(stderr.matches(&message).count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("cannot listen").count(), 1, "{stderr}");
+}
+
+#[test]
+fn help_says_where_the_token_comes_from() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("The API token: the file named by api.token_file in the config, or else the environment\nvariable MAILHOST_API_TOKEN."),
+        "{help}"
+    );
+}
+
+/// A plain `cargo test` on a machine without promtool still passes, and says what it did not
+/// check: the report goes past libtest's capture of a passing test's output.
+#[test]
+fn a_missing_tool_is_reported_through_the_test_harness_with_the_checks_it_skipped() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "rules::promtool_accepts_the_shipped_prometheus_config",
+            "--exact",
+        ])
+        .env("PATH", "")
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("test result: ok. 1 passed"), "{stdout}");
+    assert_eq!(
+        stderr,
+        "SKIPPED: promtool is not installed (apt-get install prometheus); the checks that need it pass \
+         without checking anything (8): \
+         process::the_readme_promtool_commands_succeed, \
+         promtool::promtool_finds_nothing_to_complain_about_in_metrics, \
+         properties::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies, \
+         rules::promtool_accepts_the_shipped_prometheus_config, \
+         rules::promtool_lints_every_rules_file_without_a_finding, \
+         rules::promtool_rule_unit_tests_pass, \
+         web_config::every_good_file_loads_and_passes_promtool, \
+         web_config::files_promtool_rejects_are_refused_too. \
+         CI=true makes a missing tool an error.\n"
+    );
+}
+
+#[test]
+fn in_ci_a_missing_tool_fails_its_check() {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "container::hadolint_finds_nothing_in_the_dockerfile",
+            "--exact",
+        ])
+        .env("PATH", "")
+        .env("CI", "true")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("hadolint is required when CI=true"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn every_check_in_the_skip_report_exists() {
+    for (_, _, checks) in crate::helpers::NEEDS_TOOLS {
+        for check in *checks {
+            let (module, name) = check.split_once("::").unwrap();
+            let source = std::fs::read_to_string(format!("tests/{module}.rs")).unwrap();
+            assert!(
+                source.contains(&format!("fn {name}()")),
+                "{check} is in helpers::NEEDS_TOOLS but is no test"
+            );
+        }
+    }
+}
+
+/// The README's promtool commands, run as a user copies them: the rules, the Prometheus config
+/// (with the rule files it loads) and the rules' unit tests.
+#[test]
+fn the_readme_promtool_commands_succeed() {
+    let Some(promtool) = crate::helpers::promtool() else {
+        return;
+    };
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let commands: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("promtool "))
+        .collect();
+    assert_eq!(commands.len(), 3, "{commands:?}");
+    for command in commands {
+        let out = Command::new(promtool)
+            .args(command.split_whitespace())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {command}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// The sum of every sample whose line starts with `prefix`.

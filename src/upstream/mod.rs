@@ -400,7 +400,7 @@ impl Client {
         let status = response.status().as_u16();
         if !response.status().is_success() {
             let mut err =
-                UpstreamError::new(FailureReason::from_status(status), format!("HTTP {status}"));
+                UpstreamError::new(FailureReason::from_status(status), status_detail(status));
             if status == 429 {
                 err.retry_after = response
                     .headers()
@@ -488,6 +488,19 @@ fn backoff(policy: &RetryPolicy, retry: u32) -> Duration {
     // At least half the ceiling, so retries never come back to back.
     let half = ceiling / 2;
     half + ceiling.saturating_sub(half).mul_f64(rand::random::<f64>())
+}
+
+/// The detail of a refused call: for 401 and 403 it says where the token comes from, since
+/// a wrong token is the first thing a new user meets; the token itself is never quoted.
+fn status_detail(status: u16) -> String {
+    match status {
+        401 => {
+            "HTTP 401: the provider refused the token (check api.token_file or MAILHOST_API_TOKEN)"
+                .to_owned()
+        }
+        403 => "HTTP 403: the token may not see this resource".to_owned(),
+        _ => format!("HTTP {status}"),
+    }
 }
 
 fn too_large(limit: u64) -> UpstreamError {

@@ -1,7 +1,10 @@
-//! The landing page: version, links, and the state of every collector and target.
+//! The landing page: version, the provider polled, links, and the state of every collector
+//! and target, failing ones first and at most [`MAX_TARGET_ROWS`] of them per collector.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::response::Response;
 use jiff::Timestamp;
@@ -9,10 +12,30 @@ use jiff::Timestamp;
 use super::{AppState, html};
 use crate::telemetry::BuildInfo;
 
-pub async fn page(State(state): State<AppState>) -> Response {
+/// Target rows shown per collector; the rest are counted, and are all on `/metrics`. A fleet
+/// of thousands must not make a page of megabytes, nor take long to build under the lock-free
+/// snapshot it reads.
+pub const MAX_TARGET_ROWS: usize = 200;
+
+/// What the landing page says about the provider polled: its address, redacted (no userinfo,
+/// query or fragment), and whether it is the built-in simulator of demo mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    pub url: String,
+    pub demo: bool,
+}
+
+/// Shared with the landing page through the router, swapped on a reload that changes it.
+pub type SharedUpstream = Arc<arc_swap::ArcSwap<Upstream>>;
+
+pub async fn page(
+    State(state): State<AppState>,
+    upstream: Option<Extension<SharedUpstream>>,
+) -> Response {
     let prepared = state.store.prepared();
     let build = BuildInfo::current();
     let now = Timestamp::now();
+    let path = esc(&state.telemetry_path);
     let mut rows = String::new();
     for c in prepared.snapshot.collectors.values() {
         let run = match c.last_run {
@@ -29,20 +52,30 @@ pub async fn page(State(state): State<AppState>) -> Response {
             when(c.last_success),
             age(c.last_success, now),
         );
-        for t in &c.targets {
+        // Failing targets first, then those not tried yet, then healthy ones; the sort is
+        // stable, so the configured order holds within each group.
+        let mut targets: Vec<_> = c.targets.iter().collect();
+        targets.sort_by_key(|t| match t.last_ok {
+            Some(false) => 0,
+            None => 1,
+            Some(true) => 2,
+        });
+        for t in targets.iter().take(MAX_TARGET_ROWS) {
             let status = match t.last_ok {
                 None => "pending",
                 Some(true) => "ok",
                 Some(false) => "failed",
             };
+            // An error is cleared by the next success, so while one is on record the latest
+            // attempt is the failure it describes.
             let failure = t
                 .last_error
                 .as_ref()
-                .map(|e| format!("{}: {}", e.reason, e.detail))
+                .map(|e| format!("{}: {} (at {})", e.reason, e.detail, when(t.last_attempt)))
                 .unwrap_or_default();
             let _ = write!(
                 rows,
-                "<tr><td>&nbsp;&nbsp;{} {}</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"{status}\"><td>&nbsp;&nbsp;{} {}</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(c.name.as_str()),
                 esc(&t.target.to_string()),
                 status,
@@ -51,14 +84,33 @@ pub async fn page(State(state): State<AppState>) -> Response {
                 esc(&failure),
             );
         }
+        let hidden = targets.len().saturating_sub(MAX_TARGET_ROWS);
+        if hidden > 0 {
+            let _ = write!(
+                rows,
+                "<tr class=\"more\"><td colspan=\"6\">&nbsp;&nbsp;\u{2026} and {hidden} more (see <a href=\"{path}\">{path}</a>)</td></tr>",
+            );
+        }
     }
-    let path = esc(&state.telemetry_path);
+    let upstream = match upstream {
+        Some(Extension(u)) => {
+            let u = u.load();
+            let mode = if u.demo {
+                " (demo mode: the built-in simulator with a demo fleet; no real account is called)"
+            } else {
+                ""
+            };
+            format!("<p>Polling <code>{}</code>{mode}</p>", esc(&u.url))
+        }
+        None => String::new(),
+    };
     html(format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mailhost_exporter</title>\
-         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}tr.collector{{background:#f4f4f4}}</style></head>\
-         <body><h1>mailhost_exporter</h1><p>Version {} (revision {}, {})</p>\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}tr.collector{{background:#f4f4f4}}tr.failed{{background:#fdecea}}</style></head>\
+         <body><h1>mailhost_exporter</h1><p>Version {} (revision {}, {})</p>{upstream}\
          <ul><li><a href=\"{path}\">Metrics</a></li><li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li></ul>\
-         <h2>Collectors and targets</h2><table><tr><th>Collector / target</th><th>Interval</th><th>Last run</th><th>Last success</th><th>Age</th><th>Last failure</th></tr>{rows}</table>\
+         <h2>Collectors and targets</h2><p>Failing targets first; at most {MAX_TARGET_ROWS} per collector.</p>\
+         <table><tr><th>Collector / target</th><th>Interval</th><th>Last run</th><th>Last success</th><th>Age</th><th>Last failure</th></tr>{rows}</table>\
          </body></html>\n",
         esc(build.version),
         esc(build.revision),

@@ -3,6 +3,7 @@
 
 pub mod auth;
 mod landing;
+pub use landing::{SharedUpstream, Upstream};
 pub mod serve;
 pub mod web_config;
 

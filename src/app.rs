@@ -113,11 +113,7 @@ impl App {
         if !path.starts_with('/') || path == "/" || path.starts_with("/-/") {
             return Err(AppError::TelemetryPath(path));
         }
-        let specs = CollectorSpec::from_config(&config);
-        let endpoints: Vec<_> = specs
-            .iter()
-            .flat_map(|s| s.endpoints().iter().copied())
-            .collect();
+        let Plan { specs, endpoints } = plan(&config);
         let telemetry = Arc::new(Telemetry::new(&endpoints));
         let breakers = Arc::new(Breakers::new(config.api.breaker));
         let client = Client::new(&config.api, telemetry.clone(), breakers.clone())?;
@@ -251,7 +247,7 @@ impl App {
                 return Err(e);
             }
         };
-        let specs = CollectorSpec::from_config(&config);
+        let Plan { specs, endpoints } = plan(&config);
         let client = if same_client(&self.api, &config.api) {
             self.ctx.client.clone()
         } else {
@@ -264,10 +260,6 @@ impl App {
                 }
             }
         };
-        let endpoints: Vec<_> = specs
-            .iter()
-            .flat_map(|s| s.endpoints().iter().copied())
-            .collect();
         telemetry.ensure_endpoints(&endpoints);
         // Another provider address is another world: no circuit state carries over to it.
         let same_upstream = self.api.base_url == config.api.base_url;
@@ -294,6 +286,22 @@ impl App {
         tracing::info!("configuration reloaded");
         Ok(())
     }
+}
+
+/// What a config asks the exporter to run: its collectors and the endpoints they call. Start and
+/// reload both go through here.
+struct Plan {
+    specs: Vec<CollectorSpec>,
+    endpoints: Vec<crate::labels::Endpoint>,
+}
+
+fn plan(config: &Config) -> Plan {
+    let specs = CollectorSpec::from_config(config);
+    let endpoints = specs
+        .iter()
+        .flat_map(|s| s.endpoints().iter().copied())
+        .collect();
+    Plan { specs, endpoints }
 }
 
 /// Reads and validates the config file again.

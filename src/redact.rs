@@ -1,4 +1,5 @@
-//! Redaction of text that may carry a secret, for messages and pages that show it.
+//! Redaction of text that may carry a secret, for messages and pages that show it: URLs, and
+//! the values that config-file errors of both the config and the web config would quote.
 
 /// A URL as it may be shown: scheme, host, port and path, without userinfo, query or fragment.
 /// Works on any string, parsable or not (a bad port, no scheme, several `@`), since the text
@@ -19,6 +20,35 @@ pub fn url(raw: &str) -> String {
         None => authority,
     };
     format!("{scheme}{host}{path}")
+}
+
+/// Replaces every double-quoted string of a message (a YAML or serde error quoting the value it
+/// could not read, which may be a secret pasted in the wrong place) (`"abc"`, with `\"` escapes inside) by
+/// `(N characters)`; the rest of the message is kept.
+pub fn quoted_strings(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut chars = msg.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            out.push(c);
+            continue;
+        }
+        let mut n = 0usize;
+        let mut escaped = false;
+        for c in chars.by_ref() {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+                continue;
+            } else if c == '"' {
+                break;
+            }
+            n += 1;
+        }
+        out.push_str(&format!("({n} character{})", if n == 1 { "" } else { "s" }));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -47,5 +77,22 @@ mod tests {
         }
         let long = format!("http://{}:{}@host/", "u".repeat(10_000), "p".repeat(10_000));
         assert_eq!(url(&long), "http://host/");
+    }
+
+    #[test]
+    fn quoted_strings_of_error_messages_are_replaced_by_their_length() {
+        assert_eq!(
+            quoted_strings(r#"invalid type: string "ab\"c", expected usize"#),
+            "invalid type: string (4 characters), expected usize"
+        );
+        assert_eq!(quoted_strings("no quotes `key`"), "no quotes `key`");
+        assert_eq!(
+            quoted_strings(r#"a "b" c `d` "e"#),
+            "a (1 character) c `d` (1 character)"
+        );
+        assert_eq!(
+            quoted_strings(r#"unterminated "abc"#),
+            "unterminated (3 characters)"
+        );
     }
 }

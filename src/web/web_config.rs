@@ -336,33 +336,15 @@ async fn web_layer(State(live): State<LiveWebConfig>, request: Request, next: Ne
 }
 
 /// serde_yaml_ng prefixes the path of the offending key; add where the schema is described.
-/// Quoted values are blanked: the value in the wrong place may be a hash or a password.
+/// Quoted values are replaced by their length: the value in the wrong place may be a hash or a
+/// password.
 fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
-    let msg = redact_quoted(&e.to_string());
+    let msg = crate::redact::quoted_strings(&e.to_string());
     if msg.contains("unknown field") {
         format!("{msg} (remove or correct the key; see {SCHEMA_DOC})")
     } else {
         msg
     }
-}
-
-/// `"..."` becomes `"…"`; the names of keys, in backquotes, stay.
-fn redact_quoted(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len());
-    let mut parts = msg.split('"');
-    if let Some(first) = parts.next() {
-        out.push_str(first);
-    }
-    let mut inside = true;
-    for part in parts {
-        if inside {
-            out.push_str("\"…\"");
-        } else {
-            out.push_str(part);
-        }
-        inside = !inside;
-    }
-    out
 }
 
 /// The headers the toolkit lets an operator set, with their allowed values where those are an
@@ -1021,7 +1003,6 @@ mod tests {
             shown.starts_with("basic_auth_users: invalid type"),
             "{shown}"
         );
-        assert_eq!(redact_quoted(r#"a "b" c `d` "e"#), r#"a "…" c `d` "…""#);
     }
 
     #[test]

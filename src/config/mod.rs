@@ -1,0 +1,458 @@
+//! Configuration: the strict YAML file, its defaults, and validation whose messages name the
+//! field and the fix.
+
+mod raw;
+mod validate;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use secrecy::SecretString;
+
+use raw::RawConfig;
+use validate::{
+    account_ids, codes, daily, dashboard, describe_yaml_error, mailboxes, read_at_most, schedule,
+    validate_api,
+};
+
+/// Environment variable that may hold the Management API token instead of `api.token_file`.
+pub const TOKEN_ENV: &str = "MAILHOST_API_TOKEN";
+
+/// Defaults, named so that docs and code agree.
+pub mod defaults {
+    use std::time::Duration;
+
+    pub const TIMEOUT: Duration = Duration::from_secs(10);
+    pub const CONCURRENCY: usize = 8;
+    pub const MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
+    pub const MAX_RETRIES: u32 = 2;
+    pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
+    pub const RETRY_MAX_BACKOFF: Duration = Duration::from_secs(5);
+    pub const BREAKER_FAILURES: u32 = 5;
+    pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(60);
+    pub const INTERVAL: Duration = Duration::from_secs(60);
+    /// `max_age` is this many intervals unless set.
+    pub const MAX_AGE_INTERVALS: u32 = 3;
+    /// Time zone of the mail-tracing collectors' "today".
+    pub const TIMEZONE: &str = "UTC";
+    /// How dates are written in mail-tracing requests.
+    pub const DATE_FORMAT: &str = "YYYY-MM-DD";
+    /// `limit` of the dashboard's top lists.
+    pub const TOP_LIMIT: i64 = 10;
+    /// Domains per account kept from the daily `domains-rank`.
+    pub const TOP_DOMAINS: i64 = 20;
+}
+
+/// The bounds of every value: what the exporter can run with. Each is named in the message that
+/// refuses a value past it.
+pub mod limits {
+    use std::time::Duration;
+
+    /// Largest config file read (a fleet of a million ids fits).
+    pub const CONFIG_FILE_BYTES: u64 = 32 * 1024 * 1024;
+    /// Largest token file read: it holds one token.
+    pub const TOKEN_FILE_BYTES: u64 = 4096;
+    /// Longest token.
+    pub const TOKEN_CHARS: usize = 1024;
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+    pub const MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
+    pub const MIN_COOLDOWN: Duration = Duration::from_secs(1);
+    pub const MAX_COOLDOWN: Duration = Duration::from_secs(60 * 60);
+    pub const MAX_BREAKER_FAILURES: u32 = 1000;
+    pub const MIN_RESPONSE_BYTES: u64 = 1024;
+    pub const MAX_RESPONSE_BYTES: u64 = 256 * 1024 * 1024;
+    pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+    pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
+    pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+    /// Targets in one list (accounts, views, migrations, mailboxes).
+    pub const MAX_TARGETS: usize = 1_000_000;
+    /// Characters of a config value quoted back in a message at most.
+    pub const QUOTED_CHARS: usize = 64;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "config file {path} is larger than {} MiB; is it the right file?",
+        limits::CONFIG_FILE_BYTES / 1024 / 1024
+    )]
+    TooLarge { path: PathBuf },
+    #[error("{0}")]
+    Syntax(String),
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+/// What an empty (or comments-only) config file is told.
+pub const EMPTY_CONFIG: &str = "the config file is empty: start from examples/config.yml; at least api.base_url and one collector are needed";
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// The validated configuration the exporter runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub api: ApiConfig,
+    pub collectors: CollectorsConfig,
+}
+
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Base address without a trailing slash, `http` or `https`.
+    pub base_url: String,
+    pub token: SecretString,
+    pub timeout: Duration,
+    pub concurrency: usize,
+    pub max_response_bytes: u64,
+    pub retry: RetryPolicy,
+    pub breaker: BreakerPolicy,
+}
+
+/// How read calls are retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt (0 = none).
+    pub max_retries: u32,
+    /// The first back-off; each retry doubles it, up to `max_backoff`, with jitter.
+    pub backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+/// When an endpoint's circuit opens, and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerPolicy {
+    /// Consecutive failed calls that open the circuit (0 = never).
+    pub failures: u32,
+    /// How long it stays open before one probe call is let through.
+    pub cooldown: Duration,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct CollectorsConfig {
+    pub delivery_account: Option<DeliveryAccountConfig>,
+    pub tracemail_dashboard: Option<DashboardConfig>,
+    pub tracemail_daily: Option<DailyConfig>,
+    pub migration: Option<MigrationConfig>,
+    pub mailbox: Option<MailboxConfig>,
+}
+
+/// When a collector runs and how long its values live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub interval: Duration,
+    /// The whole run must finish within this; shorter than `interval`, so runs never pile up.
+    pub deadline: Duration,
+    /// A failing target keeps its last good values this long, then its series are dropped.
+    pub max_age: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct DeliveryAccountConfig {
+    pub schedule: Schedule,
+    pub accounts: Vec<i32>,
+}
+
+/// A dashboard view: the whole customer, or filtered by one account or one domain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum View {
+    All,
+    Account(i32),
+    Domain(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct DashboardConfig {
+    pub schedule: Schedule,
+    pub timezone: jiff::tz::TimeZone,
+    /// The IANA name, as sent in the request body.
+    pub timezone_name: String,
+    pub date_format: DateFormat,
+    pub limit: i32,
+    /// Always starts with [`View::All`].
+    pub views: Vec<View>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DailyConfig {
+    pub schedule: Schedule,
+    pub timezone: jiff::tz::TimeZone,
+    pub date_format: DateFormat,
+    pub top_domains: usize,
+    pub accounts: Vec<i32>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MigrationConfig {
+    pub schedule: Schedule,
+    pub migrations: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MailboxTarget {
+    pub domain: String,
+    pub mailbox: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct MailboxConfig {
+    pub schedule: Schedule,
+    pub mailboxes: Vec<MailboxTarget>,
+}
+
+/// How dates are written in requests: `YYYY`, `MM` and `DD` in any order with separators,
+/// e.g. `YYYY-MM-DD` (the default) or `DD/MM/YYYY`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DateFormat {
+    strftime: String,
+}
+
+impl DateFormat {
+    pub fn parse(pattern: &str) -> Option<DateFormat> {
+        let ok = pattern.matches("YYYY").count() == 1
+            && pattern.matches("MM").count() == 1
+            && pattern.matches("DD").count() == 1
+            && pattern.len() <= 32;
+        let strftime = pattern
+            .replace('%', "%%")
+            .replace("YYYY", "%Y")
+            .replace("MM", "%m")
+            .replace("DD", "%d");
+        // Nothing but the three fields and separators: no letters left over.
+        let rest = pattern
+            .replace("YYYY", "")
+            .replace("MM", "")
+            .replace("DD", "");
+        (ok && !rest.chars().any(|c| c.is_alphanumeric())).then_some(DateFormat { strftime })
+    }
+
+    pub fn format(&self, date: jiff::civil::Date) -> String {
+        date.strftime(&self.strftime).to_string()
+    }
+
+    /// Reads a date written in this format (or as ISO `YYYY-MM-DD`, or a date-time whose date
+    /// part is one of those).
+    pub fn read(&self, text: &str) -> Option<jiff::civil::Date> {
+        let t = text.trim();
+        jiff::civil::Date::strptime(&self.strftime, t)
+            .ok()
+            .or_else(|| {
+                t.get(..10)
+                    .and_then(|d| d.parse::<jiff::civil::Date>().ok())
+            })
+    }
+}
+
+impl Default for DateFormat {
+    fn default() -> Self {
+        DateFormat::parse(defaults::DATE_FORMAT).expect("the default date format is valid")
+    }
+}
+
+impl Config {
+    /// Reads, parses and validates a config file; the token comes from `api.token_file` or,
+    /// when that is unset, from [`TOKEN_ENV`] as given by `env_token`.
+    pub fn load(path: &Path, env_token: Option<String>) -> Result<Config, ConfigError> {
+        let read = |source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let bytes = read_at_most(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
+        let Some(bytes) = bytes else {
+            return Err(ConfigError::TooLarge {
+                path: path.to_owned(),
+            });
+        };
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "it is not UTF-8 text",
+            ))
+        })?;
+        Self::parse(&text, env_token)
+    }
+
+    /// Parses and validates YAML text; see [`Config::load`].
+    pub fn parse(text: &str, env_token: Option<String>) -> Result<Config, ConfigError> {
+        // The YAML parser's own word for this ("EOF while parsing") does not help a new user.
+        let blank = text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+        if blank {
+            return Err(ConfigError::Syntax(EMPTY_CONFIG.to_owned()));
+        }
+        let raw: RawConfig = serde_yaml_ng::from_str(text)
+            .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e)))?;
+        let api = validate_api(raw.api, env_token)?;
+        let c = raw.collectors;
+        let delivery_account = match c.delivery_account {
+            Some(d) if d.enabled => Some(DeliveryAccountConfig {
+                schedule: schedule(
+                    "collectors.delivery_account",
+                    d.interval,
+                    d.deadline,
+                    d.max_age,
+                )?,
+                accounts: account_ids("collectors.delivery_account.accounts", &d.accounts)?,
+            }),
+            _ => None,
+        };
+        let tracemail_dashboard = match c.tracemail_dashboard {
+            Some(d) if d.enabled => Some(dashboard(d)?),
+            _ => None,
+        };
+        let tracemail_daily = match c.tracemail_daily {
+            Some(d) if d.enabled => Some(daily(d)?),
+            _ => None,
+        };
+        let migration = match c.migration {
+            Some(m) if m.enabled => Some(MigrationConfig {
+                schedule: schedule("collectors.migration", m.interval, m.deadline, m.max_age)?,
+                migrations: codes(
+                    "collectors.migration.migrations",
+                    &m.migrations,
+                    &[("MG", 8)],
+                    "MG followed by 8 digits, e.g. MG00000001",
+                )?,
+            }),
+            _ => None,
+        };
+        let mailbox = match c.mailbox {
+            Some(m) if m.enabled => Some(mailboxes(m)?),
+            _ => None,
+        };
+        let collectors = CollectorsConfig {
+            delivery_account,
+            tracemail_dashboard,
+            tracemail_daily,
+            migration,
+            mailbox,
+        };
+        if collectors.delivery_account.is_none()
+            && collectors.tracemail_dashboard.is_none()
+            && collectors.tracemail_daily.is_none()
+            && collectors.migration.is_none()
+            && collectors.mailbox.is_none()
+        {
+            return Err(invalid(
+                "collectors",
+                "no collector is enabled: configure at least one, e.g. collectors.delivery_account.accounts",
+            ));
+        }
+        Ok(Config { api, collectors })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validate::quote;
+    use super::*;
+    use secrecy::ExposeSecret;
+
+    const GOOD: &str = "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account:\n    interval: 30s\n    accounts: [1001, 1002]\n";
+
+    #[test]
+    fn a_minimal_config_gets_the_named_defaults() {
+        let c = Config::parse(GOOD, Some("tok".into())).unwrap();
+        assert_eq!(c.api.base_url, "https://api.example.net");
+        assert_eq!(c.api.timeout, defaults::TIMEOUT);
+        assert_eq!(c.api.concurrency, defaults::CONCURRENCY);
+        assert_eq!(c.api.token.expose_secret(), "tok");
+        let d = c.collectors.delivery_account.unwrap();
+        assert_eq!(d.accounts, vec![1001, 1002]);
+        assert_eq!(d.schedule.interval, Duration::from_secs(30));
+        assert_eq!(d.schedule.deadline, Duration::from_secs(24));
+        assert_eq!(d.schedule.max_age, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn a_deadline_as_long_as_the_interval_is_refused() {
+        let text = GOOD.replace("interval: 30s", "interval: 30s\n    deadline: 30s");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "collectors.delivery_account.deadline: 30s must be shorter than the interval (30s); a run may not overlap the next"
+        );
+    }
+
+    #[test]
+    fn non_http_base_urls_are_refused() {
+        let text = GOOD.replace("https://api.example.net/", "ftp://x");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("api.base_url: \"ftp://x\" is not an http(s) address"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn no_duration_reaches_a_panic_whatever_its_size() {
+        let durations = [
+            "0s",
+            "1ns",
+            "1ms",
+            "999ms",
+            "1s",
+            "24h",
+            "25h",
+            "7days",
+            "8days",
+            "10000000000s",
+            "18446744073709551615s",
+            "584942417355y",
+        ];
+        let api_keys = [
+            "timeout",
+            "retry_backoff",
+            "retry_max_backoff",
+            "circuit_breaker_cooldown",
+        ];
+        for d in durations {
+            for key in api_keys {
+                let text = GOOD.replace(
+                    "https://api.example.net/\n",
+                    &format!("https://api.example.net/\n  {key}: {d}\n"),
+                );
+                let _ = Config::parse(&text, Some("t".into()));
+            }
+            for key in ["interval", "deadline", "max_age"] {
+                let text = GOOD.replace("interval: 30s", &format!("{key}: {d}"));
+                let _ = Config::parse(&text, Some("t".into()));
+                let both = GOOD.replace("interval: 30s", &format!("interval: 24h\n    {key}: {d}"));
+                if let Ok(c) = Config::parse(&both, Some("t".into())) {
+                    let s = c.collectors.delivery_account.unwrap().schedule;
+                    assert!(s.deadline < s.interval && s.max_age <= limits::MAX_AGE);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_values_are_quoted_cut() {
+        let q = quote(&"x".repeat(1000));
+        assert_eq!(q.chars().count(), limits::QUOTED_CHARS + 3);
+        assert!(q.ends_with("…\""));
+    }
+
+    #[test]
+    fn a_disabled_collector_counts_as_absent() {
+        let text = GOOD.replace("interval: 30s", "enabled: false");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("collectors: no collector is enabled"), "{e}");
+    }
+}

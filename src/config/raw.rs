@@ -1,0 +1,164 @@
+//! The config file as written: the serde schema, strict (`deny_unknown_fields`), with every key
+//! optional that has a default. [`super::validate`] turns it into the validated [`super::Config`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The file as written; see [`super::Config`] for the validated form.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub(super) api: RawApi,
+    #[serde(default)]
+    pub(super) collectors: RawCollectors,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawApi {
+    pub(super) base_url: String,
+    #[serde(default)]
+    pub(super) token_file: Option<PathBuf>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) timeout: Option<Duration>,
+    #[serde(default)]
+    pub(super) concurrency: Option<usize>,
+    #[serde(default)]
+    pub(super) max_response_bytes: Option<u64>,
+    #[serde(default)]
+    pub(super) max_retries: Option<u32>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) retry_backoff: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) retry_max_backoff: Option<Duration>,
+    #[serde(default)]
+    pub(super) circuit_breaker_failures: Option<u32>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) circuit_breaker_cooldown: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCollectors {
+    #[serde(default)]
+    pub(super) delivery_account: Option<RawDeliveryAccount>,
+    #[serde(default)]
+    pub(super) tracemail_dashboard: Option<RawDashboard>,
+    #[serde(default)]
+    pub(super) tracemail_daily: Option<RawDaily>,
+    #[serde(default)]
+    pub(super) migration: Option<RawMigration>,
+    #[serde(default)]
+    pub(super) mailbox: Option<RawMailbox>,
+}
+
+// Each collector repeats enabled/interval/deadline/max_age: serde cannot `flatten` a shared
+// struct into one that denies unknown fields, and unknown keys must be refused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDashboard {
+    #[serde(default = "yes")]
+    pub(super) enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) max_age: Option<Duration>,
+    #[serde(default)]
+    pub(super) timezone: Option<String>,
+    #[serde(default)]
+    pub(super) date_format: Option<String>,
+    #[serde(default)]
+    pub(super) limit: Option<i64>,
+    #[serde(default)]
+    pub(super) views: Vec<RawView>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawView {
+    #[serde(default)]
+    pub(super) account: Option<i64>,
+    #[serde(default)]
+    pub(super) domain: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDaily {
+    #[serde(default = "yes")]
+    pub(super) enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) max_age: Option<Duration>,
+    #[serde(default)]
+    pub(super) timezone: Option<String>,
+    #[serde(default)]
+    pub(super) date_format: Option<String>,
+    #[serde(default)]
+    pub(super) top_domains: Option<i64>,
+    #[serde(default)]
+    pub(super) accounts: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMigration {
+    #[serde(default = "yes")]
+    pub(super) enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) max_age: Option<Duration>,
+    #[serde(default)]
+    pub(super) migrations: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMailbox {
+    #[serde(default = "yes")]
+    pub(super) enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) max_age: Option<Duration>,
+    #[serde(default)]
+    pub(super) mailboxes: Vec<RawMailboxTarget>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMailboxTarget {
+    pub(super) domain: String,
+    pub(super) mailbox: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDeliveryAccount {
+    #[serde(default = "yes")]
+    pub(super) enabled: bool,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) interval: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) deadline: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub(super) max_age: Option<Duration>,
+    #[serde(default)]
+    pub(super) accounts: Vec<i64>,
+}
+
+fn yes() -> bool {
+    true
+}

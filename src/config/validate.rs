@@ -1,0 +1,555 @@
+//! Validation: from the file as written to the values the exporter runs with. Every message
+//! names the field, the bound or form expected, and a fix, and never quotes a value that may
+//! hold a secret.
+
+use std::collections::HashSet;
+use std::io::Read as _;
+use std::path::Path;
+use std::time::Duration;
+
+use secrecy::SecretString;
+
+use super::raw::{RawApi, RawDaily, RawDashboard, RawMailbox};
+use super::{
+    ApiConfig, BreakerPolicy, ConfigError, DailyConfig, DashboardConfig, DateFormat, MailboxConfig,
+    MailboxTarget, RetryPolicy, Schedule, TOKEN_ENV, View, defaults, invalid, limits,
+};
+
+/// Reads a file, or `None` when it is larger than `limit` bytes (only `limit + 1` are read).
+pub(super) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// A config value quoted back to its author, cut at [`limits::QUOTED_CHARS`]: for values that
+/// cannot be secrets (time zones, codes, domains), shown so the mistake is easy to find.
+pub(super) fn quote(value: &str) -> String {
+    let mut cut: String = value.chars().take(limits::QUOTED_CHARS).collect();
+    if cut.len() < value.len() {
+        cut.push('…');
+    }
+    format!("{cut:?}")
+}
+
+/// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value:
+/// any field may hold a secret pasted in the wrong place, so quoted strings are replaced by
+/// their length.
+pub(super) fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
+    let msg = crate::redact::quoted_strings(&e.to_string());
+    if msg.contains("unknown field") {
+        format!("{msg} (remove or correct the key; see examples/config.yml)")
+    } else if msg.contains("expected a duration") {
+        format!("{msg} (write durations like 30s, 5m or 1h30m)")
+    } else {
+        msg
+    }
+}
+
+pub(super) fn validate_api(
+    raw: RawApi,
+    env_token: Option<String>,
+) -> Result<ApiConfig, ConfigError> {
+    let base_url = raw.base_url.trim_end_matches('/').to_owned();
+    let parsed = reqwest::Url::parse(&base_url);
+    match &parsed {
+        Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host().is_some() => {
+            if !u.username().is_empty() || u.password().is_some() {
+                return Err(invalid(
+                    "api.base_url",
+                    "must not carry credentials; put the token in api.token_file or MAILHOST_API_TOKEN",
+                ));
+            }
+            if u.query().is_some() || u.fragment().is_some() {
+                return Err(invalid(
+                    "api.base_url",
+                    "must not carry a query or fragment",
+                ));
+            }
+        }
+        _ => {
+            // Shown without userinfo, query or fragment: they may hold a secret.
+            let why = match &parsed {
+                Err(e) => format!(" ({e})"),
+                Ok(_) => String::new(),
+            };
+            return Err(invalid(
+                "api.base_url",
+                format!(
+                    "{} is not an http(s) address{why}; write it like https://api.example.net",
+                    quote(&crate::redact::url(&base_url))
+                ),
+            ));
+        }
+    }
+    let token = match &raw.token_file {
+        // The path is never quoted: a token pasted there by mistake would be shown.
+        Some(path) => {
+            let bytes = read_at_most(path, limits::TOKEN_FILE_BYTES).map_err(|e| {
+                invalid(
+                    "api.token_file",
+                    format!(
+                        "cannot read the file it names ({}); check that it is the path of a readable file holding the token, not the token itself",
+                        io_reason(&e)
+                    ),
+                )
+            })?;
+            let Some(bytes) = bytes else {
+                return Err(invalid(
+                    "api.token_file",
+                    format!(
+                        "the file it names is larger than {} bytes; it should hold the token alone",
+                        limits::TOKEN_FILE_BYTES
+                    ),
+                ));
+            };
+            let text = String::from_utf8(bytes).map_err(|_| {
+                invalid(
+                    "api.token_file",
+                    "the file it names is not UTF-8 text; it should hold the token alone",
+                )
+            })?;
+            let t = text.trim().to_owned();
+            if t.is_empty() {
+                return Err(invalid(
+                    "api.token_file",
+                    "the file it names is empty; write the Management API token into it",
+                ));
+            }
+            t
+        }
+        None => match env_token.map(|t| t.trim().to_owned()) {
+            Some(t) if !t.is_empty() => t,
+            _ => {
+                return Err(invalid(
+                    "api.token_file",
+                    format!(
+                        "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
+                    ),
+                ));
+            }
+        },
+    };
+    if token.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(invalid(
+            "api token",
+            "contains spaces or control characters; a token is one word",
+        ));
+    }
+    if token.chars().count() > limits::TOKEN_CHARS {
+        return Err(invalid(
+            "api token",
+            format!(
+                "is longer than {} characters; is it the token?",
+                limits::TOKEN_CHARS
+            ),
+        ));
+    }
+    let timeout = raw.timeout.unwrap_or(defaults::TIMEOUT);
+    within(
+        "api.timeout",
+        timeout,
+        Duration::from_millis(1),
+        limits::MAX_TIMEOUT,
+        "10s",
+    )?;
+    let concurrency = raw.concurrency.unwrap_or(defaults::CONCURRENCY);
+    if !(1..=256).contains(&concurrency) {
+        return Err(invalid(
+            "api.concurrency",
+            format!("{concurrency} is out of range: use 1 to 256"),
+        ));
+    }
+    let max_response_bytes = raw
+        .max_response_bytes
+        .unwrap_or(defaults::MAX_RESPONSE_BYTES);
+    if !(limits::MIN_RESPONSE_BYTES..=limits::MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
+        return Err(invalid(
+            "api.max_response_bytes",
+            format!(
+                "{max_response_bytes} is out of range: use {} to {} (256 MiB), for example 4194304",
+                limits::MIN_RESPONSE_BYTES,
+                limits::MAX_RESPONSE_BYTES
+            ),
+        ));
+    }
+    let max_retries = raw.max_retries.unwrap_or(defaults::MAX_RETRIES);
+    if max_retries > 10 {
+        return Err(invalid(
+            "api.max_retries",
+            format!("{max_retries} is out of range: use 0 to 10"),
+        ));
+    }
+    let backoff = raw.retry_backoff.unwrap_or(defaults::RETRY_BACKOFF);
+    let max_backoff = raw.retry_max_backoff.unwrap_or(defaults::RETRY_MAX_BACKOFF);
+    within(
+        "api.retry_max_backoff",
+        max_backoff,
+        Duration::from_millis(1),
+        limits::MAX_BACKOFF,
+        "5s",
+    )?;
+    if backoff.is_zero() || backoff > max_backoff {
+        return Err(invalid(
+            "api.retry_backoff",
+            "must be more than 0s and at most api.retry_max_backoff, for example 250ms and 5s",
+        ));
+    }
+    let failures = raw
+        .circuit_breaker_failures
+        .unwrap_or(defaults::BREAKER_FAILURES);
+    if failures > limits::MAX_BREAKER_FAILURES {
+        return Err(invalid(
+            "api.circuit_breaker_failures",
+            format!(
+                "{failures} is out of range: use 0 (never open) to {}, for example 5",
+                limits::MAX_BREAKER_FAILURES
+            ),
+        ));
+    }
+    let cooldown = raw
+        .circuit_breaker_cooldown
+        .unwrap_or(defaults::BREAKER_COOLDOWN);
+    within(
+        "api.circuit_breaker_cooldown",
+        cooldown,
+        limits::MIN_COOLDOWN,
+        limits::MAX_COOLDOWN,
+        "60s",
+    )?;
+    Ok(ApiConfig {
+        base_url,
+        token: SecretString::from(token),
+        timeout,
+        concurrency,
+        max_response_bytes,
+        retry: RetryPolicy {
+            max_retries,
+            backoff,
+            max_backoff,
+        },
+        breaker: BreakerPolicy { failures, cooldown },
+    })
+}
+
+/// The reason an I/O error gives, without the path it concerns.
+pub(super) fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_owned(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        std::io::ErrorKind::IsADirectory => "it is a directory".to_owned(),
+        kind => kind.to_string(),
+    }
+}
+
+/// Refuses a duration outside `min..=max`, naming the field, the bound and an example.
+pub(super) fn within(
+    field: &str,
+    value: Duration,
+    min: Duration,
+    max: Duration,
+    example: &str,
+) -> Result<(), ConfigError> {
+    if (min..=max).contains(&value) {
+        return Ok(());
+    }
+    let f = humantime::format_duration;
+    Err(invalid(
+        field,
+        format!(
+            "{} is out of range: use {} to {}, for example {example}",
+            f(value),
+            f(min),
+            f(max)
+        ),
+    ))
+}
+
+pub(super) fn schedule(
+    field: &str,
+    interval: Option<Duration>,
+    deadline: Option<Duration>,
+    max_age: Option<Duration>,
+) -> Result<Schedule, ConfigError> {
+    let interval = interval.unwrap_or(defaults::INTERVAL);
+    within(
+        &format!("{field}.interval"),
+        interval,
+        limits::MIN_INTERVAL,
+        limits::MAX_INTERVAL,
+        "60s",
+    )?;
+    // Default deadline: 80% of the interval, so a slow run ends before the next one is due.
+    // The interval is bounded above, so neither product can overflow.
+    let deadline = deadline.unwrap_or(interval / 5 * 4);
+    if deadline.is_zero() || deadline >= interval {
+        return Err(invalid(
+            format!("{field}.deadline"),
+            format!(
+                "{} must be shorter than the interval ({}); a run may not overlap the next",
+                humantime::format_duration(deadline),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
+    let max_age = max_age.unwrap_or(interval.saturating_mul(defaults::MAX_AGE_INTERVALS));
+    if max_age > limits::MAX_AGE {
+        return Err(invalid(
+            format!("{field}.max_age"),
+            format!(
+                "{} is out of range: use at most {}; values older than that are of no use",
+                humantime::format_duration(max_age),
+                humantime::format_duration(limits::MAX_AGE)
+            ),
+        ));
+    }
+    if max_age < interval {
+        return Err(invalid(
+            format!("{field}.max_age"),
+            format!(
+                "{} is shorter than the interval ({}); values would vanish between runs",
+                humantime::format_duration(max_age),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
+    Ok(Schedule {
+        interval,
+        deadline,
+        max_age,
+    })
+}
+
+pub(super) fn timezone(
+    field: &str,
+    name: Option<String>,
+) -> Result<(jiff::tz::TimeZone, String), ConfigError> {
+    let name = name.unwrap_or_else(|| defaults::TIMEZONE.to_owned());
+    jiff::tz::TimeZone::get(&name)
+        .map(|tz| (tz, name.clone()))
+        .map_err(|_| {
+            invalid(
+                field,
+                format!(
+                    "{} is not a known time zone; use an IANA name such as UTC or Europe/Rome",
+                    quote(&name)
+                ),
+            )
+        })
+}
+
+pub(super) fn date_format(field: &str, pattern: Option<String>) -> Result<DateFormat, ConfigError> {
+    let pattern = pattern.unwrap_or_else(|| defaults::DATE_FORMAT.to_owned());
+    DateFormat::parse(&pattern).ok_or_else(|| {
+        invalid(
+            field,
+            format!(
+                "{} is not a date format: write YYYY, MM and DD once each with separators, e.g. YYYY-MM-DD",
+                quote(&pattern)
+            ),
+        )
+    })
+}
+
+pub(super) fn dashboard(d: RawDashboard) -> Result<DashboardConfig, ConfigError> {
+    let f = "collectors.tracemail_dashboard";
+    let (tz, timezone_name) = timezone(&format!("{f}.timezone"), d.timezone)?;
+    let limit = d.limit.unwrap_or(defaults::TOP_LIMIT);
+    if !(1..=1000).contains(&limit) {
+        return Err(invalid(
+            format!("{f}.limit"),
+            format!("{limit} is out of range: use 1 to 1000"),
+        ));
+    }
+    at_most(&format!("{f}.views"), d.views.len())?;
+    let mut views = vec![View::All];
+    let mut seen: HashSet<View> = HashSet::from([View::All]);
+    for (i, v) in d.views.into_iter().enumerate() {
+        let field = format!("{f}.views[{i}]");
+        let view = match (v.account, v.domain) {
+            (Some(id), None) => View::Account(account_ids(&format!("{field}.account"), &[id])?[0]),
+            (None, Some(domain)) => {
+                let domain = domain.trim().to_ascii_lowercase();
+                if domain.is_empty()
+                    || domain.len() > 253
+                    || !domain
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+                {
+                    return Err(invalid(
+                        format!("{field}.domain"),
+                        format!("{} is not a domain name, e.g. shop.example", quote(&domain)),
+                    ));
+                }
+                View::Domain(domain)
+            }
+            _ => {
+                return Err(invalid(
+                    field,
+                    "give exactly one of account (an id) or domain (a name)",
+                ));
+            }
+        };
+        if !seen.insert(view.clone()) {
+            return Err(invalid(field, "is listed twice"));
+        }
+        views.push(view);
+    }
+    Ok(DashboardConfig {
+        schedule: schedule(f, d.interval, d.deadline, d.max_age)?,
+        timezone: tz,
+        timezone_name,
+        date_format: date_format(&format!("{f}.date_format"), d.date_format)?,
+        limit: limit as i32,
+        views,
+    })
+}
+
+pub(super) fn daily(d: RawDaily) -> Result<DailyConfig, ConfigError> {
+    let f = "collectors.tracemail_daily";
+    let top = d.top_domains.unwrap_or(defaults::TOP_DOMAINS);
+    if !(1..=200).contains(&top) {
+        return Err(invalid(
+            format!("{f}.top_domains"),
+            format!("{top} is out of range: use 1 to 200"),
+        ));
+    }
+    Ok(DailyConfig {
+        schedule: schedule(f, d.interval, d.deadline, d.max_age)?,
+        timezone: timezone(&format!("{f}.timezone"), d.timezone)?.0,
+        date_format: date_format(&format!("{f}.date_format"), d.date_format)?,
+        top_domains: top as usize,
+        accounts: account_ids(&format!("{f}.accounts"), &d.accounts)?,
+    })
+}
+
+pub(super) fn mailboxes(m: RawMailbox) -> Result<MailboxConfig, ConfigError> {
+    let f = "collectors.mailbox";
+    if m.mailboxes.is_empty() {
+        return Err(invalid(
+            format!("{f}.mailboxes"),
+            "is empty; list pairs like {domain: D000000101, mailbox: EA00000001}",
+        ));
+    }
+    at_most(&format!("{f}.mailboxes"), m.mailboxes.len())?;
+    let mut seen = HashSet::with_capacity(m.mailboxes.len());
+    let mut out: Vec<MailboxTarget> = Vec::with_capacity(m.mailboxes.len());
+    for (i, t) in m.mailboxes.into_iter().enumerate() {
+        let field = format!("{f}.mailboxes[{i}]");
+        let domain = code(
+            &format!("{field}.domain"),
+            &t.domain,
+            &[("D", 9)],
+            "D followed by 9 digits, e.g. D000000101",
+        )?;
+        let mailbox = code(
+            &format!("{field}.mailbox"),
+            &t.mailbox,
+            &[("EA", 8), ("P", 9)],
+            "EA followed by 8 digits (e.g. EA00000001), or P followed by 9 digits for a postmaster",
+        )?;
+        if !seen.insert(mailbox.clone()) {
+            return Err(invalid(field, format!("mailbox {mailbox} is listed twice")));
+        }
+        out.push(MailboxTarget { domain, mailbox });
+    }
+    Ok(MailboxConfig {
+        schedule: schedule(f, m.interval, m.deadline, m.max_age)?,
+        mailboxes: out,
+    })
+}
+
+/// Validates one identifier code: a prefix followed by a number of digits.
+pub(super) fn code(
+    field: &str,
+    value: &str,
+    forms: &[(&str, usize)],
+    expected: &str,
+) -> Result<String, ConfigError> {
+    let ok = forms.iter().any(|(prefix, digits)| {
+        value
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.len() == *digits && rest.bytes().all(|b| b.is_ascii_digit()))
+    });
+    if ok {
+        Ok(value.to_owned())
+    } else {
+        Err(invalid(
+            field,
+            format!("{} is not a valid code: expected {expected}", quote(value)),
+        ))
+    }
+}
+
+/// Validates a non-empty list of distinct codes.
+pub(super) fn codes(
+    field: &str,
+    values: &[String],
+    forms: &[(&str, usize)],
+    expected: &str,
+) -> Result<Vec<String>, ConfigError> {
+    if values.is_empty() {
+        return Err(invalid(
+            field,
+            format!("is empty; list codes written as {expected}"),
+        ));
+    }
+    at_most(field, values.len())?;
+    let mut seen = HashSet::with_capacity(values.len());
+    let mut out: Vec<String> = Vec::with_capacity(values.len());
+    for (i, v) in values.iter().enumerate() {
+        let at = format!("{field}[{i}]");
+        let v = code(&at, v, forms, expected)?;
+        if !seen.insert(v.clone()) {
+            return Err(invalid(at, format!("{v} is listed twice")));
+        }
+        out.push(v);
+    }
+    Ok(out)
+}
+
+/// Refuses a list longer than [`limits::MAX_TARGETS`].
+pub(super) fn at_most(field: &str, len: usize) -> Result<(), ConfigError> {
+    if len > limits::MAX_TARGETS {
+        return Err(invalid(
+            field,
+            format!(
+                "lists {len} entries; at most {} are supported by one exporter (split the fleet with shards)",
+                limits::MAX_TARGETS
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {
+    if ids.is_empty() {
+        return Err(invalid(
+            field,
+            "is empty; list the Delivery account ids to watch, e.g. [1001, 1002]",
+        ));
+    }
+    at_most(field, ids.len())?;
+    let mut seen = HashSet::with_capacity(ids.len());
+    let mut out = Vec::with_capacity(ids.len());
+    for (i, &id) in ids.iter().enumerate() {
+        let id32 = i32::try_from(id).ok().filter(|v| *v > 0).ok_or_else(|| {
+            invalid(
+                format!("{field}[{i}]"),
+                format!(
+                    "{id} is out of range: Delivery account ids are int32, from 1 to 2147483647"
+                ),
+            )
+        })?;
+        if !seen.insert(id32) {
+            return Err(invalid(
+                format!("{field}[{i}]"),
+                format!("{id} is listed twice"),
+            ));
+        }
+        out.push(id32);
+    }
+    Ok(out)
+}

@@ -122,6 +122,11 @@ for extra in $SIZES; do
     # The same bytes the exporter serves, for nginx and bare axum (self-metrics included).
     curl -sf --max-time 30 "$EXP_URL/metrics" -o "$dir/www/metrics" --create-dirs
     gzip -6 -k -f "$dir/www/metrics"
+    # nginx's workers may run as another user (nobody, when started by root): let them read the
+    # bodies, nothing else (the token file stays mode 600).
+    chmod 711 "$WORK" "$dir"
+    chmod 755 "$dir/www"
+    chmod 644 "$dir/www/metrics" "$dir/www/metrics.gz"
     series=$(grep -vc '^#' "$dir/www/metrics")
     body=$(stat -c %s "$dir/www/metrics")
     gzbody=$(stat -c %s "$dir/www/metrics.gz")
@@ -158,9 +163,10 @@ CONF
     "$BARE" "$dir/www/metrics" "$bare_port" 2>"$dir/bare.log" &
     bare_pid=$!
     BENCH_PIDS+=("$bare_pid")
-    for ((i = 0; i < 100; i++)); do
+    for ((i = 0; i <= 100; i++)); do
         curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$nginx_port/metrics" &&
             curl -sf -o /dev/null --max-time 1 "http://127.0.0.1:$bare_port/metrics" && break
+        [[ $i == 100 ]] && bench_die "nginx or bare_axum did not answer within 10 s; see $dir"
         sleep 0.1
     done
     # nginx really answers gzip from the .gz file.

@@ -4,8 +4,10 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use arc_swap::ArcSwapOption;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
@@ -29,10 +31,11 @@ pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -
     if format == Format::OpenMetrics {
         tail.push_str(EOF);
     }
+    let tail = Bytes::from(tail);
     let body = if gzip {
-        Chunks::new(prepared.gzip(format).clone(), gzip_member(tail.as_bytes()))
+        Chunks::new(prepared.gzip(format).clone(), gzip_tail(format, &tail))
     } else {
-        Chunks::new(prepared.body(format).clone(), Bytes::from(tail))
+        Chunks::new(prepared.body(format).clone(), tail)
     };
     let mut response = Body::new(body).into_response();
     let h = response.headers_mut();
@@ -46,6 +49,28 @@ pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     }
     response
+}
+
+/// The last tail gzipped, per format, with its gzip member: the self-metrics change only when
+/// the exporter calls upstream, so most scrapes find their tail here and compress nothing.
+/// Keyed by the tail's bytes, so a hit is always right; one entry per format, so it is bounded.
+static TAIL_GZIP: [ArcSwapOption<(Bytes, Bytes)>; 2] =
+    [ArcSwapOption::const_empty(), ArcSwapOption::const_empty()];
+
+/// `tail` as one gzip member, from [`TAIL_GZIP`] when it is the same as last time.
+fn gzip_tail(format: Format, tail: &Bytes) -> Bytes {
+    let slot = &TAIL_GZIP[match format {
+        Format::Classic => 0,
+        Format::OpenMetrics => 1,
+    }];
+    if let Some(cached) = slot.load().as_ref() {
+        if cached.0 == *tail {
+            return cached.1.clone();
+        }
+    }
+    let gzip = gzip_member(tail);
+    slot.store(Some(Arc::new((tail.clone(), gzip.clone()))));
+    gzip
 }
 
 /// Whether the client takes gzip (RFC 9110 §12.5.3): `gzip` or `x-gzip` with a q above 0, or,

@@ -173,3 +173,137 @@ async fn the_landing_page_is_still_gzipped_by_the_compression_layer() {
         "{page}"
     );
 }
+
+/// Memory of a child in KiB, as `/proc/<pid>/status` reports `field` (`VmHWM`, `VmRSS`).
+fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Reads one `Connection: close` answer to its end (bounded by `limit` bytes and a timeout);
+/// returns the head and the length of the body.
+async fn read_answer(stream: &mut tokio::net::TcpStream, limit: usize) -> (String, usize) {
+    use tokio::io::AsyncReadExt as _;
+    let mut all = Vec::new();
+    let mut limited = (&mut *stream).take(limit as u64);
+    tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        limited.read_to_end(&mut all),
+    )
+    .await
+    .expect("the answer within 120 s")
+    .unwrap();
+    let end = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    (
+        String::from_utf8_lossy(&all[..end]).into_owned(),
+        all.len() - end - 4,
+    )
+}
+
+// Several threads: the simulator in this process answers while the child polls it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_two_scrapes_held_open_at_once_share_one_prepared_body() {
+    use crate::helpers::{Running, spawn_sim_with};
+    use mailhost_exporter::sim::{AccountSeed, SimConfig};
+    use tokio::io::AsyncWriteExt as _;
+
+    const ACCOUNTS: i32 = 2000;
+    let mut config = SimConfig::demo(TOKEN);
+    for id in 200_001..200_001 + ACCOUNTS {
+        config.accounts.push(AccountSeed {
+            id,
+            username: format!("bulk-{id}"),
+            ..AccountSeed::default()
+        });
+    }
+    let sim = spawn_sim_with(config).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, TOKEN).unwrap();
+    let ids: Vec<String> = (200_001..200_001 + ACCOUNTS)
+        .map(|i| i.to_string())
+        .collect();
+    let config_file = dir.path().join("config.yml");
+    std::fs::write(
+        &config_file,
+        format!(
+            "api:\n  base_url: {}\n  token_file: {}\n  timeout: 10s\n  concurrency: 32\ncollectors:\n  delivery_account:\n    interval: 1h\n    deadline: 10m\n    accounts: [{}]\n",
+            sim.url,
+            token_file.display(),
+            ids.join(", ")
+        ),
+    )
+    .unwrap();
+    let running = Running::start(&[
+        &format!("--config.file={}", config_file.display()),
+        "--web.listen-address=127.0.0.1:0",
+    ]);
+    let address = running
+        .logged("mailhost_exporter listening", "address")
+        .await;
+    let url = format!("http://{address}/metrics");
+    // The debug binary polls 2000 accounts: more patience than the usual wait.
+    let mut body = String::new();
+    for _ in 0..240 {
+        body = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        if body
+            .matches("mailhost_delivery_remaining_messages{")
+            .count()
+            >= ACCOUNTS as usize
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert!(
+        body.matches("mailhost_delivery_remaining_messages{")
+            .count()
+            >= ACCOUNTS as usize,
+        "every account on /metrics"
+    );
+    let size = body.len();
+    assert!(size > 1_500_000, "a large body: {size} bytes");
+
+    let pid = running.pid();
+    let before = memory_kib(pid, "VmHWM");
+    // 32 scrapes asked for and not read: each answer waits on a full socket buffer, so a
+    // per-scrape copy of the body would be held 32 times at once.
+    let mut streams = Vec::new();
+    for _ in 0..32 {
+        let mut s = tokio::net::TcpStream::connect(address.as_str())
+            .await
+            .unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        streams.push(s);
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let held = memory_kib(pid, "VmHWM");
+    for s in &mut streams {
+        let (head, length) = read_answer(s, size * 2).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(
+            head.to_ascii_lowercase().contains("content-length:"),
+            "{head}"
+        );
+        assert!(
+            length + 16 * 1024 > size && length < size + 16 * 1024,
+            "{length} vs {size}"
+        );
+    }
+    let grown_kib = held.saturating_sub(before);
+    // 32 copies would be 32 bodies; allow a quarter of that for everything else.
+    let bound_kib = (32 * size / 4 / 1024) as u64;
+    eprintln!(
+        "body {size} bytes; VmHWM {before} KiB before, {held} KiB with 32 answers held open (+{grown_kib} KiB, bound {bound_kib} KiB)"
+    );
+    assert!(
+        grown_kib < bound_kib,
+        "VmHWM grew by {grown_kib} KiB with 32 scrapes held open (bound {bound_kib} KiB)"
+    );
+}

@@ -1,12 +1,16 @@
 //! The snapshot: what every collector last learned, as plain values, and the exposition
 //! prepared from it. Each finished run is applied whole, then the exposition is rendered
-//! once and swapped in, so a scrape only copies prepared bytes.
+//! once (and gzipped once) and swapped in, so a scrape only hands out shared prepared bytes.
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
+use flate2::Compression;
+use flate2::write::GzEncoder;
 use jiff::Timestamp;
 
 use crate::collector::{CollectorSpec, Target, TargetData};
@@ -189,12 +193,51 @@ impl CollectorState {
     }
 }
 
-/// The exposition of a snapshot, rendered once per change in both formats.
+/// The exposition of a snapshot, rendered and gzipped once per change in both formats. The
+/// bodies are shared `Bytes`: a scrape hands out a reference to them, never a copy, so
+/// concurrent scrapes of a large body cost no memory each, and gzip is paid once per refresh
+/// instead of once per scrape.
 #[derive(Debug, Default)]
 pub struct Prepared {
-    pub classic: String,
-    pub openmetrics: String,
+    classic: Encoded,
+    openmetrics: Encoded,
     pub snapshot: Snapshot,
+}
+
+/// One format's body, as is and as a complete gzip member of it.
+#[derive(Debug, Default)]
+pub struct Encoded {
+    pub identity: Bytes,
+    pub gzip: Bytes,
+}
+
+impl Encoded {
+    fn new(text: String) -> Self {
+        let gzip = gzip_member(text.as_bytes());
+        let mut raw = text.into_bytes();
+        // The body lives until the next refresh: return the growth slack of rendering.
+        raw.shrink_to_fit();
+        Encoded {
+            identity: Bytes::from(raw),
+            gzip,
+        }
+    }
+}
+
+/// `data` as one complete gzip member (RFC 1952). Members can follow one another: a gzip
+/// reader reads a stream of them as the concatenation of their contents, which lets a
+/// scrape append a small member for the self-metrics behind the prepared one.
+pub fn gzip_member(data: &[u8]) -> Bytes {
+    // Level 6 (the default): paid once per refresh, and the smaller body is paid per scrape.
+    let mut out = GzEncoder::new(
+        Vec::with_capacity(data.len() / 8 + 64),
+        Compression::default(),
+    );
+    // Writing into a Vec cannot fail.
+    let _ = out.write_all(data);
+    let mut gz = out.finish().unwrap_or_default();
+    gz.shrink_to_fit();
+    Bytes::from(gz)
 }
 
 impl Prepared {
@@ -204,14 +247,25 @@ impl Prepared {
         write_families(&mut classic, &families, Format::Classic);
         let mut openmetrics = String::with_capacity(16 * 1024);
         write_families(&mut openmetrics, &families, Format::OpenMetrics);
+        drop(families);
         Prepared {
-            classic,
-            openmetrics,
+            classic: Encoded::new(classic),
+            openmetrics: Encoded::new(openmetrics),
             snapshot,
         }
     }
 
-    pub fn body(&self, format: Format) -> &str {
+    /// The prepared body of `format`, without self-metrics and without `# EOF`.
+    pub fn body(&self, format: Format) -> &Bytes {
+        &self.encoded(format).identity
+    }
+
+    /// [`Prepared::body`] as one gzip member.
+    pub fn gzip(&self, format: Format) -> &Bytes {
+        &self.encoded(format).gzip
+    }
+
+    fn encoded(&self, format: Format) -> &Encoded {
         match format {
             Format::Classic => &self.classic,
             Format::OpenMetrics => &self.openmetrics,
@@ -459,6 +513,36 @@ mod tests {
         let t = &s.collectors[&CollectorName::DeliveryAccount].targets[0];
         assert!(t.data.is_none());
         assert_eq!(t.last_success, Some(t0));
+    }
+
+    #[test]
+    fn the_prepared_gzip_of_each_format_is_one_member_holding_its_body() {
+        use std::io::Read as _;
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        s.apply_run(
+            &spec(),
+            vec![
+                (Target::DeliveryAccount(1), Ok(data(5.0))),
+                (Target::DeliveryAccount(2), Ok(data(6.0))),
+            ],
+            Duration::ZERO,
+            t0,
+        );
+        let prepared = Prepared::render(s);
+        for format in [Format::Classic, Format::OpenMetrics] {
+            let body = prepared.body(format);
+            assert!(body.len() > 100);
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&prepared.gzip(format)[..])
+                .read_to_end(&mut out)
+                .unwrap();
+            assert_eq!(&out[..], &body[..]);
+        }
+        assert_ne!(
+            prepared.body(Format::Classic),
+            prepared.body(Format::OpenMetrics)
+        );
     }
 
     #[test]

@@ -235,6 +235,22 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_ale
     })
     .await;
 
+    // Prometheus asks for gzip and gets two gzip members: the prepared body, gzipped once per
+    // refresh, then the self-metrics of this scrape. Go's reader takes both: the target is up
+    // and a self-metric from the second member is stored.
+    for q in [
+        "up{job=\"mailhost\"} == 1",
+        "mailhost_build_info{job=\"mailhost\"} == 1",
+    ] {
+        wait_for(q, || async {
+            has_data(&client, &prom.url, "expr", q)
+                .await
+                .ok()
+                .filter(|ok| *ok)
+        })
+        .await;
+    }
+
     // Every panel and variable query of every dashboard returns data.
     let files = dashboards();
     assert!(files.len() >= 4, "four dashboards at least");

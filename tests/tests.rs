@@ -55,3 +55,6 @@ mod memory;
 // Hostile clients: unfinished and fat heads, idle connections, a descriptor-limited flood of
 // connections and of wrong passwords; the server stays bounded and keeps answering /metrics.
 mod hostile_clients;
+
+// The scrape path: shared prepared bytes, gzip once per refresh, Accept-Encoding negotiation.
+mod scrape_path;

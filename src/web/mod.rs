@@ -4,6 +4,7 @@
 pub mod auth;
 mod landing;
 pub use landing::{SharedUpstream, Upstream};
+pub mod scrape;
 pub mod serve;
 pub mod web_config;
 
@@ -12,14 +13,13 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::Request;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::compression::CompressionLayer;
 
-use crate::exposition::{EOF, Format, write_families};
 use crate::snapshot::Store;
 use crate::telemetry::Telemetry;
 use crate::web::web_config::WebReload;
@@ -50,13 +50,15 @@ pub struct AppState {
 /// The exporter's router; tests drive it with `tower::ServiceExt::oneshot`.
 pub fn router(state: AppState) -> Router {
     let limited = middleware::from_fn_with_state(state.scrape_limit.clone(), limit_scrapes);
+    // The layer wraps only the routes added before it: /metrics negotiates gzip itself, with
+    // its body gzipped once per refresh rather than per scrape.
     Router::new()
-        .route(&state.telemetry_path, get(metrics).layer(limited))
         .route("/", get(landing::page))
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
         .route("/-/reload", post(reload))
         .layer(CompressionLayer::new().gzip(true))
+        .route(&state.telemetry_path, get(scrape::metrics).layer(limited))
         .with_state(state)
 }
 
@@ -109,19 +111,6 @@ async fn reload(State(state): State<AppState>) -> Response {
         StatusCode::OK
     };
     (status, text).into_response()
-}
-
-async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let prepared = state.store.prepared();
-    let prepared_body = prepared.body(format);
-    let mut body = String::with_capacity(prepared_body.len() + 4096);
-    body.push_str(prepared_body);
-    write_families(&mut body, &state.telemetry.families(), format);
-    if format == Format::OpenMetrics {
-        body.push_str(EOF);
-    }
-    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
 async fn healthy() -> &'static str {

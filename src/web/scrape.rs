@@ -1,0 +1,201 @@
+//! `/metrics`: the prepared body, shared and never copied, followed by the self-metrics
+//! rendered for this scrape; gzip negotiated here, with the prepared body gzipped once per
+//! refresh and only the small tail gzipped per scrape, as a second gzip member.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use arc_swap::ArcSwapOption;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+
+use crate::exposition::{EOF, Format, write_families};
+use crate::snapshot::gzip_member;
+use crate::web::AppState;
+
+/// Room for the self-metrics tail, so that rendering it rarely grows the buffer.
+const TAIL_CAPACITY: usize = 8 * 1024;
+
+pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let gzip = accepts_gzip(&headers);
+    let prepared = state.store.prepared();
+    let mut tail = String::with_capacity(TAIL_CAPACITY);
+    write_families(&mut tail, &state.telemetry.families(), format);
+    if format == Format::OpenMetrics {
+        tail.push_str(EOF);
+    }
+    let tail = Bytes::from(tail);
+    let body = if gzip {
+        Chunks::new(prepared.gzip(format).clone(), gzip_tail(format, &tail))
+    } else {
+        Chunks::new(prepared.body(format).clone(), tail)
+    };
+    let mut response = Body::new(body).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    // A cache in between must not hand a gzip body to a client that did not ask for one.
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if gzip {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    response
+}
+
+/// The last tail gzipped, per format, with its gzip member: the self-metrics change only when
+/// the exporter calls upstream, so most scrapes find their tail here and compress nothing.
+/// Keyed by the tail's bytes, so a hit is always right; one entry per format, so it is bounded.
+static TAIL_GZIP: [ArcSwapOption<(Bytes, Bytes)>; 2] =
+    [ArcSwapOption::const_empty(), ArcSwapOption::const_empty()];
+
+/// `tail` as one gzip member, from [`TAIL_GZIP`] when it is the same as last time.
+fn gzip_tail(format: Format, tail: &Bytes) -> Bytes {
+    let slot = &TAIL_GZIP[match format {
+        Format::Classic => 0,
+        Format::OpenMetrics => 1,
+    }];
+    if let Some(cached) = slot.load().as_ref() {
+        if cached.0 == *tail {
+            return cached.1.clone();
+        }
+    }
+    let gzip = gzip_member(tail);
+    slot.store(Some(Arc::new((tail.clone(), gzip.clone()))));
+    gzip
+}
+
+/// Whether the client takes gzip (RFC 9110 §12.5.3): `gzip` or `x-gzip` with a q above 0, or,
+/// when neither is named, `*` with a q above 0. Anything unreadable counts as not accepted:
+/// identity is always a safe answer. The header's size is bounded by the server's head limit.
+pub fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let mut named: Option<bool> = None;
+    let mut any: Option<bool> = None;
+    for value in headers.get_all(header::ACCEPT_ENCODING) {
+        let Ok(value) = value.to_str() else {
+            continue;
+        };
+        for item in value.split(',') {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            let mut q_ok = true;
+            for param in parts {
+                let (name, v) = param.split_once('=').unwrap_or((param, ""));
+                if name.trim().eq_ignore_ascii_case("q") {
+                    q_ok = positive_qvalue(v.trim());
+                }
+            }
+            if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+                // Of several gzip items, a refusal wins.
+                named = Some(named.unwrap_or(true) && q_ok);
+            } else if coding == "*" {
+                any = Some(any.unwrap_or(true) && q_ok);
+            }
+        }
+    }
+    named.or(any).unwrap_or(false)
+}
+
+/// A qvalue (`0`, `0.5`, `1.000`) above zero; anything else, including a malformed one, is not.
+fn positive_qvalue(text: &str) -> bool {
+    if text.is_empty() || text.len() > 5 || !text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return false;
+    }
+    text.parse::<f32>().is_ok_and(|q| q > 0.0 && q <= 1.0)
+}
+
+/// A body of two shared chunks, sent as two frames with an exact length: nothing is copied
+/// into a response buffer, and the length lets the server send `Content-Length`.
+pub struct Chunks {
+    head: Option<Bytes>,
+    tail: Option<Bytes>,
+}
+
+impl Chunks {
+    pub fn new(head: Bytes, tail: Bytes) -> Self {
+        let keep = |b: Bytes| (!b.is_empty()).then_some(b);
+        Chunks {
+            head: keep(head),
+            tail: keep(tail),
+        }
+    }
+}
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        let next = this.head.take().or_else(|| this.tail.take());
+        Poll::Ready(next.map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.head.is_none() && self.tail.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let len = |b: &Option<Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
+        SizeHint::with_exact(len(&self.head) + len(&self.tail))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accepts(values: &[&str]) -> bool {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+        }
+        accepts_gzip(&h)
+    }
+
+    #[test]
+    fn gzip_is_chosen_only_when_the_client_accepts_it_with_a_positive_q() {
+        assert!(!accepts(&[]));
+        assert!(!accepts(&[""]));
+        assert!(!accepts(&["identity"]));
+        assert!(!accepts(&["br, deflate"]));
+        assert!(accepts(&["gzip"]));
+        assert!(accepts(&["GZip"]));
+        assert!(accepts(&["x-gzip"]));
+        assert!(accepts(&["identity, gzip, deflate"]));
+        assert!(accepts(&["br", "gzip;q=0.5"]));
+        assert!(accepts(&["gzip ; q=1.000"]));
+        assert!(accepts(&["*"]));
+        assert!(accepts(&["*;q=0.1"]));
+        assert!(!accepts(&["gzip;q=0"]));
+        assert!(!accepts(&["gzip;q=0.000"]));
+        assert!(!accepts(&["gzip;q=0, *"]));
+        assert!(!accepts(&["*;q=0"]));
+        assert!(!accepts(&["gzip;q=abc"]));
+        assert!(!accepts(&["gzip;q=2"]));
+        assert!(!accepts(&["gzip;q=-1"]));
+        assert!(!accepts(&["gzip;q=0.0000001"]));
+        assert!(!accepts(&["gzip, gzip;q=0"]));
+    }
+
+    #[test]
+    fn a_body_of_two_chunks_has_an_exact_length_and_skips_empty_ones() {
+        use http_body::Body as _;
+        let body = Chunks::new(Bytes::from_static(b"abc"), Bytes::from_static(b"de"));
+        assert_eq!(body.size_hint().exact(), Some(5));
+        let empty = Chunks::new(Bytes::new(), Bytes::new());
+        assert!(empty.is_end_stream());
+        assert_eq!(empty.size_hint().exact(), Some(0));
+    }
+}

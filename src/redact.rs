@@ -1,54 +1,169 @@
-//! Redaction of text that may carry a secret, for messages and pages that show it: URLs, and
-//! the values that config-file errors of both the config and the web config would quote.
+//! Redaction of text that may hold a secret before it reaches an error message: URLs lose their
+//! userinfo and query, quoted YAML values are hidden, and any value still quoted is cut short.
 
-/// A URL as it may be shown: scheme, host, port and path, without userinfo, query or fragment.
-/// Works on any string, parsable or not (a bad port, no scheme, several `@`), since the text
-/// that fails to parse is the one quoted in an error.
-pub fn url(raw: &str) -> String {
-    // Query and fragment go first: a `@` after them is not userinfo, and they may hold a token.
-    let end = raw.find(['?', '#']).unwrap_or(raw.len());
-    let kept = &raw[..end];
-    let (scheme, rest) = match kept.find("://") {
-        Some(i) => (&kept[..i + 3], &kept[i + 3..]),
-        None => ("", kept),
+/// Longest quoted value, in characters, an error message repeats.
+pub const MAX_QUOTED_CHARS: usize = 64;
+
+/// What a hidden value is replaced with.
+const HIDDEN: &str = "(value hidden)";
+
+/// `url` without its userinfo, query and fragment, working on the raw text so that a URL that
+/// does not parse is redacted too: `http://user:pw@host:99999/x?token=abc` -> `http://host:99999/x`.
+///
+/// When it is unclear whether text before an `@` is userinfo (a password may hold `/`, `?` or
+/// `@`), everything up to the last `@` is dropped: losing a host in an error message is better
+/// than quoting a password.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i)
+            if i > 0
+                && url[..i]
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.') =>
+        {
+            url.split_at(i + 3)
+        }
+        _ => ("", url),
     };
-    // The authority ends at the first `/`; userinfo is everything up to its last `@`.
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let host = match authority.rfind('@') {
-        Some(at) => &authority[at + 1..],
-        None => authority,
-    };
-    format!("{scheme}{host}{path}")
+    let rest = rest.rfind('@').map_or(rest, |at| &rest[at + 1..]);
+    let rest = rest.find(['?', '#']).map_or(rest, |q| &rest[..q]);
+    format!("{scheme}{rest}")
 }
 
-/// Replaces every double-quoted string of a message (a YAML or serde error quoting the value it
-/// could not read, which may be a secret pasted in the wrong place) (`"abc"`, with `\"` escapes inside) by
-/// `(N characters)`; the rest of the message is kept.
-pub fn quoted_strings(msg: &str) -> String {
-    let mut out = String::with_capacity(msg.len());
-    let mut chars = msg.chars();
-    while let Some(c) = chars.next() {
-        if c != '"' {
-            out.push(c);
-            continue;
+/// `value` in double quotes, escaped, and cut at [`MAX_QUOTED_CHARS`] characters so that a long
+/// paste is never repeated whole.
+pub fn quote(value: &str) -> String {
+    match value.char_indices().nth(MAX_QUOTED_CHARS) {
+        None => format!("{value:?}"),
+        Some((cut, _)) => {
+            let quoted = format!("{:?}", &value[..cut]);
+            format!(
+                "{}...\" (cut at {MAX_QUOTED_CHARS} characters)",
+                &quoted[..quoted.len() - 1]
+            )
         }
-        let mut n = 0usize;
-        let mut escaped = false;
-        for c in chars.by_ref() {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-                continue;
-            } else if c == '"' {
-                break;
-            }
-            n += 1;
-        }
-        out.push_str(&format!("({n} character{})", if n == 1 { "" } else { "s" }));
     }
-    out
+}
+
+/// The message of a YAML error, with every value from the file hidden; the field path, the
+/// line and column and the expected type stay, since they are what the operator needs to fix it.
+pub fn yaml_error(e: &serde_yaml_ng::Error) -> String {
+    let msg = e.to_string();
+    // serde_yaml_ng appends the location; keep it apart so that it is never taken for a value.
+    if let Some(loc) = e.location() {
+        let at = format!(" at line {} column {}", loc.line(), loc.column());
+        if let Some(body) = msg.strip_suffix(&at) {
+            return format!("{}{at}", serde_message(body));
+        }
+    }
+    serde_message(&msg)
+}
+
+/// Shapes of serde's messages that quote a value, from `serde::de::Error`'s provided methods.
+const INVALID_TYPE: &str = "invalid type: ";
+const INVALID_VALUE: &str = "invalid value: ";
+const UNKNOWN_FIELD: &str = "unknown field `";
+const UNKNOWN_VARIANT: &str = "unknown variant `";
+/// Shapes that quote only names from the schema.
+const SAFE: [&str; 3] = ["invalid length ", "missing field `", "duplicate field `"];
+
+/// A serde error message (optionally prefixed by `path: `) with the values it quotes hidden.
+///
+/// What follows the last `, expected ` comes from the schema, never from the file, so it is
+/// kept; a value quoted before it may be anything an operator pasted.
+pub fn serde_message(msg: &str) -> String {
+    let shapes = [INVALID_TYPE, INVALID_VALUE, UNKNOWN_FIELD, UNKNOWN_VARIANT]
+        .into_iter()
+        .chain(SAFE);
+    // The path is made of known keys and indices only: unknown keys fail before it grows.
+    let Some((start, shape)) = shapes
+        .filter_map(|shape| {
+            if msg.starts_with(shape) {
+                Some((0, shape))
+            } else {
+                msg.find(&format!(": {shape}")).map(|i| (i + 2, shape))
+            }
+        })
+        .min_by_key(|(start, _)| *start)
+    else {
+        return hide_quoted(msg);
+    };
+    let (path, body) = msg.split_at(start);
+    if !path
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_.[]?: ".contains(&b))
+    {
+        return hide_quoted(msg);
+    }
+    let rest = &body[shape.len()..];
+    let redacted = match shape {
+        INVALID_TYPE | INVALID_VALUE => match rest.rfind(", expected ") {
+            Some(i) => format!("{shape}{}{}", unexpected(&rest[..i]), &rest[i..]),
+            None => format!("{shape}{HIDDEN}"),
+        },
+        UNKNOWN_FIELD | UNKNOWN_VARIANT => {
+            let (name, tail) = match rest.rfind("`, expected ") {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => match rest.strip_suffix("`, there are no fields") {
+                    Some(name) => (name, ", there are no fields"),
+                    None => (rest, ""),
+                },
+            };
+            let what = &shape[..shape.len() - 2];
+            if shape == UNKNOWN_FIELD && looks_like_a_key(name) {
+                format!("{what} `{name}`{tail}")
+            } else {
+                format!("{what} {HIDDEN}{tail}")
+            }
+        }
+        _ if !rest.contains('"') => body.to_owned(),
+        _ => hide_quoted(body),
+    };
+    format!("{path}{redacted}")
+}
+
+/// serde's `Unexpected` without its value: `string "abc"` -> `string (value hidden)`.
+fn unexpected(unexp: &str) -> String {
+    if unexp == "boolean `true`" || unexp == "boolean `false`" {
+        return unexp.to_owned();
+    }
+    for kind in [
+        "string",
+        "integer",
+        "floating point",
+        "character",
+        "boolean",
+    ] {
+        if unexp.strip_prefix(kind).is_some_and(|r| r.starts_with(' ')) {
+            return format!("{kind} {HIDDEN}");
+        }
+    }
+    // `sequence`, `map`, `unit value` and the like name a shape, not a value.
+    if unexp.bytes().all(|b| b.is_ascii_lowercase() || b == b' ') && unexp.len() <= 32 {
+        unexp.to_owned()
+    } else {
+        HIDDEN.to_owned()
+    }
+}
+
+/// A key as the schema writes them: a typo of one is worth showing, while a pasted secret
+/// (mixed case, digits, symbols) is not.
+fn looks_like_a_key(name: &str) -> bool {
+    (1..=MAX_QUOTED_CHARS).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+}
+
+/// Everything from the first quote mark to the last one hidden; for messages of no known shape.
+fn hide_quoted(msg: &str) -> String {
+    let marks = ['"', '`', '\''];
+    match (msg.find(marks), msg.rfind(marks)) {
+        // A lone mark opens a value that never closes: hide the rest.
+        (Some(first), Some(last)) if first == last => format!("{}{HIDDEN}", &msg[..first]),
+        (Some(first), Some(last)) => {
+            format!("{}{HIDDEN}{}", &msg[..first], &msg[last + 1..])
+        }
+        _ => msg.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -56,43 +171,168 @@ mod tests {
     use super::*;
 
     #[test]
-    fn userinfo_query_and_fragment_go_even_when_the_url_does_not_parse() {
-        for (raw, shown) in [
-            (
-                "http://user:S3cret@host:99999/x?token=abc",
-                "http://host:99999/x",
-            ),
-            ("https://api.example.net/", "https://api.example.net/"),
-            ("user:pw@host", "host"),
-            ("http://a@b@c@host/p@q", "http://host/p@q"),
-            ("http://host/path?x=1@evil", "http://host/path"),
-            ("http://host?x=a@b", "http://host"),
-            ("http://us er:p w@ho st:-1#frag@x", "http://ho st:-1"),
-            ("", ""),
-            ("@", ""),
-            ("://@/", ":///"),
-            ("http://ü:ß@ĥost/ä", "http://ĥost/ä"),
-        ] {
-            assert_eq!(url(raw), shown, "{raw}");
-        }
-        let long = format!("http://{}:{}@host/", "u".repeat(10_000), "p".repeat(10_000));
-        assert_eq!(url(&long), "http://host/");
+    fn userinfo_and_query_are_removed_even_when_the_port_does_not_parse() {
+        assert_eq!(
+            redact_url("http://user:pw@host:99999/x?token=abc"),
+            "http://host:99999/x"
+        );
     }
 
     #[test]
-    fn quoted_strings_of_error_messages_are_replaced_by_their_length() {
+    fn a_clean_url_is_kept_as_written() {
         assert_eq!(
-            quoted_strings(r#"invalid type: string "ab\"c", expected usize"#),
-            "invalid type: string (4 characters), expected usize"
+            redact_url("https://api.example.net/v2"),
+            "https://api.example.net/v2"
         );
-        assert_eq!(quoted_strings("no quotes `key`"), "no quotes `key`");
+        assert_eq!(redact_url("ftp://x"), "ftp://x");
+        assert_eq!(redact_url(""), "");
+    }
+
+    #[test]
+    fn hostile_urls_never_keep_what_may_be_a_password_or_a_query() {
+        let cases = [
+            // No scheme.
+            ("user:S3cret@host:1/p", "host:1/p"),
+            ("S3cret@", ""),
+            // Several `@`: the password holds one.
+            ("http://user:S3c@ret@host/p", "http://host/p"),
+            ("http://@@S3cret@@host", "http://host"),
+            // `@` after the path: dropping the host is the price of not guessing.
+            ("http://host/a@b", "http://b"),
+            // `?` before `@`: the password holds a `?`.
+            ("http://user:S3c?ret@host/p", "http://host/p"),
+            (
+                "http://user:S3c#ret@host/p?q=S3cret#S3cret",
+                "http://host/p",
+            ),
+            // `/` inside the password.
+            ("https://user:S3c/ret@host", "https://host"),
+            // A scheme that is not one.
+            ("user:S3cret@http://host", "http://host"),
+            ("S3cret://host", "S3cret://host"),
+            ("://S3cret@host", "host"),
+            // Odd characters survive without panics or broken boundaries.
+            ("http://ü:S3cret€@hôst/ä?ö=S3cret", "http://hôst/ä"),
+            (
+                "http://\u{0}\u{1b}:S3cret@h\u{fffd}st",
+                "http://h\u{fffd}st",
+            ),
+            ("http://host?S3cret", "http://host"),
+            ("http://host#S3cret", "http://host"),
+        ];
+        for (raw, want) in cases {
+            let got = redact_url(raw);
+            assert_eq!(got, want, "{raw:?}");
+            assert!(
+                !got.contains("S3cret") || raw.starts_with("S3cret://"),
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_very_long_url_is_redacted_in_one_pass() {
+        let secret = "S3cret".repeat(200_000);
+        let raw = format!("http://u:{secret}@{}/?t={secret}", "h".repeat(100_000));
+        let got = redact_url(&raw);
+        assert_eq!(got.len(), "http://".len() + 100_000 + 1);
+        assert!(!got.contains("S3cret"));
+    }
+
+    #[test]
+    fn a_long_value_is_quoted_cut_at_64_characters() {
+        assert_eq!(quote("UTC"), "\"UTC\"");
+        let long = "é".repeat(100);
+        let q = quote(&long);
         assert_eq!(
-            quoted_strings(r#"a "b" c `d` "e"#),
-            "a (1 character) c `d` (1 character)"
+            q,
+            format!(
+                "\"{}...\" (cut at 64 characters)",
+                "é".repeat(MAX_QUOTED_CHARS)
+            )
         );
+        assert_eq!(quote("a\"b\n"), "\"a\\\"b\\n\"");
+    }
+
+    #[test]
+    fn quoted_strings_numbers_and_odd_keys_are_hidden_from_serde_messages() {
+        let cases = [
+            (
+                "api.concurrency: invalid type: string \"S3cret, expected x\", expected usize",
+                "api.concurrency: invalid type: string (value hidden), expected usize",
+            ),
+            (
+                "api.timeout: invalid value: string \"S3cret\", expected a duration",
+                "api.timeout: invalid value: string (value hidden), expected a duration",
+            ),
+            (
+                "api.max_retries: invalid value: integer `123456789012`, expected u32",
+                "api.max_retries: invalid value: integer (value hidden), expected u32",
+            ),
+            (
+                "api.max_retries: invalid type: floating point `1.5`, expected u32",
+                "api.max_retries: invalid type: floating point (value hidden), expected u32",
+            ),
+            (
+                "collectors.mailbox.enabled: invalid type: boolean `true`, expected a string",
+                "collectors.mailbox.enabled: invalid type: boolean `true`, expected a string",
+            ),
+            (
+                "api: invalid type: sequence, expected struct RawApi",
+                "api: invalid type: sequence, expected struct RawApi",
+            ),
+            (
+                "api: unknown field `tokn_file`, expected one of `base_url`, `token_file`",
+                "api: unknown field `tokn_file`, expected one of `base_url`, `token_file`",
+            ),
+            (
+                "api: unknown field `S3cret`, expected one of `base_url`, `token_file`",
+                "api: unknown field (value hidden), expected one of `base_url`, `token_file`",
+            ),
+            (
+                "unknown field `a`, expected `S3cret`, expected `api` or `collectors`",
+                "unknown field (value hidden), expected `api` or `collectors`",
+            ),
+            (
+                "x: unknown field `S3cret`, there are no fields",
+                "x: unknown field (value hidden), there are no fields",
+            ),
+            (
+                "x: unknown variant `S3cret`, expected `a`",
+                "x: unknown variant (value hidden), expected `a`",
+            ),
+            ("missing field `base_url`", "missing field `base_url`"),
+            (
+                "api.accounts: invalid length 3, expected fewer",
+                "api.accounts: invalid length 3, expected fewer",
+            ),
+            (
+                "something new \"S3cret\" or `S3cret` here",
+                "something new (value hidden) here",
+            ),
+            ("recursion limit exceeded", "recursion limit exceeded"),
+            ("odd \"S3cret", "odd (value hidden)"),
+            (
+                "invalid type: string \"S3cret",
+                "invalid type: (value hidden)",
+            ),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(serde_message(raw), want, "{raw}");
+        }
+    }
+
+    #[test]
+    fn yaml_errors_keep_the_path_line_and_column_and_hide_the_value() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct T {
+            n: usize,
+        }
+        let e = serde_yaml_ng::from_str::<T>("n: S3cret-t0ken\n").unwrap_err();
         assert_eq!(
-            quoted_strings(r#"unterminated "abc"#),
-            "unterminated (3 characters)"
+            yaml_error(&e),
+            "n: invalid type: string (value hidden), expected usize at line 1 column 4"
         );
     }
 }

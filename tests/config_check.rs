@@ -61,7 +61,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "bad-duration.yml",
-            "api.timeout: invalid value: string (10 characters), expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
+            "api.timeout: invalid value: string (value hidden), expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
         ),
         (
             "missing-token.yml",
@@ -109,7 +109,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "secret-in-a-number-field.yml",
-            "api.concurrency: invalid type: string (32 characters), expected usize at line 3 column 16",
+            "api.concurrency: invalid type: string (value hidden), expected usize at line 3 column 16",
         ),
         (
             "interval-too-long.yml",
@@ -144,6 +144,10 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
             "the config file is empty: start from examples/config.yml; at least api.base_url and one collector are needed",
         ),
         (
+            "deep-nesting.yml",
+            "[ ] and { } are nested more than 64 deep at line 5 column 79; the config needs at most 4",
+        ),
+        (
             "yaml-nested-aliases.yml",
             "collectors.tracemail_daily.accounts[0]: invalid type: sequence, expected i64 at line 5 column 15",
         ),
@@ -175,6 +179,7 @@ fn a_secret_pasted_in_the_wrong_field_is_never_quoted() {
             "secret-in-a-number-field.yml",
             &["mh_live_7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5"][..],
         ),
+        ("secret-as-a-key.yml", &["mh_live_S3cretT0kenPasted"][..]),
     ] {
         let (ok, stdout, stderr) = check(&format!("tests/fixtures/config/{file}"), Some("t"));
         assert!(!ok, "{file}");
@@ -199,7 +204,7 @@ fn a_config_file_over_its_size_limit_is_refused_without_being_read_whole() {
     let (ok, _, stderr) = check(path.to_str().unwrap(), Some("t"));
     assert!(!ok);
     assert!(
-        stderr.ends_with("is larger than 32 MiB; is it the right file?\n"),
+        stderr.ends_with("is larger than 16 MiB; is it the right file?\n"),
         "{stderr}"
     );
 }

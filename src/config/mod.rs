@@ -11,8 +11,8 @@ use secrecy::SecretString;
 
 use raw::RawConfig;
 use validate::{
-    account_ids, codes, daily, dashboard, describe_yaml_error, mailboxes, read_at_most, schedule,
-    validate_api,
+    account_ids, check_flow_depth, codes, daily, dashboard, describe_yaml_error, mailboxes,
+    read_at_most, schedule, validate_api,
 };
 
 /// Environment variable that may hold the Management API token instead of `api.token_file`.
@@ -49,7 +49,7 @@ pub mod limits {
     use std::time::Duration;
 
     /// Largest config file read (a fleet of a million ids fits).
-    pub const CONFIG_FILE_BYTES: u64 = 32 * 1024 * 1024;
+    pub const CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
     /// Largest token file read: it holds one token.
     pub const TOKEN_FILE_BYTES: u64 = 4096;
     /// Longest token.
@@ -66,8 +66,8 @@ pub mod limits {
     pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
     /// Targets in one list (accounts, views, migrations, mailboxes).
     pub const MAX_TARGETS: usize = 1_000_000;
-    /// Characters of a config value quoted back in a message at most.
-    pub const QUOTED_CHARS: usize = 64;
+    /// `[`/`{` nesting depth at most (the schema needs 4); checked before the YAML parser runs.
+    pub const MAX_FLOW_DEPTH: usize = 64;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -290,6 +290,9 @@ impl Config {
         if blank {
             return Err(ConfigError::Syntax(EMPTY_CONFIG.to_owned()));
         }
+        // The YAML scanner takes time quadratic in the depth of `[`/`{` nesting: refuse a deep
+        // file before it sees it.
+        check_flow_depth(text)?;
         let raw: RawConfig = serde_yaml_ng::from_str(text)
             .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e)))?;
         let api = validate_api(raw.api, env_token)?;
@@ -354,7 +357,6 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use super::validate::quote;
     use super::*;
     use secrecy::ExposeSecret;
 
@@ -441,10 +443,45 @@ mod tests {
     }
 
     #[test]
-    fn long_values_are_quoted_cut() {
-        let q = quote(&"x".repeat(1000));
-        assert_eq!(q.chars().count(), limits::QUOTED_CHARS + 3);
-        assert!(q.ends_with("…\""));
+    fn deep_flow_nesting_is_refused_before_the_yaml_scanner_sees_it() {
+        // A megabyte of `[`: the scanner alone would take hours over it.
+        let n = 500_000;
+        let text = format!(
+            "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account:\n    accounts: {}{}\n",
+            "[".repeat(n),
+            "]".repeat(n)
+        );
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "[ ] and { } are nested more than 64 deep at line 5 column 79; the config needs at most 4"
+        );
+    }
+
+    #[test]
+    fn brackets_in_quoted_values_and_comments_do_not_count_as_nesting() {
+        let deep = "[".repeat(100);
+        let text = format!(
+            "# {deep}\napi:\n  base_url: https://api.example.net # {deep}\ncollectors:\n  tracemail_dashboard:\n    timezone: \"{deep}\\\"{deep}\"\n"
+        );
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a known time zone"), "{e}");
+        let text = format!(
+            "api: {{base_url: 'https://api.example.net/''{deep}'}}\ncollectors: {{delivery_account: {{accounts: [1]}}}}\n"
+        );
+        if let Err(e) = Config::parse(&text, Some("t".into())) {
+            panic!("{e}");
+        }
+        // A quote inside a plain value opens nothing, so brackets after it still count.
+        let text = format!("api:\n  base_url: it's\ncollectors: {deep}\n");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nested more than 64 deep"), "{e}");
     }
 
     #[test]

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
+use crate::redact::{quote, redact_url};
+
 use super::raw::{RawApi, RawDaily, RawDashboard, RawMailbox};
 use super::{
     ApiConfig, BreakerPolicy, ConfigError, DailyConfig, DashboardConfig, DateFormat, MailboxConfig,
@@ -24,21 +26,11 @@ pub(super) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Ve
     Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
-/// A config value quoted back to its author, cut at [`limits::QUOTED_CHARS`]: for values that
-/// cannot be secrets (time zones, codes, domains), shown so the mistake is easy to find.
-pub(super) fn quote(value: &str) -> String {
-    let mut cut: String = value.chars().take(limits::QUOTED_CHARS).collect();
-    if cut.len() < value.len() {
-        cut.push('…');
-    }
-    format!("{cut:?}")
-}
-
 /// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value:
 /// any field may hold a secret pasted in the wrong place, so quoted strings are replaced by
 /// their length.
 pub(super) fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
-    let msg = crate::redact::quoted_strings(&e.to_string());
+    let msg = crate::redact::yaml_error(e);
     if msg.contains("unknown field") {
         format!("{msg} (remove or correct the key; see examples/config.yml)")
     } else if msg.contains("expected a duration") {
@@ -79,7 +71,7 @@ pub(super) fn validate_api(
                 "api.base_url",
                 format!(
                     "{} is not an http(s) address{why}; write it like https://api.example.net",
-                    quote(&crate::redact::url(&base_url))
+                    quote(&redact_url(&base_url))
                 ),
             ));
         }
@@ -552,4 +544,62 @@ pub(super) fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigEr
         out.push(id32);
     }
     Ok(out)
+}
+
+/// Refuses flow collections nested deeper than [`limits::MAX_FLOW_DEPTH`] before the YAML
+/// scanner sees them. Brackets inside quoted scalars and comments do not count; where this
+/// cannot tell, it counts, so it may refuse an odd file but never lets a deep one through.
+pub(super) fn check_flow_depth(text: &str) -> Result<(), ConfigError> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    // The last character on this line that is not white space: a quote opens a scalar only
+    // where a value may start.
+    let mut prev: Option<char> = None;
+    // The character just before: a `#` opens a comment only after white space.
+    let mut last: Option<char> = None;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        column += 1;
+        match c {
+            '\n' => {
+                (line, column, prev, last) = (line + 1, 0, None, None);
+                continue;
+            }
+            '#' if last.is_none_or(char::is_whitespace) => {
+                while chars.next_if(|&n| n != '\n').is_some() {}
+                continue;
+            }
+            '"' | '\'' if matches!(prev, None | Some(':' | '-' | '[' | '{' | ',' | '?')) => {
+                while let Some(n) = chars.next() {
+                    column += 1;
+                    match n {
+                        '\n' => (line, column) = (line + 1, 0),
+                        '\\' if c == '"' => {
+                            chars.next_if(|&e| e != '\n');
+                        }
+                        '\'' if c == '\'' && chars.peek() == Some(&'\'') => {
+                            chars.next();
+                        }
+                        n if n == c => break,
+                        _ => {}
+                    }
+                }
+            }
+            '[' | '{' => {
+                depth += 1;
+                if depth > limits::MAX_FLOW_DEPTH {
+                    return Err(ConfigError::Syntax(format!(
+                        "[ ] and {{ }} are nested more than {} deep at line {line} column {column}; the config needs at most 4",
+                        limits::MAX_FLOW_DEPTH
+                    )));
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if !c.is_whitespace() {
+            prev = Some(c);
+        }
+        last = Some(c);
+    }
+    Ok(())
 }

@@ -118,7 +118,7 @@ impl App {
         let breakers = Arc::new(Breakers::new(config.api.breaker));
         let client = Client::new(&config.api, telemetry.clone(), breakers.clone())?;
         let store = Store::new(&specs);
-        let upstream_url = crate::redact::url(&config.api.base_url);
+        let upstream_url = crate::redact::redact_url(&config.api.base_url);
         let listener = bind(&web.listen_address).await?;
         let local_addr = listener.local_addr()?;
         let (reload_tx, reloads) = mpsc::channel(4);
@@ -133,6 +133,7 @@ impl App {
                 enable_lifecycle: web.enable_lifecycle,
                 scrape_limit: (web.max_requests > 0)
                     .then(|| Arc::new(Semaphore::new(web.max_requests))),
+                tails: Arc::default(),
             },
             ctx: Context { client, clock },
             specs,
@@ -278,7 +279,7 @@ impl App {
         self.ctx = ctx;
         self.specs = specs;
         self.api = config.api;
-        let url = crate::redact::url(&self.api.base_url);
+        let url = crate::redact::redact_url(&self.api.base_url);
         if self.upstream.load().url != url {
             self.upstream.store(Arc::new(Upstream { url, demo: false }));
         }

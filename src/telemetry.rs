@@ -61,8 +61,37 @@ impl BuildInfo {
     }
 }
 
+/// The lock over the counters, held for a change; see [`Telemetry::change`].
+struct Change<'a> {
+    inner: std::sync::MutexGuard<'a, Inner>,
+    generation: &'a std::sync::atomic::AtomicU64,
+}
+
+impl std::ops::Deref for Change<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl std::ops::DerefMut for Change<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.inner
+    }
+}
+
+impl Drop for Change<'_> {
+    fn drop(&mut self) {
+        // Still under the lock, after the change: a reader that sees this generation sees it.
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+}
+
 pub struct Telemetry {
     inner: Mutex<Inner>,
+    /// Counts changes, so that a rendering of the families can be reused until the next one.
+    generation: std::sync::atomic::AtomicU64,
     build: BuildInfo,
     /// Outcome of the last config reload and when one last succeeded (start counts as one).
     reload: Mutex<(bool, jiff::Timestamp)>,
@@ -86,6 +115,7 @@ impl Telemetry {
         }
         Telemetry {
             inner: Mutex::new(inner),
+            generation: std::sync::atomic::AtomicU64::new(0),
             build: BuildInfo::current(),
             reload: Mutex::new((true, jiff::Timestamp::now())),
         }
@@ -99,10 +129,25 @@ impl Telemetry {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The lock, for a change: the generation moves on once the change is made (when the guard
+    /// goes), so a rendering made under an older generation is never taken for a newer one.
+    fn change(&self) -> Change<'_> {
+        Change {
+            inner: self.lock(),
+            generation: &self.generation,
+        }
+    }
+
+    /// Moves on whenever a counter, gauge or the reload outcome changed; equal generations
+    /// render equal families.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// One upstream request that ended: `code` is the HTTP status, when there was one.
     pub fn observe_request(&self, endpoint: Endpoint, code: Option<u16>, duration: Duration) {
         let code = code.map_or_else(|| "none".to_owned(), |c| c.to_string());
-        let mut inner = self.lock();
+        let mut inner = self.change();
         *inner.requests.entry((endpoint, code)).or_default() += 1;
         let h = inner.durations.entry(endpoint).or_default();
         let secs = duration.as_secs_f64();
@@ -117,7 +162,7 @@ impl Telemetry {
 
     /// Zero-initialises the counters of endpoints a reloaded config adds.
     pub fn ensure_endpoints(&self, endpoints: &[Endpoint]) {
-        let mut inner = self.lock();
+        let mut inner = self.change();
         for &e in endpoints {
             for r in FailureReason::ALL {
                 inner.failures.entry((e, r)).or_insert(0);
@@ -141,16 +186,19 @@ impl Telemetry {
         if success {
             r.1 = jiff::Timestamp::now();
         }
+        drop(r);
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
     /// A failed attempt that is retried after a back-off.
     pub fn observe_retry(&self, endpoint: Endpoint, reason: FailureReason) {
-        *self.lock().retries.entry((endpoint, reason)).or_default() += 1;
+        *self.change().retries.entry((endpoint, reason)).or_default() += 1;
     }
 
     /// How many targets of `endpoint` have their circuit open now.
     pub fn set_open_circuits(&self, endpoint: Endpoint, open: usize) {
-        let before = self.lock().open_circuits.insert(endpoint, open);
+        let before = self.change().open_circuits.insert(endpoint, open);
         if before.unwrap_or(0) != open {
             tracing::info!(
                 endpoint = endpoint.as_str(),
@@ -161,7 +209,11 @@ impl Telemetry {
     }
 
     pub fn observe_failure(&self, endpoint: Endpoint, reason: FailureReason) {
-        *self.lock().failures.entry((endpoint, reason)).or_default() += 1;
+        *self
+            .change()
+            .failures
+            .entry((endpoint, reason))
+            .or_default() += 1;
     }
 
     /// A field that had a shape we cannot read. Counted every time; logged at warn level once
@@ -170,7 +222,7 @@ impl Telemetry {
     pub fn parse_problem(&self, endpoint: Endpoint, path: &str, found: &str) {
         let path = shorten(path, MAX_LOGGED_PATH_CHARS);
         let (first, suppressing) = {
-            let mut inner = self.lock();
+            let mut inner = self.change();
             *inner.parse_problems.entry(endpoint).or_default() += 1;
             let key = (endpoint, path.clone());
             if inner.logged.contains(&key) {

@@ -45,6 +45,8 @@ pub struct AppState {
     pub enable_lifecycle: bool,
     /// Scrapes served at once at most (`--web.max-requests`); `None`: no limit.
     pub scrape_limit: Option<Arc<Semaphore>>,
+    /// The self-metrics as last rendered, per format.
+    pub tails: Arc<scrape::TailCache>,
 }
 
 /// The exporter's router; tests drive it with `tower::ServiceExt::oneshot`.

@@ -1,6 +1,6 @@
-//! `/metrics`: the prepared body, shared and never copied, followed by the self-metrics
-//! rendered for this scrape; gzip negotiated here, with the prepared body gzipped once per
-//! refresh and only the small tail gzipped per scrape, as a second gzip member.
+//! `/metrics`: the prepared body, shared and never copied, followed by the self-metrics; gzip
+//! negotiated here, with the prepared body gzipped once per refresh and the small self-metrics
+//! tail, a second gzip member, rendered and gzipped once per change of the counters.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -17,6 +17,7 @@ use http_body::{Frame, SizeHint};
 
 use crate::exposition::{EOF, Format, write_families};
 use crate::snapshot::gzip_member;
+use crate::telemetry::Telemetry;
 use crate::web::AppState;
 
 /// Room for the self-metrics tail, so that rendering it rarely grows the buffer.
@@ -26,16 +27,11 @@ pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -
     let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let gzip = accepts_gzip(&headers);
     let prepared = state.store.prepared();
-    let mut tail = String::with_capacity(TAIL_CAPACITY);
-    write_families(&mut tail, &state.telemetry.families(), format);
-    if format == Format::OpenMetrics {
-        tail.push_str(EOF);
-    }
-    let tail = Bytes::from(tail);
+    let tail = state.tails.get(&state.telemetry, format);
     let body = if gzip {
-        Chunks::new(prepared.gzip(format).clone(), gzip_tail(format, &tail))
+        Chunks::new(prepared.gzip(format).clone(), tail.gzip.clone())
     } else {
-        Chunks::new(prepared.body(format).clone(), tail)
+        Chunks::new(prepared.body(format).clone(), tail.plain.clone())
     };
     let mut response = Body::new(body).into_response();
     let h = response.headers_mut();
@@ -51,26 +47,50 @@ pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -
     response
 }
 
-/// The last tail gzipped, per format, with its gzip member: the self-metrics change only when
-/// the exporter calls upstream, so most scrapes find their tail here and compress nothing.
-/// Keyed by the tail's bytes, so a hit is always right; one entry per format, so it is bounded.
-static TAIL_GZIP: [ArcSwapOption<(Bytes, Bytes)>; 2] =
-    [ArcSwapOption::const_empty(), ArcSwapOption::const_empty()];
+/// The self-metrics tail of one format, as rendered at one generation of the counters.
+#[derive(Debug)]
+pub struct Tail {
+    generation: u64,
+    pub plain: Bytes,
+    pub gzip: Bytes,
+}
 
-/// `tail` as one gzip member, from [`TAIL_GZIP`] when it is the same as last time.
-fn gzip_tail(format: Format, tail: &Bytes) -> Bytes {
-    let slot = &TAIL_GZIP[match format {
-        Format::Classic => 0,
-        Format::OpenMetrics => 1,
-    }];
-    if let Some(cached) = slot.load().as_ref() {
-        if cached.0 == *tail {
-            return cached.1.clone();
+/// The last tail of each format. The self-metrics change only when the exporter calls upstream
+/// or reloads, never because of a scrape, so most scrapes find theirs here and render and
+/// compress nothing; keyed by [`Telemetry::generation`], so a hit is never stale. Two entries.
+#[derive(Debug, Default)]
+pub struct TailCache {
+    slots: [ArcSwapOption<Tail>; 2],
+}
+
+impl TailCache {
+    pub fn get(&self, telemetry: &Telemetry, format: Format) -> Arc<Tail> {
+        let slot = &self.slots[match format {
+            Format::Classic => 0,
+            Format::OpenMetrics => 1,
+        }];
+        // Read before rendering: a change made meanwhile moves the generation past this one,
+        // so what is cached under it can only be as new or newer than it.
+        let generation = telemetry.generation();
+        if let Some(tail) = slot.load_full()
+            && tail.generation == generation
+        {
+            return tail;
         }
+        let mut text = String::with_capacity(TAIL_CAPACITY);
+        write_families(&mut text, &telemetry.families(), format);
+        if format == Format::OpenMetrics {
+            text.push_str(EOF);
+        }
+        let plain = Bytes::from(text);
+        let tail = Arc::new(Tail {
+            generation,
+            gzip: gzip_member(&plain),
+            plain,
+        });
+        slot.store(Some(tail.clone()));
+        tail
     }
-    let gzip = gzip_member(tail);
-    slot.store(Some(Arc::new((tail.clone(), gzip.clone()))));
-    gzip
 }
 
 /// Whether the client takes gzip (RFC 9110 §12.5.3): `gzip` or `x-gzip` with a q above 0, or,
@@ -187,6 +207,43 @@ mod tests {
         assert!(!accepts(&["gzip;q=-1"]));
         assert!(!accepts(&["gzip;q=0.0000001"]));
         assert!(!accepts(&["gzip, gzip;q=0"]));
+    }
+
+    #[test]
+    fn the_self_metrics_are_rendered_again_after_every_change_and_reused_otherwise() {
+        use crate::labels::{Endpoint, FailureReason};
+        let telemetry = Telemetry::new(&[Endpoint::DeliveryAccount]);
+        let cache = TailCache::default();
+        let line =
+            "mailhost_api_request_failures_total{endpoint=\"delivery_account\",reason=\"timeout\"}";
+        let first = cache.get(&telemetry, Format::Classic);
+        assert!(
+            std::str::from_utf8(&first.plain)
+                .unwrap()
+                .contains(&format!("{line} 0\n"))
+        );
+        assert!(
+            Arc::ptr_eq(&first, &cache.get(&telemetry, Format::Classic)),
+            "reused"
+        );
+        telemetry.observe_failure(Endpoint::DeliveryAccount, FailureReason::Timeout);
+        let second = cache.get(&telemetry, Format::Classic);
+        let text = std::str::from_utf8(&second.plain).unwrap();
+        assert!(text.contains(&format!("{line} 1\n")), "{text}");
+        let mut gunzipped = String::new();
+        std::io::Read::read_to_string(
+            &mut flate2::read::GzDecoder::new(&second.gzip[..]),
+            &mut gunzipped,
+        )
+        .unwrap();
+        assert_eq!(gunzipped, text);
+        telemetry.observe_reload(true);
+        assert!(!Arc::ptr_eq(
+            &second,
+            &cache.get(&telemetry, Format::Classic)
+        ));
+        let om = cache.get(&telemetry, Format::OpenMetrics);
+        assert!(std::str::from_utf8(&om.plain).unwrap().ends_with("# EOF\n"));
     }
 
     #[test]

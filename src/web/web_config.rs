@@ -336,10 +336,9 @@ async fn web_layer(State(live): State<LiveWebConfig>, request: Request, next: Ne
 }
 
 /// serde_yaml_ng prefixes the path of the offending key; add where the schema is described.
-/// Quoted values are replaced by their length: the value in the wrong place may be a hash or a
-/// password.
+/// Quoted values are hidden: the value in the wrong place may be a hash or a password.
 fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
-    let msg = crate::redact::quoted_strings(&e.to_string());
+    let msg = crate::redact::yaml_error(e);
     if msg.contains("unknown field") {
         format!("{msg} (remove or correct the key; see {SCHEMA_DOC})")
     } else {

@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{PATIENCE, wait_for};
+use crate::helpers::{PATIENCE, memory_kib, wait_for};
 
 /// The exporter binary in demo mode on a loopback port, optionally under a descriptor limit;
 /// killed on drop.
@@ -94,12 +94,7 @@ impl Exporter {
 
     /// A field of `/proc/<pid>/status` in KiB, e.g. `VmHWM`.
     fn status_kib(&self, field: &str) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{field}:")))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {field} in /proc status"))
+        memory_kib(self.pid(), field)
     }
 
     fn url(&self, path: &str) -> String {

@@ -7,17 +7,7 @@ use std::time::Duration;
 use mailhost_exporter::sim::{AccountSeed, BodyFault, FaultSpec, Route, SimConfig};
 use mailhost_exporter::telemetry::MAX_LOGGED_SHAPES;
 
-use crate::helpers::{Running, TOKEN, must, spawn_sim_with, value, wait_for};
-
-/// Memory of the child in KiB, as `/proc/<pid>/status` reports `field` (`VmHWM`, `VmRSS`).
-fn memory_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
+use crate::helpers::{Running, TOKEN, memory_kib, must, spawn_sim_with, value, wait_for};
 
 /// Starts the exporter with `collectors` (YAML under `collectors:`) and `api` extra lines;
 /// returns it with the base URL of its web server.

@@ -7,7 +7,7 @@ use std::io::Read as _;
 use mailhost_exporter::config::Config;
 use reqwest::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, VARY};
 
-use crate::helpers::{Exporter, TOKEN, spawn_exporter, spawn_sim, wait_for};
+use crate::helpers::{Exporter, TOKEN, memory_kib, spawn_exporter, spawn_sim, wait_for};
 
 const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0";
 
@@ -172,16 +172,6 @@ async fn the_landing_page_is_still_gzipped_by_the_compression_layer() {
         page.contains("<html") || page.contains("<!DOCTYPE"),
         "{page}"
     );
-}
-
-/// Memory of a child in KiB, as `/proc/<pid>/status` reports `field` (`VmHWM`, `VmRSS`).
-fn memory_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 /// Reads one `Connection: close` answer to its end (bounded by `limit` bytes and a timeout);

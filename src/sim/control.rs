@@ -104,8 +104,7 @@ async fn set_fault(
     RouteParam(route): RouteParam,
     JsonBody(spec): JsonBody<FaultSpec>,
 ) -> Result<Json<Value>, ApiError> {
-    auth.check_unscoped("the simulator control plane")?;
-    spec.validate().map_err(ApiError::BadRequest)?;
+    let spec = checked(&auth, spec)?;
     sim.set_fault(route, spec.clone());
     Ok(Json(json!({ "route": route.name(), "fault": spec })))
 }
@@ -118,10 +117,16 @@ async fn add_fault(
     RouteParam(route): RouteParam,
     JsonBody(spec): JsonBody<FaultSpec>,
 ) -> Result<Json<Value>, ApiError> {
-    auth.check_unscoped("the simulator control plane")?;
-    spec.validate().map_err(ApiError::BadRequest)?;
+    let spec = checked(&auth, spec)?;
     sim.add_fault(route, spec.clone());
     Ok(Json(json!({ "route": route.name(), "added": spec })))
+}
+
+/// A fault spec from a caller allowed on the control plane, refused when it contradicts itself.
+fn checked(auth: &Management, spec: FaultSpec) -> Result<FaultSpec, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    spec.validate().map_err(ApiError::BadRequest)?;
+    Ok(spec)
 }
 
 /// How many requests each path received: `{"hits": {"/api/...": n, ...}}`.

@@ -1182,6 +1182,55 @@ async fn latency_delays_the_answer() {
 }
 
 #[tokio::test]
+async fn the_control_plane_adds_per_target_faults_and_counts_requests_per_path() {
+    let sim = sim();
+    let app = app_from(&sim, LOOPBACK);
+    for (id, status) in [("1", 502), ("2", 503)] {
+        let answer = call(
+            &app,
+            mgmt(
+                Method::POST,
+                "/_sim/faults/delivery_account_get",
+                TOKEN,
+                Some(json!({"error_rate": 1.0, "error_status": status, "only_ids": [id]})),
+            ),
+        )
+        .await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(answer.json()["added"]["error_status"], status);
+    }
+    call(&app, get_account("1"))
+        .await
+        .error(StatusCode::BAD_GATEWAY);
+    call(&app, get_account("2"))
+        .await
+        .error(StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(call(&app, get_account("3")).await.status, StatusCode::OK);
+    call(&app, get_account("1"))
+        .await
+        .error(StatusCode::BAD_GATEWAY);
+    let hits = call(&app, mgmt(Method::GET, "/_sim/hits", TOKEN, None))
+        .await
+        .json();
+    assert_eq!(hits["hits"]["/api/delivery/accounts/1"], 2);
+    assert_eq!(hits["hits"]["/api/delivery/accounts/3"], 1);
+    assert_eq!(sim.hits("/api/delivery/accounts/2"), 1);
+    // A contradictory spec is refused, as with PUT.
+    let bad = json!({"retry_after_http_date": true, "retry_after_omit": true});
+    let answer = call(
+        &app,
+        mgmt(
+            Method::POST,
+            "/_sim/faults/delivery_account_get",
+            TOKEN,
+            Some(bad),
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
 async fn the_control_plane_sets_and_clears_faults() {
     let sim = sim();
     let app = app_from(&sim, LOOPBACK);

@@ -304,10 +304,21 @@ impl Running {
     }
 
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Running {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
-            .args(args)
-            .env_remove("MAILHOST_API_TOKEN")
-            .envs(env.iter().copied())
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"));
+        command.args(args).envs(env.iter().copied());
+        Self::spawn(command)
+    }
+
+    /// Runs `command` (the exporter, possibly behind a wrapper such as `bash -c 'ulimit …'`)
+    /// without the token variable unless the command sets it, collecting its standard error.
+    pub fn spawn(mut command: Command) -> Running {
+        if !command
+            .get_envs()
+            .any(|(k, v)| k == "MAILHOST_API_TOKEN" && v.is_some())
+        {
+            command.env_remove("MAILHOST_API_TOKEN");
+        }
+        let mut child = command
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

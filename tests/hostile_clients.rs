@@ -3,11 +3,10 @@
 //! wrong passwords next to a scraper's right one. Every socket is closed and every child
 //! killed by the test, and waits are bounded.
 
-use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -18,21 +17,14 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{PATIENCE, memory_kib, wait_for};
+use crate::helpers::{PATIENCE, Running, memory_kib, wait_for};
 
 /// The exporter binary in demo mode on a loopback port, optionally under a descriptor limit;
 /// killed on drop.
+/// The exporter as a child; a panic in its log fails the test when it is dropped (`Running`).
 struct Exporter {
-    child: Child,
-    log: Arc<Mutex<Vec<String>>>,
+    running: Running,
     addr: SocketAddr,
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Exporter {
@@ -48,31 +40,13 @@ impl Exporter {
             }
             None => Command::new(bin),
         };
-        let mut child = command
+        command
             .args(["--demo", "--web.listen-address=127.0.0.1:0"])
-            .args(flags)
-            .env_remove("MAILHOST_API_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start mailhost_exporter");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let mut exporter = Exporter {
-            child,
-            log,
-            addr: "127.0.0.1:0".parse().unwrap(),
-        };
-        let log = exporter.log.clone();
-        exporter.addr = wait_for("the exporter to say where it listens", || async {
-            let lines = log.lock().unwrap().clone();
-            lines
+            .args(flags);
+        let running = Running::spawn(command);
+        let addr = wait_for("the exporter to say where it listens", || async {
+            running
+                .log()
                 .iter()
                 .filter(|l| {
                     l.contains("mailhost_exporter listening") || l.contains("open this URL")
@@ -85,11 +59,11 @@ impl Exporter {
                 })
         })
         .await;
-        exporter
+        Exporter { running, addr }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.running.pid()
     }
 
     /// A field of `/proc/<pid>/status` in KiB, e.g. `VmHWM`.
@@ -324,7 +298,7 @@ async fn eleven_hundred_idle_connections_under_a_1024_descriptor_limit_leave_met
         answered, 18,
         "scrapes answered next to 1100 idle connections"
     );
-    let log = exporter.log.lock().unwrap().join("\n");
+    let log = exporter.running.log().join("\n");
     assert!(log.contains("connection cap reached"), "the cap is logged");
     drop(idle);
 }

@@ -6,12 +6,12 @@ use std::process::Command;
 
 use serde_yaml_ng::Value;
 
-use crate::helpers::promtool;
+use crate::helpers::{promtool, repo_root};
 
 const RULE_FILES: [&str; 2] = ["prometheus/rules.yml", "prometheus/alerts.yml"];
 
 fn yaml(path: &str) -> Value {
-    serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap())
+    serde_yaml_ng::from_str(&std::fs::read_to_string(repo_root().join(path)).unwrap())
         .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
@@ -26,7 +26,11 @@ fn rules(path: &str) -> Vec<Value> {
 }
 
 fn run(promtool: &str, args: &[&str]) {
-    let out = Command::new(promtool).args(args).output().unwrap();
+    let out = Command::new(promtool)
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "promtool {}:\n{}{}",
@@ -64,7 +68,7 @@ fn promtool_rule_unit_tests_pass() {
 
 #[test]
 fn every_alert_has_a_severity_a_for_and_annotations_that_point_at_the_runbook() {
-    let runbook = std::fs::read_to_string("docs/runbook.md").unwrap();
+    let runbook = std::fs::read_to_string(repo_root().join("docs/runbook.md")).unwrap();
     let anchors: BTreeSet<String> = runbook
         .lines()
         .filter_map(|l| l.strip_prefix("## "))
@@ -144,7 +148,7 @@ fn every_alert_has_a_firing_and_a_quiet_unit_test() {
 
 #[test]
 fn thresholds_live_in_one_group_and_are_documented() {
-    let runbook = std::fs::read_to_string("docs/runbook.md").unwrap();
+    let runbook = std::fs::read_to_string(repo_root().join("docs/runbook.md")).unwrap();
     let file = yaml("prometheus/rules.yml");
     let groups = file["groups"].as_sequence().unwrap();
     let thresholds: Vec<&str> = groups

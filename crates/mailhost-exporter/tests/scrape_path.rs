@@ -198,7 +198,7 @@ async fn read_answer(stream: &mut tokio::net::TcpStream, limit: usize) -> (Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_scrapes_held_open_at_once_share_one_prepared_body() {
     use crate::helpers::{Running, spawn_sim_with};
-    use mailhost_exporter::sim::{AccountSeed, SimConfig};
+    use mailhost_sim::{AccountSeed, SimConfig};
     use tokio::io::AsyncWriteExt as _;
 
     const ACCOUNTS: i32 = 2000;

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use mailhost_exporter::sim::{FaultSpec, Route};
+use mailhost_sim::{FaultSpec, Route};
 
 use crate::helpers::{
     PATIENCE, Running, TOKEN, config, spawn_exporter, spawn_sim, value, wait_for,

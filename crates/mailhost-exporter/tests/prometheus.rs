@@ -49,7 +49,7 @@ fn free_port() -> u16 {
 
 fn start_prometheus(binary: &str, target: &str) -> Prometheus {
     let dir = tempfile::tempdir().unwrap();
-    let root = std::env::current_dir().unwrap();
+    let root = crate::helpers::repo_root();
     let config = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\nscrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{target}\"]\n",
         root.join("prometheus/rules.yml").display(),
@@ -127,7 +127,7 @@ fn queries(file: &Path) -> Vec<(String, &'static str, String)> {
 }
 
 fn dashboards() -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> = std::fs::read_dir("dashboards")
+    let mut files: Vec<_> = std::fs::read_dir(crate::helpers::repo_root().join("dashboards"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
@@ -307,7 +307,7 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_ale
         used.extend(queries(f).iter().flat_map(|(_, _, t)| metric_names(t)));
     }
     for f in ["prometheus/rules.yml", "prometheus/alerts.yml"] {
-        let text: String = std::fs::read_to_string(f)
+        let text: String = std::fs::read_to_string(crate::helpers::repo_root().join(f))
             .unwrap()
             .lines()
             .filter(|l| !l.trim_start().starts_with('#'))

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use mailhost_exporter::config::Config;
-use mailhost_exporter::sim::{AccountSeed, FaultSpec, Route};
 use mailhost_exporter::{App, WebOptions};
+use mailhost_sim::{AccountSeed, FaultSpec, Route};
 
 use crate::helpers::{Exporter, Sim, TOKEN, must, spawn_sim, value};
 

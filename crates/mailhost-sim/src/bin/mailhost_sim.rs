@@ -6,8 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use mailhost_exporter::shutdown::cancel_on_signal;
-use mailhost_exporter::sim::{AccountSeed, DEMO_SEED, SimConfig, Simulator, traffic};
+use mailhost_sim::{AccountSeed, DEMO_SEED, SimConfig, Simulator, traffic};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -153,4 +152,28 @@ fn reachable(addr: SocketAddr) -> SocketAddr {
         }
         _ => addr,
     }
+}
+
+/// Cancels `token` on the first ctrl-c or SIGTERM.
+fn cancel_on_signal(token: CancellationToken) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        #[cfg(unix)]
+        let sigterm = async {
+            match term.as_mut() {
+                Some(t) => t.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        #[cfg(not(unix))]
+        let sigterm = std::future::pending::<Option<()>>();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = sigterm => {}
+        }
+        tracing::info!("shutting down");
+        token.cancel();
+    });
 }

@@ -54,7 +54,7 @@ impl Dashboard {
 }
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    crate::helpers::repo_root()
 }
 
 /// Every `dashboards/*.json`, parsed; a file that does not parse fails here, by name.

@@ -1,8 +1,9 @@
 //! mailhost_exporter: a Prometheus exporter for an email provider's Management API.
 //!
 //! Data flows one way: [`config`] -> [`upstream`] client -> [`collector`]s (run by the
-//! [`scraper`]) -> [`snapshot`] -> [`metrics`] and [`exposition`] -> [`web`]. The [`sim`]ulator
-//! of the provider is a peer used by [`demo`] mode, the tests and the benchmarks.
+//! [`scraper`]) -> [`snapshot`] -> [`metrics`] and [`exposition`] -> [`web`]. The simulator
+//! of the provider is a peer crate, `mailhost_sim`, used by [`demo`] mode, the tests and the
+//! benchmarks.
 
 pub mod app;
 pub mod cli;
@@ -16,7 +17,6 @@ pub mod metrics;
 pub mod redact;
 pub mod scraper;
 pub mod shutdown;
-pub mod sim;
 pub mod snapshot;
 pub mod telemetry;
 pub mod upstream;

@@ -8,8 +8,8 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use mailhost_exporter::collector::Clock;
 use mailhost_exporter::config::Config;
-use mailhost_exporter::sim::{AccountSeed, MailboxSeed, MigrationSeed, SimConfig, Simulator};
 use mailhost_exporter::{App, WebOptions};
+use mailhost_sim::{AccountSeed, MailboxSeed, MigrationSeed, SimConfig, Simulator};
 
 use crate::helpers::{Exporter, Sim, TOKEN, must, spawn_sim_on, value};
 
@@ -39,7 +39,7 @@ fn ts(s: &str) -> Timestamp {
 /// One account in `zone` with a frozen clock at `at`, and no traffic of its own.
 async fn frozen_sim(zone: &str, at: Timestamp, domains: Vec<String>) -> Sim {
     let config = SimConfig {
-        management_tokens: vec![mailhost_exporter::sim::ManagementToken {
+        management_tokens: vec![mailhost_sim::ManagementToken {
             token: TOKEN.to_owned(),
             accounts: None,
         }],
@@ -52,7 +52,7 @@ async fn frozen_sim(zone: &str, at: Timestamp, domains: Vec<String>) -> Sim {
         }],
         ..SimConfig::default()
     };
-    spawn_sim_on(config, mailhost_exporter::sim::SimClock::frozen(at)).await
+    spawn_sim_on(config, mailhost_sim::SimClock::frozen(at)).await
 }
 
 fn daily(status: &str, day: &str) -> String {
@@ -182,7 +182,7 @@ async fn only_the_top_domains_of_an_account_are_kept() {
 async fn a_migration_progresses_across_refreshes_until_it_completes() {
     let at = ts("2026-11-22T12:00:00Z");
     let config = SimConfig {
-        management_tokens: vec![mailhost_exporter::sim::ManagementToken {
+        management_tokens: vec![mailhost_sim::ManagementToken {
             token: TOKEN.to_owned(),
             accounts: None,
         }],
@@ -192,7 +192,7 @@ async fn a_migration_progresses_across_refreshes_until_it_completes() {
         }],
         ..SimConfig::default()
     };
-    let sim = spawn_sim_on(config, mailhost_exporter::sim::SimClock::frozen(at)).await;
+    let sim = spawn_sim_on(config, mailhost_sim::SimClock::frozen(at)).await;
     let exporter = exporter_on_sim_clock(
         &sim.sim,
         "  migration:\n    interval: 1s\n    migrations: [MG00000042]\n",
@@ -240,7 +240,7 @@ async fn a_migration_progresses_across_refreshes_until_it_completes() {
 async fn a_mailbox_crossing_90_percent_of_its_quota_shows_it() {
     let at = ts("2026-11-22T12:00:00Z");
     let config = SimConfig {
-        management_tokens: vec![mailhost_exporter::sim::ManagementToken {
+        management_tokens: vec![mailhost_sim::ManagementToken {
             token: TOKEN.to_owned(),
             accounts: None,
         }],
@@ -256,7 +256,7 @@ async fn a_mailbox_crossing_90_percent_of_its_quota_shows_it() {
         }],
         ..SimConfig::default()
     };
-    let sim = spawn_sim_on(config, mailhost_exporter::sim::SimClock::frozen(at)).await;
+    let sim = spawn_sim_on(config, mailhost_sim::SimClock::frozen(at)).await;
     let exporter = exporter_on_sim_clock(
         &sim.sim,
         "  mailbox:\n    interval: 1s\n    mailboxes: [{domain: D000000201, mailbox: EA00000007}]\n",

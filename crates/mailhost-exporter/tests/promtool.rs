@@ -1,7 +1,7 @@
 //! Real tools check what we ship: `promtool check metrics` on a full `/metrics` output.
 
 use mailhost_exporter::demo;
-use mailhost_exporter::sim::SimConfig;
+use mailhost_sim::SimConfig;
 
 use crate::helpers::{TOKEN, promtool, promtool_check_metrics, spawn_exporter, spawn_sim, value};
 

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, AppError, WebOptions};
 use crate::config::Config;
-use crate::sim::{DemoTargets, SimConfig, Simulator, traffic};
+use mailhost_sim::{DemoTargets, SimConfig, Simulator, traffic};
 
 /// The simulator's management token in demo mode; it never leaves this process.
 const DEMO_TOKEN: &str = "demo-management-token";

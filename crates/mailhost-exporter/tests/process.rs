@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use mailhost_exporter::sim::{BodyFault, FaultSpec, Route, SimConfig};
+use mailhost_sim::{BodyFault, FaultSpec, Route, SimConfig};
 
 use crate::helpers::{Running, spawn_sim_with, value, wait_for};
 
@@ -489,7 +489,7 @@ fn the_readme_promtool_commands_succeed() {
     let Some(promtool) = crate::helpers::promtool() else {
         return;
     };
-    let readme = std::fs::read_to_string("README.md").unwrap();
+    let readme = std::fs::read_to_string(crate::helpers::repo_root().join("README.md")).unwrap();
     let commands: Vec<&str> = readme
         .lines()
         .filter_map(|l| l.strip_prefix("promtool "))
@@ -498,6 +498,7 @@ fn the_readme_promtool_commands_succeed() {
     for command in commands {
         let out = Command::new(promtool)
             .args(command.split_whitespace())
+            .current_dir(crate::helpers::repo_root())
             .output()
             .unwrap();
         assert!(
@@ -525,7 +526,8 @@ fn docs_list_every_metric_on_metrics_and_nothing_else(body: &str) {
         .filter_map(|l| l.strip_prefix("# TYPE "))
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    let docs = std::fs::read_to_string("docs/metrics.md").unwrap();
+    let docs =
+        std::fs::read_to_string(crate::helpers::repo_root().join("docs/metrics.md")).unwrap();
     let documented: BTreeSet<&str> = docs
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))

@@ -4,7 +4,7 @@
 use std::io::Read as _;
 use std::time::Duration;
 
-use mailhost_exporter::sim::{FaultSpec, Route};
+use mailhost_sim::{FaultSpec, Route};
 
 use crate::helpers::{TOKEN, config, must, spawn_exporter, spawn_sim, value, wait_for};
 

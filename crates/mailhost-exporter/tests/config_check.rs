@@ -20,7 +20,13 @@ fn check(file: &str, token: Option<&str>) -> (bool, String, String) {
 
 #[test]
 fn the_shipped_example_config_is_accepted() {
-    let (ok, stdout, stderr) = check("examples/config.yml", Some("example-token"));
+    let (ok, stdout, stderr) = check(
+        &crate::helpers::repo_root()
+            .join("examples/config.yml")
+            .display()
+            .to_string(),
+        Some("example-token"),
+    );
     assert!(ok, "{stderr}");
     assert_eq!(stdout, "ok\n");
 }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mailhost_exporter::config::Config;
-use mailhost_exporter::sim::{SimClock, SimConfig, Simulator};
 use mailhost_exporter::{App, WebOptions};
+use mailhost_sim::{SimClock, SimConfig, Simulator};
 use tokio_util::sync::CancellationToken;
 
 /// The simulator's management token in tests.
@@ -82,7 +82,7 @@ impl Drop for Exporter {
             assert_eq!(
                 panics_in_src(),
                 0,
-                "code under src/ panicked during the tests (see the output above)"
+                "code under crates/*/src/ panicked during the tests (see the output above)"
             );
         }
     }
@@ -415,7 +415,7 @@ impl Drop for Running {
     }
 }
 
-/// Panics in the exporter's or the simulator's own code (`src/`) since the test process started;
+/// Panics in the exporter's or the simulator's own code (`crates/*/src/`) since the test process started;
 /// the test's own assertions are not counted. In-process exporters check it when dropped.
 pub fn panics_in_src() -> usize {
     static WATCH: std::sync::OnceLock<Arc<std::sync::atomic::AtomicUsize>> =
@@ -427,7 +427,7 @@ pub fn panics_in_src() -> usize {
         std::panic::set_hook(Box::new(move |info| {
             if info
                 .location()
-                .is_some_and(|l| l.file().starts_with("src/"))
+                .is_some_and(|l| l.file().starts_with("crates/") && l.file().contains("/src/"))
             {
                 seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
@@ -436,6 +436,15 @@ pub fn panics_in_src() -> usize {
         count
     });
     count.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// The workspace root, where the shipped files (README, `prometheus/`, `dashboards/`, `docs/`,
+/// `examples/`, the Dockerfile) live; tests run in the crate's own directory.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// Memory of a child in KiB, as `/proc/<pid>/status` reports `field` (`VmHWM`, `VmRSS`).

@@ -4,6 +4,8 @@
 mod raw;
 mod validate;
 
+pub(crate) use validate::describe_yaml_error;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,8 +13,8 @@ use secrecy::SecretString;
 
 use raw::RawConfig;
 use validate::{
-    account_ids, check_flow_depth, codes, daily, dashboard, describe_yaml_error, mailboxes,
-    read_at_most, schedule, validate_api,
+    account_ids, check_flow_depth, codes, daily, dashboard, mailboxes, read_at_most, schedule,
+    validate_api,
 };
 
 /// Environment variable that may hold the Management API token instead of `api.token_file`.
@@ -294,7 +296,7 @@ impl Config {
         // file before it sees it.
         check_flow_depth(text)?;
         let raw: RawConfig = serde_yaml_ng::from_str(text)
-            .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e)))?;
+            .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e, "examples/config.yml")))?;
         let api = validate_api(raw.api, env_token)?;
         let c = raw.collectors;
         let delivery_account = match c.delivery_account {

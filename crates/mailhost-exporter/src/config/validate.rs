@@ -26,13 +26,14 @@ pub(super) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Ve
     Ok((bytes.len() as u64 <= limit).then_some(bytes))
 }
 
-/// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value:
+/// A YAML error of a config file (this one or `--web.config.file`), as shown to the operator:
+/// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value;
 /// any field may hold a secret pasted in the wrong place, so quoted strings are replaced by
-/// their length.
-pub(super) fn describe_yaml_error(e: &serde_yaml_ng::Error) -> String {
+/// their length. `schema` says where the keys are described, for the hint on an unknown one.
+pub(crate) fn describe_yaml_error(e: &serde_yaml_ng::Error, schema: &str) -> String {
     let msg = crate::redact::yaml_error(e);
     if msg.contains("unknown field") {
-        format!("{msg} (remove or correct the key; see examples/config.yml)")
+        format!("{msg} (remove or correct the key; see {schema})")
     } else if msg.contains("expected a duration") {
         format!("{msg} (write durations like 30s, 5m or 1h30m)")
     } else {

@@ -1,0 +1,260 @@
+//! `--web.config.file`: TLS, client certificates, basic auth users and extra response headers,
+//! in the schema of the Prometheus exporter toolkit
+//! (<https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md>).
+//! Everything is read and checked by [`WebConfig::load`], so a bad file stops the exporter at
+//! start instead of failing the first scrape. [`LiveWebConfig`] reads the file again on reload:
+//! users and headers are taken per request and the TLS config per handshake, as the toolkit
+//! does, and a bad new file leaves the old one serving.
+//!
+//! By job: [`raw`] is the file's schema, [`http`] the users and response headers, [`tls`] the
+//! server and client-certificate settings, [`live`] the config in force and its reload.
+
+mod http;
+mod live;
+mod raw;
+mod tls;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderName, HeaderValue};
+use rustls::ServerConfig;
+
+use crate::web::auth::Users;
+
+pub use live::{LiveWebConfig, WebReload};
+use raw::RawWebConfig;
+
+/// Where the schema is documented; quoted in messages about unknown keys.
+const SCHEMA_DOC: &str =
+    "https://github.com/prometheus/exporter-toolkit/blob/master/docs/web-configuration.md";
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebConfigError {
+    #[error("--web.config.file: cannot read {path}: {source}; point it at a readable YAML file")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML does not fit the schema; serde names the offending key and where it is.
+    #[error("{0}")]
+    Syntax(String),
+    #[error("{field}: {problem}")]
+    Invalid { field: String, problem: String },
+}
+
+fn invalid(field: impl Into<String>, problem: impl Into<String>) -> WebConfigError {
+    WebConfigError::Invalid {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// The validated web configuration: the TLS server config (certificates already loaded),
+/// the basic auth users and the extra response headers.
+#[derive(Clone, Default)]
+pub struct WebConfig {
+    tls: Option<Arc<ServerConfig>>,
+    users: Users,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// The file it was loaded from, read again on reload.
+    source: Option<PathBuf>,
+    /// A digest of the file and of the certificate, key and CA files it names, to tell an
+    /// unchanged config on reload (and keep its caches).
+    fingerprint: u64,
+    /// The certificate, key and CA files read, for the fingerprint.
+    files: Vec<PathBuf>,
+}
+
+impl fmt::Debug for WebConfig {
+    // Users' Debug prints names only; the TLS config is summarised, not dumped.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebConfig")
+            .field("tls", &self.tls.is_some())
+            .field("users", &self.users)
+            .field("headers", &self.headers)
+            .finish()
+    }
+}
+
+impl WebConfig {
+    /// Reads and validates the file, and reads the certificates and keys it names (relative
+    /// paths are taken from the file's folder), so that every error surfaces at start.
+    pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WebConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        let mut config = Self::parse(&text, dir)?;
+        config.source = Some(path.to_owned());
+        config.fingerprint = live::fingerprint(&text, &config.files);
+        Ok(config)
+    }
+
+    /// The file this config was loaded from, if any.
+    pub fn source(&self) -> Option<&Path> {
+        self.source.as_deref()
+    }
+
+    /// Parses YAML text whose relative paths are relative to `dir`; see [`WebConfig::load`].
+    pub fn parse(text: &str, dir: &Path) -> Result<WebConfig, WebConfigError> {
+        // An empty file (or one of comments only) is a valid, empty config, as for the toolkit.
+        let raw: RawWebConfig = serde_yaml_ng::from_str::<Option<RawWebConfig>>(text)
+            .map_err(|e| {
+                WebConfigError::Syntax(crate::config::describe_yaml_error(&e, SCHEMA_DOC))
+            })?
+            .unwrap_or_default();
+        let http = raw.http_server_config.unwrap_or_default();
+        let headers = http::headers(http.headers.unwrap_or_default())?;
+        let users = http::users(raw.basic_auth_users.unwrap_or_default())?;
+        let mut files = Vec::new();
+        let tls = match raw.tls_server_config {
+            Some(t) if t.is_enabled() => {
+                files = t.files(dir);
+                Some(Arc::new(tls::server_config(
+                    t,
+                    dir,
+                    http.http2.unwrap_or(true),
+                )?))
+            }
+            _ => None,
+        };
+        Ok(WebConfig {
+            tls,
+            users,
+            headers,
+            source: None,
+            fingerprint: 0,
+            files,
+        })
+    }
+
+    /// The TLS server config, or `None` to serve plain HTTP.
+    pub fn tls(&self) -> Option<Arc<ServerConfig>> {
+        self.tls.clone()
+    }
+
+    /// The basic auth users; empty means no authentication.
+    pub fn users(&self) -> &Users {
+        &self.users
+    }
+
+    /// Extra response headers from `http_server_config.headers`.
+    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.headers
+    }
+
+    /// Wraps `router` in the configured headers and basic auth. The headers are set on every
+    /// response, a 401 included, as the exporter toolkit does.
+    pub fn apply(&self, router: Router) -> Router {
+        LiveWebConfig::new(self.clone()).apply(router)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_an_empty_config() {
+        for text in ["", "# nothing\n", "{}"] {
+            let c = WebConfig::parse(text, Path::new(".")).unwrap();
+            assert!(c.tls().is_none() && c.users().is_empty() && c.headers().is_empty());
+        }
+    }
+
+    #[test]
+    fn an_empty_tls_section_means_plain_http() {
+        let c = WebConfig::parse("tls_server_config: {}\n", Path::new(".")).unwrap();
+        assert!(c.tls().is_none());
+    }
+
+    #[test]
+    fn tls_without_a_cert_file_names_the_field() {
+        let e = WebConfig::parse(
+            "tls_server_config:\n  client_auth_type: RequireAndVerifyClientCert\n",
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tls_server_config.cert_file: is required when tls_server_config is set; point it at the server certificate (chain) in PEM"
+        );
+    }
+
+    #[test]
+    fn tls_versions_rustls_cannot_speak_as_a_maximum_are_refused() {
+        let e = WebConfig::parse(
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  max_version: TLS11\n",
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tls_server_config.max_version: TLS10 and TLS11 are not supported; this exporter speaks TLS12 and TLS13: set max_version to TLS12 or TLS13"
+        );
+        let e = WebConfig::parse(
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS13\n  max_version: TLS12\n",
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tls_server_config.min_version: TLS13 is above max_version TLS12; raise max_version or lower min_version"
+        );
+    }
+
+    #[test]
+    fn an_unknown_client_auth_type_is_refused() {
+        let e = WebConfig::parse(
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: Always\n",
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tls_server_config.client_auth_type: \"Always\" is not a client auth type; use NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert"
+        );
+    }
+
+    #[test]
+    fn a_header_outside_the_toolkit_list_is_refused() {
+        let e = WebConfig::parse(
+            "http_server_config:\n  headers:\n    X-Foo: bar\n",
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "http_server_config.headers.X-Foo: this header cannot be configured; use one of Strict-Transport-Security, X-Content-Type-Options, X-Frame-Options, X-XSS-Protection, Content-Security-Policy"
+        );
+    }
+
+    #[test]
+    fn a_yaml_error_does_not_quote_the_value_in_the_wrong_place() {
+        let e = WebConfig::parse("basic_auth_users: 'hunter2'\n", Path::new(".")).unwrap_err();
+        let shown = e.to_string();
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.starts_with("basic_auth_users: invalid type"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_tls_version_is_refused() {
+        let e = WebConfig::parse(
+            "tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS14\n",
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "tls_server_config.min_version: \"TLS14\" is not a TLS version; use TLS12 or TLS13"
+        );
+    }
+}

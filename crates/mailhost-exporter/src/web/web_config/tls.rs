@@ -1,0 +1,521 @@
+//! TLS: certificates and keys, versions, cipher suites, curves and client certificates, named as
+//! in Go's `crypto/tls` so one file works for every exporter.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::{CryptoProvider, SupportedKxGroup};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+    SupportedCipherSuite, SupportedProtocolVersion,
+};
+
+use super::raw::RawTls;
+use super::{WebConfigError, invalid};
+
+/// `client_auth_type`, named as in Go's `crypto/tls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientAuth {
+    NoClientCert,
+    RequestClientCert,
+    RequireAnyClientCert,
+    VerifyClientCertIfGiven,
+    RequireAndVerifyClientCert,
+}
+
+impl ClientAuth {
+    fn parse(s: &str) -> Option<ClientAuth> {
+        Some(match s {
+            "" | "NoClientCert" => ClientAuth::NoClientCert,
+            "RequestClientCert" => ClientAuth::RequestClientCert,
+            // The toolkit keeps the old name for compatibility.
+            "RequireAnyClientCert" | "RequireClientCert" => ClientAuth::RequireAnyClientCert,
+            "VerifyClientCertIfGiven" => ClientAuth::VerifyClientCertIfGiven,
+            "RequireAndVerifyClientCert" => ClientAuth::RequireAndVerifyClientCert,
+            _ => return None,
+        })
+    }
+
+    fn verifies(self) -> bool {
+        matches!(
+            self,
+            ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert
+        )
+    }
+}
+
+impl fmt::Display for ClientAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+impl RawTls {
+    /// The certificate, key and CA files named, resolved.
+    pub(super) fn files(&self, dir: &Path) -> Vec<PathBuf> {
+        [&self.cert_file, &self.key_file, &self.client_ca_file]
+            .into_iter()
+            .flatten()
+            .map(|p| resolve(dir, p))
+            .collect()
+    }
+
+    /// As the toolkit: any of these set means TLS is wanted (and must then be complete).
+    pub(super) fn is_enabled(&self) -> bool {
+        let set = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| !p.as_os_str().is_empty());
+        set(&self.cert_file)
+            || set(&self.key_file)
+            || set(&self.client_ca_file)
+            || self
+                .client_auth_type
+                .as_ref()
+                .is_some_and(|s| !s.is_empty())
+    }
+}
+
+/// Paths relative to the web config file's folder, as the toolkit's `JoinDir`.
+fn resolve(dir: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_owned()
+    } else {
+        dir.join(path)
+    }
+}
+
+fn required(
+    dir: &Path,
+    path: Option<PathBuf>,
+    field: &str,
+    what: &str,
+) -> Result<PathBuf, WebConfigError> {
+    match path {
+        Some(p) if !p.as_os_str().is_empty() => Ok(resolve(dir, &p)),
+        _ => Err(invalid(
+            format!("tls_server_config.{field}"),
+            format!("is required when tls_server_config is set; point it at {what}"),
+        )),
+    }
+}
+
+fn read(path: &Path, field: &str, what: &str) -> Result<Vec<u8>, WebConfigError> {
+    std::fs::read(path).map_err(|e| {
+        invalid(
+            format!("tls_server_config.{field}"),
+            format!("cannot read {}: {e}; point it at {what}", path.display()),
+        )
+    })
+}
+
+fn certificates(
+    path: &Path,
+    field: &str,
+    what: &str,
+) -> Result<Vec<CertificateDer<'static>>, WebConfigError> {
+    let pem = read(path, field, what)?;
+    let certs: Vec<_> = rustls_pemfile::certs(&mut pem.as_slice())
+        .collect::<Result<_, _>>()
+        .map_err(|e| {
+            invalid(
+                format!("tls_server_config.{field}"),
+                format!(
+                    "{} is not valid PEM ({e}); point it at {what}",
+                    path.display()
+                ),
+            )
+        })?;
+    if certs.is_empty() {
+        return Err(invalid(
+            format!("tls_server_config.{field}"),
+            format!(
+                "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----); point it at {what}",
+                path.display()
+            ),
+        ));
+    }
+    Ok(certs)
+}
+
+const CERT_WHAT: &str = "the server certificate (chain) in PEM";
+const KEY_WHAT: &str = "the certificate's private key in PEM";
+const CA_WHAT: &str = "the PEM file of the CA that signs client certificates";
+
+fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, WebConfigError> {
+    let pem = read(path, "key_file", KEY_WHAT)?;
+    // Never quote the key's bytes: only the path and what is wrong.
+    match rustls_pemfile::private_key(&mut pem.as_slice()) {
+        Ok(Some(key)) => Ok(key),
+        Ok(None) => Err(invalid(
+            "tls_server_config.key_file",
+            format!(
+                "{} holds no PEM private key (PKCS#8, PKCS#1 or SEC1); point it at {KEY_WHAT}",
+                path.display()
+            ),
+        )),
+        Err(_) => Err(invalid(
+            "tls_server_config.key_file",
+            format!(
+                "{} is not valid PEM; point it at {KEY_WHAT}",
+                path.display()
+            ),
+        )),
+    }
+}
+
+/// The TLS versions rustls speaks, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+impl TlsVersion {
+    fn rustls(self) -> &'static SupportedProtocolVersion {
+        match self {
+            TlsVersion::Tls12 => &rustls::version::TLS12,
+            TlsVersion::Tls13 => &rustls::version::TLS13,
+        }
+    }
+}
+
+/// A `min_version` or `max_version`; the bool says whether TLS10 or TLS11 was asked for,
+/// which the toolkit accepts and rustls does not speak.
+fn version(
+    field: &str,
+    value: Option<&str>,
+    default: TlsVersion,
+) -> Result<(TlsVersion, bool), WebConfigError> {
+    match value.unwrap_or("") {
+        "" => Ok((default, false)),
+        "TLS13" => Ok((TlsVersion::Tls13, false)),
+        "TLS12" => Ok((TlsVersion::Tls12, false)),
+        "TLS10" | "TLS11" => Ok((TlsVersion::Tls12, true)),
+        other => Err(invalid(
+            format!("tls_server_config.{field}"),
+            format!("{other:?} is not a TLS version; use TLS12 or TLS13"),
+        )),
+    }
+}
+
+/// Cipher suites Go's `crypto/tls` knows but the ring provider lacks (CBC and RSA key
+/// exchange): a file listing them passes promtool, so they are skipped with a warning.
+const GO_ONLY_CIPHER_SUITES: &[&str] = &[
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+];
+
+/// TLS 1.3 suites as Go names them; Go does not let them be configured, so neither do we.
+const GO_TLS13_CIPHER_SUITES: &[&str] = &[
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+];
+
+/// `cipher_suites` restricts the TLS 1.2 suites only, as in Go; TLS 1.3 keeps all of its own.
+fn cipher_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, WebConfigError> {
+    let all = rustls::crypto::ring::default_provider().cipher_suites;
+    let mut chosen: Vec<SupportedCipherSuite> = all
+        .iter()
+        .filter(|s| s.version() == &rustls::version::TLS13)
+        .copied()
+        .collect();
+    for name in names {
+        if let Some(s) = all
+            .iter()
+            .find(|s| s.version() == &rustls::version::TLS12 && s.suite().as_str() == Some(name))
+        {
+            if !chosen.contains(s) {
+                chosen.push(*s);
+            }
+        } else if GO_ONLY_CIPHER_SUITES.contains(&name.as_str()) {
+            tracing::warn!(
+                cipher_suite = %name,
+                "tls_server_config.cipher_suites: not supported by this exporter's TLS library; skipped"
+            );
+        } else if !GO_TLS13_CIPHER_SUITES.contains(&name.as_str()) {
+            return Err(invalid(
+                "tls_server_config.cipher_suites",
+                format!(
+                    "{name:?} is not a known cipher suite; use names such as TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+                ),
+            ));
+        }
+    }
+    Ok(chosen)
+}
+
+fn curves(names: &[String]) -> Result<Vec<&'static dyn SupportedKxGroup>, WebConfigError> {
+    use rustls::crypto::ring::kx_group;
+    let mut out: Vec<&'static dyn SupportedKxGroup> = Vec::new();
+    for name in names {
+        let group = match name.as_str() {
+            "X25519" => kx_group::X25519,
+            "CurveP256" => kx_group::SECP256R1,
+            "CurveP384" => kx_group::SECP384R1,
+            "CurveP521" => {
+                tracing::warn!(
+                    curve = %name,
+                    "tls_server_config.curve_preferences: not supported by this exporter's TLS library; skipped"
+                );
+                continue;
+            }
+            _ => {
+                return Err(invalid(
+                    "tls_server_config.curve_preferences",
+                    format!("{name:?} is not a known curve; use X25519, CurveP256 or CurveP384"),
+                ));
+            }
+        };
+        if !out.iter().any(|g| g.name() == group.name()) {
+            out.push(group);
+        }
+    }
+    if out.is_empty() {
+        return Err(invalid(
+            "tls_server_config.curve_preferences",
+            "none of the listed curves is supported; add X25519, CurveP256 or CurveP384",
+        ));
+    }
+    Ok(out)
+}
+
+pub(super) fn server_config(
+    raw: RawTls,
+    dir: &Path,
+    http2: bool,
+) -> Result<ServerConfig, WebConfigError> {
+    let auth_name = raw.client_auth_type.clone().unwrap_or_default();
+    let client_auth = ClientAuth::parse(&auth_name).ok_or_else(|| {
+        invalid(
+            "tls_server_config.client_auth_type",
+            format!(
+                "{auth_name:?} is not a client auth type; use NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert"
+            ),
+        )
+    })?;
+    let cert_path = required(dir, raw.cert_file, "cert_file", CERT_WHAT)?;
+    let key_path = required(dir, raw.key_file, "key_file", KEY_WHAT)?;
+    let ca_path = raw
+        .client_ca_file
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(|p| resolve(dir, &p));
+
+    // Checks of the file alone come before any certificate is read.
+    if client_auth.verifies() && ca_path.is_none() {
+        return Err(invalid(
+            "tls_server_config.client_ca_file",
+            format!("is required when client_auth_type is {client_auth}; point it at {CA_WHAT}"),
+        ));
+    }
+    if ca_path.is_some() && client_auth == ClientAuth::NoClientCert {
+        return Err(invalid(
+            "tls_server_config.client_auth_type",
+            "client_ca_file is set but client_auth_type is NoClientCert; set client_auth_type to RequireAndVerifyClientCert (or VerifyClientCertIfGiven), or remove client_ca_file",
+        ));
+    }
+
+    let (min, min_old) = version("min_version", raw.min_version.as_deref(), TlsVersion::Tls12)?;
+    let (max, max_old) = version("max_version", raw.max_version.as_deref(), TlsVersion::Tls13)?;
+    if max_old {
+        return Err(invalid(
+            "tls_server_config.max_version",
+            "TLS10 and TLS11 are not supported; this exporter speaks TLS12 and TLS13: set max_version to TLS12 or TLS13",
+        ));
+    }
+    if min_old {
+        tracing::warn!(
+            "tls_server_config.min_version: TLS10 and TLS11 are not supported; TLS12 is the minimum"
+        );
+    }
+    if min > max {
+        return Err(invalid(
+            "tls_server_config.min_version",
+            "TLS13 is above max_version TLS12; raise max_version or lower min_version",
+        ));
+    }
+    let versions: Vec<&'static SupportedProtocolVersion> = [TlsVersion::Tls12, TlsVersion::Tls13]
+        .into_iter()
+        .filter(|v| (min..=max).contains(v))
+        .map(TlsVersion::rustls)
+        .collect();
+
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(names) = raw.cipher_suites.as_deref().filter(|n| !n.is_empty()) {
+        provider.cipher_suites = cipher_suites(names)?;
+        let tls12 = provider
+            .cipher_suites
+            .iter()
+            .any(|s| s.version() == &rustls::version::TLS12);
+        if !tls12 && max < TlsVersion::Tls13 {
+            return Err(invalid(
+                "tls_server_config.cipher_suites",
+                "none of the listed TLS 1.2 suites is supported and TLS 1.3 is off; add TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 (or the ECDSA one) or allow max_version TLS13",
+            ));
+        }
+    }
+    if let Some(names) = raw.curve_preferences.as_deref().filter(|n| !n.is_empty()) {
+        provider.kx_groups = curves(names)?;
+    }
+    let provider = Arc::new(provider);
+
+    let certs = certificates(&cert_path, "cert_file", CERT_WHAT)?;
+    let key = private_key(&key_path)?;
+
+    let roots = match &ca_path {
+        Some(path) => {
+            let mut roots = RootCertStore::empty();
+            for (i, cert) in certificates(path, "client_ca_file", CA_WHAT)?
+                .into_iter()
+                .enumerate()
+            {
+                roots.add(cert).map_err(|e| {
+                    invalid(
+                        "tls_server_config.client_ca_file",
+                        format!(
+                            "certificate {} in {} is not a usable CA certificate ({e}); point it at {CA_WHAT}",
+                            i + 1,
+                            path.display()
+                        ),
+                    )
+                })?;
+            }
+            Some(Arc::new(roots))
+        }
+        None => None,
+    };
+    let verifier: Arc<dyn ClientCertVerifier> = match client_auth {
+        ClientAuth::NoClientCert => WebPkiClientVerifier::no_client_auth(),
+        ClientAuth::RequestClientCert | ClientAuth::RequireAnyClientCert => {
+            Arc::new(AnyClientCert {
+                mandatory: client_auth == ClientAuth::RequireAnyClientCert,
+                provider: provider.clone(),
+            })
+        }
+        ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
+            let roots = roots.expect("a verifying client_auth_type without a CA is refused above");
+            let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
+            let builder = if client_auth == ClientAuth::VerifyClientCertIfGiven {
+                builder.allow_unauthenticated()
+            } else {
+                builder
+            };
+            builder.build().map_err(|e| {
+                invalid(
+                    "tls_server_config.client_ca_file",
+                    format!(
+                        "cannot verify client certificates with it ({e}); point it at {CA_WHAT}"
+                    ),
+                )
+            })?
+        }
+    };
+
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| {
+            invalid(
+                "tls_server_config",
+                format!("the TLS versions and cipher suites do not fit together ({e}); check min_version, max_version and cipher_suites"),
+            )
+        })?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| match e {
+            rustls::Error::InconsistentKeys(_) => invalid(
+                "tls_server_config.key_file",
+                format!(
+                    "the key in {} does not match the certificate in {}; use the key the certificate was issued for",
+                    key_path.display(),
+                    cert_path.display()
+                ),
+            ),
+            other => invalid(
+                "tls_server_config.key_file",
+                format!(
+                    "cannot use the key in {} with the certificate in {} ({other}); use an RSA, ECDSA or Ed25519 key that matches the certificate",
+                    key_path.display(),
+                    cert_path.display()
+                ),
+            ),
+        })?;
+    // Go prefers the server's order by default; so do we unless told otherwise.
+    config.ignore_client_order = raw.prefer_server_cipher_suites.unwrap_or(true);
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(config)
+}
+
+/// `RequestClientCert` and `RequireAnyClientCert`: a client certificate is asked for (or
+/// demanded) but not checked against a CA, as in Go. The handshake signature is still
+/// verified, so the client holds the certificate's key.
+#[derive(Debug)]
+struct AnyClientCert {
+    mandatory: bool,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ClientCertVerifier for AnyClientCert {
+    fn client_auth_mandatory(&self) -> bool {
+        self.mandatory
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}

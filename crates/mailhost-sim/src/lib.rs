@@ -2,24 +2,9 @@
 //! the demo mode, the end-to-end tests and the benchmarks. The shapes the interface leaves open
 //! are described in `docs/upstream.md`.
 
-mod clock;
-mod config;
-mod control;
-mod envelope;
-mod error;
-mod extract;
-mod faults;
-mod fleet;
-mod mailboxes;
-mod management;
-mod migrations;
-mod route;
-mod routes;
-mod send;
-mod state;
-mod stats;
-mod tracemail;
+mod api;
 pub mod traffic;
+mod world;
 
 #[cfg(test)]
 mod tests;
@@ -37,39 +22,28 @@ use rand::rngs::StdRng;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use clock::{SimClock, format_datetime};
-pub use config::{
-    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SendIdentity, SimConfig, TokenSeed,
+// The public surface, wherever each item lives: the provider's state and rules (`world`) or the
+// service on the wire (`api`).
+pub use api::{
+    ApiError, BodyFault, DAILY_DAYS, DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT,
+    DEFAULT_OVERSIZED_BYTES, FaultSpec, MANAGEMENT_TOKEN_HEADER, PAYMENT_METHODS, Route,
+    SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX, UnknownRoute,
 };
-pub use error::{ApiError, SimConfigError};
-pub use extract::MANAGEMENT_TOKEN_HEADER;
-pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec};
-pub use fleet::{
-    DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY, DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING,
-    DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING, DEMO_MIGRATION_WITH_FAILURES,
-    DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER, DEMO_SEED, DemoTargets,
-};
-pub use mailboxes::{
-    ARCHIVE_STATUSES, DELEGATE_RECORD_FIELDS, MAILBOX_RECORD_FIELDS, MailboxState,
-    OUTBOUND_PERIOD_HOURS,
-};
-pub use management::PAYMENT_METHODS;
-pub use route::{Route, UnknownRoute};
-pub use send::{BOUNCE_DOMAIN, SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES};
-pub use state::{
-    ACCOUNT_RECORD_FIELDS, AccountState, ApiTokenState, MESSAGES_PER_VOLUME_UNIT,
-    SuppressionReason, TOKEN_RECORD_FIELDS,
-};
-pub use stats::{OUTCOMES, Outcome};
-pub use tracemail::{
-    DAILY_DAYS, DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX,
+pub use world::{
+    ACCOUNT_RECORD_FIELDS, ARCHIVE_STATUSES, AccountSeed, AccountState, ApiTokenState,
+    BOUNCE_DOMAIN, DELEGATE_RECORD_FIELDS, DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY, DEMO_DISABLED,
+    DEMO_EXPIRING, DEMO_FILLING, DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING,
+    DEMO_MIGRATION_WITH_FAILURES, DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER,
+    DEMO_SEED, DemoTargets, MAILBOX_RECORD_FIELDS, MESSAGES_PER_VOLUME_UNIT, MailboxSeed,
+    MailboxState, ManagementToken, MigrationSeed, OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome,
+    SendIdentity, SimClock, SimConfig, SimConfigError, SuppressionReason, TOKEN_RECORD_FIELDS,
+    TokenSeed, format_datetime,
 };
 
-use faults::Faults;
-use mailboxes::MailboxState as Mailbox;
-use migrations::MigrationState;
-use state::World;
-use stats::Filter;
+use api::Faults;
+use world::World;
+use world::migrations::MigrationState;
+use world::stats::{self, Filter};
 
 /// A running simulated service. Cheap to clone: clones share one state.
 #[derive(Clone)]
@@ -179,7 +153,7 @@ impl Simulator {
     /// Adds a mailbox to a running simulator. Its code must be new, and its domain code must not
     /// name another domain (sending domains included).
     pub fn insert_mailbox(&self, seed: &MailboxSeed) -> Result<(), SimConfigError> {
-        let state = Mailbox::from_seed(seed, self.inner.clock.now())?;
+        let state = MailboxState::from_seed(seed, self.inner.clock.now())?;
         let bad = |reason: String| SimConfigError::BadMailbox {
             code: seed.code.clone(),
             reason,
@@ -245,7 +219,7 @@ impl Simulator {
     /// The Send API needs the peer address: serve it with connect info (as [`Simulator::serve`]
     /// does) or add `MockConnectInfo` in tests.
     pub fn router(&self) -> axum::Router {
-        routes::build(self)
+        api::build(self)
     }
 
     /// Serves until `shutdown` is cancelled, then finishes the requests in flight.
@@ -336,7 +310,7 @@ impl Simulator {
             .world()
             .accounts
             .get(&account)
-            .map_or(TimeZone::UTC, state::AccountState::time_zone);
+            .map_or(TimeZone::UTC, AccountState::time_zone);
         self.day_totals_in(Some(account), None, &tz, date)
     }
 

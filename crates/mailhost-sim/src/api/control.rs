@@ -8,12 +8,12 @@ use axum::routing::{delete, get, put};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::Simulator;
-use super::clock::format_datetime;
 use super::error::ApiError;
 use super::extract::{JsonBody, Management};
 use super::faults::FaultSpec;
 use super::route::Route;
+use crate::Simulator;
+use crate::world::clock::format_datetime;
 
 pub(crate) fn router() -> Router<Simulator> {
     Router::new()

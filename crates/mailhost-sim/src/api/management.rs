@@ -6,14 +6,12 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::Simulator;
 use super::envelope::envelope;
 use super::error::ApiError;
-use super::extract::{
-    AccountId, AccountTokenIds, Fields, JsonBody, Management, is_domain_code, is_email_address,
-    required,
-};
-use super::state::{SuppressionReason, parse_net};
+use super::extract::{AccountId, AccountTokenIds, Fields, JsonBody, Management, required};
+use crate::Simulator;
+use crate::world::accounts::{SuppressionReason, parse_net};
+use crate::world::codes::{is_domain_code, is_email_address};
 
 /// Accepted values of `payment_method`.
 pub const PAYMENT_METHODS: [&str; 3] = [

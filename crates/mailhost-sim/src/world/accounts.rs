@@ -1,23 +1,18 @@
-//! The simulated world: Delivery accounts, their send tokens, sending domains, the suppression
-//! list, sending statistics, migrations and mailboxes, and how accounts are rendered as records.
+//! Delivery accounts, their send tokens, sending domains and the suppression list, and how
+//! accounts and tokens are rendered as records.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
 use super::clock::{format_datetime, shift};
 use super::config::AccountSeed;
 use super::error::SimConfigError;
-use super::mailboxes::MailboxState;
-use super::migrations::MigrationState;
-use super::stats::Stats;
 
 /// Every member of a Delivery account record (section 2.2 of the interface document).
 pub const ACCOUNT_RECORD_FIELDS: [&str; 39] = [
@@ -420,107 +415,13 @@ pub(crate) struct SuppressionEntry {
 }
 
 impl SuppressionEntry {
-    fn applies_to(&self, account_id: i32) -> bool {
+    pub(crate) fn applies_to(&self, account_id: i32) -> bool {
         match &self.accounts {
             None => true,
             Some(accounts) => accounts
                 .iter()
                 .any(|a| a.trim().parse::<i32>() == Ok(account_id)),
         }
-    }
-}
-
-/// All mutable state, behind one lock: operations are short and never await while holding it.
-#[derive(Debug)]
-pub(crate) struct World {
-    pub accounts: BTreeMap<i32, AccountState>,
-    /// Send token -> (account id, token id).
-    pub send_tokens: HashMap<String, (i32, i32)>,
-    pub domains: DomainCatalogue,
-    pub suppression: Vec<SuppressionEntry>,
-    pub messages_accepted: u64,
-    pub stats: Stats,
-    /// Decides the outcome of each accepted message.
-    pub outcome_rng: StdRng,
-    /// By migration code.
-    pub migrations: BTreeMap<String, MigrationState>,
-    /// By email account code.
-    pub mailboxes: BTreeMap<String, MailboxState>,
-}
-
-impl Default for World {
-    fn default() -> Self {
-        Self::new(0)
-    }
-}
-
-impl World {
-    /// An empty world whose random choices follow `seed`.
-    pub(crate) fn new(seed: u64) -> Self {
-        Self {
-            accounts: BTreeMap::new(),
-            send_tokens: HashMap::new(),
-            domains: DomainCatalogue::default(),
-            suppression: Vec::new(),
-            messages_accepted: 0,
-            stats: Stats::default(),
-            // Not the fault injector's stream: faults set by a test must not change outcomes.
-            outcome_rng: StdRng::seed_from_u64(seed ^ 0x6f75_7463_6f6d_6573),
-            migrations: BTreeMap::new(),
-            mailboxes: BTreeMap::new(),
-        }
-    }
-
-    pub(crate) fn record(&self, id: i32) -> Option<Value> {
-        self.accounts
-            .get(&id)
-            .map(|account| account.record(&self.domains))
-    }
-
-    pub(crate) fn suppression_for(
-        &self,
-        email: &str,
-        account_id: i32,
-    ) -> Option<SuppressionReason> {
-        let email = email.to_ascii_lowercase();
-        self.suppression
-            .iter()
-            .find(|entry| entry.email == email && entry.applies_to(account_id))
-            .map(|entry| entry.reason)
-    }
-
-    /// Adds an entry; the same address with the same restriction only has its reason updated.
-    pub(crate) fn suppress(
-        &mut self,
-        email: &str,
-        reason: SuppressionReason,
-        accounts: Option<Vec<String>>,
-        now: Timestamp,
-    ) {
-        let email = email.to_ascii_lowercase();
-        if let Some(entry) = self
-            .suppression
-            .iter_mut()
-            .find(|entry| entry.email == email && entry.accounts == accounts)
-        {
-            entry.reason = reason;
-            return;
-        }
-        self.suppression.push(SuppressionEntry {
-            email,
-            reason,
-            accounts,
-            created_at: now,
-        });
-    }
-
-    pub(crate) fn remove_account(&mut self, id: i32) -> bool {
-        let removed = self.accounts.remove(&id).is_some();
-        if removed {
-            self.send_tokens.retain(|_, (account, _)| *account != id);
-            self.stats.forget_account(id);
-        }
-        removed
     }
 }
 
@@ -621,21 +522,5 @@ mod tests {
         assert_eq!(catalogue.register("news.example"), "D000000102");
         assert_eq!(catalogue.register("SHOP.example"), "D000000101");
         assert_eq!(catalogue.name_of("D000000102"), Some("news.example"));
-    }
-
-    #[test]
-    fn restricted_suppression_entries_apply_only_to_their_accounts() {
-        let mut world = World::default();
-        world.suppress(
-            "Someone@Example.net",
-            SuppressionReason::Bounce,
-            Some(vec!["7".into()]),
-            Timestamp::UNIX_EPOCH,
-        );
-        assert_eq!(
-            world.suppression_for("someone@example.net", 7),
-            Some(SuppressionReason::Bounce)
-        );
-        assert_eq!(world.suppression_for("someone@example.net", 8), None);
     }
 }

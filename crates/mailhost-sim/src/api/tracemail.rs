@@ -1,23 +1,22 @@
-//! Mail-tracing statistics: the dashboard (`POST /api/delivery/tracemail/dashboard`) and the daily
-//! statistics of one account (`GET /api/delivery/tracemail/daily/{account}`), both computed from
-//! the per-minute sending statistics at query time.
+//! Handlers of mail-tracing statistics: the dashboard (`POST /api/delivery/tracemail/dashboard`)
+//! and the daily statistics of one account (`GET /api/delivery/tracemail/daily/{account}`): the
+//! request checks here, the figures computed by `world::tracemail` at query time.
 
 use std::cmp::Ordering;
 
 use axum::Json;
 use axum::extract::State;
-use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value, json};
 
-use super::Simulator;
 use super::envelope::envelope;
 use super::error::ApiError;
 use super::extract::{Fields, Management, OptionalJsonObject, QueryPairs, TracemailAccount};
-use super::state::World;
-use super::stats::Outcome::{Bounced, Complaint, Deferred, Delivered, Rejected};
-use super::stats::{Counts, Filter, day_bounds};
+use crate::Simulator;
+use crate::world::stats::Filter;
+use crate::world::stats::Outcome::{Bounced, Complaint, Deferred, Delivered, Rejected};
+use crate::world::tracemail::{counts_object, dates, range_bounds, ranking};
 
 /// Longest date range a dashboard section accepts, in days (both ends included).
 pub const DASHBOARD_MAX_DAYS: i32 = 31;
@@ -49,36 +48,6 @@ pub(crate) fn parse_date(value: &str) -> Option<Date> {
         return None;
     }
     value.parse().ok()
-}
-
-/// The local dates `[first, last]`, ascending.
-fn dates(first: Date, last: Date) -> Vec<Date> {
-    let mut out = Vec::new();
-    let mut day = first;
-    while day <= last {
-        out.push(day);
-        match day.tomorrow() {
-            Ok(next) => day = next,
-            Err(_) => break,
-        }
-    }
-    out
-}
-
-/// The instants from the start of `first` to the end of `last`, in `tz`.
-fn range_bounds(tz: &TimeZone, first: Date, last: Date) -> (Timestamp, Timestamp) {
-    let start = day_bounds(tz, first).map_or(Timestamp::MAX, |(start, _)| start);
-    let end = day_bounds(tz, last).map_or(Timestamp::MIN, |(_, end)| end);
-    (start, end)
-}
-
-fn counts_object(counts: &Counts, leading: &[(&str, Value)]) -> Value {
-    let mut members = Map::new();
-    for (name, value) in leading {
-        members.insert((*name).to_owned(), value.clone());
-    }
-    counts.write_into(&mut members);
-    Value::Object(members)
 }
 
 /// One dated section of the dashboard body, validated.
@@ -157,41 +126,6 @@ fn section(body: &Map<String, Value>, name: &str, today: Date) -> Result<Section
         }
     }
     Ok(Section { first, last, limit })
-}
-
-/// Accounts ranked by total over `[from, to)`, descending, ties by id; zero totals left out.
-fn ranking(
-    world: &World,
-    filter: &Filter,
-    (from, to): (Timestamp, Timestamp),
-    limit: i32,
-    with_outcomes: bool,
-) -> Vec<Value> {
-    let mut totals: Vec<(i32, Counts)> = world
-        .stats
-        .sum_by_account(filter, from, to)
-        .into_iter()
-        .filter(|(id, counts)| counts.total() > 0 && world.accounts.contains_key(id))
-        .collect();
-    totals.sort_by(|(a_id, a), (b_id, b)| b.total().cmp(&a.total()).then(a_id.cmp(b_id)));
-    totals
-        .into_iter()
-        .take(usize::try_from(limit).unwrap_or(0))
-        .map(|(id, counts)| {
-            let username = world.accounts.get(&id).map(|a| a.username.clone());
-            let leading = [("account_id", json!(id)), ("username", json!(username))];
-            if with_outcomes {
-                counts_object(&counts, &leading)
-            } else {
-                let mut members: Map<String, Value> = leading
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v))
-                    .collect();
-                members.insert("total".to_owned(), json!(counts.total()));
-                Value::Object(members)
-            }
-        })
-        .collect()
 }
 
 /// `POST /api/delivery/tracemail/dashboard`. Checks: body (400 if not an object), `account`
@@ -454,14 +388,5 @@ mod tests {
         ] {
             assert_eq!(parse_date(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn date_ranges_include_both_ends() {
-        let first = jiff::civil::date(2026, 2, 27);
-        let listed = dates(first, jiff::civil::date(2026, 3, 2));
-        assert_eq!(listed.len(), 4);
-        assert_eq!(listed[0], first);
-        assert!(dates(jiff::civil::date(2026, 3, 2), first).is_empty());
     }
 }

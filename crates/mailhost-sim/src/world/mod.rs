@@ -1,0 +1,163 @@
+//! The provider's state and its rules: accounts, tokens, domains, the suppression list, sending
+//! statistics, migrations, mailboxes, the clock, the demo fleet and the traffic model. Nothing here
+//! knows HTTP: the `api` module reads and changes this state, never the other way round.
+
+pub(crate) mod accounts;
+pub(crate) mod clock;
+pub(crate) mod codes;
+pub(crate) mod config;
+pub(crate) mod error;
+pub(crate) mod fleet;
+pub(crate) mod mailboxes;
+pub(crate) mod migrations;
+pub(crate) mod sending;
+pub(crate) mod stats;
+pub(crate) mod tracemail;
+pub(crate) mod traffic;
+
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::Timestamp;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde_json::Value;
+
+pub use accounts::{
+    ACCOUNT_RECORD_FIELDS, AccountState, ApiTokenState, MESSAGES_PER_VOLUME_UNIT,
+    SuppressionReason, TOKEN_RECORD_FIELDS,
+};
+pub use clock::{SimClock, format_datetime};
+pub use config::{
+    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SendIdentity, SimConfig, TokenSeed,
+};
+pub use error::SimConfigError;
+pub use fleet::{
+    DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY, DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING,
+    DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING, DEMO_MIGRATION_WITH_FAILURES,
+    DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER, DEMO_SEED, DemoTargets,
+};
+pub use mailboxes::{
+    ARCHIVE_STATUSES, DELEGATE_RECORD_FIELDS, MAILBOX_RECORD_FIELDS, MailboxState,
+    OUTBOUND_PERIOD_HOURS,
+};
+pub use sending::BOUNCE_DOMAIN;
+pub use stats::{OUTCOMES, Outcome};
+
+use accounts::{DomainCatalogue, SuppressionEntry};
+use migrations::MigrationState;
+use stats::Stats;
+
+/// All mutable state, behind one lock: operations are short and never await while holding it.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub accounts: BTreeMap<i32, AccountState>,
+    /// Send token -> (account id, token id).
+    pub send_tokens: HashMap<String, (i32, i32)>,
+    pub domains: DomainCatalogue,
+    pub suppression: Vec<SuppressionEntry>,
+    pub messages_accepted: u64,
+    pub stats: Stats,
+    /// Decides the outcome of each accepted message.
+    pub outcome_rng: StdRng,
+    /// By migration code.
+    pub migrations: BTreeMap<String, MigrationState>,
+    /// By email account code.
+    pub mailboxes: BTreeMap<String, MailboxState>,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        Self::new(0)
+    }
+}
+
+impl World {
+    /// An empty world whose random choices follow `seed`.
+    pub(crate) fn new(seed: u64) -> Self {
+        Self {
+            accounts: BTreeMap::new(),
+            send_tokens: HashMap::new(),
+            domains: DomainCatalogue::default(),
+            suppression: Vec::new(),
+            messages_accepted: 0,
+            stats: Stats::default(),
+            // Not the fault injector's stream: faults set by a test must not change outcomes.
+            outcome_rng: StdRng::seed_from_u64(seed ^ 0x6f75_7463_6f6d_6573),
+            migrations: BTreeMap::new(),
+            mailboxes: BTreeMap::new(),
+        }
+    }
+
+    pub(crate) fn record(&self, id: i32) -> Option<Value> {
+        self.accounts
+            .get(&id)
+            .map(|account| account.record(&self.domains))
+    }
+
+    pub(crate) fn suppression_for(
+        &self,
+        email: &str,
+        account_id: i32,
+    ) -> Option<SuppressionReason> {
+        let email = email.to_ascii_lowercase();
+        self.suppression
+            .iter()
+            .find(|entry| entry.email == email && entry.applies_to(account_id))
+            .map(|entry| entry.reason)
+    }
+
+    /// Adds an entry; the same address with the same restriction only has its reason updated.
+    pub(crate) fn suppress(
+        &mut self,
+        email: &str,
+        reason: SuppressionReason,
+        accounts: Option<Vec<String>>,
+        now: Timestamp,
+    ) {
+        let email = email.to_ascii_lowercase();
+        if let Some(entry) = self
+            .suppression
+            .iter_mut()
+            .find(|entry| entry.email == email && entry.accounts == accounts)
+        {
+            entry.reason = reason;
+            return;
+        }
+        self.suppression.push(SuppressionEntry {
+            email,
+            reason,
+            accounts,
+            created_at: now,
+        });
+    }
+
+    pub(crate) fn remove_account(&mut self, id: i32) -> bool {
+        let removed = self.accounts.remove(&id).is_some();
+        if removed {
+            self.send_tokens.retain(|_, (account, _)| *account != id);
+            self.stats.forget_account(id);
+        }
+        removed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restricted_suppression_entries_apply_only_to_their_accounts() {
+        let mut world = World::default();
+        world.suppress(
+            "Someone@Example.net",
+            SuppressionReason::Bounce,
+            Some(vec!["7".into()]),
+            Timestamp::UNIX_EPOCH,
+        );
+        assert_eq!(
+            world.suppression_for("someone@example.net", 7),
+            Some(SuppressionReason::Bounce)
+        );
+        assert_eq!(world.suppression_for("someone@example.net", 8), None);
+    }
+}

@@ -6,9 +6,6 @@ mod api;
 pub mod traffic;
 mod world;
 
-#[cfg(test)]
-mod tests;
-
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;

@@ -2,21 +2,18 @@
 //! and the daily statistics of one account (`GET /api/delivery/tracemail/daily/{account}`): the
 //! request checks here, the figures computed by `world::tracemail` at query time.
 
-use std::cmp::Ordering;
-
 use axum::Json;
 use axum::extract::State;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::envelope::envelope;
 use super::error::ApiError;
 use super::extract::{Fields, Management, OptionalJsonObject, QueryPairs, TracemailAccount};
 use crate::Simulator;
 use crate::world::stats::Filter;
-use crate::world::stats::Outcome::{Bounced, Complaint, Deferred, Delivered, Rejected};
-use crate::world::tracemail::{counts_object, dates, range_bounds, ranking};
+use crate::world::tracemail::{DailySort, DailyView, DashboardQuery, Days, NotFound};
 
 /// Longest date range a dashboard section accepts, in days (both ends included).
 pub const DASHBOARD_MAX_DAYS: i32 = 31;
@@ -26,8 +23,6 @@ pub const DASHBOARD_MAX_LIMIT: i32 = 1000;
 pub const TOP_ACCOUNTS_DEFAULT_LIMIT: i32 = 10;
 /// The most entries `top5` ever lists.
 pub const TOP5_MAX: i32 = 5;
-/// Days listed by the daily statistics of an account (`type=account` or `single-domain`).
-pub const DAILY_DAYS: i32 = 7;
 
 const AUDIENCES: [&str; 3] = ["all", "active", "top"];
 const TRAFFIC: [&str; 3] = ["transactional", "marketing", "mixed"];
@@ -52,16 +47,17 @@ pub(crate) fn parse_date(value: &str) -> Option<Date> {
 
 /// One dated section of the dashboard body, validated.
 struct Section {
-    first: Date,
-    last: Date,
+    days: Days,
     limit: Option<i32>,
 }
 
 fn section(body: &Map<String, Value>, name: &str, today: Date) -> Result<Section, ApiError> {
     let Some(object) = body.get(name).filter(|v| !v.is_null()) else {
         return Ok(Section {
-            first: today,
-            last: today,
+            days: Days {
+                first: today,
+                last: today,
+            },
             limit: None,
         });
     };
@@ -125,7 +121,10 @@ fn section(body: &Map<String, Value>, name: &str, today: Date) -> Result<Section
             )));
         }
     }
-    Ok(Section { first, last, limit })
+    Ok(Section {
+        days: Days { first, last },
+        limit,
+    })
 }
 
 /// `POST /api/delivery/tracemail/dashboard`. Checks: body (400 if not an object), `account`
@@ -179,63 +178,18 @@ pub(crate) async fn dashboard(
         },
         domain,
     };
-    let daily_activity: Vec<Value> = dates(daily.first, daily.last)
-        .into_iter()
-        .map(|date| {
-            let counts = world.stats.day(&filter, &tz, date);
-            counts_object(&counts, &[("date", json!(date.to_string()))])
-        })
-        .collect();
-    let (from, to) = range_bounds(&tz, overview.first, overview.last);
-    let sums = world.stats.sum(&filter, from, to);
-    let group = |name: &str, statuses: &[&str], count: i64| json!({"group": name, "statuses": statuses, "count": count});
-    let status_groups = vec![
-        group("delivered", &["delivered"], sums.get(Delivered)),
-        group("pending", &["deferred"], sums.get(Deferred)),
-        group(
-            "failed",
-            &["bounced", "rejected"],
-            sums.get(Bounced).saturating_add(sums.get(Rejected)),
-        ),
-        group("complaint", &["complaint"], sums.get(Complaint)),
-    ];
-    let top_limit = top_accounts.limit.unwrap_or(TOP_ACCOUNTS_DEFAULT_LIMIT);
-    let top5_limit = top5.limit.unwrap_or(TOP5_MAX).min(TOP5_MAX);
-    let record = json!({
-        "timezone": tz.iana_name().unwrap_or(zone_name),
-        "daily_activity": daily_activity,
-        "overview": counts_object(&sums, &[]),
-        "status_groups": status_groups,
-        "top_accounts_by_delivery_account": ranking(
-            &world,
-            &filter,
-            range_bounds(&tz, top_accounts.first, top_accounts.last),
-            top_limit,
-            true,
-        ),
-        "top5_by_delivery_account": ranking(
-            &world,
-            &filter,
-            range_bounds(&tz, top5.first, top5.last),
-            top5_limit,
-            false,
-        ),
-    });
-    Ok(envelope(vec![record]))
-}
-
-/// The `type` of a daily statistics request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DailyType {
-    Account,
-    DomainsRank,
-    SingleDomain,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SortField {
-    Date,
-    Total,
+    let query = DashboardQuery {
+        filter,
+        tz,
+        zone_name,
+        daily: daily.days,
+        overview: overview.days,
+        top_accounts: top_accounts.days,
+        top_accounts_limit: top_accounts.limit.unwrap_or(TOP_ACCOUNTS_DEFAULT_LIMIT),
+        top5: top5.days,
+        top5_limit: top5.limit.unwrap_or(TOP5_MAX).min(TOP5_MAX),
+    };
+    Ok(envelope(vec![world.dashboard(&query)]))
 }
 
 fn one_of<'a>(
@@ -263,108 +217,41 @@ pub(crate) async fn daily(
     auth.check_account(id)?;
     let now = sim.clock().now();
     let world = sim.world();
-    let account = world
-        .accounts
-        .get(&id)
-        .ok_or_else(|| ApiError::NotFound(format!("Delivery account {id} not found")))?;
-    let kind = match one_of(
+    if !world.accounts.contains_key(&id) {
+        return Err(ApiError::NotFound(format!(
+            "Delivery account {id} not found"
+        )));
+    }
+    let kind = one_of(
         &query,
         "type",
         &["account", "domains-rank", "single-domain"],
-    )? {
-        None | Some("account") => DailyType::Account,
-        Some("domains-rank") => DailyType::DomainsRank,
-        _ => DailyType::SingleDomain,
-    };
-    let sort_field = match one_of(&query, "sort_field", &["date", "total"])? {
-        Some("date") => SortField::Date,
-        Some(_) => SortField::Total,
-        None if kind == DailyType::DomainsRank => SortField::Total,
-        None => SortField::Date,
+    )?;
+    let sort = match one_of(&query, "sort_field", &["date", "total"])? {
+        Some("date") => DailySort::Date,
+        Some(_) => DailySort::Total,
+        None if kind == Some("domains-rank") => DailySort::Total,
+        None => DailySort::Date,
     };
     let ascending = one_of(&query, "sort", &["asc", "desc"])? == Some("asc");
     let domain = query.get("domain").map(str::trim).filter(|d| !d.is_empty());
-    if kind == DailyType::SingleDomain && domain.is_none() {
-        return Err(ApiError::bad_request(
-            "query parameter `domain` is required with `type=single-domain`",
-        ));
-    }
-    let tz = account.time_zone();
-    let today = now.to_zoned(tz.clone()).date();
-    let mut filter = Filter {
-        accounts: Some(vec![id]),
-        domain: None,
-    };
-    let order = |ordering: Ordering| {
-        if ascending {
-            ordering
-        } else {
-            ordering.reverse()
+    let view = match (kind, domain) {
+        (None | Some("account"), _) => DailyView::Account,
+        (Some("domains-rank"), _) => DailyView::DomainsRank,
+        (_, Some(domain)) => DailyView::SingleDomain(domain),
+        (_, None) => {
+            return Err(ApiError::bad_request(
+                "query parameter `domain` is required with `type=single-domain`",
+            ));
         }
     };
+    Ok(envelope(world.daily(id, view, sort, ascending, now)?))
+}
 
-    let mut items: Vec<(Value, i64, String)> = match kind {
-        DailyType::Account | DailyType::SingleDomain => {
-            if kind == DailyType::SingleDomain {
-                let wanted = domain.unwrap_or_default();
-                let own = account
-                    .domains
-                    .iter()
-                    .find(|d| d.eq_ignore_ascii_case(wanted))
-                    .ok_or_else(|| {
-                        ApiError::NotFound(format!(
-                            "domain {wanted:?} is not a sending domain of Delivery account {id}"
-                        ))
-                    })?;
-                filter.domain = Some(own.clone());
-            }
-            let first = (1..DAILY_DAYS).fold(today, |d, _| d.yesterday().unwrap_or(d));
-            dates(first, today)
-                .into_iter()
-                .map(|date| {
-                    let counts = world.stats.day(&filter, &tz, date);
-                    let key = date.to_string();
-                    (
-                        counts_object(&counts, &[("date", json!(key))]),
-                        counts.total(),
-                        key,
-                    )
-                })
-                .collect()
-        }
-        DailyType::DomainsRank => {
-            let (from, to) = range_bounds(&tz, today, today);
-            let sums = world.stats.sum_by_domain(&filter, from, to);
-            let mut seen: Vec<String> = Vec::new();
-            account
-                .domains
-                .iter()
-                .filter(|name| {
-                    let key = name.to_ascii_lowercase();
-                    let fresh = !seen.contains(&key);
-                    seen.push(key);
-                    fresh
-                })
-                .map(|name| {
-                    let counts = sums
-                        .get(&name.to_ascii_lowercase())
-                        .copied()
-                        .unwrap_or_default();
-                    let object = counts_object(&counts, &[("domain", json!(name))]);
-                    (object, counts.total(), name.to_ascii_lowercase())
-                })
-                .collect()
-        }
-    };
-    items.sort_by(
-        |(_, a_total, a_key), (_, b_total, b_key)| match sort_field {
-            SortField::Date => order(a_key.cmp(b_key)),
-            SortField::Total => order(a_total.cmp(b_total)).then(a_key.cmp(b_key)),
-        },
-    );
-    Ok(envelope(
-        items.into_iter().map(|(item, _, _)| item).collect(),
-    ))
+impl From<NotFound> for ApiError {
+    fn from(NotFound(message): NotFound) -> Self {
+        Self::NotFound(message)
+    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ pub use mailboxes::{
 };
 pub use sending::BOUNCE_DOMAIN;
 pub use stats::{OUTCOMES, Outcome};
+pub use tracemail::DAILY_DAYS;
 
 use accounts::{DomainCatalogue, SuppressionEntry};
 use migrations::MigrationState;

@@ -10,6 +10,7 @@ use jiff::{SignedDuration, Timestamp};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
+use super::World;
 use super::clock::{format_datetime, shift};
 use super::config::AccountSeed;
 use super::error::SimConfigError;
@@ -422,6 +423,130 @@ impl SuppressionEntry {
                 .iter()
                 .any(|a| a.trim().parse::<i32>() == Ok(account_id)),
         }
+    }
+}
+
+/// A checked change of an account's settings, the body of `PUT /api/delivery/accounts/{id}`;
+/// `None` leaves a setting as it is.
+#[derive(Debug, Default)]
+pub(crate) struct AccountSettings {
+    pub description: Option<String>,
+    /// `Some(None)` clears the address.
+    pub bounce_notification: Option<Option<String>>,
+    pub bounce_notification_to_sender: Option<bool>,
+    /// Codes of registered sending domains; replaces the account's domains.
+    pub domain_codes: Option<Vec<String>>,
+    /// Volume units of extra messages to buy now.
+    pub volume: Option<i32>,
+    pub ignore_suppression_list: Option<bool>,
+    pub allow_nets: Option<Vec<IpNet>>,
+}
+
+/// What an account change names that the world does not have; the `api` module turns each into
+/// its HTTP answer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Missing {
+    Account(i32),
+    Token { account: i32, token: i32 },
+    DomainCode(String),
+}
+
+impl World {
+    /// The account `id`, or why not.
+    pub(crate) fn account(&self, id: i32) -> Result<&AccountState, Missing> {
+        self.accounts.get(&id).ok_or(Missing::Account(id))
+    }
+
+    /// The API token `token` of account `account`, or which of the two is missing.
+    pub(crate) fn api_token(&self, account: i32, token: i32) -> Result<&ApiTokenState, Missing> {
+        self.account(account)?
+            .api_tokens
+            .iter()
+            .find(|t| t.id == token)
+            .ok_or(Missing::Token { account, token })
+    }
+
+    /// Applies `settings` to account `id` whole, or nothing when a domain code is unknown; a
+    /// volume buys extra messages at `now`. Returns the account's new record.
+    pub(crate) fn update_settings(
+        &mut self,
+        id: i32,
+        settings: AccountSettings,
+        now: Timestamp,
+    ) -> Result<Value, Missing> {
+        self.account(id)?;
+        let domains = settings
+            .domain_codes
+            .map(|codes| {
+                let mut names: Vec<String> = Vec::with_capacity(codes.len());
+                for code in codes {
+                    let name = self
+                        .domains
+                        .name_of(&code)
+                        .ok_or_else(|| Missing::DomainCode(code.clone()))?;
+                    if !names.iter().any(|known| known == name) {
+                        names.push(name.to_owned());
+                    }
+                }
+                Ok(names)
+            })
+            .transpose()?;
+        let account = self.accounts.get_mut(&id).ok_or(Missing::Account(id))?;
+        if let Some(description) = settings.description {
+            account.description = Some(description);
+        }
+        if let Some(address) = settings.bounce_notification {
+            account.bounce_notification = address;
+        }
+        if let Some(flag) = settings.bounce_notification_to_sender {
+            account.bounce_notification_to_sender = flag;
+        }
+        if let Some(domains) = domains {
+            account.domains = domains;
+        }
+        if let Some(volume) = settings.volume {
+            account.buy_extras(volume, now);
+        }
+        if let Some(flag) = settings.ignore_suppression_list {
+            account.ignore_suppression_list = flag;
+        }
+        if let Some(nets) = settings.allow_nets {
+            account.allow_nets = nets;
+        }
+        account.updated_at = now;
+        self.record(id).ok_or(Missing::Account(id))
+    }
+
+    /// Enables or disables account `id` at `now`; returns its new record.
+    pub(crate) fn set_enabled(
+        &mut self,
+        id: i32,
+        enabled: bool,
+        now: Timestamp,
+    ) -> Result<Value, Missing> {
+        let account = self.accounts.get_mut(&id).ok_or(Missing::Account(id))?;
+        account.enabled = enabled;
+        account.updated_at = now;
+        self.record(id).ok_or(Missing::Account(id))
+    }
+
+    /// Replaces the allow-list of an API token; returns the token's new record.
+    pub(crate) fn set_token_nets(
+        &mut self,
+        account: i32,
+        token: i32,
+        nets: Vec<IpNet>,
+    ) -> Result<Value, Missing> {
+        let found = self
+            .accounts
+            .get_mut(&account)
+            .ok_or(Missing::Account(account))?
+            .api_tokens
+            .iter_mut()
+            .find(|t| t.id == token)
+            .ok_or(Missing::Token { account, token })?;
+        found.allow_nets = nets;
+        Ok(found.record())
     }
 }
 

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use jiff::Timestamp;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 pub use accounts::{
     ACCOUNT_RECORD_FIELDS, AccountState, ApiTokenState, MESSAGES_PER_VOLUME_UNIT,
@@ -130,6 +130,57 @@ impl World {
             accounts,
             created_at: now,
         });
+    }
+
+    /// Everything as the control plane shows it at `now`: accounts as records, their API tokens,
+    /// domains, the suppression list, the messages accepted so far, migration statistics and
+    /// mailbox records.
+    pub(crate) fn dump(&self, now: Timestamp) -> Map<String, Value> {
+        let accounts: Vec<Value> = self
+            .accounts
+            .values()
+            .map(|account| account.record(&self.domains))
+            .collect();
+        let api_tokens: Map<String, Value> = self
+            .accounts
+            .values()
+            .map(|account| {
+                let tokens = account.api_tokens.iter().map(|t| t.record()).collect();
+                (account.id.to_string(), Value::Array(tokens))
+            })
+            .collect();
+        let suppression: Vec<Value> = self
+            .suppression
+            .iter()
+            .map(|entry| {
+                json!({
+                    "email": entry.email,
+                    "reason": entry.reason.as_str(),
+                    "accounts": entry.accounts,
+                    "created_at": format_datetime(entry.created_at),
+                })
+            })
+            .collect();
+        let migrations: Map<String, Value> = self
+            .migrations
+            .iter()
+            .map(|(code, migration)| (code.clone(), migration.stats(now)))
+            .collect();
+        let mailboxes: Vec<Value> = self.mailboxes.values().map(|m| m.record(now)).collect();
+        let mut dump = Map::new();
+        for (name, value) in [
+            ("now", json!(format_datetime(now))),
+            ("migrations", Value::Object(migrations)),
+            ("mailboxes", Value::Array(mailboxes)),
+            ("accounts", Value::Array(accounts)),
+            ("api_tokens", Value::Object(api_tokens)),
+            ("domains", self.domains.dump()),
+            ("suppression_list", Value::Array(suppression)),
+            ("messages_accepted", json!(self.messages_accepted)),
+        ] {
+            dump.insert(name.to_owned(), value);
+        }
+        dump
     }
 
     pub(crate) fn remove_account(&mut self, id: i32) -> bool {

@@ -14,8 +14,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -39,8 +37,7 @@ pub use world::{
 
 use api::Faults;
 use world::World;
-use world::migrations::MigrationState;
-use world::stats::{self, Filter};
+use world::stats::Filter;
 
 /// A running simulated service. Cheap to clone: clones share one state.
 #[derive(Clone)]
@@ -103,26 +100,7 @@ impl Simulator {
         }
         if config.history {
             let now = sim.inner.clock.now();
-            let mut world = sim.world();
-            let world = &mut *world;
-            for seed in config.accounts.iter().filter(|a| a.enabled) {
-                let Some(account) = world.accounts.get(&seed.id) else {
-                    continue;
-                };
-                // One stream per account, so adding an account leaves the others' history alone.
-                let mut rng = StdRng::seed_from_u64(
-                    config.seed
-                        ^ u64::from(seed.id.unsigned_abs()).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                );
-                stats::seed_history(
-                    &mut world.stats,
-                    &mut rng,
-                    seed.id,
-                    &account.domains,
-                    &account.time_zone(),
-                    now,
-                );
-            }
+            sim.world().seed_history(config.seed, &config.accounts, now);
         }
         for seed in &config.migrations {
             sim.insert_migration(seed)?;
@@ -135,81 +113,21 @@ impl Simulator {
 
     /// Adds a migration to a running simulator; its start is computed from the clock now.
     pub fn insert_migration(&self, seed: &MigrationSeed) -> Result<(), SimConfigError> {
-        let state = MigrationState::from_seed(seed, self.inner.clock.now())?;
-        let mut world = self.world();
-        if world.migrations.contains_key(&seed.code) {
-            return Err(SimConfigError::BadMigration {
-                code: seed.code.clone(),
-                reason: "configured twice".to_owned(),
-            });
-        }
-        world.migrations.insert(seed.code.clone(), state);
-        Ok(())
+        let now = self.inner.clock.now();
+        self.world().insert_migration(seed, now)
     }
 
     /// Adds a mailbox to a running simulator. Its code must be new, and its domain code must not
     /// name another domain (sending domains included).
     pub fn insert_mailbox(&self, seed: &MailboxSeed) -> Result<(), SimConfigError> {
-        let state = MailboxState::from_seed(seed, self.inner.clock.now())?;
-        let bad = |reason: String| SimConfigError::BadMailbox {
-            code: seed.code.clone(),
-            reason,
-        };
-        let mut world = self.world();
-        if world.mailboxes.contains_key(&seed.code) {
-            return Err(bad("configured twice".to_owned()));
-        }
-        let clash = world
-            .mailboxes
-            .values()
-            .map(|m| (m.domain_code.as_str(), m.domain_name.as_str()))
-            .chain(
-                world
-                    .domains
-                    .name_of(&seed.domain_code)
-                    .map(|name| (seed.domain_code.as_str(), name)),
-            )
-            .chain(
-                world
-                    .domains
-                    .code_of(&seed.domain_name)
-                    .map(|code| (code, seed.domain_name.as_str())),
-            )
-            .find(|(code, name)| {
-                (*code == seed.domain_code) != name.eq_ignore_ascii_case(&seed.domain_name)
-            });
-        if let Some((code, name)) = clash {
-            return Err(bad(format!(
-                "domain {} ({}) clashes with domain {name} ({code})",
-                seed.domain_name, seed.domain_code
-            )));
-        }
-        world.mailboxes.insert(seed.code.clone(), state);
-        Ok(())
+        let now = self.inner.clock.now();
+        self.world().insert_mailbox(seed, now)
     }
 
     /// Adds an account (with its send tokens and domains) to a running simulator.
     pub fn insert_account(&self, seed: &AccountSeed) -> Result<(), SimConfigError> {
-        let account = AccountState::from_seed(seed, self.inner.clock.now())?;
-        let mut world = self.world();
-        if world.accounts.contains_key(&seed.id) {
-            return Err(SimConfigError::DuplicateAccount(seed.id));
-        }
-        for token in &seed.send_tokens {
-            if world.send_tokens.contains_key(&token.token) {
-                return Err(SimConfigError::DuplicateToken { account: seed.id });
-            }
-        }
-        for token in &seed.send_tokens {
-            world
-                .send_tokens
-                .insert(token.token.clone(), (seed.id, token.id));
-        }
-        for domain in &seed.domains {
-            world.domains.register(domain);
-        }
-        world.accounts.insert(seed.id, account);
-        Ok(())
+        let now = self.inner.clock.now();
+        self.world().insert_account(seed, now)
     }
 
     /// The full application: every route behind its fault layer, plus the `/_sim/` control plane.

@@ -89,6 +89,114 @@ impl World {
         }
     }
 
+    /// Adds an account with its send tokens and sending domains; `now` dates the seed.
+    pub(crate) fn insert_account(
+        &mut self,
+        seed: &AccountSeed,
+        now: Timestamp,
+    ) -> Result<(), SimConfigError> {
+        let account = AccountState::from_seed(seed, now)?;
+        if self.accounts.contains_key(&seed.id) {
+            return Err(SimConfigError::DuplicateAccount(seed.id));
+        }
+        for token in &seed.send_tokens {
+            if self.send_tokens.contains_key(&token.token) {
+                return Err(SimConfigError::DuplicateToken { account: seed.id });
+            }
+        }
+        for token in &seed.send_tokens {
+            self.send_tokens
+                .insert(token.token.clone(), (seed.id, token.id));
+        }
+        for domain in &seed.domains {
+            self.domains.register(domain);
+        }
+        self.accounts.insert(seed.id, account);
+        Ok(())
+    }
+
+    /// Adds a migration that starts relative to `now`.
+    pub(crate) fn insert_migration(
+        &mut self,
+        seed: &MigrationSeed,
+        now: Timestamp,
+    ) -> Result<(), SimConfigError> {
+        let state = MigrationState::from_seed(seed, now)?;
+        if self.migrations.contains_key(&seed.code) {
+            return Err(SimConfigError::BadMigration {
+                code: seed.code.clone(),
+                reason: "configured twice".to_owned(),
+            });
+        }
+        self.migrations.insert(seed.code.clone(), state);
+        Ok(())
+    }
+
+    /// Adds a mailbox whose counters are true at `now`. Its code must be new, and its domain code
+    /// must not name another domain (sending domains included).
+    pub(crate) fn insert_mailbox(
+        &mut self,
+        seed: &MailboxSeed,
+        now: Timestamp,
+    ) -> Result<(), SimConfigError> {
+        let state = MailboxState::from_seed(seed, now)?;
+        let bad = |reason: String| SimConfigError::BadMailbox {
+            code: seed.code.clone(),
+            reason,
+        };
+        if self.mailboxes.contains_key(&seed.code) {
+            return Err(bad("configured twice".to_owned()));
+        }
+        let clash = self
+            .mailboxes
+            .values()
+            .map(|m| (m.domain_code.as_str(), m.domain_name.as_str()))
+            .chain(
+                self.domains
+                    .name_of(&seed.domain_code)
+                    .map(|name| (seed.domain_code.as_str(), name)),
+            )
+            .chain(
+                self.domains
+                    .code_of(&seed.domain_name)
+                    .map(|code| (code, seed.domain_name.as_str())),
+            )
+            .find(|(code, name)| {
+                (*code == seed.domain_code) != name.eq_ignore_ascii_case(&seed.domain_name)
+            });
+        if let Some((code, name)) = clash {
+            return Err(bad(format!(
+                "domain {} ({}) clashes with domain {name} ({code})",
+                seed.domain_name, seed.domain_code
+            )));
+        }
+        self.mailboxes.insert(seed.code.clone(), state);
+        Ok(())
+    }
+
+    /// Gives every enabled account of `seeds` (already inserted) a sending history up to `now`,
+    /// drawn from `seed`.
+    pub(crate) fn seed_history(&mut self, seed: u64, seeds: &[AccountSeed], now: Timestamp) {
+        for account_seed in seeds.iter().filter(|a| a.enabled) {
+            let Some(account) = self.accounts.get(&account_seed.id) else {
+                continue;
+            };
+            // One stream per account, so adding an account leaves the others' history alone.
+            let mut rng = StdRng::seed_from_u64(
+                seed ^ u64::from(account_seed.id.unsigned_abs())
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            );
+            stats::seed_history(
+                &mut self.stats,
+                &mut rng,
+                account_seed.id,
+                &account.domains,
+                &account.time_zone(),
+                now,
+            );
+        }
+    }
+
     pub(crate) fn record(&self, id: i32) -> Option<Value> {
         self.accounts
             .get(&id)

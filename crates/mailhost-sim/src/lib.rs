@@ -1,6 +1,11 @@
 //! Simulator of the upstream Management and Send APIs, following `shared/upstream-api.md`: used by
 //! the demo mode, the end-to-end tests and the benchmarks. The shapes the interface leaves open
 //! are described in `docs/upstream.md`.
+//!
+//! `world` is the provider's state and its rules, with no HTTP in it; `api` is the service on the
+//! wire (router, handlers, the `/_sim/` control plane, fault injection) and reads and changes the
+//! world, never the reverse. [`Simulator`] joins them: the world behind one lock, the clock, the
+//! faults and the management tokens.
 
 mod api;
 pub mod traffic;

@@ -1,4 +1,5 @@
-//! The demo fleet: its targets, its living numbers, and demo traffic through a real loopback server.
+//! The demo fleet: its targets, its living numbers, and demo traffic through a real loopback
+//! server.
 
 use crate::helpers::*;
 

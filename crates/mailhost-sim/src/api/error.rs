@@ -1,4 +1,5 @@
-//! The one HTTP error type every handler returns: a JSON message and a stable code, never internals.
+//! The one HTTP error type every handler returns: a JSON message and a stable code, never the
+//! simulator's internals.
 
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};

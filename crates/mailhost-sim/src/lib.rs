@@ -1,28 +1,15 @@
 //! Simulator of the upstream Management and Send APIs, following `shared/upstream-api.md`: used by
 //! the demo mode, the end-to-end tests and the benchmarks. The shapes the interface leaves open
 //! are described in `docs/upstream.md`.
+//!
+//! `world` is the provider's state and its rules, with no HTTP in it; `api` is the service on the
+//! wire (router, handlers, the `/_sim/` control plane, fault injection) and reads and changes the
+//! world, never the reverse. [`Simulator`] joins them: the world behind one lock, the clock, the
+//! faults and the management tokens.
 
-mod clock;
-mod config;
-mod control;
-mod envelope;
-mod error;
-mod extract;
-mod faults;
-mod fleet;
-mod mailboxes;
-mod management;
-mod migrations;
-mod route;
-mod routes;
-mod send;
-mod state;
-mod stats;
-mod tracemail;
+mod api;
 pub mod traffic;
-
-#[cfg(test)]
-mod tests;
+mod world;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -32,44 +19,30 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use jiff::Timestamp;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use clock::{SimClock, format_datetime};
-pub use config::{
-    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SendIdentity, SimConfig, TokenSeed,
+// The public surface, wherever each item lives: the provider's state and rules (`world`) or the
+// service on the wire (`api`).
+pub use api::{
+    ApiError, BodyFault, DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT, DEFAULT_OVERSIZED_BYTES,
+    FaultSpec, MANAGEMENT_TOKEN_HEADER, PAYMENT_METHODS, Route, SEND_BULK_MAX_MESSAGES,
+    SEND_MAX_MESSAGES, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX, UnknownRoute,
 };
-pub use error::{ApiError, SimConfigError};
-pub use extract::MANAGEMENT_TOKEN_HEADER;
-pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec};
-pub use fleet::{
-    DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY, DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING,
-    DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING, DEMO_MIGRATION_WITH_FAILURES,
-    DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER, DEMO_SEED, DemoTargets,
-};
-pub use mailboxes::{
-    ARCHIVE_STATUSES, DELEGATE_RECORD_FIELDS, MAILBOX_RECORD_FIELDS, MailboxState,
-    OUTBOUND_PERIOD_HOURS,
-};
-pub use management::PAYMENT_METHODS;
-pub use route::{Route, UnknownRoute};
-pub use send::{BOUNCE_DOMAIN, SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES};
-pub use state::{
-    ACCOUNT_RECORD_FIELDS, AccountState, ApiTokenState, MESSAGES_PER_VOLUME_UNIT,
-    SuppressionReason, TOKEN_RECORD_FIELDS,
-};
-pub use stats::{OUTCOMES, Outcome};
-pub use tracemail::{
-    DAILY_DAYS, DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX,
+pub use world::{
+    ACCOUNT_RECORD_FIELDS, ARCHIVE_STATUSES, AccountSeed, AccountState, ApiTokenState,
+    BOUNCE_DOMAIN, DAILY_DAYS, DELEGATE_RECORD_FIELDS, DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY,
+    DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING, DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING,
+    DEMO_MIGRATION_WITH_FAILURES, DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER,
+    DEMO_SEED, DemoTargets, MAILBOX_RECORD_FIELDS, MESSAGES_PER_VOLUME_UNIT, MailboxSeed,
+    MailboxState, ManagementToken, MigrationSeed, OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome,
+    SendIdentity, SimClock, SimConfig, SimConfigError, SuppressionReason, TOKEN_RECORD_FIELDS,
+    TokenSeed, format_datetime,
 };
 
-use faults::Faults;
-use mailboxes::MailboxState as Mailbox;
-use migrations::MigrationState;
-use state::World;
-use stats::Filter;
+use api::Faults;
+use world::World;
+use world::stats::Filter;
 
 /// A running simulated service. Cheap to clone: clones share one state.
 #[derive(Clone)]
@@ -132,26 +105,7 @@ impl Simulator {
         }
         if config.history {
             let now = sim.inner.clock.now();
-            let mut world = sim.world();
-            let world = &mut *world;
-            for seed in config.accounts.iter().filter(|a| a.enabled) {
-                let Some(account) = world.accounts.get(&seed.id) else {
-                    continue;
-                };
-                // One stream per account, so adding an account leaves the others' history alone.
-                let mut rng = StdRng::seed_from_u64(
-                    config.seed
-                        ^ u64::from(seed.id.unsigned_abs()).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                );
-                stats::seed_history(
-                    &mut world.stats,
-                    &mut rng,
-                    seed.id,
-                    &account.domains,
-                    &account.time_zone(),
-                    now,
-                );
-            }
+            sim.world().seed_history(config.seed, &config.accounts, now);
         }
         for seed in &config.migrations {
             sim.insert_migration(seed)?;
@@ -164,88 +118,28 @@ impl Simulator {
 
     /// Adds a migration to a running simulator; its start is computed from the clock now.
     pub fn insert_migration(&self, seed: &MigrationSeed) -> Result<(), SimConfigError> {
-        let state = MigrationState::from_seed(seed, self.inner.clock.now())?;
-        let mut world = self.world();
-        if world.migrations.contains_key(&seed.code) {
-            return Err(SimConfigError::BadMigration {
-                code: seed.code.clone(),
-                reason: "configured twice".to_owned(),
-            });
-        }
-        world.migrations.insert(seed.code.clone(), state);
-        Ok(())
+        let now = self.inner.clock.now();
+        self.world().insert_migration(seed, now)
     }
 
     /// Adds a mailbox to a running simulator. Its code must be new, and its domain code must not
     /// name another domain (sending domains included).
     pub fn insert_mailbox(&self, seed: &MailboxSeed) -> Result<(), SimConfigError> {
-        let state = Mailbox::from_seed(seed, self.inner.clock.now())?;
-        let bad = |reason: String| SimConfigError::BadMailbox {
-            code: seed.code.clone(),
-            reason,
-        };
-        let mut world = self.world();
-        if world.mailboxes.contains_key(&seed.code) {
-            return Err(bad("configured twice".to_owned()));
-        }
-        let clash = world
-            .mailboxes
-            .values()
-            .map(|m| (m.domain_code.as_str(), m.domain_name.as_str()))
-            .chain(
-                world
-                    .domains
-                    .name_of(&seed.domain_code)
-                    .map(|name| (seed.domain_code.as_str(), name)),
-            )
-            .chain(
-                world
-                    .domains
-                    .code_of(&seed.domain_name)
-                    .map(|code| (code, seed.domain_name.as_str())),
-            )
-            .find(|(code, name)| {
-                (*code == seed.domain_code) != name.eq_ignore_ascii_case(&seed.domain_name)
-            });
-        if let Some((code, name)) = clash {
-            return Err(bad(format!(
-                "domain {} ({}) clashes with domain {name} ({code})",
-                seed.domain_name, seed.domain_code
-            )));
-        }
-        world.mailboxes.insert(seed.code.clone(), state);
-        Ok(())
+        let now = self.inner.clock.now();
+        self.world().insert_mailbox(seed, now)
     }
 
     /// Adds an account (with its send tokens and domains) to a running simulator.
     pub fn insert_account(&self, seed: &AccountSeed) -> Result<(), SimConfigError> {
-        let account = AccountState::from_seed(seed, self.inner.clock.now())?;
-        let mut world = self.world();
-        if world.accounts.contains_key(&seed.id) {
-            return Err(SimConfigError::DuplicateAccount(seed.id));
-        }
-        for token in &seed.send_tokens {
-            if world.send_tokens.contains_key(&token.token) {
-                return Err(SimConfigError::DuplicateToken { account: seed.id });
-            }
-        }
-        for token in &seed.send_tokens {
-            world
-                .send_tokens
-                .insert(token.token.clone(), (seed.id, token.id));
-        }
-        for domain in &seed.domains {
-            world.domains.register(domain);
-        }
-        world.accounts.insert(seed.id, account);
-        Ok(())
+        let now = self.inner.clock.now();
+        self.world().insert_account(seed, now)
     }
 
     /// The full application: every route behind its fault layer, plus the `/_sim/` control plane.
     /// The Send API needs the peer address: serve it with connect info (as [`Simulator::serve`]
     /// does) or add `MockConnectInfo` in tests.
     pub fn router(&self) -> axum::Router {
-        routes::build(self)
+        api::build(self)
     }
 
     /// Serves until `shutdown` is cancelled, then finishes the requests in flight.
@@ -336,7 +230,7 @@ impl Simulator {
             .world()
             .accounts
             .get(&account)
-            .map_or(TimeZone::UTC, state::AccountState::time_zone);
+            .map_or(TimeZone::UTC, AccountState::time_zone);
         self.day_totals_in(Some(account), None, &tz, date)
     }
 

@@ -6,16 +6,13 @@
 //! one account after another). The first `failed_accounts` accounts fail half-way through their
 //! messages, adding 1 to 5 errors each.
 
-use axum::Json;
-use axum::extract::State;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 
-use super::Simulator;
 use super::clock::{format_datetime, shift};
+use super::codes::is_migration_code;
 use super::config::MigrationSeed;
-use super::error::{ApiError, SimConfigError};
-use super::extract::{Management, MigrationCode, is_migration_code};
+use super::error::SimConfigError;
 
 /// A migration known to the simulator: its plan and when it started.
 #[derive(Clone, Debug)]
@@ -178,18 +175,6 @@ fn errors_of(code: &str, account: i64) -> i64 {
         h.wrapping_mul(31).wrapping_add(u64::from(b))
     });
     1 + (hash % 5) as i64
-}
-
-/// `GET /api/migrations/{migration_code}/stats`: `{"aggregate": {...}}`, no envelope. Migrations
-/// are not Delivery accounts, so a scoped token sees them too.
-pub(crate) async fn get_stats(
-    State(sim): State<Simulator>,
-    _auth: Management,
-    MigrationCode(code): MigrationCode,
-) -> Result<Json<Value>, ApiError> {
-    sim.migration_stats(&code)
-        .map(Json)
-        .ok_or_else(|| ApiError::NotFound(format!("migration {code} not found")))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 /// One operation of the simulated service, named for fault injection.
 ///
 /// To add an operation: add a variant here, its name/method/path below, its handler in
-/// `routes::handler`, and it is served and fault-injectable.
+/// `handler` (`api/mod.rs`), and it is served and fault-injectable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Route {

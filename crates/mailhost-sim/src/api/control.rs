@@ -8,12 +8,11 @@ use axum::routing::{delete, get, put};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use super::Simulator;
-use super::clock::format_datetime;
 use super::error::ApiError;
 use super::extract::{JsonBody, Management};
 use super::faults::FaultSpec;
 use super::route::Route;
+use crate::Simulator;
 
 pub(crate) fn router() -> Router<Simulator> {
     Router::new()
@@ -32,49 +31,9 @@ async fn state(State(sim): State<Simulator>, auth: Management) -> Result<Json<Va
     auth.check_unscoped("the simulator control plane")?;
     let now = sim.clock().now();
     let faults = sim.faults().all();
-    let world = sim.world();
-    let accounts: Vec<Value> = world
-        .accounts
-        .values()
-        .map(|account| account.record(&world.domains))
-        .collect();
-    let api_tokens: serde_json::Map<String, Value> = world
-        .accounts
-        .values()
-        .map(|account| {
-            let tokens = account.api_tokens.iter().map(|t| t.record()).collect();
-            (account.id.to_string(), Value::Array(tokens))
-        })
-        .collect();
-    let suppression: Vec<Value> = world
-        .suppression
-        .iter()
-        .map(|entry| {
-            json!({
-                "email": entry.email,
-                "reason": entry.reason.as_str(),
-                "accounts": entry.accounts,
-                "created_at": format_datetime(entry.created_at),
-            })
-        })
-        .collect();
-    let migrations: serde_json::Map<String, Value> = world
-        .migrations
-        .iter()
-        .map(|(code, migration)| (code.clone(), migration.stats(now)))
-        .collect();
-    let mailboxes: Vec<Value> = world.mailboxes.values().map(|m| m.record(now)).collect();
-    Ok(Json(json!({
-        "now": format_datetime(now),
-        "migrations": migrations,
-        "mailboxes": mailboxes,
-        "accounts": accounts,
-        "api_tokens": api_tokens,
-        "domains": world.domains.dump(),
-        "suppression_list": suppression,
-        "messages_accepted": world.messages_accepted,
-        "faults": faults,
-    })))
+    let mut dump = sim.world().dump(now);
+    dump.insert("faults".to_owned(), json!(faults));
+    Ok(Json(Value::Object(dump)))
 }
 
 /// The `{route}` path parameter; an unknown name answers 404 listing the known ones.

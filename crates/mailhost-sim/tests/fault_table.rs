@@ -2,7 +2,7 @@
 //! statuses, body shapes and `only_ids`, through the router and, for what only a socket shows,
 //! through a real loopback server.
 
-use super::*;
+use crate::helpers::*;
 
 /// The routes that answer a record.
 const RECORD_ROUTES: [Route; 5] = [
@@ -31,17 +31,6 @@ fn fault(change: impl FnOnce(&mut FaultSpec)) -> FaultSpec {
     spec
 }
 
-/// Serves `sim` on 127.0.0.1:0; cancel the token to stop it.
-async fn serve(sim: &Simulator) -> (SocketAddr, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind loopback");
-    let addr = listener.local_addr().expect("addr");
-    let shutdown = CancellationToken::new();
-    tokio::spawn(sim.clone().serve(listener, shutdown.clone()));
-    (addr, shutdown)
-}
-
 fn account_url(addr: SocketAddr, id: i32) -> String {
     format!("http://{addr}/api/delivery/accounts/{id}")
 }
@@ -63,15 +52,13 @@ fn strings_in(value: &Value, out: &mut Vec<String>) {
 #[tokio::test]
 async fn a_reset_mid_body_sends_200_and_half_a_body_then_breaks_the_connection() {
     let sim = sim();
-    let whole = call(&app_from(&sim, LOOPBACK), get_account("1"))
-        .await
-        .bytes;
+    let whole = call(&loopback_app(&sim), get_account("1")).await.bytes;
     sim.set_fault(
         Route::DeliveryAccountGet,
         fault(|f| f.reset_mid_body = true),
     );
     // Through the router: the body stream ends in an error.
-    let response = app_from(&sim, LOOPBACK)
+    let response = loopback_app(&sim)
         .oneshot(get_account("1"))
         .await
         .expect("infallible");
@@ -79,7 +66,7 @@ async fn a_reset_mid_body_sends_200_and_half_a_body_then_breaks_the_connection()
     assert!(to_bytes(response.into_body(), usize::MAX).await.is_err());
 
     // Over a socket: headers arrive, reading the body fails.
-    let (addr, shutdown) = serve(&sim).await;
+    let Served { addr, shutdown, .. } = serve(&sim).await;
     let response = reqwest::Client::new()
         .get(account_url(addr, 1))
         .header(MANAGEMENT_TOKEN_HEADER, TOKEN)
@@ -114,7 +101,7 @@ async fn a_slow_body_times_out_a_short_client_only_while_reading_the_body() {
         Route::DeliveryAccountGet,
         fault(|f| f.slow_body = Some(Duration::from_millis(900))),
     );
-    let (addr, shutdown) = serve(&sim).await;
+    let Served { addr, shutdown, .. } = serve(&sim).await;
 
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(300))
@@ -157,7 +144,7 @@ async fn a_slow_and_broken_body_trickles_half_then_breaks() {
             f.reset_mid_body = true;
         }),
     );
-    let (addr, shutdown) = serve(&sim).await;
+    let Served { addr, shutdown, .. } = serve(&sim).await;
     let started = std::time::Instant::now();
     let response = reqwest::Client::new()
         .get(account_url(addr, 1))
@@ -173,7 +160,7 @@ async fn a_slow_and_broken_body_trickles_half_then_breaks() {
 #[tokio::test]
 async fn an_http_date_retry_after_is_in_the_future_of_the_simulator_clock() {
     let sim = hosting_sim();
-    let app = app_from(&sim, LOOPBACK);
+    let app = loopback_app(&sim);
     sim.set_fault(
         Route::MigrationStats,
         fault(|f| {
@@ -196,7 +183,7 @@ async fn an_http_date_retry_after_is_in_the_future_of_the_simulator_clock() {
 #[tokio::test]
 async fn an_omitted_retry_after_leaves_a_bare_429() {
     let sim = sim();
-    let app = app_from(&sim, LOOPBACK);
+    let app = loopback_app(&sim);
     sim.set_fault(
         Route::DeliveryAccountGet,
         fault(|f| {
@@ -214,7 +201,7 @@ async fn an_omitted_retry_after_leaves_a_bare_429() {
 #[tokio::test]
 async fn injected_error_statuses_answer_json_every_time() {
     let sim = hosting_sim();
-    let app = app_from(&sim, LOOPBACK);
+    let app = loopback_app(&sim);
     for status in [401, 403, 404, 500, 502, 503] {
         for route in RECORD_ROUTES {
             sim.set_fault(
@@ -248,7 +235,7 @@ async fn injected_error_statuses_answer_json_every_time() {
 #[tokio::test]
 async fn every_body_fault_has_its_shape_on_every_record_route() {
     let sim = hosting_sim();
-    let app = app_from(&sim, LOOPBACK);
+    let app = loopback_app(&sim);
     let faults = [
         BodyFault::NotJson,
         BodyFault::TruncatedJson,
@@ -390,7 +377,7 @@ async fn every_body_fault_has_its_shape_on_every_record_route() {
 #[tokio::test]
 async fn an_oversized_body_exceeds_eight_mebibytes_by_default() {
     let sim = hosting_sim();
-    let app = app_from(&sim, LOOPBACK);
+    let app = loopback_app(&sim);
     sim.set_fault(
         Route::EmailAccountGet,
         fault(|f| f.body = Some(BodyFault::Oversized)),
@@ -404,7 +391,7 @@ async fn an_oversized_body_exceeds_eight_mebibytes_by_default() {
 #[tokio::test]
 async fn body_faults_leave_error_answers_alone() {
     let sim = sim();
-    let app = app_from(&sim, LOOPBACK);
+    let app = loopback_app(&sim);
     sim.set_fault(
         Route::DeliveryAccountGet,
         fault(|f| {
@@ -420,7 +407,7 @@ async fn body_faults_leave_error_answers_alone() {
 #[tokio::test]
 async fn only_ids_faults_the_named_targets_and_leaves_the_others_alone() {
     let sim = hosting_sim();
-    let app = app_from(&sim, LOOPBACK);
+    let app = loopback_app(&sim);
     let broken = |ids: &[&str]| {
         fault(|f| {
             f.error_rate = 1.0;
@@ -491,7 +478,7 @@ async fn only_ids_faults_the_named_targets_and_leaves_the_others_alone() {
 #[tokio::test]
 async fn the_control_plane_accepts_the_new_fields_and_refuses_unknown_ones() {
     let sim = sim();
-    let app = app_from(&sim, LOOPBACK);
+    let app = loopback_app(&sim);
     let spec = json!({
         "rate_limit_rate": 1.0,
         "retry_after_secs": 5,

@@ -5,17 +5,13 @@
 
 use std::time::Duration;
 
-use axum::Json;
-use axum::extract::State;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
 
-use super::Simulator;
 use super::clock::{format_datetime, shift};
+use super::codes::{is_domain_code, is_mailbox_code};
 use super::config::MailboxSeed;
-use super::envelope::envelope;
-use super::error::{ApiError, SimConfigError};
-use super::extract::{MailboxPath, Management, is_domain_code, is_mailbox_code};
+use super::error::SimConfigError;
 
 /// Every member of an email account record (section 2.5 of the interface document).
 pub const MAILBOX_RECORD_FIELDS: [&str; 103] = [
@@ -173,7 +169,7 @@ const CUSTOMER_CODE: &str = "C000000042";
 const COMPANY: &str = "Simulated Customer S.r.l.";
 
 /// One email account as the simulator holds it. Counters are true at `as_of` and move from
-/// there; [`super::Simulator::update_mailbox`] first brings them to the current instant, so a
+/// there; [`crate::Simulator::update_mailbox`] first brings them to the current instant, so a
 /// test that sets `quota_used_mib = 900` sees 900 now, growing from now on.
 #[derive(Clone, Debug)]
 pub struct MailboxState {
@@ -574,19 +570,6 @@ pub(crate) fn human_mib(mib: i64) -> String {
     } else {
         format!("{:.2} GB", mib as f64 / MIB_PER_GIB)
     }
-}
-
-/// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`. Mailboxes are not
-/// Delivery accounts, so a scoped token sees them too.
-pub(crate) async fn get_mailbox(
-    State(sim): State<Simulator>,
-    _auth: Management,
-    MailboxPath { domain, code }: MailboxPath,
-) -> Result<Json<Value>, ApiError> {
-    let record = sim.mailbox_record(&domain, &code).ok_or_else(|| {
-        ApiError::NotFound(format!("email account {code} not found in domain {domain}"))
-    })?;
-    Ok(envelope(vec![record]))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-/// Everything [`super::Simulator::new`] needs.
+/// Everything [`crate::Simulator::new`] needs.
 #[derive(Clone, Debug, Default)]
 pub struct SimConfig {
     pub management_tokens: Vec<ManagementToken>,

@@ -19,9 +19,9 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::clock::{SimClock, shift};
 use super::error::ApiError;
 use super::route::Route;
+use crate::world::clock::{SimClock, shift};
 
 /// Size an [`BodyFault::Oversized`] body exceeds when `oversized_bytes` is not given: 8 MiB.
 pub const DEFAULT_OVERSIZED_BYTES: u64 = 8 * 1024 * 1024;
@@ -137,7 +137,7 @@ pub struct FaultSpec {
 }
 
 impl FaultSpec {
-    /// Checks what [`super::Simulator::set_fault`] would otherwise quietly clamp or ignore.
+    /// Checks what [`crate::Simulator::set_fault`] would otherwise quietly clamp or ignore.
     pub fn validate(&self) -> Result<(), String> {
         for (name, rate) in [
             ("error_rate", self.error_rate),

@@ -1,21 +1,37 @@
-//! The simulated application: each [`Route`] served by its handler, wrapped in its own fault
-//! layer, beside the control plane.
+//! The simulated service on the wire: each [`Route`] served by its handler, wrapped in its own
+//! fault layer, beside the `/_sim/` control plane. Handlers check requests and answer in the
+//! provider's envelope; the state they read and change, and its rules, are in `crate::world`.
+
+mod control;
+mod envelope;
+mod error;
+mod extract;
+mod faults;
+mod mailboxes;
+mod management;
+mod migrations;
+mod route;
+mod send;
+mod tracemail;
 
 use axum::Router;
 use axum::http::{Method, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::routing::{MethodRouter, get, post, put};
 
-use super::Simulator;
-use super::control;
-use super::error::ApiError;
-use super::faults::{self, FaultLayerState};
-use super::mailboxes;
-use super::management;
-use super::migrations;
-use super::route::Route;
-use super::send;
-use super::tracemail;
+pub use error::ApiError;
+pub use extract::MANAGEMENT_TOKEN_HEADER;
+pub(crate) use faults::Faults;
+pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec};
+pub use management::PAYMENT_METHODS;
+pub use route::{Route, UnknownRoute};
+pub use send::{SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES};
+pub use tracemail::{
+    DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX,
+};
+
+use crate::Simulator;
+use faults::FaultLayerState;
 
 /// The handler of each route, registered for [`Route::method`] (a router test checks they agree).
 fn handler(route: Route) -> MethodRouter<Simulator> {

@@ -1,23 +1,19 @@
-//! The simulated world: Delivery accounts, their send tokens, sending domains, the suppression
-//! list, sending statistics, migrations and mailboxes, and how accounts are rendered as records.
+//! Delivery accounts, their send tokens, sending domains and the suppression list, and how
+//! accounts and tokens are rendered as records.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Value, json};
 
+use super::World;
 use super::clock::{format_datetime, shift};
 use super::config::AccountSeed;
 use super::error::SimConfigError;
-use super::mailboxes::MailboxState;
-use super::migrations::MigrationState;
-use super::stats::Stats;
 
 /// Every member of a Delivery account record (section 2.2 of the interface document).
 pub const ACCOUNT_RECORD_FIELDS: [&str; 39] = [
@@ -420,7 +416,7 @@ pub(crate) struct SuppressionEntry {
 }
 
 impl SuppressionEntry {
-    fn applies_to(&self, account_id: i32) -> bool {
+    pub(crate) fn applies_to(&self, account_id: i32) -> bool {
         match &self.accounts {
             None => true,
             Some(accounts) => accounts
@@ -430,97 +426,127 @@ impl SuppressionEntry {
     }
 }
 
-/// All mutable state, behind one lock: operations are short and never await while holding it.
-#[derive(Debug)]
-pub(crate) struct World {
-    pub accounts: BTreeMap<i32, AccountState>,
-    /// Send token -> (account id, token id).
-    pub send_tokens: HashMap<String, (i32, i32)>,
-    pub domains: DomainCatalogue,
-    pub suppression: Vec<SuppressionEntry>,
-    pub messages_accepted: u64,
-    pub stats: Stats,
-    /// Decides the outcome of each accepted message.
-    pub outcome_rng: StdRng,
-    /// By migration code.
-    pub migrations: BTreeMap<String, MigrationState>,
-    /// By email account code.
-    pub mailboxes: BTreeMap<String, MailboxState>,
+/// A checked change of an account's settings, the body of `PUT /api/delivery/accounts/{id}`;
+/// `None` leaves a setting as it is.
+#[derive(Debug, Default)]
+pub(crate) struct AccountSettings {
+    pub description: Option<String>,
+    /// `Some(None)` clears the address.
+    pub bounce_notification: Option<Option<String>>,
+    pub bounce_notification_to_sender: Option<bool>,
+    /// Codes of registered sending domains; replaces the account's domains.
+    pub domain_codes: Option<Vec<String>>,
+    /// Volume units of extra messages to buy now.
+    pub volume: Option<i32>,
+    pub ignore_suppression_list: Option<bool>,
+    pub allow_nets: Option<Vec<IpNet>>,
 }
 
-impl Default for World {
-    fn default() -> Self {
-        Self::new(0)
-    }
+/// What an account change names that the world does not have; the `api` module turns each into
+/// its HTTP answer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Missing {
+    Account(i32),
+    Token { account: i32, token: i32 },
+    DomainCode(String),
 }
 
 impl World {
-    /// An empty world whose random choices follow `seed`.
-    pub(crate) fn new(seed: u64) -> Self {
-        Self {
-            accounts: BTreeMap::new(),
-            send_tokens: HashMap::new(),
-            domains: DomainCatalogue::default(),
-            suppression: Vec::new(),
-            messages_accepted: 0,
-            stats: Stats::default(),
-            // Not the fault injector's stream: faults set by a test must not change outcomes.
-            outcome_rng: StdRng::seed_from_u64(seed ^ 0x6f75_7463_6f6d_6573),
-            migrations: BTreeMap::new(),
-            mailboxes: BTreeMap::new(),
-        }
+    /// The account `id`, or why not.
+    pub(crate) fn account(&self, id: i32) -> Result<&AccountState, Missing> {
+        self.accounts.get(&id).ok_or(Missing::Account(id))
     }
 
-    pub(crate) fn record(&self, id: i32) -> Option<Value> {
-        self.accounts
-            .get(&id)
-            .map(|account| account.record(&self.domains))
-    }
-
-    pub(crate) fn suppression_for(
-        &self,
-        email: &str,
-        account_id: i32,
-    ) -> Option<SuppressionReason> {
-        let email = email.to_ascii_lowercase();
-        self.suppression
+    /// The API token `token` of account `account`, or which of the two is missing.
+    pub(crate) fn api_token(&self, account: i32, token: i32) -> Result<&ApiTokenState, Missing> {
+        self.account(account)?
+            .api_tokens
             .iter()
-            .find(|entry| entry.email == email && entry.applies_to(account_id))
-            .map(|entry| entry.reason)
+            .find(|t| t.id == token)
+            .ok_or(Missing::Token { account, token })
     }
 
-    /// Adds an entry; the same address with the same restriction only has its reason updated.
-    pub(crate) fn suppress(
+    /// Applies `settings` to account `id` whole, or nothing when a domain code is unknown; a
+    /// volume buys extra messages at `now`. Returns the account's new record.
+    pub(crate) fn update_settings(
         &mut self,
-        email: &str,
-        reason: SuppressionReason,
-        accounts: Option<Vec<String>>,
+        id: i32,
+        settings: AccountSettings,
         now: Timestamp,
-    ) {
-        let email = email.to_ascii_lowercase();
-        if let Some(entry) = self
-            .suppression
-            .iter_mut()
-            .find(|entry| entry.email == email && entry.accounts == accounts)
-        {
-            entry.reason = reason;
-            return;
+    ) -> Result<Value, Missing> {
+        self.account(id)?;
+        let domains = settings
+            .domain_codes
+            .map(|codes| {
+                let mut names: Vec<String> = Vec::with_capacity(codes.len());
+                for code in codes {
+                    let name = self
+                        .domains
+                        .name_of(&code)
+                        .ok_or_else(|| Missing::DomainCode(code.clone()))?;
+                    if !names.iter().any(|known| known == name) {
+                        names.push(name.to_owned());
+                    }
+                }
+                Ok(names)
+            })
+            .transpose()?;
+        let account = self.accounts.get_mut(&id).ok_or(Missing::Account(id))?;
+        if let Some(description) = settings.description {
+            account.description = Some(description);
         }
-        self.suppression.push(SuppressionEntry {
-            email,
-            reason,
-            accounts,
-            created_at: now,
-        });
+        if let Some(address) = settings.bounce_notification {
+            account.bounce_notification = address;
+        }
+        if let Some(flag) = settings.bounce_notification_to_sender {
+            account.bounce_notification_to_sender = flag;
+        }
+        if let Some(domains) = domains {
+            account.domains = domains;
+        }
+        if let Some(volume) = settings.volume {
+            account.buy_extras(volume, now);
+        }
+        if let Some(flag) = settings.ignore_suppression_list {
+            account.ignore_suppression_list = flag;
+        }
+        if let Some(nets) = settings.allow_nets {
+            account.allow_nets = nets;
+        }
+        account.updated_at = now;
+        self.record(id).ok_or(Missing::Account(id))
     }
 
-    pub(crate) fn remove_account(&mut self, id: i32) -> bool {
-        let removed = self.accounts.remove(&id).is_some();
-        if removed {
-            self.send_tokens.retain(|_, (account, _)| *account != id);
-            self.stats.forget_account(id);
-        }
-        removed
+    /// Enables or disables account `id` at `now`; returns its new record.
+    pub(crate) fn set_enabled(
+        &mut self,
+        id: i32,
+        enabled: bool,
+        now: Timestamp,
+    ) -> Result<Value, Missing> {
+        let account = self.accounts.get_mut(&id).ok_or(Missing::Account(id))?;
+        account.enabled = enabled;
+        account.updated_at = now;
+        self.record(id).ok_or(Missing::Account(id))
+    }
+
+    /// Replaces the allow-list of an API token; returns the token's new record.
+    pub(crate) fn set_token_nets(
+        &mut self,
+        account: i32,
+        token: i32,
+        nets: Vec<IpNet>,
+    ) -> Result<Value, Missing> {
+        let found = self
+            .accounts
+            .get_mut(&account)
+            .ok_or(Missing::Account(account))?
+            .api_tokens
+            .iter_mut()
+            .find(|t| t.id == token)
+            .ok_or(Missing::Token { account, token })?;
+        found.allow_nets = nets;
+        Ok(found.record())
     }
 }
 
@@ -621,21 +647,5 @@ mod tests {
         assert_eq!(catalogue.register("news.example"), "D000000102");
         assert_eq!(catalogue.register("SHOP.example"), "D000000101");
         assert_eq!(catalogue.name_of("D000000102"), Some("news.example"));
-    }
-
-    #[test]
-    fn restricted_suppression_entries_apply_only_to_their_accounts() {
-        let mut world = World::default();
-        world.suppress(
-            "Someone@Example.net",
-            SuppressionReason::Bounce,
-            Some(vec!["7".into()]),
-            Timestamp::UNIX_EPOCH,
-        );
-        assert_eq!(
-            world.suppression_for("someone@example.net", 7),
-            Some(SuppressionReason::Bounce)
-        );
-        assert_eq!(world.suppression_for("someone@example.net", 8), None);
     }
 }

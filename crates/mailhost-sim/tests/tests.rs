@@ -1,0 +1,30 @@
+//! The simulator through its public API: router tests through `tower::ServiceExt::oneshot`, and
+//! loopback servers where only a socket shows the behaviour. One module per area.
+
+// The test fleet, routers and loopback servers over it, request builders, answer readers.
+mod helpers;
+
+// Management API authentication, identifiers, and JSON errors for unknown paths and methods.
+mod auth;
+// Delivery account records and updates, API tokens, suppression entries.
+mod accounts;
+// The Send API: tokens, allow-lists, quota, suppression, size limits.
+mod send;
+// Sending statistics: outcomes per recipient, local days, retention.
+mod statistics;
+// Mail tracing: the dashboard and the daily statistics.
+mod tracemail;
+// Migration statistics.
+mod migrations;
+// Email account (mailbox) records.
+mod mailboxes;
+// Injected faults on the wire, route by route.
+mod faults;
+// The faults a table-driven exporter test injects: bodies, 429 variants, statuses, only_ids.
+mod fault_table;
+// The `/_sim/` control plane.
+mod control_plane;
+// Configurations the simulator refuses.
+mod config;
+// The demo fleet and demo traffic over a real server.
+mod demo;

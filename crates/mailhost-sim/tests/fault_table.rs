@@ -99,15 +99,16 @@ async fn a_slow_body_times_out_a_short_client_only_while_reading_the_body() {
     let sim = sim();
     sim.set_fault(
         Route::DeliveryAccountGet,
-        fault(|f| f.slow_body = Some(Duration::from_millis(900))),
+        fault(|f| f.slow_body = Some(Duration::from_millis(2400))),
     );
     let Served { addr, shutdown, .. } = serve(&sim).await;
 
+    // The headers come at once and the client's whole-request timeout runs out in the body; its
+    // margin is wide so that a slow machine still gets the headers in time.
     let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(300))
+        .timeout(Duration::from_millis(1200))
         .build()
         .expect("client");
-    let started = std::time::Instant::now();
     let response = impatient
         .get(account_url(addr, 1))
         .header(MANAGEMENT_TOKEN_HEADER, TOKEN)
@@ -115,7 +116,6 @@ async fn a_slow_body_times_out_a_short_client_only_while_reading_the_body() {
         .await
         .expect("headers arrive within the timeout");
     assert_eq!(response.status(), reqwest::StatusCode::OK);
-    assert!(started.elapsed() < Duration::from_millis(300));
     let error = response.bytes().await.expect_err("the body is too slow");
     assert!(error.is_timeout(), "{error:?}");
 
@@ -129,7 +129,7 @@ async fn a_slow_body_times_out_a_short_client_only_while_reading_the_body() {
         .json()
         .await
         .expect("a patient client gets the whole body");
-    assert!(started.elapsed() >= Duration::from_millis(800));
+    assert!(started.elapsed() >= Duration::from_millis(2300));
     assert_eq!(Some(body["resources"][0].clone()), sim.account_record(1));
     shutdown.cancel();
 }

@@ -15,7 +15,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
 use crate::config::BreakerPolicy;
-use crate::labels::{Endpoint, FailureReason};
+use crate::upstream::error::{Endpoint, FailureReason};
 
 /// Most circuits with a failure on record at once.
 pub const MAX_CIRCUITS: usize = 1_000_000;

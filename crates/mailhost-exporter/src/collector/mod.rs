@@ -356,3 +356,125 @@ pub struct Context {
     pub client: Client,
     pub clock: Clock,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(collectors_yaml: &str) -> Vec<CollectorSpec> {
+        let yaml = format!("api:\n  base_url: http://127.0.0.1:1\ncollectors:\n{collectors_yaml}");
+        CollectorSpec::from_config(&Config::parse(&yaml, Some("t".into())).unwrap())
+    }
+
+    const ALL: &str = "  delivery_account:\n    accounts: [1001, 1002]
+  tracemail_dashboard:\n    views: [{account: 1001}, {domain: shop.example}]
+  tracemail_daily:\n    accounts: [1003]
+  migration:\n    migrations: [MG00000001]
+  mailbox:\n    mailboxes: [{domain: D000000001, mailbox: EA00000001}]\n";
+
+    #[test]
+    fn every_area_gets_its_row_with_its_targets_in_configured_order() {
+        let specs = specs(ALL);
+        let rows: Vec<_> = specs
+            .iter()
+            .map(|s| (s.name, s.endpoints(), s.targets.clone()))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    CollectorName::DeliveryAccount,
+                    &[Endpoint::DeliveryAccount][..],
+                    vec![Target::DeliveryAccount(1001), Target::DeliveryAccount(1002)]
+                ),
+                (
+                    CollectorName::TracemailDashboard,
+                    &[Endpoint::TracemailDashboard][..],
+                    vec![
+                        Target::DashboardView(View::All),
+                        Target::DashboardView(View::Account(1001)),
+                        Target::DashboardView(View::Domain("shop.example".into())),
+                    ]
+                ),
+                (
+                    CollectorName::TracemailDaily,
+                    &[Endpoint::TracemailDaily, Endpoint::TracemailDomainsRank][..],
+                    vec![Target::DailyAccount(1003)]
+                ),
+                (
+                    CollectorName::Migration,
+                    &[Endpoint::MigrationStats][..],
+                    vec![Target::Migration("MG00000001".into())]
+                ),
+                (
+                    CollectorName::Mailbox,
+                    &[Endpoint::EmailAccount][..],
+                    vec![Target::Mailbox(MailboxTarget {
+                        domain: "D000000001".into(),
+                        mailbox: "EA00000001".into(),
+                    })]
+                ),
+            ]
+        );
+        for s in &specs {
+            assert_eq!(s.schedule, s.collector.schedule(), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn jobs_come_in_the_order_asked_and_only_for_configured_targets() {
+        let spec = specs("  delivery_account:\n    accounts: [1, 2, 3]\n").remove(0);
+        let asked = [
+            Target::DeliveryAccount(3),
+            Target::DeliveryAccount(9),
+            Target::DeliveryAccount(1),
+        ];
+        let got: Vec<_> = spec
+            .jobs_for(&asked)
+            .into_iter()
+            .map(|j| j.target)
+            .collect();
+        assert_eq!(
+            got,
+            vec![Target::DeliveryAccount(3), Target::DeliveryAccount(1)]
+        );
+    }
+
+    #[test]
+    fn only_a_change_in_how_targets_are_fetched_counts_as_other_settings() {
+        let daily = |extra: &str| {
+            specs(&format!("  tracemail_daily:\n    accounts: [1]\n{extra}"))
+                .remove(0)
+                .collector
+        };
+        let base = daily("");
+        assert!(base.same_settings(&daily("")));
+        assert!(
+            base.same_settings(
+                &specs("  tracemail_daily:\n    accounts: [1, 2]\n")
+                    .remove(0)
+                    .collector
+            ),
+            "another target list is the same settings"
+        );
+        assert!(!base.same_settings(&daily("    top_domains: 3\n")));
+        assert!(!base.same_settings(&daily("    timezone: Europe/Rome\n")));
+        let dashboard = |extra: &str| {
+            specs(&format!("  tracemail_dashboard:\n{extra}"))
+                .remove(0)
+                .collector
+        };
+        assert!(dashboard("    limit: 5\n").same_settings(&dashboard("    limit: 5\n")));
+        assert!(!dashboard("    limit: 5\n").same_settings(&dashboard("    limit: 6\n")));
+        assert!(
+            !base.same_settings(&dashboard("    limit: 5\n")),
+            "another area"
+        );
+        let delivery = specs("  delivery_account:\n    accounts: [1]\n").remove(0);
+        assert!(
+            delivery
+                .collector
+                .same_settings(&delivery.collector.clone())
+        );
+    }
+}

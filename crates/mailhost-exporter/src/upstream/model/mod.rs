@@ -285,6 +285,61 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
+    fn bytes(v: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn a_record_that_is_not_an_object_is_unreadable_and_names_the_record() {
+        use serde_json::json;
+        let body = bytes(json!({"resources": ["x"]}));
+        let record = DeliveryAccount::decode(&body).unwrap();
+        let e = DeliveryAccount::read(&record, &()).unwrap_err();
+        assert_eq!(e.detail, "the account record is not a JSON object");
+        assert!(e.problem.is_some(), "the record itself is the problem");
+        let e = Mailbox::read(&record, &()).unwrap_err();
+        assert_eq!(e.detail, "the email account record is not a JSON object");
+        let params = DashboardParams {
+            date_format: crate::config::DateFormat::default(),
+            today: jiff::civil::Date::constant(2026, 11, 22),
+            limit: 5,
+        };
+        let e = Dashboard::read(&record, &params).unwrap_err();
+        assert_eq!(e.detail, "the dashboard record is not a JSON object");
+    }
+
+    #[test]
+    fn an_answer_with_no_days_is_unreadable_but_no_field_is_at_fault() {
+        use serde_json::json;
+        let days = DailyStats::decode(&bytes(json!({"resources": []}))).unwrap();
+        let params = DailyParams {
+            date_format: crate::config::DateFormat::default(),
+            today: jiff::civil::Date::constant(2026, 11, 22),
+        };
+        let e = DailyStats::read(&days, &params).unwrap_err();
+        assert_eq!(e.problem, None);
+        assert_eq!(e.detail, "resources is empty: no days in the answer");
+        let (ranks, problems) = DomainsRank::read(&days, &5).unwrap();
+        assert!(
+            ranks.0.is_empty() && problems.is_empty(),
+            "no domains is an answer"
+        );
+    }
+
+    #[test]
+    fn an_empty_or_missing_aggregate_fails_to_decode() {
+        use serde_json::json;
+        for (body, detail) in [
+            (json!({"aggregate": {}}), "aggregate is empty"),
+            (json!({"other": 1}), "no aggregate object in the body"),
+        ] {
+            let e = Migration::decode(&bytes(body)).unwrap_err();
+            assert_eq!(e.detail, detail);
+        }
+        let aggregate = Migration::decode(&bytes(json!({"aggregate": {"total": 3}}))).unwrap();
+        assert!(Migration::read(&aggregate, &()).is_ok());
+    }
+
     #[test]
     fn dates_are_read_in_every_documented_form() {
         let want = 1_795_334_400.0; // 2026-11-22T08:00:00Z

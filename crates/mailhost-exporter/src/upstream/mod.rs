@@ -233,8 +233,9 @@ impl Client {
     }
 
     /// Makes a read call: attempts within the concurrency bound, the timeout and the deadline,
-    /// retried with exponential back-off and jitter on `timeout`, `connect`, `server_error` and
-    /// `rate_limited` (honouring `Retry-After`), never on other answers; behind the endpoint's
+    /// retried with exponential back-off and jitter on the reasons of
+    /// [`FailureReason::TRANSIENT`] (honouring `Retry-After`), never on other answers; behind the
+    /// target's
     /// circuit breaker. All our calls are reads (GETs and the dashboard POST, which changes
     /// nothing), so retrying them is safe. `target` names the circuit: the account id, view,
     /// migration or mailbox code.

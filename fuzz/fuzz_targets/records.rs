@@ -11,7 +11,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use mailhost_exporter::collector::tracemail_daily::DailyData;
 use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
-use mailhost_exporter::collector::{CollectorSpec, Settings, Target, TargetData};
+use mailhost_exporter::collector::{Collector, CollectorSpec, TargetData};
 use mailhost_exporter::config::Config;
 use mailhost_exporter::exposition::{EOF, Format, MAX_LABEL_VALUE_LEN, write_families};
 use mailhost_exporter::metrics;
@@ -75,8 +75,8 @@ fn items(bytes: &[u8], body: &Value) -> Vec<Vec<Value>> {
 fn data(spec: &CollectorSpec, bytes: &[u8], body: &Value) -> Vec<TargetData> {
     let today = jiff::civil::Date::constant(2026, 11, 22);
     let mut out = Vec::new();
-    match &spec.settings {
-        Settings::Dashboard(cfg) => {
+    match &spec.collector {
+        Collector::TracemailDashboard(cfg) => {
             for r in both(bytes, body, DASHBOARD_FIELDS).into_iter().flatten() {
                 if let Ok((dashboard, _)) =
                     read_dashboard(&r, &cfg.date_format, today, cfg.limit as usize)
@@ -88,41 +88,38 @@ fn data(spec: &CollectorSpec, bytes: &[u8], body: &Value) -> Vec<TargetData> {
                 }
             }
         }
-        Settings::Daily(cfg) => {
+        Collector::TracemailDaily(cfg) => {
             for list in items(bytes, body) {
                 let (stats, _) = read_daily(&list, &cfg.date_format, today);
                 let (domains, _) = read_domains_rank(&list, cfg.top_domains);
                 out.push(TargetData::Daily(DailyData { stats, domains }));
             }
         }
-        Settings::None => match spec.targets[0] {
-            Target::DeliveryAccount(_) => {
-                for r in both(bytes, body, DeliveryAccount::FIELDS)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Ok((a, _)) = DeliveryAccount::from_record(&r) {
-                        out.push(TargetData::DeliveryAccount(a));
-                    }
+        Collector::DeliveryAccount(_) => {
+            for r in both(bytes, body, DeliveryAccount::FIELDS)
+                .into_iter()
+                .flatten()
+            {
+                if let Ok((a, _)) = DeliveryAccount::from_record(&r) {
+                    out.push(TargetData::DeliveryAccount(a));
                 }
             }
-            Target::Migration(_) => {
-                let decoded = aggregate(bytes).ok().flatten();
-                for a in [decoded.as_ref(), Some(body)].into_iter().flatten() {
-                    if let Ok((m, _)) = Migration::from_aggregate(a) {
-                        out.push(TargetData::Migration(m));
-                    }
+        }
+        Collector::Migration(_) => {
+            let decoded = aggregate(bytes).ok().flatten();
+            for a in [decoded.as_ref(), Some(body)].into_iter().flatten() {
+                if let Ok((m, _)) = Migration::from_aggregate(a) {
+                    out.push(TargetData::Migration(m));
                 }
             }
-            Target::Mailbox(_) => {
-                for r in both(bytes, body, Mailbox::FIELDS).into_iter().flatten() {
-                    if let Ok((m, _)) = Mailbox::from_record(&r) {
-                        out.push(TargetData::Mailbox(m));
-                    }
+        }
+        Collector::Mailbox(_) => {
+            for r in both(bytes, body, Mailbox::FIELDS).into_iter().flatten() {
+                if let Ok((m, _)) = Mailbox::from_record(&r) {
+                    out.push(TargetData::Mailbox(m));
                 }
             }
-            _ => {}
-        },
+        }
     }
     out
 }

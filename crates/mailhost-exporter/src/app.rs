@@ -12,14 +12,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use secrecy::ExposeSecret as _;
-
 use crate::collector::{Clock, CollectorSpec, Context};
-use crate::config::{ApiConfig, Config, TOKEN_ENV};
+use crate::config::{ApiConfig, Config};
 use crate::scraper::Scraper;
 use crate::snapshot::Store;
 use crate::telemetry::Telemetry;
 use crate::upstream::breaker::{Breakers, CircuitKey};
+use crate::upstream::error::Endpoint;
 use crate::upstream::{BuildError, Client};
 use crate::web::serve::ServeOptions;
 use crate::web::web_config::{LiveWebConfig, WebConfig};
@@ -249,7 +248,7 @@ impl App {
             }
         };
         let Plan { specs, endpoints } = plan(&config);
-        let client = if same_client(&self.api, &config.api) {
+        let client = if self.ctx.client.calls_as(&config.api) {
             self.ctx.client.clone()
         } else {
             match Client::new(&config.api, telemetry.clone(), self.breakers.clone()) {
@@ -293,7 +292,7 @@ impl App {
 /// reload both go through here.
 struct Plan {
     specs: Vec<CollectorSpec>,
-    endpoints: Vec<crate::labels::Endpoint>,
+    endpoints: Vec<Endpoint>,
 }
 
 fn plan(config: &Config) -> Plan {
@@ -308,18 +307,7 @@ fn plan(config: &Config) -> Plan {
 /// Reads and validates the config file again.
 fn load_again(path: Option<&Path>) -> Result<Config, String> {
     let path = path.ok_or("there is no config file to reload (demo mode)")?;
-    Config::load(path, std::env::var(TOKEN_ENV).ok())
-        .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Whether a client built for `a` calls the provider exactly as one built for `b` would.
-fn same_client(a: &ApiConfig, b: &ApiConfig) -> bool {
-    a.base_url == b.base_url
-        && a.token.expose_secret() == b.token.expose_secret()
-        && a.timeout == b.timeout
-        && a.concurrency == b.concurrency
-        && a.max_response_bytes == b.max_response_bytes
-        && a.retry == b.retry
+    Config::load_with_env_token(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The circuit of every configured target: the endpoints its collector calls, keyed by the

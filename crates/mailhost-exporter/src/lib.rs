@@ -11,7 +11,6 @@ pub mod collector;
 pub mod config;
 pub mod demo;
 pub mod exposition;
-pub mod labels;
 pub mod logging;
 pub mod metrics;
 pub mod redact;

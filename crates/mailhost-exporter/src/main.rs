@@ -14,14 +14,12 @@ use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let env_token = std::env::var(TOKEN_ENV).ok();
-
     if cli.config_check {
         let path = cli
             .config_file
             .as_deref()
             .expect("clap requires --config.file with --config.check");
-        return match Config::load(path, env_token) {
+        return match Config::load_with_env_token(path) {
             Ok(_) => {
                 println!("ok");
                 ExitCode::SUCCESS
@@ -43,7 +41,7 @@ fn main() -> ExitCode {
 
     logging::init(cli.log_level, cli.log_format);
     raise_open_file_limit();
-    match run(cli, env_token) {
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Logging is set up by now: one line, in the format the operator chose.
@@ -53,7 +51,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli, env_token: Option<String>) -> anyhow::Result<()> {
+fn run(cli: Cli) -> anyhow::Result<()> {
     let web_config = match &cli.web_config_file {
         Some(path) => WebConfig::load(path)
             .with_context(|| format!("invalid web config {}", path.display()))?,
@@ -74,7 +72,7 @@ fn run(cli: Cli, env_token: Option<String>) -> anyhow::Result<()> {
     // Read and validate the config before starting anything, so a bad file exits at once.
     let config = match &cli.config_file {
         Some(path) => Some(
-            Config::load(path, env_token)
+            Config::load_with_env_token(path)
                 .with_context(|| format!("invalid config {}", path.display()))?,
         ),
         None => None,

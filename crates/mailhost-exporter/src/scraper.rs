@@ -17,10 +17,9 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::collector::{self, CollectorSpec, Context, Target, TargetData};
-use crate::labels::{CollectorName, FailureReason};
+use crate::collector::{CollectorName, CollectorSpec, Context, Target, TargetData};
 use crate::snapshot::Store;
-use crate::upstream::UpstreamError;
+use crate::upstream::error::{FailureReason, UpstreamError};
 
 /// Slack given to a collector past its deadline before its work is abandoned.
 const DEADLINE_GRACE: Duration = Duration::from_millis(100);
@@ -101,7 +100,8 @@ impl Scraper {
         for spec in specs {
             let same_schedule = self.running.get(&spec.name).is_some_and(|r| {
                 let current = &r.plan.borrow().spec;
-                current.schedule == spec.schedule && current.settings.same_as(&spec.settings)
+                current.schedule == spec.schedule
+                    && current.collector.same_settings(&spec.collector)
             });
             if same_schedule {
                 let r = &self.running[&spec.name];
@@ -251,16 +251,16 @@ async fn run_targets(
         client: ctx.client.until(until),
         clock: ctx.clock.clone(),
     };
+    let jobs = spec.jobs_for(&targets);
     let mut set = JoinSet::new();
-    for (i, target) in targets.iter().cloned().enumerate() {
-        let ctx = ctx.clone();
-        let settings = spec.settings.clone();
+    for (i, job) in jobs.iter().enumerate() {
+        let fetch = job.run(ctx.clone());
         set.spawn(async move {
             // The client stops its calls at the deadline; this only guards against a
             // collector that would keep working after it.
             let result = match tokio::time::timeout_at(
                 until.checked_add(DEADLINE_GRACE).unwrap_or(until),
-                collector::collect(&ctx, &settings, &target),
+                fetch,
             )
             .await
             {
@@ -276,7 +276,7 @@ async fn run_targets(
             (i, result)
         });
     }
-    let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; targets.len()];
+    let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; jobs.len()];
     while let Some(joined) = set.join_next().await {
         match joined {
             Ok((i, r)) => results[i] = Some(r),
@@ -286,12 +286,11 @@ async fn run_targets(
         }
     }
     // A target whose task died still gets a result, so it is reported failed, not forgotten.
-    targets
-        .into_iter()
+    jobs.into_iter()
         .zip(results)
-        .map(|(t, r)| {
+        .map(|(job, r)| {
             (
-                t,
+                job.target,
                 r.unwrap_or_else(|| {
                     Err(UpstreamError::new(
                         FailureReason::Decode,

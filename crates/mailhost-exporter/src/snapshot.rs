@@ -13,12 +13,11 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use jiff::Timestamp;
 
-use crate::collector::{CollectorSpec, Target, TargetData};
+use crate::collector::{CollectorName, CollectorSpec, Target, TargetData};
 use crate::config::Schedule;
 use crate::exposition::{Format, write_families};
-use crate::labels::{CollectorName, FailureReason};
 use crate::metrics;
-use crate::upstream::UpstreamError;
+use crate::upstream::error::{FailureReason, UpstreamError};
 
 /// What is known of one target.
 #[derive(Clone, Debug)]
@@ -362,16 +361,16 @@ mod tests {
     use crate::upstream::model::DeliveryAccount;
 
     fn spec() -> CollectorSpec {
-        CollectorSpec {
-            name: CollectorName::DeliveryAccount,
-            schedule: Schedule {
-                interval: Duration::from_secs(10),
-                deadline: Duration::from_secs(8),
-                max_age: Duration::from_secs(30),
+        CollectorSpec::new(crate::collector::Collector::DeliveryAccount(Arc::new(
+            crate::config::DeliveryAccountConfig {
+                schedule: Schedule {
+                    interval: Duration::from_secs(10),
+                    deadline: Duration::from_secs(8),
+                    max_age: Duration::from_secs(30),
+                },
+                accounts: vec![1, 2],
             },
-            targets: vec![Target::DeliveryAccount(1), Target::DeliveryAccount(2)],
-            settings: crate::collector::Settings::None,
-        }
+        )))
     }
 
     fn data(remaining: f64) -> TargetData {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::exposition::{Family, Unit};
-use crate::labels::{Endpoint, FailureReason};
+use crate::upstream::error::{Endpoint, FailureReason};
 
 /// Distinct `(endpoint, path)` shapes of parse problems logged at warn level. Paths come from
 /// the upstream's keys, so without a bound an upstream whose keys change on every answer would

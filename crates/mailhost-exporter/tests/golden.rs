@@ -5,16 +5,15 @@
 //! bounded decoder (from their bytes, with each call's field set), as a real answer does.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
 use mailhost_exporter::collector::tracemail_daily::DailyData;
 use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
-use mailhost_exporter::collector::{CollectorSpec, Settings, Target, TargetData};
-use mailhost_exporter::config::Config;
-use mailhost_exporter::config::Schedule;
+use mailhost_exporter::collector::{Collector, CollectorSpec, TargetData};
+use mailhost_exporter::config::{Config, DeliveryAccountConfig, Schedule};
 use mailhost_exporter::exposition::{Format, write_families};
-use mailhost_exporter::labels::CollectorName;
 use mailhost_exporter::metrics;
 use mailhost_exporter::snapshot::Snapshot;
 use mailhost_exporter::upstream::decode::aggregate;
@@ -93,12 +92,12 @@ fn check_dir(collector: &str, produce: impl Fn(&[u8]) -> String) {
 
 #[test]
 fn delivery_account_bodies_render_exactly_as_their_golden_files() {
-    let spec = CollectorSpec {
-        name: CollectorName::DeliveryAccount,
-        schedule: schedule(),
-        targets: vec![Target::DeliveryAccount(1004)],
-        settings: Settings::None,
-    };
+    let spec = CollectorSpec::new(Collector::DeliveryAccount(Arc::new(
+        DeliveryAccountConfig {
+            schedule: schedule(),
+            accounts: vec![1004],
+        },
+    )));
     check_dir("delivery_account", |body| {
         let record = first_resource(body, DeliveryAccount::FIELDS).unwrap();
         let (account, problems) = DeliveryAccount::from_record(&record).unwrap();
@@ -122,8 +121,8 @@ fn today() -> jiff::civil::Date {
 #[test]
 fn tracemail_dashboard_bodies_render_exactly_as_their_golden_files() {
     let spec = spec_from("  tracemail_dashboard:\n    interval: 60s\n");
-    let Settings::Dashboard(cfg) = spec.settings.clone() else {
-        unreachable!()
+    let Collector::TracemailDashboard(cfg) = spec.collector.clone() else {
+        panic!("the config holds a dashboard collector")
     };
     check_dir("tracemail_dashboard", |body| {
         let record = first_resource(body, DASHBOARD_FIELDS).unwrap();
@@ -140,8 +139,8 @@ fn tracemail_dashboard_bodies_render_exactly_as_their_golden_files() {
 #[test]
 fn tracemail_daily_bodies_render_exactly_as_their_golden_files() {
     let spec = spec_from("  tracemail_daily:\n    top_domains: 2\n    accounts: [1001]\n");
-    let Settings::Daily(cfg) = spec.settings.clone() else {
-        unreachable!()
+    let Collector::TracemailDaily(cfg) = spec.collector.clone() else {
+        panic!("the config holds a daily collector")
     };
     check_dir("tracemail_daily", |body| {
         // Both answers in one file: each is written back to bytes and decoded on its own.

@@ -10,18 +10,18 @@ use std::time::Duration;
 use jiff::Timestamp;
 use mailhost_exporter::collector::tracemail_daily::DailyData;
 use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
-use mailhost_exporter::collector::{CollectorSpec, Settings, Target, TargetData};
+use mailhost_exporter::collector::{Collector, CollectorSpec, Target, TargetData};
 use mailhost_exporter::config::Config;
 use mailhost_exporter::exposition::{EOF, Format, MAX_LABEL_VALUE_LEN, write_families};
-use mailhost_exporter::labels::FailureReason;
 use mailhost_exporter::metrics;
 use mailhost_exporter::snapshot::Snapshot;
 use mailhost_exporter::upstream::decode::aggregate;
+use mailhost_exporter::upstream::error::{FailureReason, UpstreamError};
 use mailhost_exporter::upstream::model::{
     DASHBOARD_FIELDS, DeliveryAccount, Mailbox, Migration, read_daily, read_dashboard,
     read_domains_rank,
 };
-use mailhost_exporter::upstream::{Fields, UpstreamError, first_resource, resources};
+use mailhost_exporter::upstream::{Fields, first_resource, resources};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree as _;
 use proptest::test_runner::TestRunner;
@@ -576,8 +576,8 @@ fn delivery_account(body: Value) -> Outcome {
 }
 
 fn dashboard(spec: &CollectorSpec, body: Value) -> Outcome {
-    let Settings::Dashboard(cfg) = &spec.settings else {
-        unreachable!()
+    let Collector::TracemailDashboard(cfg) = &spec.collector else {
+        panic!("a dashboard spec")
     };
     let record = first_resource(&bytes(&body), DASHBOARD_FIELDS)?;
     let (dashboard, _) = read_dashboard(&record, &cfg.date_format, today(), cfg.limit as usize)
@@ -589,8 +589,8 @@ fn dashboard(spec: &CollectorSpec, body: Value) -> Outcome {
 }
 
 fn daily(spec: &CollectorSpec, days: Value, ranks: Value) -> Outcome {
-    let Settings::Daily(cfg) = &spec.settings else {
-        unreachable!()
+    let Collector::TracemailDaily(cfg) = &spec.collector else {
+        panic!("a daily spec")
     };
     let days = resources(&bytes(&days), Fields::All)?;
     let ranks = resources(&bytes(&ranks), Fields::All)?;

@@ -2,17 +2,11 @@
 //! giving quota, plan dates and status.
 
 use super::Context;
-use crate::labels::Endpoint;
-use crate::upstream::UpstreamError;
+use crate::upstream::error::UpstreamError;
 use crate::upstream::model::DeliveryAccount;
 
 pub type AccountData = DeliveryAccount;
 
-pub async fn collect(ctx: &Context, id: i32) -> Result<AccountData, UpstreamError> {
-    let record = ctx.client.delivery_account(id).await?;
-    let endpoint = Endpoint::DeliveryAccount;
-    let (account, problems) = DeliveryAccount::from_record(&record)
-        .map_err(|p| ctx.unreadable(endpoint, p, "the account record"))?;
-    ctx.report(endpoint, problems);
-    Ok(account)
+pub async fn collect(ctx: Context, id: i32) -> Result<AccountData, UpstreamError> {
+    ctx.client.delivery_account(id).await
 }

@@ -3,20 +3,13 @@
 
 use super::Context;
 use crate::config::MailboxTarget;
-use crate::labels::Endpoint;
-use crate::upstream::UpstreamError;
+use crate::upstream::error::UpstreamError;
 use crate::upstream::model::Mailbox;
 
 pub type MailboxData = Mailbox;
 
-pub async fn collect(ctx: &Context, target: &MailboxTarget) -> Result<MailboxData, UpstreamError> {
-    let record = ctx
-        .client
+pub async fn collect(ctx: Context, target: MailboxTarget) -> Result<MailboxData, UpstreamError> {
+    ctx.client
         .email_account(&target.domain, &target.mailbox)
-        .await?;
-    let endpoint = Endpoint::EmailAccount;
-    let (mailbox, problems) = Mailbox::from_record(&record)
-        .map_err(|p| ctx.unreadable(endpoint, p, "the email account record"))?;
-    ctx.report(endpoint, problems);
-    Ok(mailbox)
+        .await
 }

@@ -1,6 +1,12 @@
 //! Collectors: one per API area. A collector knows which upstream calls to make for its
-//! targets and turns the answers into plain data for the snapshot; it knows nothing of the
-//! exposition format. The scheduler that runs them lives in [`crate::scraper`].
+//! targets and turns the typed answers into plain data for the snapshot; it knows nothing of
+//! the exposition format, nor of self-metrics (the client counts its own failures and parse
+//! problems). The scheduler that runs them lives in [`crate::scraper`].
+//!
+//! A configured collector is a [`Collector`]: one variant per area holding that area's
+//! validated config, so each area's `collect` gets its own typed settings and no other. The
+//! table of areas is the set of matches in `impl Collector`: name, endpoints, schedule, jobs
+//! (the collect function of each target) and settings; adding an area adds one row to each.
 
 pub mod delivery_account;
 pub mod mailbox;
@@ -8,17 +14,50 @@ pub mod migration;
 pub mod tracemail_daily;
 pub mod tracemail_dashboard;
 
+use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use crate::config::{Config, DailyConfig, DashboardConfig, MailboxTarget, Schedule, View};
-use crate::labels::{CollectorName, Endpoint, FailureReason};
-use crate::upstream::model::ParseProblem;
-use crate::upstream::{Client, UpstreamError};
+use crate::config::{
+    Config, DailyConfig, DashboardConfig, DeliveryAccountConfig, MailboxConfig, MailboxTarget,
+    MigrationConfig, Schedule, View,
+};
+use crate::upstream::Client;
+use crate::upstream::error::{Endpoint, UpstreamError};
 
-/// One thing a collector fetches on each run.
+/// A collector: one API area, with its own switch, interval and health series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CollectorName {
+    DeliveryAccount,
+    TracemailDashboard,
+    TracemailDaily,
+    Migration,
+    Mailbox,
+}
+
+impl CollectorName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CollectorName::DeliveryAccount => "delivery_account",
+            CollectorName::TracemailDashboard => "tracemail_dashboard",
+            CollectorName::TracemailDaily => "tracemail_daily",
+            CollectorName::Migration => "migration",
+            CollectorName::Mailbox => "mailbox",
+        }
+    }
+}
+
+impl fmt::Display for CollectorName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One thing a collector fetches on each run, as the snapshot knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
     DeliveryAccount(i32),
@@ -29,7 +68,7 @@ pub enum Target {
 }
 
 impl fmt::Display for Target {
-    /// The value of the `target` label.
+    /// The value of the `target` label, and the name of the target's circuit.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Target::DeliveryAccount(id) | Target::DailyAccount(id) => write!(f, "{id}"),
@@ -52,116 +91,241 @@ pub enum TargetData {
     Mailbox(mailbox::MailboxData),
 }
 
-/// Settings a collector needs beyond its targets.
+/// A configured collector: one variant per API area, each with that area's validated config
+/// (its schedule, targets and settings).
 #[derive(Clone, Debug)]
-pub enum Settings {
-    None,
-    Dashboard(Arc<DashboardConfig>),
-    Daily(Arc<DailyConfig>),
+pub enum Collector {
+    DeliveryAccount(Arc<DeliveryAccountConfig>),
+    TracemailDashboard(Arc<DashboardConfig>),
+    TracemailDaily(Arc<DailyConfig>),
+    Migration(Arc<MigrationConfig>),
+    Mailbox(Arc<MailboxConfig>),
 }
 
-impl Settings {
-    /// Whether a collector running with `self` would fetch its targets exactly as with `other`
-    /// (the target lists themselves are not compared).
-    pub fn same_as(&self, other: &Settings) -> bool {
+impl Collector {
+    /// The enabled collectors of a config, in a stable order.
+    pub fn from_config(config: &Config) -> Vec<Collector> {
+        let c = &config.collectors;
+        [
+            c.delivery_account
+                .clone()
+                .map(|x| Collector::DeliveryAccount(Arc::new(x))),
+            c.tracemail_dashboard
+                .clone()
+                .map(|x| Collector::TracemailDashboard(Arc::new(x))),
+            c.tracemail_daily
+                .clone()
+                .map(|x| Collector::TracemailDaily(Arc::new(x))),
+            c.migration
+                .clone()
+                .map(|x| Collector::Migration(Arc::new(x))),
+            c.mailbox.clone().map(|x| Collector::Mailbox(Arc::new(x))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    pub fn name(&self) -> CollectorName {
+        match self {
+            Collector::DeliveryAccount(_) => CollectorName::DeliveryAccount,
+            Collector::TracemailDashboard(_) => CollectorName::TracemailDashboard,
+            Collector::TracemailDaily(_) => CollectorName::TracemailDaily,
+            Collector::Migration(_) => CollectorName::Migration,
+            Collector::Mailbox(_) => CollectorName::Mailbox,
+        }
+    }
+
+    /// The upstream endpoints this collector calls (for zero-initialised counters and for the
+    /// circuits a reload keeps).
+    pub fn endpoints(&self) -> &'static [Endpoint] {
+        match self {
+            Collector::DeliveryAccount(_) => &[Endpoint::DeliveryAccount],
+            Collector::TracemailDashboard(_) => &[Endpoint::TracemailDashboard],
+            Collector::TracemailDaily(_) => {
+                &[Endpoint::TracemailDaily, Endpoint::TracemailDomainsRank]
+            }
+            Collector::Migration(_) => &[Endpoint::MigrationStats],
+            Collector::Mailbox(_) => &[Endpoint::EmailAccount],
+        }
+    }
+
+    pub fn schedule(&self) -> Schedule {
+        match self {
+            Collector::DeliveryAccount(c) => c.schedule,
+            Collector::TracemailDashboard(c) => c.schedule,
+            Collector::TracemailDaily(c) => c.schedule,
+            Collector::Migration(c) => c.schedule,
+            Collector::Mailbox(c) => c.schedule,
+        }
+    }
+
+    /// Every configured target with the fetch of it, in configured order.
+    pub fn jobs(&self) -> Vec<Job> {
+        match self {
+            Collector::DeliveryAccount(c) => c
+                .accounts
+                .iter()
+                .map(|&id| {
+                    Job::new(
+                        Target::DeliveryAccount(id),
+                        move |ctx| delivery_account::collect(ctx, id),
+                        TargetData::DeliveryAccount,
+                    )
+                })
+                .collect(),
+            Collector::TracemailDashboard(c) => c
+                .views
+                .iter()
+                .map(|view| {
+                    let (c, v) = (c.clone(), view.clone());
+                    Job::new(
+                        Target::DashboardView(view.clone()),
+                        move |ctx| tracemail_dashboard::collect(ctx, c.clone(), v.clone()),
+                        TargetData::Dashboard,
+                    )
+                })
+                .collect(),
+            Collector::TracemailDaily(c) => c
+                .accounts
+                .iter()
+                .map(|&id| {
+                    let c = c.clone();
+                    Job::new(
+                        Target::DailyAccount(id),
+                        move |ctx| tracemail_daily::collect(ctx, c.clone(), id),
+                        TargetData::Daily,
+                    )
+                })
+                .collect(),
+            Collector::Migration(c) => c
+                .migrations
+                .iter()
+                .map(|code| {
+                    let code = code.clone();
+                    Job::new(
+                        Target::Migration(code.clone()),
+                        move |ctx| migration::collect(ctx, code.clone()),
+                        TargetData::Migration,
+                    )
+                })
+                .collect(),
+            Collector::Mailbox(c) => c
+                .mailboxes
+                .iter()
+                .map(|m| {
+                    let m = m.clone();
+                    Job::new(
+                        Target::Mailbox(m.clone()),
+                        move |ctx| mailbox::collect(ctx, m.clone()),
+                        TargetData::Mailbox,
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether this collector fetches each target exactly as `other` would: the same area with
+    /// the same settings (schedules and target lists are not compared).
+    pub fn same_settings(&self, other: &Collector) -> bool {
         match (self, other) {
-            (Settings::None, Settings::None) => true,
-            (Settings::Dashboard(a), Settings::Dashboard(b)) => {
+            (Collector::TracemailDashboard(a), Collector::TracemailDashboard(b)) => {
                 a.timezone_name == b.timezone_name
                     && a.date_format == b.date_format
                     && a.limit == b.limit
             }
-            (Settings::Daily(a), Settings::Daily(b)) => {
+            (Collector::TracemailDaily(a), Collector::TracemailDaily(b)) => {
                 a.timezone == b.timezone
                     && a.date_format == b.date_format
                     && a.top_domains == b.top_domains
             }
+            (Collector::DeliveryAccount(_), Collector::DeliveryAccount(_))
+            | (Collector::Migration(_), Collector::Migration(_))
+            | (Collector::Mailbox(_), Collector::Mailbox(_)) => true,
+            // Another area: never the same, so a collector is restarted rather than kept wrongly.
             _ => false,
         }
     }
 }
 
-/// A collector as configured: its schedule, targets and settings.
+/// One target's fetch, ready to run.
+pub type Fetch = Pin<Box<dyn Future<Output = Result<TargetData, UpstreamError>> + Send>>;
+
+/// One target of a collector, with the fetch of it (its area's collect function, bound to its
+/// settings and target).
+#[derive(Clone)]
+pub struct Job {
+    pub target: Target,
+    fetch: Arc<dyn Fn(Context) -> Fetch + Send + Sync>,
+}
+
+impl Job {
+    fn new<T: 'static, F, Fut>(target: Target, collect: F, data: fn(T) -> TargetData) -> Job
+    where
+        F: Fn(Context) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, UpstreamError>> + Send + 'static,
+    {
+        Job {
+            target,
+            fetch: Arc::new(move |ctx| {
+                let fetched = collect(ctx);
+                Box::pin(async move { fetched.await.map(data) })
+            }),
+        }
+    }
+
+    pub fn run(&self, ctx: Context) -> Fetch {
+        (self.fetch)(ctx)
+    }
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job").field("target", &self.target).finish()
+    }
+}
+
+/// A collector as the scheduler and the snapshot see it: its name, schedule and targets, read
+/// once from its [`Collector`].
 #[derive(Clone, Debug)]
 pub struct CollectorSpec {
     pub name: CollectorName,
     pub schedule: Schedule,
     pub targets: Vec<Target>,
-    pub settings: Settings,
+    pub collector: Collector,
 }
 
 impl CollectorSpec {
-    /// The enabled collectors of a config, in a stable order.
-    pub fn from_config(config: &Config) -> Vec<CollectorSpec> {
-        let c = &config.collectors;
-        let mut specs = Vec::new();
-        if let Some(d) = &c.delivery_account {
-            specs.push(CollectorSpec {
-                name: CollectorName::DeliveryAccount,
-                schedule: d.schedule,
-                targets: d
-                    .accounts
-                    .iter()
-                    .map(|id| Target::DeliveryAccount(*id))
-                    .collect(),
-                settings: Settings::None,
-            });
+    pub fn new(collector: Collector) -> Self {
+        CollectorSpec {
+            name: collector.name(),
+            schedule: collector.schedule(),
+            targets: collector.jobs().into_iter().map(|j| j.target).collect(),
+            collector,
         }
-        if let Some(d) = &c.tracemail_dashboard {
-            specs.push(CollectorSpec {
-                name: CollectorName::TracemailDashboard,
-                schedule: d.schedule,
-                targets: d.views.iter().cloned().map(Target::DashboardView).collect(),
-                settings: Settings::Dashboard(Arc::new(d.clone())),
-            });
-        }
-        if let Some(d) = &c.tracemail_daily {
-            specs.push(CollectorSpec {
-                name: CollectorName::TracemailDaily,
-                schedule: d.schedule,
-                targets: d
-                    .accounts
-                    .iter()
-                    .map(|id| Target::DailyAccount(*id))
-                    .collect(),
-                settings: Settings::Daily(Arc::new(d.clone())),
-            });
-        }
-        if let Some(m) = &c.migration {
-            specs.push(CollectorSpec {
-                name: CollectorName::Migration,
-                schedule: m.schedule,
-                targets: m
-                    .migrations
-                    .iter()
-                    .cloned()
-                    .map(Target::Migration)
-                    .collect(),
-                settings: Settings::None,
-            });
-        }
-        if let Some(m) = &c.mailbox {
-            specs.push(CollectorSpec {
-                name: CollectorName::Mailbox,
-                schedule: m.schedule,
-                targets: m.mailboxes.iter().cloned().map(Target::Mailbox).collect(),
-                settings: Settings::None,
-            });
-        }
-        specs
     }
 
-    /// The upstream endpoints this collector calls (for zero-initialised counters).
+    /// The enabled collectors of a config, in a stable order.
+    pub fn from_config(config: &Config) -> Vec<CollectorSpec> {
+        Collector::from_config(config)
+            .into_iter()
+            .map(CollectorSpec::new)
+            .collect()
+    }
+
     pub fn endpoints(&self) -> &'static [Endpoint] {
-        match self.name {
-            CollectorName::DeliveryAccount => &[Endpoint::DeliveryAccount],
-            CollectorName::TracemailDashboard => &[Endpoint::TracemailDashboard],
-            CollectorName::TracemailDaily => {
-                &[Endpoint::TracemailDaily, Endpoint::TracemailDomainsRank]
-            }
-            CollectorName::Migration => &[Endpoint::MigrationStats],
-            CollectorName::Mailbox => &[Endpoint::EmailAccount],
-        }
+        self.collector.endpoints()
+    }
+
+    /// The jobs of `targets` that this collector has, in the order given.
+    pub fn jobs_for(&self, targets: &[Target]) -> Vec<Job> {
+        let mut jobs: HashMap<Target, Job> = self
+            .collector
+            .jobs()
+            .into_iter()
+            .map(|j| (j.target.clone(), j))
+            .collect();
+        targets.iter().filter_map(|t| jobs.remove(t)).collect()
     }
 }
 
@@ -197,55 +361,124 @@ pub struct Context {
     pub clock: Clock,
 }
 
-impl Context {
-    /// Counts and logs the problems of a readable answer.
-    pub fn report(&self, endpoint: Endpoint, problems: Vec<ParseProblem>) {
-        for p in problems {
-            self.client
-                .telemetry()
-                .parse_problem(endpoint, &p.path, &p.found);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn specs(collectors_yaml: &str) -> Vec<CollectorSpec> {
+        let yaml = format!("api:\n  base_url: http://127.0.0.1:1\ncollectors:\n{collectors_yaml}");
+        CollectorSpec::from_config(&Config::parse(&yaml, Some("t".into())).unwrap())
+    }
+
+    const ALL: &str = "  delivery_account:\n    accounts: [1001, 1002]
+  tracemail_dashboard:\n    views: [{account: 1001}, {domain: shop.example}]
+  tracemail_daily:\n    accounts: [1003]
+  migration:\n    migrations: [MG00000001]
+  mailbox:\n    mailboxes: [{domain: D000000001, mailbox: EA00000001}]\n";
+
+    #[test]
+    fn every_area_gets_its_row_with_its_targets_in_configured_order() {
+        let specs = specs(ALL);
+        let rows: Vec<_> = specs
+            .iter()
+            .map(|s| (s.name, s.endpoints(), s.targets.clone()))
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    CollectorName::DeliveryAccount,
+                    &[Endpoint::DeliveryAccount][..],
+                    vec![Target::DeliveryAccount(1001), Target::DeliveryAccount(1002)]
+                ),
+                (
+                    CollectorName::TracemailDashboard,
+                    &[Endpoint::TracemailDashboard][..],
+                    vec![
+                        Target::DashboardView(View::All),
+                        Target::DashboardView(View::Account(1001)),
+                        Target::DashboardView(View::Domain("shop.example".into())),
+                    ]
+                ),
+                (
+                    CollectorName::TracemailDaily,
+                    &[Endpoint::TracemailDaily, Endpoint::TracemailDomainsRank][..],
+                    vec![Target::DailyAccount(1003)]
+                ),
+                (
+                    CollectorName::Migration,
+                    &[Endpoint::MigrationStats][..],
+                    vec![Target::Migration("MG00000001".into())]
+                ),
+                (
+                    CollectorName::Mailbox,
+                    &[Endpoint::EmailAccount][..],
+                    vec![Target::Mailbox(MailboxTarget {
+                        domain: "D000000001".into(),
+                        mailbox: "EA00000001".into(),
+                    })]
+                ),
+            ]
+        );
+        for s in &specs {
+            assert_eq!(s.schedule, s.collector.schedule(), "{}", s.name);
         }
     }
 
-    /// An answer that is not even the object we expected: a parse problem and a decode failure.
-    pub fn unreadable(
-        &self,
-        endpoint: Endpoint,
-        problem: ParseProblem,
-        what: &str,
-    ) -> UpstreamError {
-        let telemetry = self.client.telemetry();
-        telemetry.parse_problem(endpoint, &problem.path, &problem.found);
-        telemetry.observe_failure(endpoint, FailureReason::Decode);
-        UpstreamError::new(
-            FailureReason::Decode,
-            format!("{what} is not a JSON object"),
-        )
+    #[test]
+    fn jobs_come_in_the_order_asked_and_only_for_configured_targets() {
+        let spec = specs("  delivery_account:\n    accounts: [1, 2, 3]\n").remove(0);
+        let asked = [
+            Target::DeliveryAccount(3),
+            Target::DeliveryAccount(9),
+            Target::DeliveryAccount(1),
+        ];
+        let got: Vec<_> = spec
+            .jobs_for(&asked)
+            .into_iter()
+            .map(|j| j.target)
+            .collect();
+        assert_eq!(
+            got,
+            vec![Target::DeliveryAccount(3), Target::DeliveryAccount(1)]
+        );
     }
-}
 
-/// Fetches one target.
-pub async fn collect(
-    ctx: &Context,
-    settings: &Settings,
-    target: &Target,
-) -> Result<TargetData, UpstreamError> {
-    match (target, settings) {
-        (Target::DeliveryAccount(id), _) => delivery_account::collect(ctx, *id)
-            .await
-            .map(TargetData::DeliveryAccount),
-        (Target::DashboardView(view), Settings::Dashboard(cfg)) => {
-            tracemail_dashboard::collect(ctx, cfg, view)
-                .await
-                .map(TargetData::Dashboard)
-        }
-        (Target::DailyAccount(id), Settings::Daily(cfg)) => tracemail_daily::collect(ctx, cfg, *id)
-            .await
-            .map(TargetData::Daily),
-        (Target::Migration(code), _) => migration::collect(ctx, code)
-            .await
-            .map(TargetData::Migration),
-        (Target::Mailbox(m), _) => mailbox::collect(ctx, m).await.map(TargetData::Mailbox),
-        (target, _) => unreachable!("target {target} built without its settings"),
+    #[test]
+    fn only_a_change_in_how_targets_are_fetched_counts_as_other_settings() {
+        let daily = |extra: &str| {
+            specs(&format!("  tracemail_daily:\n    accounts: [1]\n{extra}"))
+                .remove(0)
+                .collector
+        };
+        let base = daily("");
+        assert!(base.same_settings(&daily("")));
+        assert!(
+            base.same_settings(
+                &specs("  tracemail_daily:\n    accounts: [1, 2]\n")
+                    .remove(0)
+                    .collector
+            ),
+            "another target list is the same settings"
+        );
+        assert!(!base.same_settings(&daily("    top_domains: 3\n")));
+        assert!(!base.same_settings(&daily("    timezone: Europe/Rome\n")));
+        let dashboard = |extra: &str| {
+            specs(&format!("  tracemail_dashboard:\n{extra}"))
+                .remove(0)
+                .collector
+        };
+        assert!(dashboard("    limit: 5\n").same_settings(&dashboard("    limit: 5\n")));
+        assert!(!dashboard("    limit: 5\n").same_settings(&dashboard("    limit: 6\n")));
+        assert!(
+            !base.same_settings(&dashboard("    limit: 5\n")),
+            "another area"
+        );
+        let delivery = specs("  delivery_account:\n    accounts: [1]\n").remove(0);
+        assert!(
+            delivery
+                .collector
+                .same_settings(&delivery.collector.clone())
+        );
     }
 }

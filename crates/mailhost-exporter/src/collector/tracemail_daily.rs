@@ -2,11 +2,12 @@
 //! `type=account` (today and yesterday by outcome) and `type=domains-rank` (today per sending
 //! domain, the top N kept) for each configured account.
 
+use std::sync::Arc;
+
 use super::Context;
 use crate::config::DailyConfig;
-use crate::labels::{Endpoint, FailureReason};
-use crate::upstream::UpstreamError;
-use crate::upstream::model::{DailyStats, DomainCounts, read_daily, read_domains_rank};
+use crate::upstream::error::UpstreamError;
+use crate::upstream::model::{DailyParams, DailyStats, DomainCounts};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DailyData {
@@ -16,30 +17,20 @@ pub struct DailyData {
 }
 
 pub async fn collect(
-    ctx: &Context,
-    cfg: &DailyConfig,
+    ctx: Context,
+    cfg: Arc<DailyConfig>,
     account: i32,
 ) -> Result<DailyData, UpstreamError> {
-    let today = ctx.clock.now().to_zoned(cfg.timezone.clone()).date();
-    let (days, ranks) = tokio::join!(
-        ctx.client.tracemail_daily(account),
-        ctx.client.tracemail_domains_rank(account)
+    let params = DailyParams {
+        date_format: cfg.date_format.clone(),
+        today: ctx.clock.now().to_zoned(cfg.timezone.clone()).date(),
+    };
+    let (stats, ranks) = tokio::join!(
+        ctx.client.tracemail_daily(account, &params),
+        ctx.client.tracemail_domains_rank(account, cfg.top_domains)
     );
-    let days = days?;
-    // The operation answers the account's recent days, zero days included: none at all is
-    // not an answer we can read (and must not blank today's figures).
-    if days.is_empty() {
-        ctx.client
-            .telemetry()
-            .observe_failure(Endpoint::TracemailDaily, FailureReason::Decode);
-        return Err(UpstreamError::new(
-            FailureReason::Decode,
-            "resources is empty: no days in the answer",
-        ));
-    }
-    let (stats, problems) = read_daily(&days, &cfg.date_format, today);
-    ctx.report(Endpoint::TracemailDaily, problems);
-    let (domains, problems) = read_domains_rank(&ranks?, cfg.top_domains);
-    ctx.report(Endpoint::TracemailDomainsRank, problems);
-    Ok(DailyData { stats, domains })
+    Ok(DailyData {
+        stats: stats?,
+        domains: ranks?.0,
+    })
 }

@@ -2,14 +2,15 @@
 //! (the whole customer, and any configured account or domain filter), asking for yesterday and
 //! today in the configured time zone.
 
+use std::sync::Arc;
+
 use jiff::civil::Date;
 use serde_json::{Value, json};
 
-use super::Context;
+use super::{Context, Target};
 use crate::config::{DashboardConfig, View};
-use crate::labels::{Endpoint, FailureReason};
-use crate::upstream::UpstreamError;
-use crate::upstream::model::{Dashboard, read_dashboard};
+use crate::upstream::error::{FailureReason, UpstreamError};
+use crate::upstream::model::{Dashboard, DashboardParams};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DashboardData {
@@ -19,9 +20,9 @@ pub struct DashboardData {
 }
 
 pub async fn collect(
-    ctx: &Context,
-    cfg: &DashboardConfig,
-    view: &View,
+    ctx: Context,
+    cfg: Arc<DashboardConfig>,
+    view: View,
 ) -> Result<DashboardData, UpstreamError> {
     let now = ctx.clock.now().to_zoned(cfg.timezone.clone());
     let today = now.date();
@@ -35,18 +36,16 @@ pub async fn collect(
         })?
         .timestamp()
         .as_second() as f64;
-    let record = ctx
+    let params = DashboardParams {
+        date_format: cfg.date_format.clone(),
+        today,
+        limit: cfg.limit as usize,
+    };
+    let body = body(&cfg, &view, today);
+    let dashboard = ctx
         .client
-        .tracemail_dashboard(
-            super::Target::DashboardView(view.clone()).to_string(),
-            &body(cfg, view, today),
-        )
+        .tracemail_dashboard(Target::DashboardView(view).to_string(), &body, &params)
         .await?;
-    let endpoint = Endpoint::TracemailDashboard;
-    let (dashboard, problems) =
-        read_dashboard(&record, &cfg.date_format, today, cfg.limit as usize)
-            .map_err(|p| ctx.unreadable(endpoint, p, "the dashboard record"))?;
-    ctx.report(endpoint, problems);
     Ok(DashboardData {
         dashboard,
         day_start,

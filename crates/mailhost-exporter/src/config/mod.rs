@@ -261,6 +261,13 @@ impl Default for DateFormat {
 }
 
 impl Config {
+    /// [`Config::load`] with [`TOKEN_ENV`] read from the environment now. This is the one place
+    /// the exporter reads the token's variable: at start, for `--config.check` and on every
+    /// reload (so a reload sees a rotated token); the token file is read by the validation.
+    pub fn load_with_env_token(path: &Path) -> Result<Config, ConfigError> {
+        Self::load(path, std::env::var(TOKEN_ENV).ok())
+    }
+
     /// Reads, parses and validates a config file; the token comes from `api.token_file` or,
     /// when that is unset, from [`TOKEN_ENV`] as given by `env_token`.
     pub fn load(path: &Path, env_token: Option<String>) -> Result<Config, ConfigError> {

@@ -9,9 +9,9 @@ mod tracemail;
 
 use std::time::Duration;
 
+use crate::collector::CollectorName;
 use crate::collector::{Target, TargetData};
 use crate::exposition::{Family, Unit};
-use crate::labels::CollectorName;
 use crate::snapshot::{CollectorState, Snapshot};
 
 /// Every family of a snapshot: exporter health first, then each collector's series.

@@ -1,9 +1,10 @@
 //! A circuit breaker per target: after N consecutive failures of the kind that say "this call
-//! is broken" (timeouts, connection failures, 5xx, 429), calls for that one target fail at once
-//! with reason `circuit_open` for a cool-down, then one probe goes through; its outcome closes
-//! or reopens the circuit. A broken account then costs one call per cool-down, and it never
-//! costs a healthy account anything: circuits are keyed by (endpoint, target), the smallest unit
-//! that fails alone, as Envoy's outlier detection ejects one host and not the cluster.
+//! is broken" (the retried ones, [`FailureReason::TRANSIENT`]), calls for that one target fail
+//! at once with reason `circuit_open` for a cool-down, then one probe goes through; its outcome
+//! closes or reopens the circuit. A broken account then costs one call per cool-down, and it
+//! never costs a healthy account anything: circuits are keyed by (endpoint, target), the
+//! smallest unit that fails alone, as Envoy's outlier detection ejects one host and not the
+//! cluster.
 //!
 //! Only circuits with a failure on record are kept; a success removes its entry. The map is
 //! bounded by [`MAX_CIRCUITS`] (keys come from the config, not from upstream answers); past it a
@@ -15,7 +16,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
 use crate::config::BreakerPolicy;
-use crate::labels::{Endpoint, FailureReason};
+use crate::upstream::error::{Endpoint, FailureReason};
 
 /// Most circuits with a failure on record at once.
 pub const MAX_CIRCUITS: usize = 1_000_000;

@@ -24,8 +24,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
-use super::UpstreamError;
-use crate::labels::FailureReason;
+use super::error::{FailureReason, UpstreamError};
 
 /// Values kept per answer, an object counting as [`OBJECT_COST`]. Real answers hold a few
 /// hundred; a domains-rank list of 1 500 domains of a dozen members each just fits.

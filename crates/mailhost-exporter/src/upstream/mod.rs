@@ -1,9 +1,11 @@
 //! The upstream Management API: the only module that builds URLs, sets headers or reads
-//! HTTP status codes. Everything it returns is either records decoded in bounded memory (see
-//! [`decode`]) or an [`UpstreamError`] with a reason from a fixed set.
+//! HTTP status codes. Every call returns a typed [`model`], decoded in bounded memory (see
+//! [`decode`]) and read leniently, with its parse problems and failures counted here; or an
+//! [`UpstreamError`] with a reason from the fixed set of [`error`].
 
 pub mod breaker;
 pub mod decode;
+pub mod error;
 pub mod model;
 
 pub use decode::{Fields, first_resource, resources};
@@ -12,36 +14,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::config::{ApiConfig, RetryPolicy};
-use crate::labels::{Endpoint, FailureReason};
 use crate::telemetry::Telemetry;
 use breaker::{Breakers, CircuitKey};
+use error::{Endpoint, FailureReason, UpstreamError};
+use model::{
+    DailyParams, DailyStats, Dashboard, DashboardParams, DeliveryAccount, DomainsRank, Mailbox,
+    Migration, Model,
+};
 use tokio::time::Instant;
-
-/// A failed upstream call: the bounded reason, plus a short detail for logs and the landing
-/// page that never contains the token or a URL.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{reason}: {detail}")]
-pub struct UpstreamError {
-    pub reason: FailureReason,
-    pub detail: String,
-    /// From `Retry-After` on a 429, when the provider sent one in seconds.
-    pub retry_after: Option<Duration>,
-}
-
-impl UpstreamError {
-    pub fn new(reason: FailureReason, detail: impl Into<String>) -> Self {
-        UpstreamError {
-            reason,
-            detail: detail.into(),
-            retry_after: None,
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the HTTP client: {0}")]
@@ -51,15 +36,15 @@ pub struct BuildError(String);
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
-    base_url: String,
-    token: SecretString,
+    /// The settings this client was built with.
+    api: Arc<ApiConfig>,
+    /// The token as the header carries it, marked sensitive so that no debug output shows it;
+    /// built once, here, from the configured secret.
+    token: HeaderValue,
     limiter: Arc<Semaphore>,
     telemetry: Arc<Telemetry>,
-    timeout: Duration,
-    max_body: u64,
     /// When set, no call of this client goes past it (the collector run's deadline).
     deadline: Option<Instant>,
-    retry: RetryPolicy,
     breakers: Arc<Breakers>,
 }
 
@@ -85,18 +70,32 @@ impl Client {
             .pool_idle_timeout(Duration::from_secs(90))
             .build()
             .map_err(|e| BuildError(e.without_url().to_string()))?;
+        // The config refuses control characters, so this only fails on a config built by hand;
+        // the message never quotes the token.
+        let mut token = HeaderValue::from_str(api.token.expose_secret())
+            .map_err(|_| BuildError("the API token is not a valid header value".to_owned()))?;
+        token.set_sensitive(true);
         Ok(Client {
             http,
-            base_url: api.base_url.clone(),
-            token: api.token.clone(),
+            api: Arc::new(api.clone()),
+            token,
             limiter: Arc::new(Semaphore::new(api.concurrency)),
             telemetry,
-            timeout: api.timeout,
-            max_body: api.max_response_bytes,
             deadline: None,
-            retry: api.retry,
             breakers,
         })
+    }
+
+    /// Whether this client calls the provider exactly as one built for `api` would, so that a
+    /// reload can keep it (and its connection pool).
+    pub fn calls_as(&self, api: &ApiConfig) -> bool {
+        let a = &self.api;
+        a.base_url == api.base_url
+            && a.token.expose_secret() == api.token.expose_secret()
+            && a.timeout == api.timeout
+            && a.concurrency == api.concurrency
+            && a.max_response_bytes == api.max_response_bytes
+            && a.retry == api.retry
     }
 
     /// This client, with every call cut at `deadline`: waiting for a slot included.
@@ -107,143 +106,136 @@ impl Client {
         }
     }
 
-    pub fn telemetry(&self) -> &Arc<Telemetry> {
-        &self.telemetry
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.api.base_url)
     }
 
-    /// `GET /api/delivery/accounts/{id}`: the account record.
-    pub async fn delivery_account(&self, id: i32) -> Result<Value, UpstreamError> {
-        let url = format!("{}/api/delivery/accounts/{id}", self.base_url);
-        let fields = model::DeliveryAccount::FIELDS;
-        self.record(
-            Endpoint::DeliveryAccount,
-            id.to_string(),
-            fields,
-            self.http.get(url),
-        )
-        .await
+    /// `GET /api/delivery/accounts/{id}`: the account.
+    pub async fn delivery_account(&self, id: i32) -> Result<DeliveryAccount, UpstreamError> {
+        let request = self
+            .http
+            .get(self.url(&format!("/api/delivery/accounts/{id}")));
+        self.get(Endpoint::DeliveryAccount, id.to_string(), request, &())
+            .await
     }
 
-    /// `POST /api/delivery/tracemail/dashboard` with `body`: the dashboard record. `view` names
-    /// the view (its circuit).
+    /// `POST /api/delivery/tracemail/dashboard` with `body`: the dashboard. `view` names the
+    /// view (its circuit).
     pub async fn tracemail_dashboard(
         &self,
         view: String,
         body: &Value,
-    ) -> Result<Value, UpstreamError> {
-        let url = format!("{}/api/delivery/tracemail/dashboard", self.base_url);
-        let request = self.http.post(url).json(body);
-        self.record(
-            Endpoint::TracemailDashboard,
-            view,
-            model::DASHBOARD_FIELDS,
-            request,
-        )
-        .await
+        params: &DashboardParams,
+    ) -> Result<Dashboard, UpstreamError> {
+        let request = self
+            .http
+            .post(self.url("/api/delivery/tracemail/dashboard"))
+            .json(body);
+        self.get(Endpoint::TracemailDashboard, view, request, params)
+            .await
     }
 
-    /// `GET /api/delivery/tracemail/daily/{account}?type=account`: one item per day.
-    pub async fn tracemail_daily(&self, account: i32) -> Result<Vec<Value>, UpstreamError> {
-        let url = format!("{}/api/delivery/tracemail/daily/{account}", self.base_url);
-        let request = self.http.get(url).query(&[("type", "account")]);
-        self.records(
+    /// `GET /api/delivery/tracemail/daily/{account}?type=account`: today's and yesterday's
+    /// counts.
+    pub async fn tracemail_daily(
+        &self,
+        account: i32,
+        params: &DailyParams,
+    ) -> Result<DailyStats, UpstreamError> {
+        let request = self
+            .http
+            .get(self.url(&format!("/api/delivery/tracemail/daily/{account}")))
+            .query(&[("type", "account")]);
+        self.get(
             Endpoint::TracemailDaily,
             account.to_string(),
-            Fields::All,
             request,
+            params,
         )
         .await
     }
 
-    /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`: one item per domain.
-    pub async fn tracemail_domains_rank(&self, account: i32) -> Result<Vec<Value>, UpstreamError> {
-        let url = format!("{}/api/delivery/tracemail/daily/{account}", self.base_url);
-        let request = self.http.get(url).query(&[("type", "domains-rank")]);
-        self.records(
+    /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`: today's `top` sending
+    /// domains.
+    pub async fn tracemail_domains_rank(
+        &self,
+        account: i32,
+        top: usize,
+    ) -> Result<DomainsRank, UpstreamError> {
+        let request = self
+            .http
+            .get(self.url(&format!("/api/delivery/tracemail/daily/{account}")))
+            .query(&[("type", "domains-rank")]);
+        self.get(
             Endpoint::TracemailDomainsRank,
             account.to_string(),
-            Fields::All,
             request,
+            &top,
         )
         .await
     }
 
-    /// `GET /api/migrations/{code}/stats`: the `aggregate` object. `code` was validated
-    /// (`MG` + 8 digits) by the config, so it is safe in a path.
-    pub async fn migration_stats(&self, code: &str) -> Result<Value, UpstreamError> {
-        let url = format!("{}/api/migrations/{code}/stats", self.base_url);
-        let endpoint = Endpoint::MigrationStats;
-        let body = self
-            .call(endpoint, code.to_owned(), self.http.get(url))
-            .await?;
-        let aggregate = decode::aggregate(&body);
-        drop(body);
-        let e = match aggregate {
-            // An empty aggregate says nothing: keep the last values rather than none.
-            Ok(Some(Value::Object(map))) if map.is_empty() => {
-                UpstreamError::new(FailureReason::Decode, "aggregate is empty")
-            }
-            Ok(Some(a)) => return Ok(a),
-            Ok(None) => {
-                UpstreamError::new(FailureReason::Decode, "no aggregate object in the body")
-            }
-            Err(e) => e,
-        };
-        self.telemetry.observe_failure(endpoint, e.reason);
-        Err(e)
+    /// `GET /api/migrations/{code}/stats`: the migration. `code` was validated (`MG` + 8
+    /// digits) by the config, so it is safe in a path.
+    pub async fn migration_stats(&self, code: &str) -> Result<Migration, UpstreamError> {
+        let request = self
+            .http
+            .get(self.url(&format!("/api/migrations/{code}/stats")));
+        self.get(Endpoint::MigrationStats, code.to_owned(), request, &())
+            .await
     }
 
-    /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`: the email account
-    /// record. Both codes were validated by the config.
+    /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`: the mailbox. Both
+    /// codes were validated by the config.
     pub async fn email_account(
         &self,
         domain_code: &str,
         code: &str,
-    ) -> Result<Value, UpstreamError> {
-        let url = format!(
-            "{}/api/domains/{domain_code}/email_accounts/{code}",
-            self.base_url
-        );
-        let fields = model::Mailbox::FIELDS;
-        self.record(
-            Endpoint::EmailAccount,
-            code.to_owned(),
-            fields,
-            self.http.get(url),
-        )
-        .await
+    ) -> Result<Mailbox, UpstreamError> {
+        let request = self
+            .http
+            .get(self.url(&format!("/api/domains/{domain_code}/email_accounts/{code}")));
+        self.get(Endpoint::EmailAccount, code.to_owned(), request, &())
+            .await
     }
 
-    /// A call whose answer is the `{resources, pagination}` envelope; every record of it,
-    /// decoded within the bounds of [`decode`]. The body is dropped once decoded.
-    async fn records(
+    /// A call read as `M`: the body decoded within the bounds of [`decode`] and freed, then
+    /// read leniently. Every parse problem is counted and logged here, and an answer that cannot
+    /// be read at all is a failed call with reason `decode`: callers only see `M` or an error.
+    async fn get<M: Model>(
         &self,
         endpoint: Endpoint,
         target: String,
-        fields: Fields,
         request: reqwest::RequestBuilder,
-    ) -> Result<Vec<Value>, UpstreamError> {
+        params: &M::Params,
+    ) -> Result<M, UpstreamError> {
         let body = self.call(endpoint, target, request).await?;
-        resources(&body, fields).inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
-    }
-
-    /// A call whose answer is the `{resources, pagination}` envelope around one record; any
-    /// further records are skipped unread.
-    async fn record(
-        &self,
-        endpoint: Endpoint,
-        target: String,
-        fields: Fields,
-        request: reqwest::RequestBuilder,
-    ) -> Result<Value, UpstreamError> {
-        let body = self.call(endpoint, target, request).await?;
-        first_resource(&body, fields)
-            .inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))
+        let decoded = M::decode(&body);
+        drop(body);
+        let decoded =
+            decoded.inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))?;
+        match M::read(&decoded, params) {
+            Ok((model, problems)) => {
+                for p in problems {
+                    self.telemetry.parse_problem(endpoint, &p.path, &p.found);
+                }
+                Ok(model)
+            }
+            Err(unreadable) => {
+                if let Some(p) = unreadable.problem {
+                    self.telemetry.parse_problem(endpoint, &p.path, &p.found);
+                }
+                self.telemetry
+                    .observe_failure(endpoint, FailureReason::Decode);
+                Err(UpstreamError::new(FailureReason::Decode, unreadable.detail))
+            }
+        }
     }
 
     /// Makes a read call: attempts within the concurrency bound, the timeout and the deadline,
-    /// retried with exponential back-off and jitter on `timeout`, `connect`, `server_error` and
-    /// `rate_limited` (honouring `Retry-After`), never on other answers; behind the endpoint's
+    /// retried with exponential back-off and jitter on the reasons of
+    /// [`FailureReason::TRANSIENT`] (honouring `Retry-After`), never on other answers; behind the
+    /// target's
     /// circuit breaker. All our calls are reads (GETs and the dashboard POST, which changes
     /// nothing), so retrying them is safe. `target` names the circuit: the account id, view,
     /// migration or mailbox code.
@@ -280,12 +272,12 @@ impl Client {
                 Ok(v) => break Ok(v),
                 Err(e) => e,
             };
-            if !e.reason.is_transient() || retries >= self.retry.max_retries {
+            if !e.reason.is_transient() || retries >= self.api.retry.max_retries {
                 break Err(e);
             }
             let wait = match e.retry_after {
                 Some(after) => after,
-                None => backoff(&self.retry, retries),
+                None => backoff(&self.api.retry, retries),
             };
             // An absurd Retry-After (years) must not overflow the clock: past the end of it is
             // past the deadline.
@@ -294,7 +286,7 @@ impl Client {
                 (_, None) => true,
                 (Some(d), Some(resume)) => resume >= d,
                 // Without a deadline, a Retry-After beyond the longest back-off is not waited for.
-                (None, Some(_)) => wait > self.retry.max_backoff,
+                (None, Some(_)) => wait > self.api.retry.max_backoff,
             };
             if past_deadline {
                 let detail = match e.retry_after {
@@ -348,22 +340,17 @@ impl Client {
         };
         let _permit = permit
             .map_err(|_| UpstreamError::new(FailureReason::Connect, "client is shutting down"))?;
-        let mut token = HeaderValue::from_str(self.token.expose_secret()).map_err(|_| {
-            UpstreamError::new(
-                FailureReason::ClientError,
-                "token is not a valid header value",
-            )
-        })?;
-        token.set_sensitive(true);
         let started = Instant::now();
         // The config bounds the timeout; saturate anyway rather than panic.
         let own_limit = started
-            .checked_add(self.timeout)
+            .checked_add(self.api.timeout)
             .unwrap_or(started + Duration::from_secs(86_400));
         let limit = self.deadline.map_or(own_limit, |d| d.min(own_limit));
-        let result =
-            tokio::time::timeout_at(limit, self.exchange(request.header("X-Api-Token", token)))
-                .await;
+        let result = tokio::time::timeout_at(
+            limit,
+            self.exchange(request.header("X-Api-Token", self.token.clone())),
+        )
+        .await;
         let (code, result) = match result {
             Ok((code, r)) => (code, r),
             Err(_) if limit < own_limit => (None, Err(deadline_error())),
@@ -373,7 +360,7 @@ impl Client {
                     FailureReason::Timeout,
                     format!(
                         "no complete answer within {}",
-                        humantime::format_duration(self.timeout)
+                        humantime::format_duration(self.api.timeout)
                     ),
                 )),
             ),
@@ -399,8 +386,7 @@ impl Client {
         };
         let status = response.status().as_u16();
         if !response.status().is_success() {
-            let mut err =
-                UpstreamError::new(FailureReason::from_status(status), status_detail(status));
+            let mut err = UpstreamError::from_status(status);
             if status == 429 {
                 err.retry_after = response
                     .headers()
@@ -410,10 +396,11 @@ impl Client {
             }
             return (Some(status), Err(err));
         }
-        let limit = usize::try_from(self.max_body).unwrap_or(usize::MAX);
+        let max_body = self.api.max_response_bytes;
+        let limit = usize::try_from(max_body).unwrap_or(usize::MAX);
         let announced = response.content_length();
-        if announced.is_some_and(|n| n > self.max_body) {
-            return (Some(status), Err(too_large(self.max_body)));
+        if announced.is_some_and(|n| n > max_body) {
+            return (Some(status), Err(too_large(max_body)));
         }
         // The announced length is only a hint (the body may stop short), and never more than
         // the limit: one allocation for an honest answer.
@@ -423,7 +410,7 @@ impl Client {
             match response.chunk().await {
                 Ok(Some(chunk)) => {
                     if body.len().saturating_add(chunk.len()) > limit {
-                        return (Some(status), Err(too_large(self.max_body)));
+                        return (Some(status), Err(too_large(max_body)));
                     }
                     body.extend_from_slice(&chunk);
                 }
@@ -488,19 +475,6 @@ fn backoff(policy: &RetryPolicy, retry: u32) -> Duration {
     // At least half the ceiling, so retries never come back to back.
     let half = ceiling / 2;
     half + ceiling.saturating_sub(half).mul_f64(rand::random::<f64>())
-}
-
-/// The detail of a refused call: for 401 and 403 it says where the token comes from, since
-/// a wrong token is the first thing a new user meets; the token itself is never quoted.
-fn status_detail(status: u16) -> String {
-    match status {
-        401 => {
-            "HTTP 401: the provider refused the token (check api.token_file or MAILHOST_API_TOKEN)"
-                .to_owned()
-        }
-        403 => "HTTP 403: the token may not see this resource".to_owned(),
-        _ => format!("HTTP {status}"),
-    }
 }
 
 fn too_large(limit: u64) -> UpstreamError {

@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_self_metrics_are_rendered_again_after_every_change_and_reused_otherwise() {
-        use crate::labels::{Endpoint, FailureReason};
+        use crate::upstream::error::{Endpoint, FailureReason};
         let telemetry = Telemetry::new(&[Endpoint::DeliveryAccount]);
         let cache = TailCache::default();
         let line =

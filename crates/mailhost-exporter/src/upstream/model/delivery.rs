@@ -2,8 +2,9 @@
 
 use serde_json::Value;
 
-use super::{ParseProblem, Reader};
-use crate::upstream::decode::Fields;
+use super::{Model, ParseProblem, Reader, Unreadable};
+use crate::upstream::decode::{Fields, first_resource};
+use crate::upstream::error::UpstreamError;
 
 /// The Delivery account figures we export; `None` where the API gave nothing readable.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -79,6 +80,20 @@ impl DeliveryAccount {
             status_detail: r.string("status_detail"),
         };
         Ok((account, r.into_problems()))
+    }
+}
+
+/// `GET /api/delivery/accounts/{id}`: the envelope around one account record.
+impl Model for DeliveryAccount {
+    type Decoded = Value;
+    type Params = ();
+
+    fn decode(body: &[u8]) -> Result<Value, UpstreamError> {
+        first_resource(body, Self::FIELDS)
+    }
+
+    fn read(record: &Value, _: &()) -> Result<(Self, Vec<ParseProblem>), Unreadable> {
+        Self::from_record(record).map_err(|p| Unreadable::not_an_object("the account record", p))
     }
 }
 

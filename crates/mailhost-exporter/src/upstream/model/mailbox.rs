@@ -8,9 +8,10 @@
 
 use serde_json::Value;
 
-use super::{ParseProblem, Reader};
-use crate::labels::sanitize;
-use crate::upstream::decode::Fields;
+use super::names::sanitize;
+use super::{Model, ParseProblem, Reader, Unreadable};
+use crate::upstream::decode::{Fields, first_resource};
+use crate::upstream::error::UpstreamError;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -164,6 +165,22 @@ pub fn parse_size(text: &str) -> Option<f64> {
     };
     // Hundreds of digits parse as infinity: no size.
     Some(n * 1024f64.powi(power)).filter(|b| b.is_finite())
+}
+
+/// `GET /api/domains/{domain_code}/email_accounts/{code}`: the envelope around one email
+/// account record.
+impl Model for Mailbox {
+    type Decoded = Value;
+    type Params = ();
+
+    fn decode(body: &[u8]) -> Result<Value, UpstreamError> {
+        first_resource(body, Self::FIELDS)
+    }
+
+    fn read(record: &Value, _: &()) -> Result<(Self, Vec<ParseProblem>), Unreadable> {
+        Self::from_record(record)
+            .map_err(|p| Unreadable::not_an_object("the email account record", p))
+    }
 }
 
 #[cfg(test)]

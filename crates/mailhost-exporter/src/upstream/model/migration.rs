@@ -4,8 +4,12 @@
 
 use serde_json::Value;
 
-use super::{MAX_EXACT, ParseProblem, as_count, as_number, epoch, parse_timestamp};
-use crate::labels::{bound_names, sanitize};
+use super::names::{bound_names, sanitize};
+use super::{
+    MAX_EXACT, Model, ParseProblem, Unreadable, as_count, as_number, epoch, parse_timestamp,
+};
+use crate::upstream::decode::aggregate;
+use crate::upstream::error::{FailureReason, UpstreamError};
 
 /// Leaves deeper than this are not walked.
 pub const MAX_DEPTH: usize = 4;
@@ -205,6 +209,31 @@ fn walk(v: &Value, path: &str, depth: usize, out: &mut Vec<(String, f64)>) {
         // Strings are read only where a figure is expected; arrays are not walked (their
         // indexes would make unstable keys).
         _ => {}
+    }
+}
+
+/// `GET /api/migrations/{code}/stats`: the `aggregate` member of the answer.
+impl Model for Migration {
+    type Decoded = Value;
+    type Params = ();
+
+    fn decode(body: &[u8]) -> Result<Value, UpstreamError> {
+        match aggregate(body)? {
+            // An empty aggregate says nothing: keep the last values rather than none.
+            Some(Value::Object(map)) if map.is_empty() => Err(UpstreamError::new(
+                FailureReason::Decode,
+                "aggregate is empty",
+            )),
+            Some(a) => Ok(a),
+            None => Err(UpstreamError::new(
+                FailureReason::Decode,
+                "no aggregate object in the body",
+            )),
+        }
+    }
+
+    fn read(aggregate: &Value, _: &()) -> Result<(Self, Vec<ParseProblem>), Unreadable> {
+        Self::from_aggregate(aggregate).map_err(|p| Unreadable::not_an_object("aggregate", p))
     }
 }
 

@@ -1,23 +1,68 @@
 //! Lenient reading of upstream records: numbers may come as strings, fields may be null,
 //! missing or of another shape. A value we cannot read is reported as a [`ParseProblem`] and
 //! left out; it never becomes a zero.
+//!
+//! Each answer the client reads is a [`Model`]: how its body is decoded in bounded memory, and
+//! how the decoded answer is read. The client runs both and counts what went wrong, so callers
+//! get a typed value or an [`UpstreamError`](super::error::UpstreamError).
 
 mod delivery;
 mod mailbox;
 mod migration;
+pub mod names;
 mod tracemail;
 
 pub use delivery::DeliveryAccount;
 pub use mailbox::Mailbox;
 pub use migration::Migration;
 pub use tracemail::{
-    Counts, DASHBOARD_FIELDS, DailyStats, Dashboard, DomainCounts, read_daily, read_dashboard,
-    read_domains_rank,
+    Counts, DASHBOARD_FIELDS, DailyParams, DailyStats, Dashboard, DashboardParams, DomainCounts,
+    DomainsRank, read_daily, read_dashboard, read_domains_rank,
 };
 
 use serde_json::{Map, Value};
 
 use super::decode::LENGTH_SUFFIX;
+use super::error::UpstreamError;
+
+/// One kind of upstream answer, read into a typed value.
+pub trait Model: Sized {
+    /// The answer as the bounded decoder keeps it: one record, or a list of records.
+    type Decoded;
+    /// What reading needs besides the answer: the configured date format, today, a limit.
+    type Params;
+
+    /// Decodes a successful answer's body within the bounds of the decoder; any failure here
+    /// has reason `decode`.
+    fn decode(body: &[u8]) -> Result<Self::Decoded, UpstreamError>;
+
+    /// Reads the decoded answer leniently: a field we cannot read is a [`ParseProblem`] and
+    /// left out; only an answer that is not the thing asked for at all is [`Unreadable`].
+    fn read(
+        decoded: &Self::Decoded,
+        params: &Self::Params,
+    ) -> Result<(Self, Vec<ParseProblem>), Unreadable>;
+}
+
+/// A decoded answer that is not what was asked for (a record that is not an object, a list with
+/// no days): the call fails with reason `decode`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unreadable {
+    /// Where and what, counted as a parse problem too; `None` when no one field is at fault.
+    pub problem: Option<ParseProblem>,
+    /// For logs and the landing page.
+    pub detail: String,
+}
+
+impl Unreadable {
+    /// A record that is not an object; `what` names it in the detail.
+    pub fn not_an_object(what: &str, problem: ParseProblem) -> Self {
+        Unreadable {
+            problem: Some(problem),
+            detail: format!("{what} is not a JSON object"),
+        }
+    }
+}
 
 /// A field whose shape we could not read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -239,6 +284,61 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bytes(v: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn a_record_that_is_not_an_object_is_unreadable_and_names_the_record() {
+        use serde_json::json;
+        let body = bytes(json!({"resources": ["x"]}));
+        let record = DeliveryAccount::decode(&body).unwrap();
+        let e = DeliveryAccount::read(&record, &()).unwrap_err();
+        assert_eq!(e.detail, "the account record is not a JSON object");
+        assert!(e.problem.is_some(), "the record itself is the problem");
+        let e = Mailbox::read(&record, &()).unwrap_err();
+        assert_eq!(e.detail, "the email account record is not a JSON object");
+        let params = DashboardParams {
+            date_format: crate::config::DateFormat::default(),
+            today: jiff::civil::Date::constant(2026, 11, 22),
+            limit: 5,
+        };
+        let e = Dashboard::read(&record, &params).unwrap_err();
+        assert_eq!(e.detail, "the dashboard record is not a JSON object");
+    }
+
+    #[test]
+    fn an_answer_with_no_days_is_unreadable_but_no_field_is_at_fault() {
+        use serde_json::json;
+        let days = DailyStats::decode(&bytes(json!({"resources": []}))).unwrap();
+        let params = DailyParams {
+            date_format: crate::config::DateFormat::default(),
+            today: jiff::civil::Date::constant(2026, 11, 22),
+        };
+        let e = DailyStats::read(&days, &params).unwrap_err();
+        assert_eq!(e.problem, None);
+        assert_eq!(e.detail, "resources is empty: no days in the answer");
+        let (ranks, problems) = DomainsRank::read(&days, &5).unwrap();
+        assert!(
+            ranks.0.is_empty() && problems.is_empty(),
+            "no domains is an answer"
+        );
+    }
+
+    #[test]
+    fn an_empty_or_missing_aggregate_fails_to_decode() {
+        use serde_json::json;
+        for (body, detail) in [
+            (json!({"aggregate": {}}), "aggregate is empty"),
+            (json!({"other": 1}), "no aggregate object in the body"),
+        ] {
+            let e = Migration::decode(&bytes(body)).unwrap_err();
+            assert_eq!(e.detail, detail);
+        }
+        let aggregate = Migration::decode(&bytes(json!({"aggregate": {"total": 3}}))).unwrap();
+        assert!(Migration::read(&aggregate, &()).is_ok());
+    }
 
     #[test]
     fn dates_are_read_in_every_documented_form() {

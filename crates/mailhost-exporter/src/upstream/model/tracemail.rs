@@ -6,10 +6,11 @@
 use jiff::civil::Date;
 use serde_json::{Map, Value};
 
-use super::{MAX_EXACT, ParseProblem, as_count, as_number};
+use super::names::bound_names;
+use super::{MAX_EXACT, Model, ParseProblem, Unreadable, as_count, as_number};
 use crate::config::DateFormat;
-use crate::labels::bound_names;
-use crate::upstream::decode::Fields;
+use crate::upstream::decode::{Fields, first_resource, resources};
+use crate::upstream::error::UpstreamError;
 
 /// The members of the dashboard record [`read_dashboard`] reads; the decoder skips the others.
 pub const DASHBOARD_FIELDS: Fields = Fields::Only {
@@ -434,6 +435,81 @@ fn domain_label(name: &str) -> String {
         .take(253)
         .collect::<String>()
         .to_ascii_lowercase()
+}
+
+/// What reading a dashboard needs besides the answer.
+#[derive(Clone, Debug)]
+pub struct DashboardParams {
+    pub date_format: DateFormat,
+    /// Today in the configured zone: which day of `daily_activity` is today.
+    pub today: Date,
+    /// Top-list entries kept.
+    pub limit: usize,
+}
+
+/// `POST /api/delivery/tracemail/dashboard`: the envelope around one dashboard record.
+impl Model for Dashboard {
+    type Decoded = Value;
+    type Params = DashboardParams;
+
+    fn decode(body: &[u8]) -> Result<Value, UpstreamError> {
+        first_resource(body, DASHBOARD_FIELDS)
+    }
+
+    fn read(record: &Value, p: &DashboardParams) -> Result<(Self, Vec<ParseProblem>), Unreadable> {
+        read_dashboard(record, &p.date_format, p.today, p.limit)
+            .map_err(|problem| Unreadable::not_an_object("the dashboard record", problem))
+    }
+}
+
+/// What reading the daily statistics needs besides the answer.
+#[derive(Clone, Debug)]
+pub struct DailyParams {
+    pub date_format: DateFormat,
+    /// Today in the configured zone.
+    pub today: Date,
+}
+
+/// `GET /api/delivery/tracemail/daily/{account}?type=account`: one item per day.
+impl Model for DailyStats {
+    type Decoded = Vec<Value>;
+    type Params = DailyParams;
+
+    fn decode(body: &[u8]) -> Result<Vec<Value>, UpstreamError> {
+        resources(body, Fields::All)
+    }
+
+    fn read(days: &Vec<Value>, p: &DailyParams) -> Result<(Self, Vec<ParseProblem>), Unreadable> {
+        // The operation answers the account's recent days, zero days included: none at all is
+        // not an answer we can read (and must not blank today's figures).
+        if days.is_empty() {
+            return Err(Unreadable {
+                problem: None,
+                detail: "resources is empty: no days in the answer".to_owned(),
+            });
+        }
+        Ok(read_daily(days, &p.date_format, p.today))
+    }
+}
+
+/// Today's top sending domains of one account, largest first.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DomainsRank(pub Vec<DomainCounts>);
+
+/// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`: one item per domain. The
+/// parameter is how many domains are kept.
+impl Model for DomainsRank {
+    type Decoded = Vec<Value>;
+    type Params = usize;
+
+    fn decode(body: &[u8]) -> Result<Vec<Value>, UpstreamError> {
+        resources(body, Fields::All)
+    }
+
+    fn read(items: &Vec<Value>, top: &usize) -> Result<(Self, Vec<ParseProblem>), Unreadable> {
+        let (domains, problems) = read_domains_rank(items, *top);
+        Ok((DomainsRank(domains), problems))
+    }
 }
 
 #[cfg(test)]

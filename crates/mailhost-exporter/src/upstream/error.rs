@@ -1,0 +1,204 @@
+//! The vocabulary of upstream calls: which operation ([`Endpoint`]), why one failed
+//! ([`FailureReason`], with the one status mapping and the one retry policy), and the error a
+//! failed call returns ([`UpstreamError`]). Metrics and alerts use these names as label values,
+//! so the sets are fixed and never come from an error's text.
+
+use std::fmt;
+use std::time::Duration;
+
+/// An upstream operation, named after its route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Endpoint {
+    /// `GET /api/delivery/accounts/{id}`
+    DeliveryAccount,
+    /// `POST /api/delivery/tracemail/dashboard`
+    TracemailDashboard,
+    /// `GET /api/delivery/tracemail/daily/{account}?type=account`
+    TracemailDaily,
+    /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`
+    TracemailDomainsRank,
+    /// `GET /api/migrations/{migration_code}/stats`
+    MigrationStats,
+    /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
+    EmailAccount,
+}
+
+impl Endpoint {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::DeliveryAccount => "delivery_account",
+            Endpoint::TracemailDashboard => "tracemail_dashboard",
+            Endpoint::TracemailDaily => "tracemail_daily",
+            Endpoint::TracemailDomainsRank => "tracemail_domains_rank",
+            Endpoint::MigrationStats => "migration_stats",
+            Endpoint::EmailAccount => "email_account",
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why an upstream call failed. A fixed set: alerts and dashboards can rely on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum FailureReason {
+    /// No complete answer within `api.timeout` (or the collector's deadline).
+    Timeout,
+    /// The connection could not be made, or broke before the answer was complete.
+    Connect,
+    /// 401: the token is missing, wrong or revoked.
+    Unauthorized,
+    /// 403: the token may not see this resource.
+    Forbidden,
+    /// 404: the resource does not exist (any more).
+    NotFound,
+    /// 429: the provider asks us to slow down.
+    RateLimited,
+    /// 5xx.
+    ServerError,
+    /// Any other unexpected status (other 4xx, 3xx).
+    ClientError,
+    /// The body is not the JSON we can read (malformed, wrong shape, too large).
+    Decode,
+    /// Not called: this target's circuit breaker is open after its own repeated failures, until
+    /// the cool-down lets one probe through.
+    CircuitOpen,
+}
+
+impl FailureReason {
+    pub const ALL: [FailureReason; 10] = [
+        FailureReason::Timeout,
+        FailureReason::Connect,
+        FailureReason::Unauthorized,
+        FailureReason::Forbidden,
+        FailureReason::NotFound,
+        FailureReason::RateLimited,
+        FailureReason::ServerError,
+        FailureReason::ClientError,
+        FailureReason::Decode,
+        FailureReason::CircuitOpen,
+    ];
+
+    /// The failures that say "this call is in trouble now, not refused for good": the client
+    /// retries them with back-off, and the breaker counts them towards opening the target's
+    /// circuit. Every other reason is an answer that a retry would only repeat. This list is the
+    /// retry policy: nothing else decides what is retried.
+    pub const TRANSIENT: [FailureReason; 4] = [
+        FailureReason::Timeout,
+        FailureReason::Connect,
+        FailureReason::ServerError,
+        FailureReason::RateLimited,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Timeout => "timeout",
+            FailureReason::Connect => "connect",
+            FailureReason::Unauthorized => "unauthorized",
+            FailureReason::Forbidden => "forbidden",
+            FailureReason::NotFound => "not_found",
+            FailureReason::RateLimited => "rate_limited",
+            FailureReason::ServerError => "server_error",
+            FailureReason::ClientError => "client_error",
+            FailureReason::Decode => "decode",
+            FailureReason::CircuitOpen => "circuit_open",
+        }
+    }
+
+    /// Whether this failure is retried and counts towards the breaker: see [`Self::TRANSIENT`].
+    pub fn is_transient(self) -> bool {
+        Self::TRANSIENT.contains(&self)
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed upstream call: the bounded reason, plus a short detail for logs and the landing
+/// page that never contains the token or a URL.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{reason}: {detail}")]
+pub struct UpstreamError {
+    pub reason: FailureReason,
+    pub detail: String,
+    /// From `Retry-After` on a 429, when the provider sent one in seconds.
+    pub retry_after: Option<Duration>,
+}
+
+impl UpstreamError {
+    pub fn new(reason: FailureReason, detail: impl Into<String>) -> Self {
+        UpstreamError {
+            reason,
+            detail: detail.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The error of an HTTP status that is not a success: the one mapping from status to
+    /// reason. For 401 and 403 the detail says where the token comes from, since a wrong token
+    /// is the first thing a new user meets; the token itself is never quoted.
+    pub fn from_status(status: u16) -> UpstreamError {
+        let (reason, detail) = match status {
+            401 => (
+                FailureReason::Unauthorized,
+                "HTTP 401: the provider refused the token (check api.token_file or MAILHOST_API_TOKEN)"
+                    .to_owned(),
+            ),
+            403 => (
+                FailureReason::Forbidden,
+                "HTTP 403: the token may not see this resource".to_owned(),
+            ),
+            404 => (FailureReason::NotFound, "HTTP 404".to_owned()),
+            429 => (FailureReason::RateLimited, "HTTP 429".to_owned()),
+            500..=599 => (FailureReason::ServerError, format!("HTTP {status}")),
+            _ => (FailureReason::ClientError, format!("HTTP {status}")),
+        };
+        UpstreamError::new(reason, detail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_maps_to_one_reason_and_a_detail_without_the_token() {
+        for (status, reason) in [
+            (401, FailureReason::Unauthorized),
+            (403, FailureReason::Forbidden),
+            (404, FailureReason::NotFound),
+            (429, FailureReason::RateLimited),
+            (500, FailureReason::ServerError),
+            (503, FailureReason::ServerError),
+            (400, FailureReason::ClientError),
+            (302, FailureReason::ClientError),
+        ] {
+            let e = UpstreamError::from_status(status);
+            assert_eq!(e.reason, reason, "{status}");
+            assert!(e.detail.starts_with(&format!("HTTP {status}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn only_the_transient_reasons_are_retried() {
+        let retried: Vec<_> = FailureReason::ALL
+            .into_iter()
+            .filter(|r| r.is_transient())
+            .collect();
+        assert_eq!(
+            retried,
+            [
+                FailureReason::Timeout,
+                FailureReason::Connect,
+                FailureReason::RateLimited,
+                FailureReason::ServerError,
+            ]
+        );
+    }
+}

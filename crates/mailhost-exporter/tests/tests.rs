@@ -58,3 +58,6 @@ mod hostile_clients;
 
 // The scrape path: shared prepared bytes, gzip once per refresh, Accept-Encoding negotiation.
 mod scrape_path;
+
+// The docs cite tests that exist.
+mod docs;

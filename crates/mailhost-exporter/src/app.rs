@@ -17,7 +17,7 @@ use secrecy::ExposeSecret as _;
 use crate::collector::{Clock, CollectorSpec, Context};
 use crate::config::{ApiConfig, Config, TOKEN_ENV};
 use crate::scraper::Scraper;
-use crate::snapshot::Store;
+use crate::store::Store;
 use crate::telemetry::Telemetry;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::{BuildError, Client};

@@ -1,20 +1,6 @@
-//! Every label name and bounded label value the exporter uses, in one place so that the
-//! cardinality of each series can be reviewed at a glance.
-//!
-//! | label        | values                                                  |
-//! |--------------|---------------------------------------------------------|
-//! | `collector`  | [`CollectorName`]                                       |
-//! | `target`     | one per configured target (account id, ...)             |
-//! | `endpoint`   | [`Endpoint`]: a route name, never a raw path            |
-//! | `reason`     | [`FailureReason`]: a fixed vocabulary, never error text |
-//! | `code`       | HTTP status code of an upstream answer, or `none`       |
-//! | `account_id` | configured Delivery account ids; top-list account ids, at most `limit` |
-//! | `account`, `domain` | configured dashboard views                       |
-//! | `domain`     | per account, at most `top_domains` sending domains      |
-//! | `status`, `group`, `state`, `archive_status` | names from the API, sanitised by [`sanitize`], at most [`MAX_NAMES`] per record |
-//! | `migration`, `mailbox` | configured codes                              |
-//! | `key`        | dotted paths inside a migration `aggregate`, at most 64 |
-//! | info labels  | strings from the API, escaped and cut at 128 characters |
+//! The vocabularies of labels (collectors, endpoints, failure reasons) and the sanitising and
+//! bounding of names from the API. Every label set and its cardinality bound is listed in
+//! [`crate::metrics::labels`].
 
 use std::fmt;
 

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collector::{self, CollectorSpec, Context, Target, TargetData};
 use crate::labels::{CollectorName, FailureReason};
-use crate::snapshot::Store;
+use crate::store::Store;
 use crate::upstream::UpstreamError;
 
 /// Slack given to a collector past its deadline before its work is abandoned.

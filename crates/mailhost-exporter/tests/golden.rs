@@ -5,6 +5,7 @@
 //! bounded decoder (from their bytes, with each call's field set), as a real answer does.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -13,7 +14,6 @@ use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
 use mailhost_exporter::collector::{CollectorSpec, Settings, Target, TargetData};
 use mailhost_exporter::config::Config;
 use mailhost_exporter::config::Schedule;
-use mailhost_exporter::exposition::{Format, write_families};
 use mailhost_exporter::labels::CollectorName;
 use mailhost_exporter::metrics;
 use mailhost_exporter::snapshot::Snapshot;
@@ -45,8 +45,7 @@ fn render(spec: &CollectorSpec, data: TargetData, problems: &[ParseProblem]) -> 
         Duration::from_millis(125),
         now,
     );
-    let mut out = String::new();
-    write_families(&mut out, &metrics::families(&snapshot), Format::Classic);
+    let mut out = metrics::render(&Arc::new(snapshot)).classic;
     for p in problems {
         out.push_str(&format!("# parse problem: {} ({})\n", p.path, p.found));
     }

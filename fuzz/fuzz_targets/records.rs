@@ -6,6 +6,7 @@
 #![no_main]
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
@@ -13,8 +14,8 @@ use mailhost_exporter::collector::tracemail_daily::DailyData;
 use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
 use mailhost_exporter::collector::{Collector, CollectorSpec, TargetData};
 use mailhost_exporter::config::Config;
-use mailhost_exporter::exposition::{EOF, Format, MAX_LABEL_VALUE_LEN, write_families};
-use mailhost_exporter::metrics;
+use mailhost_exporter::metrics::labels::MAX_LABEL_VALUE_LEN;
+use mailhost_exporter::metrics::{self, EOF, Format};
 use mailhost_exporter::snapshot::Snapshot;
 use mailhost_exporter::upstream::decode::aggregate;
 use mailhost_exporter::upstream::model::{
@@ -214,12 +215,9 @@ fuzz_target!(|bytes: &[u8]| {
             .collect();
         snapshot.apply_run(spec, results, Duration::from_millis(125), now);
     }
-    let families = metrics::families(&snapshot);
-    let mut classic = String::new();
-    write_families(&mut classic, &families, Format::Classic);
-    check(&classic, Format::Classic);
-    let mut openmetrics = String::new();
-    write_families(&mut openmetrics, &families, Format::OpenMetrics);
+    let exposition = metrics::render(&Arc::new(snapshot));
+    check(&exposition.classic, Format::Classic);
+    let mut openmetrics = exposition.openmetrics;
     openmetrics.push_str(EOF);
     check(&openmetrics, Format::OpenMetrics);
 });

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::collector::{Clock, CollectorSpec, Context};
 use crate::config::{ApiConfig, Config};
 use crate::scraper::Scraper;
-use crate::snapshot::Store;
+use crate::store::Store;
 use crate::telemetry::Telemetry;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::error::Endpoint;

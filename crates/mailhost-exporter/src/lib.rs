@@ -1,22 +1,22 @@
 //! mailhost_exporter: a Prometheus exporter for an email provider's Management API.
 //!
 //! Data flows one way: [`config`] -> [`upstream`] client -> [`collector`]s (run by the
-//! [`scraper`]) -> [`snapshot`] -> [`metrics`] and [`exposition`] -> [`web`]. The simulator
-//! of the provider is a peer crate, `mailhost_sim`, used by [`demo`] mode, the tests and the
-//! benchmarks.
+//! [`scraper`]) -> [`snapshot`] -> [`metrics`] (rendered once per refresh and published by the
+//! [`store`]) -> [`web`]. The simulator of the provider is a peer crate, `mailhost_sim`, used
+//! by [`demo`] mode, the tests and the benchmarks.
 
 pub mod app;
 pub mod cli;
 pub mod collector;
 pub mod config;
 pub mod demo;
-pub mod exposition;
 pub mod logging;
 pub mod metrics;
 pub mod redact;
 pub mod scraper;
 pub mod shutdown;
 pub mod snapshot;
+pub mod store;
 pub mod telemetry;
 pub mod upstream;
 pub mod web;

@@ -18,7 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::collector::{CollectorName, CollectorSpec, Context, Target, TargetData};
-use crate::snapshot::Store;
+use crate::store::Store;
 use crate::upstream::error::{FailureReason, UpstreamError};
 
 /// Slack given to a collector past its deadline before its work is abandoned.

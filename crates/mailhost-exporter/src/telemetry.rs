@@ -1,11 +1,15 @@
 //! The exporter's own request accounting: upstream calls by endpoint and code, failures by
-//! reason, latency, parse problems and build information. Small, rendered on every scrape.
+//! reason, latency, parse problems, reloads and build information, kept in long-lived
+//! families ([`SelfMetrics`]) and rendered on scrapes, and the bounded logging of parse
+//! problems.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::exposition::{Family, Unit};
+use crate::metrics::labels::BuildLabels;
+use crate::metrics::self_metrics::SelfMetrics;
 use crate::upstream::error::{Endpoint, FailureReason};
 
 /// Distinct `(endpoint, path)` shapes of parse problems logged at warn level. Paths come from
@@ -18,24 +22,8 @@ pub const MAX_LOGGED_PATH_CHARS: usize = 120;
 /// Longest description of a found value that reaches a log line, in characters.
 pub const MAX_LOGGED_FOUND_CHARS: usize = 64;
 
-/// Upper bounds of the request latency histogram, in seconds.
-pub const DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-#[derive(Default)]
-struct Histogram {
-    counts: [u64; DURATION_BUCKETS.len()],
-    sum: f64,
-    count: u64,
-}
-
 #[derive(Default)]
 struct Inner {
-    requests: BTreeMap<(Endpoint, String), u64>,
-    failures: BTreeMap<(Endpoint, FailureReason), u64>,
-    durations: BTreeMap<Endpoint, Histogram>,
-    parse_problems: BTreeMap<Endpoint, u64>,
-    retries: BTreeMap<(Endpoint, FailureReason), u64>,
-    open_circuits: BTreeMap<Endpoint, usize>,
     /// Parse problems already logged at warn level: one line per shape, not one per scrape;
     /// at most [`MAX_LOGGED_SHAPES`].
     logged: HashSet<(Endpoint, String)>,
@@ -61,145 +49,89 @@ impl BuildInfo {
     }
 }
 
-/// The lock over the counters, held for a change; see [`Telemetry::change`].
-struct Change<'a> {
-    inner: std::sync::MutexGuard<'a, Inner>,
-    generation: &'a std::sync::atomic::AtomicU64,
-}
-
-impl std::ops::Deref for Change<'_> {
-    type Target = Inner;
-    fn deref(&self) -> &Inner {
-        &self.inner
-    }
-}
-
-impl std::ops::DerefMut for Change<'_> {
-    fn deref_mut(&mut self) -> &mut Inner {
-        &mut self.inner
-    }
-}
-
-impl Drop for Change<'_> {
-    fn drop(&mut self) {
-        // Still under the lock, after the change: a reader that sees this generation sees it.
-        self.generation
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
-    }
-}
-
 pub struct Telemetry {
+    metrics: SelfMetrics,
+    /// Counts changes, so that a rendering of the self-metrics can be reused until the next
+    /// one. Moved on after each change is made: a rendering made under an older generation is
+    /// never taken for a newer one.
+    generation: AtomicU64,
     inner: Mutex<Inner>,
-    /// Counts changes, so that a rendering of the families can be reused until the next one.
-    generation: std::sync::atomic::AtomicU64,
-    build: BuildInfo,
-    /// Outcome of the last config reload and when one last succeeded (start counts as one).
-    reload: Mutex<(bool, jiff::Timestamp)>,
 }
 
 impl Telemetry {
     /// Counters of the given endpoints start at zero, so that `rate()` and alerts see them
     /// before the first failure.
     pub fn new(endpoints: &[Endpoint]) -> Self {
-        let mut inner = Inner::default();
-        for &e in endpoints {
-            for r in FailureReason::ALL {
-                inner.failures.insert((e, r), 0);
-            }
-            inner.parse_problems.insert(e, 0);
-            inner.open_circuits.insert(e, 0);
-            for r in FailureReason::TRANSIENT {
-                inner.retries.insert((e, r), 0);
-            }
-            inner.durations.insert(e, Histogram::default());
-        }
+        let build = BuildInfo::current();
+        let metrics = SelfMetrics::new(
+            BuildLabels {
+                version: build.version,
+                revision: build.revision,
+                rustc_version: build.rustc_version,
+            },
+            now_seconds(),
+        );
+        metrics.ensure_endpoints(endpoints);
         Telemetry {
-            inner: Mutex::new(inner),
-            generation: std::sync::atomic::AtomicU64::new(0),
-            build: BuildInfo::current(),
-            reload: Mutex::new((true, jiff::Timestamp::now())),
+            metrics,
+            generation: AtomicU64::new(0),
+            inner: Mutex::new(Inner::default()),
         }
     }
 
-    /// Counters stay valid whatever panicked while holding them: a poisoned lock must not turn
-    /// every later scrape into a panic.
+    /// The families, for rendering.
+    pub fn metrics(&self) -> &SelfMetrics {
+        &self.metrics
+    }
+
+    /// The logged shapes stay valid whatever panicked while holding them: a poisoned lock
+    /// must not turn every later parse problem into a panic.
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The lock, for a change: the generation moves on once the change is made (when the guard
-    /// goes), so a rendering made under an older generation is never taken for a newer one.
-    fn change(&self) -> Change<'_> {
-        Change {
-            inner: self.lock(),
-            generation: &self.generation,
-        }
+    /// Called after every change to a series.
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// Moves on whenever a counter, gauge or the reload outcome changed; equal generations
-    /// render equal families.
+    /// render equal series.
     pub fn generation(&self) -> u64 {
-        self.generation.load(std::sync::atomic::Ordering::Acquire)
+        self.generation.load(Ordering::Acquire)
     }
 
     /// One upstream request that ended: `code` is the HTTP status, when there was one.
     pub fn observe_request(&self, endpoint: Endpoint, code: Option<u16>, duration: Duration) {
-        let code = code.map_or_else(|| "none".to_owned(), |c| c.to_string());
-        let mut inner = self.change();
-        *inner.requests.entry((endpoint, code)).or_default() += 1;
-        let h = inner.durations.entry(endpoint).or_default();
-        let secs = duration.as_secs_f64();
-        for (i, le) in DURATION_BUCKETS.iter().enumerate() {
-            if secs <= *le {
-                h.counts[i] += 1;
-            }
-        }
-        h.sum += secs;
-        h.count += 1;
+        self.metrics.request(endpoint, code, duration.as_secs_f64());
+        self.changed();
     }
 
     /// Zero-initialises the counters of endpoints a reloaded config adds.
     pub fn ensure_endpoints(&self, endpoints: &[Endpoint]) {
-        let mut inner = self.change();
-        for &e in endpoints {
-            for r in FailureReason::ALL {
-                inner.failures.entry((e, r)).or_insert(0);
-            }
-            for r in FailureReason::TRANSIENT {
-                inner.retries.entry((e, r)).or_insert(0);
-            }
-            inner.parse_problems.entry(e).or_insert(0);
-            inner.open_circuits.entry(e).or_insert(0);
-            inner.durations.entry(e).or_default();
-        }
+        self.metrics.ensure_endpoints(endpoints);
+        self.changed();
     }
 
     /// Records the outcome of a config reload.
     pub fn observe_reload(&self, success: bool) {
-        let mut r = self
-            .reload
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        r.0 = success;
-        if success {
-            r.1 = jiff::Timestamp::now();
-        }
-        drop(r);
-        self.generation
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.metrics.reload(success, now_seconds());
+        self.changed();
     }
 
     /// A failed attempt that is retried after a back-off.
     pub fn observe_retry(&self, endpoint: Endpoint, reason: FailureReason) {
-        *self.change().retries.entry((endpoint, reason)).or_default() += 1;
+        self.metrics.retry(endpoint, reason);
+        self.changed();
     }
 
     /// How many targets of `endpoint` have their circuit open now.
     pub fn set_open_circuits(&self, endpoint: Endpoint, open: usize) {
-        let before = self.change().open_circuits.insert(endpoint, open);
-        if before.unwrap_or(0) != open {
+        let before = self.metrics.set_open_circuits(endpoint, open);
+        if before != open {
+            self.changed();
             tracing::info!(
                 endpoint = endpoint.as_str(),
                 open_circuits = open,
@@ -209,11 +141,8 @@ impl Telemetry {
     }
 
     pub fn observe_failure(&self, endpoint: Endpoint, reason: FailureReason) {
-        *self
-            .change()
-            .failures
-            .entry((endpoint, reason))
-            .or_default() += 1;
+        self.metrics.failure(endpoint, reason);
+        self.changed();
     }
 
     /// A field that had a shape we cannot read. Counted every time; logged at warn level once
@@ -221,9 +150,10 @@ impl Telemetry {
     /// and the found value are cut short and token-like runs in them are redacted.
     pub fn parse_problem(&self, endpoint: Endpoint, path: &str, found: &str) {
         let path = shorten(path, MAX_LOGGED_PATH_CHARS);
+        self.metrics.parse_problem(endpoint);
+        self.changed();
         let (first, suppressing) = {
-            let mut inner = self.change();
-            *inner.parse_problems.entry(endpoint).or_default() += 1;
+            let mut inner = self.lock();
             let key = (endpoint, path.clone());
             if inner.logged.contains(&key) {
                 (false, false)
@@ -267,112 +197,10 @@ impl Telemetry {
     pub fn logged_shapes(&self) -> usize {
         self.lock().logged.len()
     }
+}
 
-    pub fn families(&self) -> Vec<Family> {
-        let inner = self.lock();
-        let mut requests = Family::counter(
-            "mailhost_api_requests",
-            "Upstream API requests by endpoint and HTTP status code (none: no answer).",
-        );
-        for ((e, code), n) in &inner.requests {
-            requests.push(
-                vec![("endpoint", e.as_str().into()), ("code", code.clone())],
-                *n as f64,
-            );
-        }
-        let mut failures = Family::counter(
-            "mailhost_api_request_failures",
-            "Upstream API requests that failed, by endpoint and reason.",
-        );
-        for ((e, r), n) in &inner.failures {
-            failures.push(
-                vec![
-                    ("endpoint", e.as_str().into()),
-                    ("reason", r.as_str().into()),
-                ],
-                *n as f64,
-            );
-        }
-        let mut durations = Family::histogram(
-            "mailhost_api_request_duration",
-            "Upstream API request latency.",
-        )
-        .unit(Unit::Seconds);
-        for (e, h) in &inner.durations {
-            let buckets: Vec<(f64, u64)> = DURATION_BUCKETS.iter().copied().zip(h.counts).collect();
-            durations.push_histogram(
-                vec![("endpoint", e.as_str().into())],
-                &buckets,
-                h.sum,
-                h.count,
-            );
-        }
-        let mut problems = Family::counter(
-            "mailhost_parse_problems",
-            "Fields of upstream answers whose shape could not be read; the value was skipped, not zeroed.",
-        );
-        for (e, n) in &inner.parse_problems {
-            problems.push(vec![("endpoint", e.as_str().into())], *n as f64);
-        }
-        let mut retries = Family::counter(
-            "mailhost_api_retries",
-            "Upstream attempts that failed and were retried after a back-off, by endpoint and reason.",
-        );
-        for ((e, r), n) in &inner.retries {
-            retries.push(
-                vec![
-                    ("endpoint", e.as_str().into()),
-                    ("reason", r.as_str().into()),
-                ],
-                *n as f64,
-            );
-        }
-        let mut circuit = Family::gauge(
-            "mailhost_api_open_circuits",
-            "Targets of this endpoint whose circuit breaker is open: not called (reason circuit_open) after their own repeated failures, until one probe after the cool-down.",
-        );
-        for (e, open) in &inner.open_circuits {
-            circuit.push(vec![("endpoint", e.as_str().into())], *open as f64);
-        }
-        let (reload_ok, reload_at) = *self
-            .reload
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut reload_success = Family::gauge(
-            "mailhost_config_last_reload_successful",
-            "1 when the last configuration reload succeeded (or none was tried since start), 0 when the new file was refused and the old configuration kept running.",
-        );
-        reload_success.push(vec![], if reload_ok { 1.0 } else { 0.0 });
-        let mut reload_time = Family::gauge(
-            "mailhost_config_last_reload_success_timestamp",
-            "When the configuration was last loaded successfully (at start or by a reload).",
-        )
-        .unit(Unit::Seconds);
-        reload_time.push(vec![], reload_at.as_millisecond() as f64 / 1000.0);
-        let mut build = Family::gauge(
-            "mailhost_build_info",
-            "A metric with a constant value 1, labelled with the version, revision and compiler of this build.",
-        );
-        build.push(
-            vec![
-                ("version", self.build.version.into()),
-                ("revision", self.build.revision.into()),
-                ("rustc_version", self.build.rustc_version.into()),
-            ],
-            1.0,
-        );
-        vec![
-            requests,
-            failures,
-            retries,
-            circuit,
-            durations,
-            problems,
-            reload_success,
-            reload_time,
-            build,
-        ]
-    }
+fn now_seconds() -> f64 {
+    jiff::Timestamp::now().as_millisecond() as f64 / 1000.0
 }
 
 /// `text` cut at `max` characters, marked with `…` when cut.
@@ -420,13 +248,16 @@ pub fn redact(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exposition::{Format, write_families};
+    use crate::metrics::format::Format;
+
+    fn classic(t: &Telemetry) -> String {
+        t.metrics().render(Format::Classic)
+    }
 
     #[test]
     fn failures_start_at_zero_for_every_reason() {
         let t = Telemetry::new(&[Endpoint::DeliveryAccount]);
-        let mut out = String::new();
-        write_families(&mut out, &t.families(), Format::Classic);
+        let out = classic(&t);
         for r in FailureReason::ALL {
             let line = format!(
                 "mailhost_api_request_failures_total{{endpoint=\"delivery_account\",reason=\"{r}\"}} 0\n"
@@ -444,11 +275,10 @@ mod tests {
             Duration::from_millis(300),
         );
         t.observe_request(Endpoint::DeliveryAccount, None, Duration::from_secs(20));
-        let mut out = String::new();
-        write_families(&mut out, &t.families(), Format::Classic);
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{endpoint=\"delivery_account\",le=\"0.25\"} 0\n"));
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{endpoint=\"delivery_account\",le=\"0.5\"} 1\n"));
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{endpoint=\"delivery_account\",le=\"+Inf\"} 2\n"));
+        let out = classic(&t);
+        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"0.25\",endpoint=\"delivery_account\"} 0\n"));
+        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"0.5\",endpoint=\"delivery_account\"} 1\n"));
+        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"+Inf\",endpoint=\"delivery_account\"} 2\n"));
         assert!(out.contains(
             "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"none\"} 1\n"
         ));
@@ -469,8 +299,7 @@ mod tests {
         }
         assert_eq!(t.logged_shapes(), MAX_LOGGED_SHAPES);
         assert!(t.lock().shapes_suppressed);
-        let mut out = String::new();
-        write_families(&mut out, &t.families(), Format::Classic);
+        let out = classic(&t);
         assert!(
             out.contains(&format!(
                 "mailhost_parse_problems_total{{endpoint=\"tracemail_dashboard\"}} {}\n",

@@ -13,7 +13,6 @@ use mailhost_exporter::collector::tracemail_daily::DailyData;
 use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
 use mailhost_exporter::collector::{Collector, CollectorSpec, TargetData};
 use mailhost_exporter::config::{Config, DeliveryAccountConfig, Schedule};
-use mailhost_exporter::exposition::{Format, write_families};
 use mailhost_exporter::metrics;
 use mailhost_exporter::snapshot::Snapshot;
 use mailhost_exporter::upstream::decode::aggregate;
@@ -44,8 +43,7 @@ fn render(spec: &CollectorSpec, data: TargetData, problems: &[ParseProblem]) -> 
         Duration::from_millis(125),
         now,
     );
-    let mut out = String::new();
-    write_families(&mut out, &metrics::families(&snapshot), Format::Classic);
+    let mut out = metrics::render(&Arc::new(snapshot)).classic;
     for p in problems {
         out.push_str(&format!("# parse problem: {} ({})\n", p.path, p.found));
     }

@@ -5,6 +5,7 @@
 //! as a real answer does. The fuzz target in `fuzz/` does the same from raw bytes.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -12,11 +13,13 @@ use mailhost_exporter::collector::tracemail_daily::DailyData;
 use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
 use mailhost_exporter::collector::{Collector, CollectorSpec, Target, TargetData};
 use mailhost_exporter::config::Config;
-use mailhost_exporter::exposition::{EOF, Format, MAX_LABEL_VALUE_LEN, write_families};
-use mailhost_exporter::metrics;
+use mailhost_exporter::metrics::labels::MAX_LABEL_VALUE_LEN;
+use mailhost_exporter::metrics::{self, EOF, Format};
 use mailhost_exporter::snapshot::Snapshot;
+use mailhost_exporter::telemetry::Telemetry;
 use mailhost_exporter::upstream::decode::aggregate;
-use mailhost_exporter::upstream::error::{FailureReason, UpstreamError};
+use mailhost_exporter::upstream::error::UpstreamError;
+use mailhost_exporter::upstream::error::{Endpoint, FailureReason};
 use mailhost_exporter::upstream::model::{
     DASHBOARD_FIELDS, DeliveryAccount, Mailbox, Migration, read_daily, read_dashboard,
     read_domains_rank,
@@ -622,13 +625,10 @@ fn render(runs: &[(&CollectorSpec, Vec<Outcome>)]) -> (String, String) {
             spec.targets.iter().cloned().zip(outcomes.clone()).collect();
         snapshot.apply_run(spec, results, Duration::from_millis(125), now);
     }
-    let families = metrics::families(&snapshot);
-    let mut classic = String::new();
-    write_families(&mut classic, &families, Format::Classic);
-    let mut openmetrics = String::new();
-    write_families(&mut openmetrics, &families, Format::OpenMetrics);
+    let exposition = metrics::render(&Arc::new(snapshot));
+    let mut openmetrics = exposition.openmetrics;
     openmetrics.push_str(EOF);
-    (classic, openmetrics)
+    (exposition.classic, openmetrics)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1052,6 +1052,82 @@ proptest! {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Self-metrics: counters, a histogram and gauges, rendered from the same model in both formats.
+
+const ENDPOINTS: [Endpoint; 6] = [
+    Endpoint::DeliveryAccount,
+    Endpoint::TracemailDashboard,
+    Endpoint::TracemailDaily,
+    Endpoint::TracemailDomainsRank,
+    Endpoint::MigrationStats,
+    Endpoint::EmailAccount,
+];
+
+/// One thing the exporter accounts for.
+#[derive(Clone, Debug)]
+enum Event {
+    Request(Endpoint, Option<u16>, Duration),
+    Failure(Endpoint, FailureReason),
+    Retry(Endpoint, FailureReason),
+    OpenCircuits(Endpoint, usize),
+    ParseProblem(Endpoint, String),
+    Reload(bool),
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    let endpoint = prop::sample::select(&ENDPOINTS[..]);
+    let reason = prop::sample::select(&FailureReason::ALL[..]);
+    prop_oneof![
+        (
+            endpoint.clone(),
+            prop::option::of(100u16..600),
+            (0u64..30_000).prop_map(Duration::from_millis)
+        )
+            .prop_map(|(e, c, d)| Event::Request(e, c, d)),
+        (endpoint.clone(), reason.clone()).prop_map(|(e, r)| Event::Failure(e, r)),
+        (endpoint.clone(), reason).prop_map(|(e, r)| Event::Retry(e, r)),
+        (endpoint.clone(), 0usize..50).prop_map(|(e, n)| Event::OpenCircuits(e, n)),
+        (endpoint, "[a-z_.\\[\\]0-9]{0,20}").prop_map(|(e, p)| Event::ParseProblem(e, p)),
+        any::<bool>().prop_map(Event::Reload),
+    ]
+}
+
+/// The self-metrics after `events`, in both formats as a scrape ends them.
+fn render_self(events: &[Event]) -> (String, String) {
+    let t = Telemetry::new(&ENDPOINTS[..2]);
+    for e in events.iter().cloned() {
+        match e {
+            Event::Request(e, code, d) => t.observe_request(e, code, d),
+            Event::Failure(e, r) => t.observe_failure(e, r),
+            Event::Retry(e, r) => t.observe_retry(e, r),
+            Event::OpenCircuits(e, n) => t.set_open_circuits(e, n),
+            Event::ParseProblem(e, path) => t.parse_problem(e, &path, "string"),
+            Event::Reload(ok) => t.observe_reload(ok),
+        }
+    }
+    (
+        t.metrics().render(Format::Classic),
+        t.metrics().render(Format::OpenMetrics),
+    )
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn any_self_metrics_carry_the_same_samples_in_both_formats(
+        events in prop::collection::vec(event(), 0..40)
+    ) {
+        let (classic, openmetrics) = render_self(&events);
+        check(&classic, &openmetrics)?;
+        let counters = classic.lines().filter(|l| l.starts_with("# TYPE ") && l.ends_with(" counter"));
+        for line in counters {
+            prop_assert!(line.split(' ').nth(2).is_some_and(|n| n.ends_with("_total")), "{line}");
+        }
+    }
+}
+
 /// Samples of a strategy from a fixed seed, so that a promtool complaint can be replayed.
 fn samples<S: Strategy>(strategy: S, n: usize) -> Vec<S::Value> {
     let mut runner = TestRunner::deterministic();
@@ -1072,6 +1148,15 @@ fn promtool_accepts_the_exposition_of_hundreds_of_generated_bodies() {
         // promtool lints names and help too, not only syntax: any remark is a failure.
         if let Err(report) = promtool_check_metrics(promtool, &classic) {
             failures.push(format!("batch {i}: {report}"));
+        }
+    }
+    for (i, events) in samples(prop::collection::vec(event(), 0..60), 4)
+        .into_iter()
+        .enumerate()
+    {
+        let (classic, _) = render_self(&events);
+        if let Err(report) = promtool_check_metrics(promtool, &classic) {
+            failures.push(format!("self-metrics {i}: {report}"));
         }
     }
     assert!(

@@ -11,8 +11,11 @@
 pub mod delivery_account;
 pub mod mailbox;
 pub mod migration;
+pub mod name;
 pub mod tracemail_daily;
 pub mod tracemail_dashboard;
+
+pub use name::CollectorName;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -28,34 +31,6 @@ use crate::config::{
 };
 use crate::upstream::Client;
 use crate::upstream::error::{Endpoint, UpstreamError};
-
-/// A collector: one API area, with its own switch, interval and health series.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CollectorName {
-    DeliveryAccount,
-    TracemailDashboard,
-    TracemailDaily,
-    Migration,
-    Mailbox,
-}
-
-impl CollectorName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CollectorName::DeliveryAccount => "delivery_account",
-            CollectorName::TracemailDashboard => "tracemail_dashboard",
-            CollectorName::TracemailDaily => "tracemail_daily",
-            CollectorName::Migration => "migration",
-            CollectorName::Mailbox => "mailbox",
-        }
-    }
-}
-
-impl fmt::Display for CollectorName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// One thing a collector fetches on each run, as the snapshot knows it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -359,6 +334,27 @@ impl fmt::Debug for Clock {
 pub struct Context {
     pub client: Client,
     pub clock: Clock,
+}
+
+/// A Delivery account collector over `accounts` polled every `interval` (deadline 0.8 and
+/// `max_age` 3 intervals), for the unit tests of the snapshot, the store and the rendering.
+#[cfg(test)]
+impl CollectorSpec {
+    pub(crate) fn delivery_accounts(
+        accounts: Vec<i32>,
+        interval: std::time::Duration,
+    ) -> CollectorSpec {
+        CollectorSpec::new(Collector::DeliveryAccount(Arc::new(
+            DeliveryAccountConfig {
+                schedule: crate::config::Schedule {
+                    interval,
+                    deadline: interval.mul_f64(0.8),
+                    max_age: interval * 3,
+                },
+                accounts,
+            },
+        )))
+    }
 }
 
 #[cfg(test)]

@@ -1,9 +1,13 @@
 //! Series of the Delivery account collector.
 
+use std::fmt;
 use std::time::Duration;
 
-use super::{GaugeTable, gauge, table_families};
-use crate::exposition::{Family, Unit};
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Unit;
+
+use super::labels::{AccountInfoLabels, AccountLabels, Value};
+use super::{GaugeTable, gauges, refreshed, table};
 use crate::upstream::model::DeliveryAccount;
 
 /// Plain gauges and timestamps: name, help (the source field is named), unit, value.
@@ -82,26 +86,39 @@ const GAUGES: &GaugeTable<DeliveryAccount> = &[
     ),
 ];
 
-pub fn families(interval: Duration, accounts: &[(String, &DeliveryAccount)]) -> Vec<Family> {
-    let mut out = table_families(GAUGES, interval, "account_id", accounts);
-    let mut info = gauge(
+pub fn encode(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    accounts: &[(Value, &DeliveryAccount)],
+) -> fmt::Result {
+    let items: Vec<(AccountLabels, &DeliveryAccount)> = accounts
+        .iter()
+        .map(|(id, a)| {
+            let labels = AccountLabels {
+                account_id: id.clone(),
+            };
+            (labels, *a)
+        })
+        .collect();
+    table(enc, GAUGES, interval, &items)?;
+    let info: Vec<AccountInfoLabels> = accounts
+        .iter()
+        .map(|(id, a)| AccountInfoLabels {
+            account_id: id.clone(),
+            username: Value::from(&a.username),
+            plan: Value::from(&a.plan),
+            account_type: Value::from(&a.account_type),
+            status_detail: Value::from(&a.status_detail),
+        })
+        .collect();
+    gauges(
+        enc,
         "mailhost_delivery_account_info",
-        "Descriptive labels of a Delivery account; the value is always 1.",
-        interval,
-    );
-    for (id, a) in accounts {
-        let s = |v: &Option<String>| v.clone().unwrap_or_default();
-        info.push(
-            vec![
-                ("account_id", id.clone()),
-                ("username", s(&a.username)),
-                ("plan", s(&a.plan)),
-                ("account_type", s(&a.account_type)),
-                ("status_detail", s(&a.status_detail)),
-            ],
-            1.0,
-        );
-    }
-    out.push(info);
-    out
+        &refreshed(
+            "Descriptive labels of a Delivery account; the value is always 1.",
+            interval,
+        ),
+        None,
+        info.iter().map(|l| (l, 1.0)),
+    )
 }

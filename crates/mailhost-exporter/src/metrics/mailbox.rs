@@ -1,9 +1,13 @@
 //! Series of the mailbox collector.
 
+use std::fmt;
 use std::time::Duration;
 
-use super::{GaugeTable, gauge, table_families};
-use crate::exposition::{Family, Unit};
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Unit;
+
+use super::labels::{MailboxArchiveLabels, MailboxInfoLabels, MailboxLabels, Value};
+use super::{GaugeTable, gauges, refreshed, table};
 use crate::upstream::model::Mailbox;
 
 /// The archive states always shown as a state set; any other state the API reports is shown too.
@@ -78,18 +82,22 @@ const GAUGES: &GaugeTable<Mailbox> = &[
     ),
 ];
 
-pub fn families(interval: Duration, mailboxes: &[(String, &Mailbox)]) -> Vec<Family> {
-    let mut out = table_families(GAUGES, interval, "mailbox", mailboxes);
-    let mut archive = gauge(
-        "mailhost_mailbox_archive_status",
-        "Archiving state of the mailbox as a state set (archive_status): 1 on the current state, 0 on the others.",
-        interval,
-    );
-    let mut info = gauge(
-        "mailhost_mailbox_info",
-        "Descriptive labels of a mailbox; the value is always 1.",
-        interval,
-    );
+pub fn encode(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    mailboxes: &[(Value, &Mailbox)],
+) -> fmt::Result {
+    let items: Vec<(MailboxLabels, &Mailbox)> = mailboxes
+        .iter()
+        .map(|(code, m)| {
+            let labels = MailboxLabels {
+                mailbox: code.clone(),
+            };
+            (labels, *m)
+        })
+        .collect();
+    table(enc, GAUGES, interval, &items)?;
+    let mut archive = Vec::new();
     for (code, m) in mailboxes {
         if let Some(current) = &m.archive_status {
             let mut states: Vec<&str> = ARCHIVE_STATES.to_vec();
@@ -97,24 +105,41 @@ pub fn families(interval: Duration, mailboxes: &[(String, &Mailbox)]) -> Vec<Fam
                 states.push(current);
             }
             for s in states {
-                let v = if s == current { 1.0 } else { 0.0 };
-                archive.push(
-                    vec![("mailbox", code.clone()), ("archive_status", s.to_owned())],
-                    v,
-                );
+                let labels = MailboxArchiveLabels {
+                    mailbox: code.clone(),
+                    archive_status: Value::from(s),
+                };
+                archive.push((labels, if s == current { 1.0 } else { 0.0 }));
             }
         }
-        let s = |v: &Option<String>| v.clone().unwrap_or_default();
-        info.push(
-            vec![
-                ("mailbox", code.clone()),
-                ("address", s(&m.address)),
-                ("domain", s(&m.domain)),
-                ("status", s(&m.status)),
-            ],
-            1.0,
-        );
     }
-    out.extend([archive, info]);
-    out
+    gauges(
+        enc,
+        "mailhost_mailbox_archive_status",
+        &refreshed(
+            "Archiving state of the mailbox as a state set (archive_status): 1 on the current state, 0 on the others.",
+            interval,
+        ),
+        None,
+        archive.iter().map(|(l, v)| (l, *v)),
+    )?;
+    let info: Vec<MailboxInfoLabels> = mailboxes
+        .iter()
+        .map(|(code, m)| MailboxInfoLabels {
+            mailbox: code.clone(),
+            address: Value::from(&m.address),
+            domain: Value::from(&m.domain),
+            status: Value::from(&m.status),
+        })
+        .collect();
+    gauges(
+        enc,
+        "mailhost_mailbox_info",
+        &refreshed(
+            "Descriptive labels of a mailbox; the value is always 1.",
+            interval,
+        ),
+        None,
+        info.iter().map(|l| (l, 1.0)),
+    )
 }

@@ -1,9 +1,15 @@
 //! Series of the migration collector.
 
+use std::fmt;
 use std::time::Duration;
 
-use super::{GaugeTable, gauge, table_families};
-use crate::exposition::{Family, Unit};
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Unit;
+
+use super::labels::{
+    MigrationKeyLabels, MigrationLabels, MigrationStateLabels, MigrationStatusLabels, Value,
+};
+use super::{GaugeTable, gauges, refreshed, table};
 use crate::upstream::model::Migration;
 
 const GAUGES: &GaugeTable<Migration> = &[
@@ -51,40 +57,82 @@ const GAUGES: &GaugeTable<Migration> = &[
     ),
 ];
 
-pub fn families(interval: Duration, migrations: &[(String, &Migration)]) -> Vec<Family> {
-    let mut out = table_families(GAUGES, interval, "migration", migrations);
-    let mut accounts = gauge(
+pub fn encode(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    migrations: &[(Value, &Migration)],
+) -> fmt::Result {
+    let items: Vec<(MigrationLabels, &Migration)> = migrations
+        .iter()
+        .map(|(code, m)| {
+            let labels = MigrationLabels {
+                migration: code.clone(),
+            };
+            (labels, *m)
+        })
+        .collect();
+    table(enc, GAUGES, interval, &items)?;
+    let accounts: Vec<(MigrationStateLabels, f64)> = migrations
+        .iter()
+        .flat_map(|(code, m)| {
+            m.accounts.iter().map(|(state, n)| {
+                let labels = MigrationStateLabels {
+                    migration: code.clone(),
+                    state: Value::from(state),
+                };
+                (labels, *n)
+            })
+        })
+        .collect();
+    gauges(
+        enc,
         "mailhost_migration_accounts",
-        "Accounts of the migration by state (accounts.<state>; the total is their sum).",
-        interval,
-    );
-    let mut status = gauge(
+        &refreshed(
+            "Accounts of the migration by state (accounts.<state>; the total is their sum).",
+            interval,
+        ),
+        None,
+        accounts.iter().map(|(l, v)| (l, *v)),
+    )?;
+    let status: Vec<MigrationStatusLabels> = migrations
+        .iter()
+        .filter_map(|(code, m)| {
+            m.status.as_ref().map(|s| MigrationStatusLabels {
+                migration: code.clone(),
+                status: Value::from(s),
+            })
+        })
+        .collect();
+    gauges(
+        enc,
         "mailhost_migration_status",
-        "The migration's status (status): 1 on the series of the current one.",
-        interval,
-    );
-    let mut other = gauge(
+        &refreshed(
+            "The migration's status (status): 1 on the series of the current one.",
+            interval,
+        ),
+        None,
+        status.iter().map(|l| (l, 1.0)),
+    )?;
+    let other: Vec<(MigrationKeyLabels, f64)> = migrations
+        .iter()
+        .flat_map(|(code, m)| {
+            m.other.iter().map(|(key, n)| {
+                let labels = MigrationKeyLabels {
+                    migration: code.clone(),
+                    key: Value::from(key),
+                };
+                (labels, *n)
+            })
+        })
+        .collect();
+    gauges(
+        enc,
         "mailhost_migration_aggregate",
-        "Any other numeric leaf of the migration's aggregate statistics, by dotted path (depth 4 and 64 keys at most).",
-        interval,
-    );
-    for (code, m) in migrations {
-        for (state, n) in &m.accounts {
-            accounts.push(
-                vec![("migration", code.clone()), ("state", state.clone())],
-                *n,
-            );
-        }
-        if let Some(s) = &m.status {
-            status.push(
-                vec![("migration", code.clone()), ("status", s.clone())],
-                1.0,
-            );
-        }
-        for (key, n) in &m.other {
-            other.push(vec![("migration", code.clone()), ("key", key.clone())], *n);
-        }
-    }
-    out.extend([accounts, status, other]);
-    out
+        &refreshed(
+            "Any other numeric leaf of the migration's aggregate statistics, by dotted path (depth 4 and 64 keys at most).",
+            interval,
+        ),
+        None,
+        other.iter().map(|(l, v)| (l, *v)),
+    )
 }

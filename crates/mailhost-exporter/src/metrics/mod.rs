@@ -1,200 +1,363 @@
-//! From snapshot to metric families: the names, help texts and labels of every series that
-//! comes from the snapshot. Series are rebuilt from the snapshot on every render, so a value
-//! that vanished upstream vanishes here too.
+//! From snapshot to exposition: the one rendering seam, [`render`]. The snapshot's series are
+//! emitted by a `prometheus-client` [`Collector`] as const metrics, rebuilt from the snapshot on
+//! every render, so a value that vanished upstream vanishes here too. The model writes
+//! OpenMetrics; the classic text is rewritten from that same text ([`classic`]). Self-metrics,
+//! which change between renders, are in [`self_metrics`].
 
+mod classic;
 mod delivery_account;
+pub mod format;
+pub mod labels;
 mod mailbox;
 mod migration;
+pub mod self_metrics;
 mod tracemail;
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::text::encode_registry;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::collector::CollectorName;
 use crate::collector::{Target, TargetData};
-use crate::exposition::{Family, Unit};
 use crate::snapshot::{CollectorState, Snapshot};
+use labels::{CollectorLabels, TargetLabels, Value};
 
-/// Every family of a snapshot: exporter health first, then each collector's series.
-pub fn families(snapshot: &Snapshot) -> Vec<Family> {
-    let mut out = health(snapshot);
-    for c in snapshot.collectors.values() {
-        let interval = c.schedule.interval;
-        match c.name {
-            CollectorName::DeliveryAccount => {
-                let items = current(c, |_, d| match d {
-                    TargetData::DeliveryAccount(x) => Some(x),
-                    _ => None,
-                });
-                out.extend(delivery_account::families(interval, &items));
-            }
-            CollectorName::TracemailDashboard => {
-                let views: Vec<_> = c
-                    .targets
-                    .iter()
-                    .filter_map(|t| match (&t.target, t.data.as_ref().map(|(d, _)| d)) {
-                        (Target::DashboardView(v), Some(TargetData::Dashboard(x))) => Some((v, x)),
-                        _ => None,
-                    })
-                    .collect();
-                out.extend(tracemail::dashboard_families(interval, &views));
-            }
-            CollectorName::TracemailDaily => {
-                let items = current(c, |_, d| match d {
-                    TargetData::Daily(x) => Some(x),
-                    _ => None,
-                });
-                out.extend(tracemail::daily_families(interval, &items));
-            }
-            CollectorName::Migration => {
-                let items = current(c, |_, d| match d {
-                    TargetData::Migration(x) => Some(x),
-                    _ => None,
-                });
-                out.extend(migration::families(interval, &items));
-            }
-            CollectorName::Mailbox => {
-                let items = current(c, |_, d| match d {
-                    TargetData::Mailbox(x) => Some(x),
-                    _ => None,
-                });
-                out.extend(mailbox::families(interval, &items));
-            }
+pub use format::{EOF, Format};
+
+/// A snapshot's series in both formats, without `# EOF`, so that the self-metrics can follow.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Exposition {
+    pub classic: String,
+    pub openmetrics: String,
+}
+
+impl Exposition {
+    pub fn text(&self, format: Format) -> &str {
+        match format {
+            Format::Classic => &self.classic,
+            Format::OpenMetrics => &self.openmetrics,
         }
     }
-    out
+}
+
+/// Renders every series of a snapshot: exporter health first, then each collector's series.
+/// Pure: the same snapshot gives the same text. Takes the snapshot shared because the
+/// collector that the encoder calls must own what it reads.
+pub fn render(snapshot: &Arc<Snapshot>) -> Exposition {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(SnapshotCollector(Arc::clone(snapshot))));
+    let mut openmetrics = String::with_capacity(16 * 1024);
+    // Writing into a String cannot fail, and nothing in the collector fails on its own.
+    let _ = encode_registry(&mut openmetrics, &registry);
+    let classic = classic::from_openmetrics(&openmetrics);
+    Exposition {
+        classic,
+        openmetrics,
+    }
+}
+
+/// The snapshot's series as const metrics, built at encoding time.
+#[derive(Debug)]
+struct SnapshotCollector(Arc<Snapshot>);
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let snapshot = &self.0;
+        let enc = &mut encoder;
+        health(enc, snapshot)?;
+        for c in snapshot.collectors.values() {
+            let interval = c.schedule.interval;
+            match c.name {
+                CollectorName::DeliveryAccount => {
+                    let items = current(c, |d| match d {
+                        TargetData::DeliveryAccount(x) => Some(x),
+                        _ => None,
+                    });
+                    delivery_account::encode(enc, interval, &items)?;
+                }
+                CollectorName::TracemailDashboard => {
+                    let views: Vec<_> = c
+                        .targets
+                        .iter()
+                        .filter_map(|t| match (&t.target, t.data.as_ref().map(|(d, _)| d)) {
+                            (Target::DashboardView(v), Some(TargetData::Dashboard(x))) => {
+                                Some((v, x))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    tracemail::encode_dashboard(enc, interval, &views)?;
+                }
+                CollectorName::TracemailDaily => {
+                    let items = current(c, |d| match d {
+                        TargetData::Daily(x) => Some(x),
+                        _ => None,
+                    });
+                    tracemail::encode_daily(enc, interval, &items)?;
+                }
+                CollectorName::Migration => {
+                    let items = current(c, |d| match d {
+                        TargetData::Migration(x) => Some(x),
+                        _ => None,
+                    });
+                    migration::encode(enc, interval, &items)?;
+                }
+                CollectorName::Mailbox => {
+                    let items = current(c, |d| match d {
+                        TargetData::Mailbox(x) => Some(x),
+                        _ => None,
+                    });
+                    mailbox::encode(enc, interval, &items)?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The current data of a collector's targets, with their `target` label value.
 fn current<'a, T>(
     c: &'a CollectorState,
-    pick: impl Fn(&Target, &'a TargetData) -> Option<&'a T>,
-) -> Vec<(String, &'a T)> {
+    pick: impl Fn(&'a TargetData) -> Option<&'a T>,
+) -> Vec<(Value, &'a T)> {
     c.targets
         .iter()
         .filter_map(|t| {
             let (data, _) = t.data.as_ref()?;
-            pick(&t.target, data).map(|x| (t.target.to_string(), x))
+            pick(data).map(|x| (Value::from(t.target.to_string()), x))
         })
         .collect()
 }
 
 type Getter<T> = fn(&T) -> Option<f64>;
 
-/// A table of plain gauges: name (unit added by [`Unit`]), help naming the source field, value.
+/// A table of plain gauges: name (the unit is added by the encoder), help naming the source
+/// field, unit, value.
 type GaugeTable<T> = [(&'static str, &'static str, Option<Unit>, Getter<T>)];
 
-/// One family per row of `table`, one sample per item, labelled `label="<item id>"`.
-fn table_families<T>(
+/// One family per row of `table`, one sample per item that has the row's value.
+fn table<T, S: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
     table: &GaugeTable<T>,
     interval: Duration,
-    label: &'static str,
-    items: &[(String, &T)],
-) -> Vec<Family> {
-    table
-        .iter()
-        .map(|(name, help, unit, get)| {
-            let mut f = gauge(name, help, interval);
-            if let Some(u) = unit {
-                f = f.unit(*u);
-            }
-            for (id, item) in items {
-                if let Some(v) = get(item) {
-                    f.push(vec![(label, id.clone())], v);
-                }
-            }
-            f
-        })
-        .collect()
+    items: &[(S, &T)],
+) -> fmt::Result {
+    for (name, help, unit, get) in table {
+        gauges(
+            enc,
+            name,
+            &refreshed(help, interval),
+            unit.as_ref(),
+            items.iter().filter_map(|(l, x)| get(x).map(|v| (l, v))),
+        )?;
+    }
+    Ok(())
 }
 
-/// A gauge family with the "refreshed" sentence appended to its help.
-fn gauge(name: &str, help: &str, interval: Duration) -> Family {
-    Family::gauge(name, format!("{help} {}", refreshed(interval)))
+/// One gauge family of const samples, or nothing at all when it has none. A value that is not
+/// finite is left out: readers never yield one, and the encoder would write it as `inf`, which
+/// no parser takes.
+fn gauges<'a, S: EncodeLabelSet + 'a>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    samples: impl IntoIterator<Item = (&'a S, f64)>,
+) -> fmt::Result {
+    let mut samples = samples
+        .into_iter()
+        .filter(|(_, v)| v.is_finite())
+        .peekable();
+    if samples.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
+    for (labels, v) in samples {
+        ConstGauge::new(v).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
 }
 
-/// The sentence every business metric's help ends with.
-fn refreshed(interval: Duration) -> String {
+/// A gauge family of one sample without labels.
+fn single(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: f64,
+) -> fmt::Result {
+    if !value.is_finite() {
+        return Ok(());
+    }
+    let metric = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
+    ConstGauge::new(value).encode(metric)
+}
+
+/// A business metric's help: what it is, then how often it is refreshed.
+fn refreshed(help: &str, interval: Duration) -> String {
     format!(
-        "Refreshed in the background every {}.",
+        "{help} Refreshed in the background every {}.",
         humantime::format_duration(interval)
     )
 }
 
-fn health(snapshot: &Snapshot) -> Vec<Family> {
-    let mut up = Family::gauge(
-        "mailhost_up",
-        "1 when the last run of every collector succeeded (every target answered), else 0.",
-    );
+fn flag(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
     let all_ok = snapshot
         .collectors
         .values()
         .all(|c| c.last_run.is_some_and(|r| r.success));
-    up.push(vec![], if all_ok { 1.0 } else { 0.0 });
-
-    let mut success = Family::gauge(
+    single(
+        enc,
+        "mailhost_up",
+        "1 when the last run of every collector succeeded (every target answered), else 0.",
+        None,
+        flag(all_ok),
+    )?;
+    let collectors: Vec<(CollectorLabels, &CollectorState)> = snapshot
+        .collectors
+        .values()
+        .map(|c| (CollectorLabels { collector: c.name }, c))
+        .collect();
+    let seconds_unit = Some(&Unit::Seconds);
+    gauges(
+        enc,
         "mailhost_collector_success",
         "1 when the collector's last run succeeded for every target, else 0.",
-    );
-    let mut duration = Family::gauge(
+        None,
+        collectors
+            .iter()
+            .filter_map(|(l, c)| c.last_run.map(|r| (l, flag(r.success)))),
+    )?;
+    gauges(
+        enc,
         "mailhost_collector_duration",
         "How long the collector's last run took.",
-    )
-    .unit(Unit::Seconds);
-    let mut interval = Family::gauge(
+        seconds_unit,
+        collectors
+            .iter()
+            .filter_map(|(l, c)| c.last_run.map(|r| (l, r.duration.as_secs_f64()))),
+    )?;
+    gauges(
+        enc,
         "mailhost_collector_interval",
         "How often the collector runs (its configured interval); data older than a few intervals is stale.",
-    )
-    .unit(Unit::Seconds);
-    let mut last_success = Family::gauge(
+        seconds_unit,
+        collectors
+            .iter()
+            .map(|(l, c)| (l, c.schedule.interval.as_secs_f64())),
+    )?;
+    gauges(
+        enc,
         "mailhost_collector_last_success_timestamp",
         "When the collector last finished a run in which every target succeeded.",
-    )
-    .unit(Unit::Seconds);
-    let mut target_success = Family::gauge(
+        seconds_unit,
+        collectors
+            .iter()
+            .filter_map(|(l, c)| c.last_success.map(|ts| (l, seconds(ts)))),
+    )?;
+    let targets: Vec<(TargetLabels, &crate::snapshot::TargetState)> = snapshot
+        .collectors
+        .values()
+        .flat_map(|c| {
+            c.targets.iter().map(|t| {
+                let labels = TargetLabels {
+                    collector: c.name,
+                    target: Value::from(t.target.to_string()),
+                };
+                (labels, t)
+            })
+        })
+        .collect();
+    gauges(
+        enc,
         "mailhost_target_success",
         "1 when the last attempt to fetch this target succeeded, else 0.",
-    );
-    let mut target_last_success = Family::gauge(
+        None,
+        targets
+            .iter()
+            .filter_map(|(l, t)| t.last_ok.map(|ok| (l, flag(ok)))),
+    )?;
+    gauges(
+        enc,
         "mailhost_target_last_success_timestamp",
         "When this target was last fetched successfully; time() minus this is the age of its values.",
+        seconds_unit,
+        targets
+            .iter()
+            .filter_map(|(l, t)| t.last_success.map(|ts| (l, seconds(ts)))),
     )
-    .unit(Unit::Seconds);
-    for c in snapshot.collectors.values() {
-        let collector = || vec![("collector", c.name.as_str().to_owned())];
-        interval.push(collector(), c.schedule.interval.as_secs_f64());
-        if let Some(run) = c.last_run {
-            success.push(collector(), if run.success { 1.0 } else { 0.0 });
-            duration.push(collector(), run.duration.as_secs_f64());
-        }
-        if let Some(ts) = c.last_success {
-            last_success.push(collector(), seconds(ts));
-        }
-        for t in &c.targets {
-            let labels = || {
-                vec![
-                    ("collector", c.name.as_str().to_owned()),
-                    ("target", t.target.to_string()),
-                ]
-            };
-            if let Some(ok) = t.last_ok {
-                target_success.push(labels(), if ok { 1.0 } else { 0.0 });
-            }
-            if let Some(ts) = t.last_success {
-                target_last_success.push(labels(), seconds(ts));
-            }
-        }
-    }
-    vec![
-        up,
-        success,
-        duration,
-        interval,
-        last_success,
-        target_success,
-        target_last_success,
-    ]
 }
 
 fn seconds(ts: jiff::Timestamp) -> f64 {
     ts.as_millisecond() as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collector::CollectorSpec;
+    use crate::upstream::model::DeliveryAccount;
+
+    #[test]
+    fn values_are_written_as_both_formats_read_them_and_non_finite_ones_are_left_out() {
+        let spec = CollectorSpec::delivery_accounts(vec![1], Duration::from_secs(60));
+        let account = DeliveryAccount {
+            remaining_messages: Some(-3.0),
+            plan_messages_limit: Some(0.25),
+            plan_messages_used: Some(1e300),
+            messages_sent: Some(1.5e-9),
+            extra_messages_total: Some(f64::INFINITY),
+            remaining_extra_messages_bought: Some(f64::NAN),
+            plan_expiration: Some(1_700_000_000.0),
+            ..DeliveryAccount::default()
+        };
+        let mut snapshot = Snapshot::default();
+        snapshot.apply_run(
+            &spec,
+            vec![(
+                Target::DeliveryAccount(1),
+                Ok(TargetData::DeliveryAccount(account)),
+            )],
+            Duration::ZERO,
+            jiff::Timestamp::from_second(1_795_334_400).unwrap(),
+        );
+        let e = render(&Arc::new(snapshot));
+        for text in [&e.classic, &e.openmetrics] {
+            for line in [
+                "mailhost_delivery_remaining_messages{account_id=\"1\"} -3.0\n",
+                "mailhost_delivery_plan_messages_limit{account_id=\"1\"} 0.25\n",
+                "mailhost_delivery_plan_messages_used{account_id=\"1\"} 1e300\n",
+                "mailhost_delivery_messages_sent{account_id=\"1\"} 1.5e-9\n",
+                "mailhost_delivery_plan_expiration_timestamp_seconds{account_id=\"1\"} 1700000000.0\n",
+            ] {
+                assert!(text.contains(line), "{line} missing in\n{text}");
+            }
+            // Nothing to show, so no family either.
+            assert!(!text.contains("mailhost_delivery_extra_messages"), "{text}");
+            assert!(!text.contains("mailhost_delivery_remaining_extra_messages"));
+        }
+    }
+
+    #[test]
+    fn an_empty_snapshot_renders_only_the_up_series_in_both_formats() {
+        let e = render(&Arc::new(Snapshot::default()));
+        assert_eq!(
+            e.classic,
+            "# HELP mailhost_up 1 when the last run of every collector succeeded (every target answered), else 0.\n\
+             # TYPE mailhost_up gauge\nmailhost_up 1.0\n"
+        );
+        assert_eq!(e.openmetrics, e.classic, "no counter, no unit: one text");
+        assert!(!e.openmetrics.contains("# EOF"));
+    }
 }

@@ -4,6 +4,7 @@
 pub mod auth;
 mod landing;
 pub use landing::{SharedUpstream, Upstream};
+pub mod negotiate;
 pub mod scrape;
 pub mod serve;
 pub mod web_config;
@@ -20,7 +21,7 @@ use axum::routing::{get, post};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::compression::CompressionLayer;
 
-use crate::snapshot::Store;
+use crate::store::Store;
 use crate::telemetry::Telemetry;
 use crate::web::web_config::WebReload;
 

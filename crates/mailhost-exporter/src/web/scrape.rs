@@ -15,16 +15,14 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
-use crate::exposition::{EOF, Format, write_families};
-use crate::snapshot::gzip_member;
+use crate::metrics::Format;
+use crate::store::gzip_member;
 use crate::telemetry::Telemetry;
 use crate::web::AppState;
-
-/// Room for the self-metrics tail, so that rendering it rarely grows the buffer.
-const TAIL_CAPACITY: usize = 8 * 1024;
+use crate::web::negotiate;
 
 pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let format = Format::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let format = negotiate::format(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let gzip = accepts_gzip(&headers);
     let prepared = state.store.prepared();
     let tail = state.tails.get(&state.telemetry, format);
@@ -77,12 +75,7 @@ impl TailCache {
         {
             return tail;
         }
-        let mut text = String::with_capacity(TAIL_CAPACITY);
-        write_families(&mut text, &telemetry.families(), format);
-        if format == Format::OpenMetrics {
-            text.push_str(EOF);
-        }
-        let plain = Bytes::from(text);
+        let plain = Bytes::from(telemetry.metrics().render(format));
         let tail = Arc::new(Tail {
             generation,
             gzip: gzip_member(&plain),

@@ -1,0 +1,100 @@
+//! The classic Prometheus text format (0.0.4) rewritten from the OpenMetrics text of the same
+//! model, as `prometheus-client` has no classic encoder. The two differ only in comments and
+//! names: a classic counter family is named with its `_total`, classic text has no `# UNIT`,
+//! no `_created` samples and no `# EOF`, and its HELP escapes no quote. Sample lines are the
+//! same in both and are copied as they are.
+
+/// The classic text of an OpenMetrics text (with or without its `# EOF`).
+pub fn from_openmetrics(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    // HELP comes before TYPE, and only TYPE says whether the name needs its `_total`.
+    let mut help: Option<&str> = None;
+    // The family being copied, when it is a counter: its `_created` samples are dropped.
+    let mut counter: Option<&str> = None;
+    for line in openmetrics.split_inclusive('\n') {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest
+                .trim_end()
+                .split_once(' ')
+                .unwrap_or((rest.trim_end(), ""));
+            let (suffix, kind) = match kind {
+                "counter" => ("_total", "counter"),
+                "gauge" | "histogram" | "summary" => ("", kind),
+                // OpenMetrics-only types (info, stateset, unknown, ...) have no classic peer.
+                _ => ("", "untyped"),
+            };
+            if let Some(text) = help.take().and_then(|h| h.split_once(' ').map(|(_, t)| t)) {
+                out.push_str("# HELP ");
+                out.push_str(name);
+                out.push_str(suffix);
+                out.push(' ');
+                out.push_str(&text.trim_end_matches('\n').replace("\\\"", "\""));
+                out.push('\n');
+            }
+            out.push_str("# TYPE ");
+            out.push_str(name);
+            out.push_str(suffix);
+            out.push(' ');
+            out.push_str(kind);
+            out.push('\n');
+            counter = (kind == "counter").then_some(name);
+            continue;
+        }
+        if line.starts_with("# UNIT ") || line.starts_with("# EOF") {
+            continue;
+        }
+        if let Some(name) = counter
+            && line
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with("_created{") || rest.starts_with("_created "))
+        {
+            continue;
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPENMETRICS: &str = "# HELP demo_remaining Messages left.\n# TYPE demo_remaining gauge\n\
+        demo_remaining{account_id=\"1\"} 42.0\n\
+        # HELP demo_requests Requests \\\"made\\\".\n# TYPE demo_requests counter\n\
+        demo_requests_total{code=\"200\"} 3\ndemo_requests_created{code=\"200\"} 1700000000.0\n\
+        # HELP demo_duration_seconds How long.\n# TYPE demo_duration_seconds histogram\n\
+        # UNIT demo_duration_seconds seconds\n\
+        demo_duration_seconds_sum{endpoint=\"x\"} 0.55\ndemo_duration_seconds_count{endpoint=\"x\"} 3\n\
+        demo_duration_seconds_bucket{le=\"0.1\",endpoint=\"x\"} 1\n\
+        demo_duration_seconds_bucket{le=\"+Inf\",endpoint=\"x\"} 3\n\
+        # EOF\n";
+
+    #[test]
+    fn classic_text_names_counters_with_total_and_has_no_unit_created_or_eof() {
+        assert_eq!(
+            from_openmetrics(OPENMETRICS),
+            "# HELP demo_remaining Messages left.\n# TYPE demo_remaining gauge\n\
+             demo_remaining{account_id=\"1\"} 42.0\n\
+             # HELP demo_requests_total Requests \"made\".\n# TYPE demo_requests_total counter\n\
+             demo_requests_total{code=\"200\"} 3\n\
+             # HELP demo_duration_seconds How long.\n# TYPE demo_duration_seconds histogram\n\
+             demo_duration_seconds_sum{endpoint=\"x\"} 0.55\ndemo_duration_seconds_count{endpoint=\"x\"} 3\n\
+             demo_duration_seconds_bucket{le=\"0.1\",endpoint=\"x\"} 1\n\
+             demo_duration_seconds_bucket{le=\"+Inf\",endpoint=\"x\"} 3\n"
+        );
+    }
+
+    #[test]
+    fn types_without_a_classic_peer_become_untyped() {
+        let om = "# HELP x Something.\n# TYPE x unknown\nx{v=\"1\"} 1\n";
+        assert_eq!(
+            from_openmetrics(om),
+            "# HELP x Something.\n# TYPE x untyped\nx{v=\"1\"} 1\n"
+        );
+    }
+}

@@ -1,0 +1,374 @@
+//! Every label set the exporter writes, as typed structs, and every bounded label value, in one
+//! place so that the cardinality of each series can be reviewed at a glance.
+//!
+//! | label        | values                                                  |
+//! |--------------|---------------------------------------------------------|
+//! | `collector`  | [`CollectorName`]                                       |
+//! | `target`     | one per configured target (account id, ...)             |
+//! | `endpoint`   | [`Endpoint`]: a route name, never a raw path            |
+//! | `reason`     | [`FailureReason`]: a fixed vocabulary, never error text |
+//! | `code`       | [`Code`]: HTTP status code of an upstream answer, or `none` |
+//! | `le`         | the fixed buckets of the request latency histogram      |
+//! | `account_id` | configured Delivery account ids; top-list account ids, at most `limit` |
+//! | `account`, `domain` | configured dashboard views ([`ViewLabels`])      |
+//! | `domain`     | per account, at most `top_domains` sending domains      |
+//! | `status`, `group`, `state`, `archive_status` | names from the API, sanitised by [`crate::upstream::model::names::sanitize`], at most [`crate::upstream::model::names::MAX_NAMES`] per record |
+//! | `migration`, `mailbox` | configured codes                              |
+//! | `key`        | dotted paths inside a migration `aggregate`, at most 64 |
+//! | info labels  | strings from the API, escaped and cut at [`MAX_LABEL_VALUE_LEN`] characters |
+//! | build labels | constants of this build                                 |
+//!
+//! Every string value goes through [`Value`], which bounds it; the vocabularies are enums.
+
+use std::fmt::Write as _;
+
+use prometheus_client::encoding::{
+    EncodeLabelKey, EncodeLabelSet, EncodeLabelValue, LabelSetEncoder, LabelValueEncoder,
+};
+
+use crate::collector::name::CollectorName;
+use crate::config::View;
+use crate::upstream::error::{Endpoint, FailureReason};
+
+/// Longest label value we expose; longer values from the API are cut (with `…`), so a
+/// misbehaving upstream cannot blow up series size.
+pub const MAX_LABEL_VALUE_LEN: usize = 128;
+
+/// A label value from the configuration or the API. Escaped by the encoder; cut here at
+/// [`MAX_LABEL_VALUE_LEN`] characters, and control characters other than a newline (which the
+/// encoder escapes) shown as spaces: legal, but useless in a label.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Value(String);
+
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value(s)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value(s.to_owned())
+    }
+}
+
+impl From<&String> for Value {
+    fn from(s: &String) -> Self {
+        Value(s.clone())
+    }
+}
+
+impl From<&Option<String>> for Value {
+    /// A missing string is an empty label value: the series keeps its label set.
+    fn from(s: &Option<String>) -> Self {
+        Value(s.clone().unwrap_or_default())
+    }
+}
+
+impl EncodeLabelValue for Value {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let plain = self.0.char_indices().nth(MAX_LABEL_VALUE_LEN).is_none()
+            && !self.0.chars().any(|c| c.is_control() && c != '\n');
+        if plain {
+            return encoder.write_str(&self.0);
+        }
+        let mut bounded = String::with_capacity(MAX_LABEL_VALUE_LEN + 4);
+        for (i, c) in self.0.chars().enumerate() {
+            if i == MAX_LABEL_VALUE_LEN {
+                bounded.push('…');
+                break;
+            }
+            bounded.push(if c.is_control() && c != '\n' { ' ' } else { c });
+        }
+        encoder.write_str(&bounded)
+    }
+}
+
+// The vocabularies are defined with the upstream client; their label spelling is `as_str`.
+
+impl EncodeLabelValue for CollectorName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for Endpoint {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for FailureReason {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.as_str())
+    }
+}
+
+/// The HTTP status code of an upstream answer; `none` when there was no answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Code(pub Option<u16>);
+
+impl EncodeLabelValue for Code {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        match self.0 {
+            Some(code) => write!(encoder, "{code}"),
+            None => encoder.write_str("none"),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Self-metrics.
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct EndpointLabels {
+    pub endpoint: Endpoint,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub endpoint: Endpoint,
+    pub code: Code,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct FailureLabels {
+    pub endpoint: Endpoint,
+    pub reason: FailureReason,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub revision: &'static str,
+    pub rustc_version: &'static str,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exporter health, from the snapshot.
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct CollectorLabels {
+    pub collector: CollectorName,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TargetLabels {
+    pub collector: CollectorName,
+    pub target: Value,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Delivery accounts and their daily statistics.
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AccountLabels {
+    pub account_id: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AccountInfoLabels {
+    pub account_id: Value,
+    pub username: Value,
+    pub plan: Value,
+    pub account_type: Value,
+    pub status_detail: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AccountStatusLabels {
+    pub account_id: Value,
+    pub status: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AccountDomainStatusLabels {
+    pub account_id: Value,
+    pub domain: Value,
+    pub status: Value,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mail-tracing dashboard, per view.
+
+/// The labels a dashboard view adds: none for the whole customer, `account` or `domain` for a
+/// filter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ViewLabels {
+    All,
+    Account(Value),
+    Domain(Value),
+}
+
+impl From<&View> for ViewLabels {
+    fn from(view: &View) -> Self {
+        match view {
+            View::All => ViewLabels::All,
+            View::Account(id) => ViewLabels::Account(Value(id.to_string())),
+            View::Domain(d) => ViewLabels::Domain(Value::from(d)),
+        }
+    }
+}
+
+impl EncodeLabelSet for ViewLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let (name, value) = match self {
+            ViewLabels::All => return Ok(()),
+            ViewLabels::Account(v) => ("account", v),
+            ViewLabels::Domain(v) => ("domain", v),
+        };
+        let mut label = encoder.encode_label();
+        let mut key = label.encode_label_key()?;
+        EncodeLabelKey::encode(&name, &mut key)?;
+        let mut v = key.encode_label_value()?;
+        EncodeLabelValue::encode(value, &mut v)?;
+        v.finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ViewStatusLabels {
+    #[prometheus(flatten)]
+    pub view: ViewLabels,
+    pub status: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ViewGroupLabels {
+    #[prometheus(flatten)]
+    pub view: ViewLabels,
+    pub group: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ViewAccountLabels {
+    #[prometheus(flatten)]
+    pub view: ViewLabels,
+    pub account_id: Value,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Migrations.
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MigrationLabels {
+    pub migration: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MigrationStateLabels {
+    pub migration: Value,
+    pub state: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MigrationStatusLabels {
+    pub migration: Value,
+    pub status: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MigrationKeyLabels {
+    pub migration: Value,
+    pub key: Value,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Mailboxes.
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MailboxLabels {
+    pub mailbox: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MailboxArchiveLabels {
+    pub mailbox: Value,
+    pub archive_status: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MailboxInfoLabels {
+    pub mailbox: Value,
+    pub address: Value,
+    pub domain: Value,
+    pub status: Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode_registry;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+
+    fn written<S>(labels: &[S]) -> String
+    where
+        S: EncodeLabelSet + Clone + std::hash::Hash + Eq + std::fmt::Debug + Send + Sync + 'static,
+    {
+        let family = Family::<S, Gauge>::default();
+        for l in labels {
+            family.get_or_create(l).set(1);
+        }
+        let mut registry = Registry::default();
+        registry.register("x", "h", family);
+        let mut out = String::new();
+        encode_registry(&mut out, &registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn label_values_are_escaped_and_bounded() {
+        let out = written(&[MailboxLabels {
+            mailbox: Value::from("a\"b\\c\nd\te"),
+        }]);
+        assert!(out.contains(r#"x{mailbox="a\"b\\c\nd e"} 1"#), "{out}");
+        let out = written(&[MailboxLabels {
+            mailbox: Value::from("y".repeat(500)),
+        }]);
+        let long = out.lines().last().unwrap();
+        assert_eq!(
+            long,
+            format!("x{{mailbox=\"{}…\"}} 1", "y".repeat(MAX_LABEL_VALUE_LEN))
+        );
+        let exact = "é".repeat(MAX_LABEL_VALUE_LEN);
+        let out = written(&[MailboxLabels {
+            mailbox: Value::from(exact.as_str()),
+        }]);
+        assert!(
+            out.contains(&format!("x{{mailbox=\"{exact}\"}} 1")),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn vocabularies_and_views_are_written_as_their_label_names() {
+        let out = written(&[FailureLabels {
+            endpoint: Endpoint::TracemailDomainsRank,
+            reason: FailureReason::RateLimited,
+        }]);
+        assert!(out.contains("x{endpoint=\"tracemail_domains_rank\",reason=\"rate_limited\"} 1"));
+        let out = written(&[RequestLabels {
+            endpoint: Endpoint::EmailAccount,
+            code: Code(None),
+        }]);
+        assert!(out.contains("x{endpoint=\"email_account\",code=\"none\"} 1"));
+        let out = written(&[
+            ViewStatusLabels {
+                view: ViewLabels::All,
+                status: Value::from("sent"),
+            },
+            ViewStatusLabels {
+                view: ViewLabels::from(&View::Domain("shop.example".into())),
+                status: Value::from("sent"),
+            },
+        ]);
+        assert!(out.contains("x{status=\"sent\"} 1"), "{out}");
+        assert!(
+            out.contains("x{domain=\"shop.example\",status=\"sent\"} 1"),
+            "{out}"
+        );
+    }
+}

@@ -1,0 +1,274 @@
+//! The exporter's own series: long-lived `prometheus-client` families of upstream requests,
+//! failures, retries, latency, parse problems, open circuits, reloads and build facts, and
+//! their rendering as the tail of a scrape (with `# EOF` for OpenMetrics). Counters start at
+//! zero for every known endpoint, so that `rate()` and alerts see them before the first event.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::text::encode_registry;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::classic;
+use super::format::{EOF, Format};
+use super::labels::{BuildLabels, Code, EndpointLabels, FailureLabels, RequestLabels};
+use crate::upstream::error::{Endpoint, FailureReason};
+
+/// Upper bounds of the request latency histogram, in seconds.
+pub const DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+/// The families, registered once; the handles here and in the registry share their values.
+pub struct SelfMetrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
+    retries: Family<FailureLabels, Counter>,
+    open_circuits: Family<EndpointLabels, Gauge>,
+    durations: Family<EndpointLabels, Histogram, fn() -> Histogram>,
+    parse_problems: Family<EndpointLabels, Counter>,
+    reload_success: Gauge,
+    reload_time: Gauge<f64, AtomicU64>,
+}
+
+impl std::fmt::Debug for SelfMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SelfMetrics").finish_non_exhaustive()
+    }
+}
+
+impl SelfMetrics {
+    /// `reload_time` is when the configuration was loaded (start counts as a reload), in
+    /// seconds since the epoch.
+    pub fn new(build: BuildLabels, reload_time: f64) -> Self {
+        let m = SelfMetrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            failures: Family::default(),
+            retries: Family::default(),
+            open_circuits: Family::default(),
+            durations: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
+            parse_problems: Family::default(),
+            reload_success: Gauge::default(),
+            reload_time: Gauge::default(),
+        };
+        m.reload_success.set(1);
+        m.reload_time.set(reload_time);
+        let mut registry = Registry::default();
+        // The registry ends each help with a period: the texts here have none of their own.
+        // Registration order is the order of the families in the exposition.
+        registry.register(
+            "mailhost_api_requests",
+            "Upstream API requests by endpoint and HTTP status code (none: no answer)",
+            m.requests.clone(),
+        );
+        registry.register(
+            "mailhost_api_request_failures",
+            "Upstream API requests that failed, by endpoint and reason",
+            m.failures.clone(),
+        );
+        registry.register(
+            "mailhost_api_retries",
+            "Upstream attempts that failed and were retried after a back-off, by endpoint and reason",
+            m.retries.clone(),
+        );
+        registry.register(
+            "mailhost_api_open_circuits",
+            "Targets of this endpoint whose circuit breaker is open: not called (reason circuit_open) after their own repeated failures, until one probe after the cool-down",
+            m.open_circuits.clone(),
+        );
+        registry.register_with_unit(
+            "mailhost_api_request_duration",
+            "Upstream API request latency",
+            Unit::Seconds,
+            m.durations.clone(),
+        );
+        registry.register(
+            "mailhost_parse_problems",
+            "Fields of upstream answers whose shape could not be read; the value was skipped, not zeroed",
+            m.parse_problems.clone(),
+        );
+        registry.register(
+            "mailhost_config_last_reload_successful",
+            "1 when the last configuration reload succeeded (or none was tried since start), 0 when the new file was refused and the old configuration kept running",
+            m.reload_success.clone(),
+        );
+        registry.register_with_unit(
+            "mailhost_config_last_reload_success_timestamp",
+            "When the configuration was last loaded successfully (at start or by a reload)",
+            Unit::Seconds,
+            m.reload_time.clone(),
+        );
+        let info: Family<BuildLabels, Gauge> = Family::default();
+        info.get_or_create(&build).set(1);
+        registry.register(
+            "mailhost_build_info",
+            "A metric with a constant value 1, labelled with the version, revision and compiler of this build",
+            info,
+        );
+        SelfMetrics { registry, ..m }
+    }
+
+    /// Zero-initialises the series of `endpoints` that do not exist yet.
+    pub fn ensure_endpoints(&self, endpoints: &[Endpoint]) {
+        // Creating a series is the point; the guard each call returns is not needed.
+        for &endpoint in endpoints {
+            for reason in FailureReason::ALL {
+                let _ = self
+                    .failures
+                    .get_or_create(&FailureLabels { endpoint, reason });
+            }
+            for reason in FailureReason::TRANSIENT {
+                let _ = self
+                    .retries
+                    .get_or_create(&FailureLabels { endpoint, reason });
+            }
+            let e = EndpointLabels { endpoint };
+            let _ = self.parse_problems.get_or_create(&e);
+            let _ = self.open_circuits.get_or_create(&e);
+            let _ = self.durations.get_or_create(&e);
+        }
+    }
+
+    pub fn request(&self, endpoint: Endpoint, code: Option<u16>, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                endpoint,
+                code: Code(code),
+            })
+            .inc();
+        self.durations
+            .get_or_create(&EndpointLabels { endpoint })
+            .observe(seconds);
+    }
+
+    pub fn failure(&self, endpoint: Endpoint, reason: FailureReason) {
+        self.failures
+            .get_or_create(&FailureLabels { endpoint, reason })
+            .inc();
+    }
+
+    pub fn retry(&self, endpoint: Endpoint, reason: FailureReason) {
+        self.retries
+            .get_or_create(&FailureLabels { endpoint, reason })
+            .inc();
+    }
+
+    pub fn parse_problem(&self, endpoint: Endpoint) {
+        self.parse_problems
+            .get_or_create(&EndpointLabels { endpoint })
+            .inc();
+    }
+
+    /// Sets the open circuits of `endpoint`; returns the number before.
+    pub fn set_open_circuits(&self, endpoint: Endpoint, open: usize) -> usize {
+        let open = i64::try_from(open).unwrap_or(i64::MAX);
+        let before = self
+            .open_circuits
+            .get_or_create(&EndpointLabels { endpoint })
+            .set(open);
+        usize::try_from(before).unwrap_or(0)
+    }
+
+    /// The outcome of a reload; `at` (seconds since the epoch) is kept only on success.
+    pub fn reload(&self, success: bool, at: f64) {
+        self.reload_success.set(i64::from(success));
+        if success {
+            self.reload_time.set(at);
+        }
+    }
+
+    /// The self-metrics as the tail of a scrape in `format`, with the `# EOF` that ends an
+    /// OpenMetrics response.
+    pub fn render(&self, format: Format) -> String {
+        let mut openmetrics = String::with_capacity(8 * 1024);
+        // Writing into a String cannot fail.
+        let _ = encode_registry(&mut openmetrics, &self.registry);
+        match format {
+            Format::Classic => classic::from_openmetrics(&openmetrics),
+            Format::OpenMetrics => {
+                openmetrics.push_str(EOF);
+                openmetrics
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics() -> SelfMetrics {
+        let m = SelfMetrics::new(
+            BuildLabels {
+                version: "1.2.3",
+                revision: "abc",
+                rustc_version: "1.95.0",
+            },
+            1_795_334_400.0,
+        );
+        m.ensure_endpoints(&[Endpoint::DeliveryAccount]);
+        m
+    }
+
+    #[test]
+    fn openmetrics_declares_counters_without_total_and_units_and_ends_with_eof() {
+        let m = metrics();
+        m.request(Endpoint::DeliveryAccount, Some(200), 0.3);
+        let out = m.render(Format::OpenMetrics);
+        assert!(out.contains(
+            "# HELP mailhost_api_requests Upstream API requests by endpoint and HTTP status code (none: no answer).\n\
+             # TYPE mailhost_api_requests counter\n\
+             mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n"
+        ), "{out}");
+        assert!(out.contains(
+            "# TYPE mailhost_api_request_duration_seconds histogram\n# UNIT mailhost_api_request_duration_seconds seconds\n"
+        ));
+        assert!(out.contains(
+            "mailhost_build_info{version=\"1.2.3\",revision=\"abc\",rustc_version=\"1.95.0\"} 1\n"
+        ));
+        assert!(out.ends_with("\n# EOF\n"));
+        assert_eq!(out.matches("# EOF").count(), 1);
+    }
+
+    #[test]
+    fn classic_text_names_counters_with_total_and_has_no_unit_or_eof() {
+        let m = metrics();
+        let out = m.render(Format::Classic);
+        assert!(out.contains(
+            "# HELP mailhost_api_request_failures_total Upstream API requests that failed, by endpoint and reason.\n\
+             # TYPE mailhost_api_request_failures_total counter\n"
+        ), "{out}");
+        assert!(
+            out.contains("# TYPE mailhost_config_last_reload_success_timestamp_seconds gauge\n")
+        );
+        assert!(
+            out.contains("mailhost_config_last_reload_success_timestamp_seconds 1795334400.0\n")
+        );
+        assert!(!out.contains("# UNIT") && !out.contains("# EOF"));
+        // Requests are counted per code only once one was made.
+        assert!(!out.contains("mailhost_api_requests"));
+    }
+
+    #[test]
+    fn a_refused_reload_keeps_the_time_of_the_last_good_one() {
+        let m = metrics();
+        m.reload(false, 1_800_000_000.0);
+        let out = m.render(Format::Classic);
+        assert!(out.contains("mailhost_config_last_reload_successful 0\n"));
+        assert!(
+            out.contains("mailhost_config_last_reload_success_timestamp_seconds 1795334400.0\n")
+        );
+        m.reload(true, 1_800_000_000.0);
+        assert!(
+            m.render(Format::Classic)
+                .contains("mailhost_config_last_reload_successful 1\n")
+        );
+    }
+}

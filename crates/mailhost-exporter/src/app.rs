@@ -91,6 +91,8 @@ pub struct App {
     serve: ServeOptions,
     /// Where a reload reads the config from; `None` in demo mode.
     config_file: Option<PathBuf>,
+    /// `--shard`: the same for every config this process runs.
+    shard: crate::shard::Shard,
     reloads: mpsc::Receiver<ReloadRequest>,
     upstream: SharedUpstream,
 }
@@ -113,6 +115,7 @@ impl App {
             return Err(AppError::TelemetryPath(path));
         }
         let Plan { specs, endpoints } = plan(&config);
+        log_shard(&config, &specs);
         let telemetry = Arc::new(Telemetry::new(&endpoints));
         let breakers = Arc::new(Breakers::new(config.api.breaker));
         let client = Client::new(&config.api, telemetry.clone(), breakers.clone())?;
@@ -141,6 +144,7 @@ impl App {
             web_config: LiveWebConfig::new(web.web_config),
             serve: web.serve,
             config_file: None,
+            shard: config.shard,
             reloads,
             upstream: Arc::new(arc_swap::ArcSwap::from_pointee(Upstream {
                 url: upstream_url,
@@ -238,7 +242,9 @@ impl App {
     /// connection pool with it), and so is the circuit state of every target still configured.
     async fn reload(&mut self, scraper: &mut Scraper) -> Result<(), String> {
         let telemetry = self.state.telemetry.clone();
-        let loaded = load_again(self.config_file.as_deref());
+        let shard = self.shard;
+        let loaded =
+            load_again(self.config_file.as_deref()).map(|config| Config { shard, ..config });
         let config = match loaded {
             Ok(c) => c,
             Err(e) => {
@@ -248,6 +254,7 @@ impl App {
             }
         };
         let Plan { specs, endpoints } = plan(&config);
+        log_shard(&config, &specs);
         let client = if self.ctx.client.calls_as(&config.api) {
             self.ctx.client.clone()
         } else {
@@ -302,6 +309,22 @@ fn plan(config: &Config) -> Plan {
         .flat_map(|s| s.endpoints().iter().copied())
         .collect();
     Plan { specs, endpoints }
+}
+
+/// Says how much of the configured fleet a sharded process polls.
+fn log_shard(config: &Config, specs: &[CollectorSpec]) {
+    let shard = config.shard;
+    if shard.count() > 1 {
+        let polled: usize = specs.iter().map(|s| s.targets.len()).sum();
+        let configured: usize = CollectorSpec::from_config(&Config {
+            shard: crate::shard::Shard::default(),
+            ..config.clone()
+        })
+        .iter()
+        .map(|s| s.targets.len())
+        .sum();
+        tracing::info!(%shard, polled, configured, "polling only the targets of this shard");
+    }
 }
 
 /// Reads and validates the config file again.

@@ -97,6 +97,16 @@ pub struct Cli {
     #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Logfmt)]
     pub log_format: LogFormat,
 
+    /// Poll only this replica's share of the configured targets: I of N replicas (from 0), split
+    /// by account as Prometheus' `hashmod` over [tenant, account_id] splits them.
+    #[arg(
+        long = "shard",
+        value_name = "I/N",
+        default_value = "0/1",
+        conflicts_with = "demo"
+    )]
+    pub shard: crate::shard::Shard,
+
     /// Run against a built-in simulator of the provider with a demo fleet; needs no token.
     #[arg(long, conflicts_with = "config_file")]
     pub demo: bool,

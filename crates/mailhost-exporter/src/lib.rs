@@ -14,6 +14,7 @@ pub mod logging;
 pub mod metrics;
 pub mod redact;
 pub mod scraper;
+pub mod shard;
 pub mod shutdown;
 pub mod snapshot;
 pub mod store;

@@ -73,6 +73,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let config = match &cli.config_file {
         Some(path) => Some(
             Config::load_with_env_token(path)
+                .map(|config| Config {
+                    shard: cli.shard,
+                    ..config
+                })
                 .with_context(|| format!("invalid config {}", path.display()))?,
         ),
         None => None,

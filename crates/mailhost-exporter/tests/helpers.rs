@@ -227,7 +227,10 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
     (
         "prometheus",
         "apt-get install prometheus",
-        &["prometheus::a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert"],
+        &[
+            "prometheus::a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert",
+            "shard::shards_agree_with_a_real_prometheus_hashmod",
+        ],
     ),
     (
         "hadolint",

@@ -194,6 +194,46 @@ async fn sighup_reloads_the_config() {
     assert!(text.contains("--web.enable-lifecycle"), "{text}");
 }
 
+/// `--shard` is a flag, not a key of the file: a reloaded config is split the same way.
+#[tokio::test]
+async fn a_sharded_exporter_keeps_its_shard_across_a_reload() {
+    let sim = spawn_sim().await;
+    // Shard 1 of 2 owns 1001 and 1004 (Prometheus' hashmod of ";1001" ... ";1004").
+    let d = deploy(&sim.url, "1001, 1002", &["--shard=1/2"]).await;
+    scrape_until(&d.base, "1001", |b| value(b, &remaining(1001)).is_some()).await;
+    std::fs::write(&d.config, config_text(&sim.url, "1001, 1002, 1003, 1004")).unwrap();
+    let pid = d.exporter.pid().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let body = scrape_until(&d.base, "1004 after SIGHUP", |b| {
+        value(b, &remaining(1004)).is_some()
+    })
+    .await;
+    for other in [1002, 1003] {
+        assert!(
+            !body.contains(&format!("target=\"{other}\"")),
+            "{other} is shard 0's"
+        );
+    }
+    let logged: Vec<String> = d
+        .exporter
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("polling only the targets of this shard"))
+        .collect();
+    assert_eq!(logged.len(), 2, "at start and at the reload: {logged:?}");
+    assert!(
+        logged[1].contains("polled=2") && logged[1].contains("configured=4"),
+        "{}",
+        logged[1]
+    );
+}
+
 #[tokio::test]
 async fn scrapes_beyond_max_requests_are_refused_with_503() {
     let sim = spawn_sim().await;

@@ -61,3 +61,6 @@ mod scrape_path;
 
 // The docs cite tests that exist.
 mod docs;
+
+// --shard: replicas split a static fleet, each account polled once, agreeing with Prometheus.
+mod shard;

@@ -78,9 +78,9 @@ pub enum Collector {
 }
 
 impl Collector {
-    /// The enabled collectors of a config, in a stable order.
+    /// The enabled collectors of a config with this shard's targets, in a stable order.
     pub fn from_config(config: &Config) -> Vec<Collector> {
-        let c = &config.collectors;
+        let c = &config.shard.select(&config.collectors);
         [
             c.delivery_account
                 .clone()
@@ -280,7 +280,6 @@ impl CollectorSpec {
         }
     }
 
-    /// The enabled collectors of a config, in a stable order.
     pub fn from_config(config: &Config) -> Vec<CollectorSpec> {
         Collector::from_config(config)
             .into_iter()

@@ -106,6 +106,8 @@ fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError 
 pub struct Config {
     pub api: ApiConfig,
     pub collectors: CollectorsConfig,
+    /// This process's share of the fleet (`--shard`), not a key of the file; a reload keeps it.
+    pub shard: crate::shard::Shard,
 }
 
 #[derive(Debug, Clone)]
@@ -360,7 +362,11 @@ impl Config {
                 "no collector is enabled: configure at least one, e.g. collectors.delivery_account.accounts",
             ));
         }
-        Ok(Config { api, collectors })
+        Ok(Config {
+            api,
+            collectors,
+            shard: crate::shard::Shard::default(),
+        })
     }
 }
 

@@ -47,6 +47,18 @@ async fn deploy(sim_url: &str, accounts: &str, flags: &[&str]) -> Deployed {
     }
 }
 
+/// Asks the exporter to reload, as config management does.
+fn sighup(exporter: &Running) {
+    let pid = exporter.pid().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
 async fn scrape(base: &str) -> String {
     reqwest::get(format!("{base}/metrics"))
         .await
@@ -176,14 +188,7 @@ async fn sighup_reloads_the_config() {
     let d = deploy(&sim.url, "1001", &[]).await;
     scrape_until(&d.base, "1001", |b| value(b, &remaining(1001)).is_some()).await;
     std::fs::write(&d.config, config_text(&sim.url, "1001, 1004")).unwrap();
-    let pid = d.exporter.pid().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    sighup(&d.exporter);
     scrape_until(&d.base, "1004 after SIGHUP", |b| {
         value(b, &remaining(1004)).is_some()
     })
@@ -202,14 +207,7 @@ async fn a_sharded_exporter_keeps_its_shard_across_a_reload() {
     let d = deploy(&sim.url, "1001, 1002", &["--shard=1/2"]).await;
     scrape_until(&d.base, "1001", |b| value(b, &remaining(1001)).is_some()).await;
     std::fs::write(&d.config, config_text(&sim.url, "1001, 1002, 1003, 1004")).unwrap();
-    let pid = d.exporter.pid().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-HUP", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    sighup(&d.exporter);
     let body = scrape_until(&d.base, "1004 after SIGHUP", |b| {
         value(b, &remaining(1004)).is_some()
     })

@@ -12,9 +12,6 @@ use std::str::FromStr;
 
 use md5::{Digest, Md5};
 
-use crate::collector::Target;
-use crate::config::{CollectorsConfig, View};
-
 /// Shards at most; far beyond any fleet one process cannot poll.
 pub const MAX_SHARDS: u32 = 10_000;
 
@@ -89,50 +86,6 @@ impl Shard {
     pub fn owns(&self, tenant: &str, key: &str) -> bool {
         self.count == 1 || hashmod(&format!("{tenant};{key}"), self.count) == self.index
     }
-
-    /// Whether `target` (of the unnamed tenant) is this shard's.
-    pub fn owns_target(&self, target: &Target) -> bool {
-        if self.count == 1 {
-            return true;
-        }
-        let key = match target {
-            Target::DeliveryAccount(id)
-            | Target::DailyAccount(id)
-            | Target::DashboardView(View::Account(id)) => id.to_string(),
-            other => other.to_string(),
-        };
-        self.owns("", &key)
-    }
-
-    /// The collectors with only this shard's targets; a collector left without targets stays
-    /// configured, so its health series still say it runs.
-    pub fn select(&self, collectors: &CollectorsConfig) -> CollectorsConfig {
-        let mut out = collectors.clone();
-        if self.count == 1 {
-            return out;
-        }
-        if let Some(c) = &mut out.delivery_account {
-            c.accounts
-                .retain(|id| self.owns_target(&Target::DeliveryAccount(*id)));
-        }
-        if let Some(c) = &mut out.tracemail_dashboard {
-            c.views
-                .retain(|v| self.owns_target(&Target::DashboardView(v.clone())));
-        }
-        if let Some(c) = &mut out.tracemail_daily {
-            c.accounts
-                .retain(|id| self.owns_target(&Target::DailyAccount(*id)));
-        }
-        if let Some(c) = &mut out.migration {
-            c.migrations
-                .retain(|code| self.owns_target(&Target::Migration(code.clone())));
-        }
-        if let Some(c) = &mut out.mailbox {
-            c.mailboxes
-                .retain(|m| self.owns_target(&Target::Mailbox(m.clone())));
-        }
-        out
-    }
 }
 
 #[cfg(test)]
@@ -169,38 +122,6 @@ mod tests {
         ] {
             let err = bad.parse::<Shard>().unwrap_err();
             assert!(err.contains(says), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn every_account_belongs_to_exactly_one_shard_and_the_shards_are_near_even() {
-        let shards: Vec<Shard> = (0..3).map(|i| Shard { index: i, count: 3 }).collect();
-        let mut sizes = [0usize; 3];
-        for id in 1..=3000 {
-            let owners: Vec<u32> = shards
-                .iter()
-                .filter(|s| s.owns_target(&Target::DeliveryAccount(id)))
-                .map(|s| s.index)
-                .collect();
-            assert_eq!(owners.len(), 1, "account {id}: {owners:?}");
-            sizes[owners[0] as usize] += 1;
-        }
-        assert!(
-            sizes.iter().all(|&n| (800..=1200).contains(&n)),
-            "{sizes:?}"
-        );
-    }
-
-    #[test]
-    fn an_account_is_owned_by_the_same_shard_in_every_collector() {
-        let shard = Shard { index: 1, count: 4 };
-        for id in 1..200 {
-            let owned = shard.owns_target(&Target::DeliveryAccount(id));
-            assert_eq!(owned, shard.owns_target(&Target::DailyAccount(id)));
-            assert_eq!(
-                owned,
-                shard.owns_target(&Target::DashboardView(View::Account(id)))
-            );
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The one writer of the published exposition: applies each finished run to the snapshot,
-//! renders it once through [`metrics::render`], gzips each format once and swaps the result
-//! in, so a scrape only hands out shared prepared bytes.
+//! renders the sections that changed through [`metrics::render_section`], gzips each once and
+//! swaps the result in, so a scrape only hands out shared prepared bytes.
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
@@ -12,20 +12,27 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use jiff::Timestamp;
 
-use crate::collector::{CollectorSpec, Target, TargetData};
-use crate::metrics::{self, Format};
+use crate::collector::{CollectorName, CollectorSpec, Target, TargetData};
+use crate::metrics::{self, Format, Section};
 use crate::snapshot::{CollectorState, Snapshot};
 use crate::upstream::error::UpstreamError;
 
-/// The exposition of a snapshot, rendered and gzipped once per change in both formats. The
-/// bodies are shared `Bytes`: a scrape hands out a reference to them, never a copy, so
-/// concurrent scrapes of a large body cost no memory each, and gzip is paid once per refresh
-/// instead of once per scrape.
+/// The exposition of a snapshot, rendered and gzipped once per change in both formats, in
+/// sections ([`Section`]): the exporter's health, then each collector's series. The bodies are
+/// shared `Bytes`: a scrape hands out references to them, never a copy, so concurrent scrapes
+/// of a large body cost no memory each, gzip is paid once per refresh instead of once per scrape,
+/// and a collector's run renders only its own section and the health one.
 #[derive(Debug, Default)]
 pub struct Prepared {
+    sections: Vec<(Section, Arc<Formats>)>,
+    pub snapshot: Arc<Snapshot>,
+}
+
+/// One section in both formats.
+#[derive(Debug, Default)]
+struct Formats {
     classic: Encoded,
     openmetrics: Encoded,
-    pub snapshot: Arc<Snapshot>,
 }
 
 /// One format's body, as is and as a complete gzip member of it.
@@ -49,8 +56,8 @@ impl Encoded {
 }
 
 /// `data` as one complete gzip member (RFC 1952). Members can follow one another: a gzip
-/// reader reads a stream of them as the concatenation of their contents, which lets a
-/// scrape append a small member for the self-metrics behind the prepared one.
+/// reader reads a stream of them as the concatenation of their contents, which lets a scrape
+/// send the sections and the self-metrics as members one after another.
 pub fn gzip_member(data: &[u8]) -> Bytes {
     // Level 6 (the default): paid once per refresh, and the smaller body is paid per scrape.
     let mut out = GzEncoder::new(
@@ -65,31 +72,75 @@ pub fn gzip_member(data: &[u8]) -> Bytes {
 }
 
 impl Prepared {
+    /// Renders every section of `snapshot`.
     pub fn render(snapshot: Snapshot) -> Self {
+        Self::render_changed(snapshot, None, None)
+    }
+
+    /// Renders the sections of `snapshot` that may differ from `previous`: the health section,
+    /// and `changed` (every section when `changed` is `None`); the others are shared with
+    /// `previous`.
+    fn render_changed(
+        snapshot: Snapshot,
+        previous: Option<&Prepared>,
+        changed: Option<CollectorName>,
+    ) -> Self {
         let snapshot = Arc::new(snapshot);
-        let exposition = metrics::render(&snapshot);
-        Prepared {
-            classic: Encoded::new(exposition.classic),
-            openmetrics: Encoded::new(exposition.openmetrics),
-            snapshot,
+        let sections = metrics::sections(&snapshot)
+            .into_iter()
+            .map(|section| {
+                let reuse = match (section, changed) {
+                    (Section::Collector(name), Some(c)) if name != c => previous
+                        .and_then(|p| p.sections.iter().find(|(s, _)| *s == section))
+                        .map(|(_, f)| f.clone()),
+                    _ => None,
+                };
+                let formats = reuse.unwrap_or_else(|| {
+                    let text = metrics::render_section(&snapshot, section);
+                    Arc::new(Formats {
+                        classic: Encoded::new(text.classic),
+                        openmetrics: Encoded::new(text.openmetrics),
+                    })
+                });
+                (section, formats)
+            })
+            .collect();
+        Prepared { sections, snapshot }
+    }
+
+    /// The sections in the order they are served, each as one format's body and gzip member;
+    /// `wanted` selects sections (all when it says so).
+    pub fn parts(
+        &self,
+        format: Format,
+        wanted: impl Fn(Section) -> bool,
+    ) -> impl Iterator<Item = &Encoded> {
+        self.sections
+            .iter()
+            .filter(move |(s, _)| wanted(*s))
+            .map(move |(_, f)| match format {
+                Format::Classic => &f.classic,
+                Format::OpenMetrics => &f.openmetrics,
+            })
+    }
+
+    /// The whole prepared body of `format`, without self-metrics and without `# EOF` (a copy:
+    /// for tests and tools, never for scrapes).
+    pub fn body(&self, format: Format) -> Bytes {
+        let mut out = Vec::new();
+        for part in self.parts(format, |_| true) {
+            out.extend_from_slice(&part.identity);
         }
+        Bytes::from(out)
     }
 
-    /// The prepared body of `format`, without self-metrics and without `# EOF`.
-    pub fn body(&self, format: Format) -> &Bytes {
-        &self.encoded(format).identity
-    }
-
-    /// [`Prepared::body`] as one gzip member.
-    pub fn gzip(&self, format: Format) -> &Bytes {
-        &self.encoded(format).gzip
-    }
-
-    fn encoded(&self, format: Format) -> &Encoded {
-        match format {
-            Format::Classic => &self.classic,
-            Format::OpenMetrics => &self.openmetrics,
+    /// [`Prepared::body`] as a gzip stream of one member per section.
+    pub fn gzip(&self, format: Format) -> Bytes {
+        let mut out = Vec::new();
+        for part in self.parts(format, |_| true) {
+            out.extend_from_slice(&part.gzip);
         }
+        Bytes::from(out)
     }
 }
 
@@ -125,10 +176,16 @@ impl Store {
         let now = Timestamp::now();
         let mut snapshot = self.lock();
         snapshot.apply_run(spec, results, duration, now);
-        snapshot.expire(now);
-        // Rendering under the lock keeps publications in the order of the runs.
-        self.prepared
-            .store(Arc::new(Prepared::render(snapshot.clone())));
+        let (expired, _) = snapshot.expire(now);
+        // Rendering under the lock keeps publications in the order of the runs. Expiry may
+        // touch any collector; a run alone touches its own.
+        let changed = (!expired).then_some(spec.name);
+        let previous = self.prepared.load();
+        self.prepared.store(Arc::new(Prepared::render_changed(
+            snapshot.clone(),
+            Some(&previous),
+            changed,
+        )));
     }
 
     /// Expires what is older than `max_age` now and publishes if anything went; returns when
@@ -193,7 +250,7 @@ mod tests {
     }
 
     #[test]
-    fn the_prepared_gzip_of_each_format_is_one_member_holding_its_body() {
+    fn the_prepared_gzip_of_each_format_holds_its_body_as_one_member_per_section() {
         use std::io::Read as _;
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
@@ -211,7 +268,7 @@ mod tests {
             let body = prepared.body(format);
             assert!(body.len() > 100);
             let mut out = Vec::new();
-            flate2::read::GzDecoder::new(&prepared.gzip(format)[..])
+            flate2::read::MultiGzDecoder::new(&prepared.gzip(format)[..])
                 .read_to_end(&mut out)
                 .unwrap();
             assert_eq!(&out[..], &body[..]);
@@ -219,6 +276,51 @@ mod tests {
         assert_ne!(
             prepared.body(Format::Classic),
             prepared.body(Format::OpenMetrics)
+        );
+    }
+
+    #[test]
+    fn a_run_renders_its_own_section_and_the_health_one_and_shares_the_rest() {
+        let delivery = spec();
+        // Any second collector will do: only its name keys its section.
+        let migration = CollectorSpec::new(crate::collector::Collector::Migration(Arc::new(
+            crate::config::MigrationConfig {
+                schedule: delivery.schedule,
+                migrations: vec!["MG1".into()],
+            },
+        )));
+        let store = Store::new(&[delivery.clone(), migration.clone()]);
+        let section = |p: &Prepared, s: Section| {
+            p.sections
+                .iter()
+                .find(|(x, _)| *x == s)
+                .map(|(_, f)| f.clone())
+                .unwrap()
+        };
+        let before = store.prepared();
+        store.apply_run(
+            &delivery,
+            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
+            Duration::ZERO,
+        );
+        let after = store.prepared();
+        let other = Section::Collector(migration.name);
+        assert!(Arc::ptr_eq(
+            &section(&before, other),
+            &section(&after, other)
+        ));
+        let own = Section::Collector(delivery.name);
+        assert!(!Arc::ptr_eq(&section(&before, own), &section(&after, own)));
+        assert!(!Arc::ptr_eq(
+            &section(&before, Section::Health),
+            &section(&after, Section::Health)
+        ));
+        // What is shared is what a full render gives.
+        let fresh = Prepared::render((*after.snapshot).clone());
+        assert_eq!(after.body(Format::Classic), fresh.body(Format::Classic));
+        assert_eq!(
+            after.body(Format::OpenMetrics),
+            fresh.body(Format::OpenMetrics)
         );
     }
 }

@@ -385,7 +385,7 @@ async fn metrics_are_gzipped_when_asked_and_openmetrics_when_negotiated() {
     );
     let bytes = r.bytes().await.unwrap();
     let mut text = String::new();
-    flate2::read::GzDecoder::new(&bytes[..])
+    flate2::read::MultiGzDecoder::new(&bytes[..])
         .read_to_string(&mut text)
         .unwrap();
     assert!(text.contains("mailhost_delivery_remaining_messages{account_id=\"1001\"}"));

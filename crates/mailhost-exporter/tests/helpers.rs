@@ -220,6 +220,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "rules::promtool_accepts_the_shipped_prometheus_config",
             "rules::promtool_lints_every_rules_file_without_a_finding",
             "rules::promtool_rule_unit_tests_pass",
+            "scrape_path::collect_serves_only_the_named_collectors_and_refuses_unknown_ones",
             "web_config::every_good_file_loads_and_passes_promtool",
             "web_config::files_promtool_rejects_are_refused_too",
         ],

@@ -98,7 +98,8 @@ async fn the_gunzipped_body_equals_the_identity_body_exactly_in_both_formats() {
         assert_eq!(text.ends_with("# EOF\n"), eof, "{accept:?}");
         assert_eq!(text.matches("# EOF").count(), usize::from(eof));
         assert_eq!(gunzip_all(&gzip), identity, "{accept:?}");
-        // Two members: the prepared body, gzipped once per refresh, then the self-metrics.
+        // One member per prepared section (health, then each collector), each gzipped once per
+        // refresh, then the self-metrics.
         let first = gunzip_first(&gzip);
         assert!(first.len() < identity.len());
         assert!(identity.starts_with(&first));
@@ -296,4 +297,94 @@ async fn thirty_two_scrapes_held_open_at_once_share_one_prepared_body() {
         grown_kib < bound_kib,
         "VmHWM grew by {grown_kib} KiB with 32 scrapes held open (bound {bound_kib} KiB)"
     );
+}
+
+/// `collect[]`, as node_exporter reads it: only the named collectors' series, with the
+/// exporter's health and self-metrics; the selection is still a valid exposition in both formats
+/// and encodings; a collector that is not enabled is a 400 naming the enabled ones.
+#[tokio::test]
+async fn collect_serves_only_the_named_collectors_and_refuses_unknown_ones() {
+    let sim = spawn_sim().await;
+    let yaml = format!(
+        "api:\n  base_url: {}\ncollectors:\n  delivery_account:\n    interval: 1s\n    accounts: [1001]\n  migration:\n    interval: 1s\n    migrations: [{}]\n",
+        sim.url,
+        mailhost_sim::DEMO_MIGRATION_RUNNING
+    );
+    let config =
+        mailhost_exporter::config::Config::parse(&yaml, Some(crate::helpers::TOKEN.to_owned()))
+            .unwrap();
+    let exporter = crate::helpers::spawn_exporter(config).await;
+    exporter
+        .scrape_until("both collectors", |b| {
+            b.contains("mailhost_delivery_remaining_messages{") && b.contains("mailhost_migration_")
+        })
+        .await;
+    let client = reqwest::Client::new();
+    for (accept, encoding) in [
+        (None, None),
+        (None, Some("gzip")),
+        (Some(OPENMETRICS), None),
+        (Some(OPENMETRICS), Some("gzip")),
+    ] {
+        let mut request = client.get(exporter.url("/metrics?collect[]=migration"));
+        if let Some(a) = accept {
+            request = request.header("Accept", a);
+        }
+        if let Some(e) = encoding {
+            request = request.header("Accept-Encoding", e);
+        }
+        let r = request.send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let bytes = r.bytes().await.unwrap();
+        let text = String::from_utf8(if encoding.is_some() {
+            gunzip_all(&bytes)
+        } else {
+            bytes.to_vec()
+        })
+        .unwrap();
+        assert!(
+            text.contains("mailhost_migration_"),
+            "{accept:?} {encoding:?}"
+        );
+        assert!(
+            !text.contains("mailhost_delivery_remaining_messages"),
+            "{accept:?} {encoding:?}"
+        );
+        assert!(text.contains("mailhost_up "), "health stays");
+        assert!(text.contains("mailhost_build_info{"), "self-metrics stay");
+        if accept.is_none() {
+            if let Some(promtool) = crate::helpers::promtool() {
+                crate::helpers::promtool_check_metrics(promtool, &text).unwrap();
+            }
+        } else {
+            assert!(text.ends_with("# EOF\n"));
+        }
+    }
+    // Percent-encoded, as Prometheus writes `params`.
+    let encoded = exporter
+        .get("/metrics?collect%5B%5D=delivery_account")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(encoded.contains("mailhost_delivery_remaining_messages{"));
+    assert!(!encoded.contains("mailhost_migration_"));
+    let long = "x".repeat(5000);
+    for bad in ["mailbox", "nope", "%3Cscript%3E", long.as_str()] {
+        let r = exporter.get(&format!("/metrics?collect[]={bad}")).await;
+        assert_eq!(r.status(), 400, "{bad}");
+        // Plain text, so an echoed value is never markup, and a long one is cut.
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain")
+        );
+        let text = r.text().await.unwrap();
+        assert!(
+            text.contains("is not an enabled collector; use one of: delivery_account, migration"),
+            "{text}"
+        );
+        assert!(text.len() < 300, "{text}");
+    }
 }

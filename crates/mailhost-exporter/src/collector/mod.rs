@@ -26,9 +26,10 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use crate::config::{
-    Config, DailyConfig, DashboardConfig, DeliveryAccountConfig, MailboxConfig, MailboxTarget,
-    MigrationConfig, Schedule, View,
+    CollectorsConfig, Config, DailyConfig, DashboardConfig, DeliveryAccountConfig, MailboxConfig,
+    MailboxTarget, MigrationConfig, Schedule, View,
 };
+use crate::shard::Shard;
 use crate::upstream::Client;
 use crate::upstream::error::{Endpoint, UpstreamError};
 
@@ -56,6 +57,46 @@ impl fmt::Display for Target {
     }
 }
 
+impl Target {
+    /// What `--shard` hashes (with the tenant): the account id of every account target, so an
+    /// account goes to the same replica in every collector; else the `target` label value.
+    pub fn shard_key(&self) -> String {
+        match self {
+            Target::DeliveryAccount(id)
+            | Target::DailyAccount(id)
+            | Target::DashboardView(View::Account(id)) => id.to_string(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// The collectors with only `shard`'s targets; a collector left without targets stays
+/// configured, so its health series still say it runs.
+pub fn in_shard(collectors: &CollectorsConfig, shard: Shard) -> CollectorsConfig {
+    let mut out = collectors.clone();
+    if shard.count() == 1 {
+        return out;
+    }
+    let owns = |t: Target| shard.owns("", &t.shard_key());
+    if let Some(c) = &mut out.delivery_account {
+        c.accounts.retain(|id| owns(Target::DeliveryAccount(*id)));
+    }
+    if let Some(c) = &mut out.tracemail_dashboard {
+        c.views.retain(|v| owns(Target::DashboardView(v.clone())));
+    }
+    if let Some(c) = &mut out.tracemail_daily {
+        c.accounts.retain(|id| owns(Target::DailyAccount(*id)));
+    }
+    if let Some(c) = &mut out.migration {
+        c.migrations
+            .retain(|code| owns(Target::Migration(code.clone())));
+    }
+    if let Some(c) = &mut out.mailbox {
+        c.mailboxes.retain(|m| owns(Target::Mailbox(m.clone())));
+    }
+    out
+}
+
 /// What one target's successful collection produced.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TargetData {
@@ -80,7 +121,7 @@ pub enum Collector {
 impl Collector {
     /// The enabled collectors of a config with this shard's targets, in a stable order.
     pub fn from_config(config: &Config) -> Vec<Collector> {
-        let c = &config.shard.select(&config.collectors);
+        let c = &in_shard(&config.collectors, config.shard);
         [
             c.delivery_account
                 .clone()
@@ -359,6 +400,36 @@ impl CollectorSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_account_belongs_to_exactly_one_shard_and_the_shards_are_near_even() {
+        let shards: Vec<Shard> = (0..3).map(|i| format!("{i}/3").parse().unwrap()).collect();
+        let mut sizes = [0usize; 3];
+        for id in 1..=3000 {
+            let key = Target::DeliveryAccount(id).shard_key();
+            let owners: Vec<u32> = shards
+                .iter()
+                .filter(|s| s.owns("", &key))
+                .map(|s| s.index())
+                .collect();
+            assert_eq!(owners.len(), 1, "account {id}: {owners:?}");
+            sizes[owners[0] as usize] += 1;
+        }
+        assert!(
+            sizes.iter().all(|&n| (800..=1200).contains(&n)),
+            "{sizes:?}"
+        );
+    }
+
+    #[test]
+    fn an_account_is_owned_by_the_same_shard_in_every_collector() {
+        for id in 1..200 {
+            let key = Target::DeliveryAccount(id).shard_key();
+            assert_eq!(key, Target::DailyAccount(id).shard_key());
+            assert_eq!(key, Target::DashboardView(View::Account(id)).shard_key());
+        }
+        assert_eq!(Target::DashboardView(View::All).shard_key(), "all");
+    }
 
     fn specs(collectors_yaml: &str) -> Vec<CollectorSpec> {
         let yaml = format!("api:\n  base_url: http://127.0.0.1:1\ncollectors:\n{collectors_yaml}");

@@ -13,6 +13,14 @@ pub enum CollectorName {
 }
 
 impl CollectorName {
+    pub const ALL: [CollectorName; 5] = [
+        CollectorName::DeliveryAccount,
+        CollectorName::TracemailDashboard,
+        CollectorName::TracemailDaily,
+        CollectorName::Migration,
+        CollectorName::Mailbox,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CollectorName::DeliveryAccount => "delivery_account",

@@ -47,13 +47,46 @@ impl Exposition {
     }
 }
 
+/// A part of the exposition that is rendered, stored and served on its own: no metric family
+/// spans two sections, so any selection of them, in this order, is a valid exposition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Section {
+    /// The exporter's health: `mailhost_up` and the collector and target health series of every
+    /// collector.
+    Health,
+    /// The series one collector produces from the provider's answers.
+    Collector(CollectorName),
+}
+
+/// The sections of a snapshot, in the order they are served.
+pub fn sections(snapshot: &Snapshot) -> Vec<Section> {
+    std::iter::once(Section::Health)
+        .chain(snapshot.collectors.keys().map(|&c| Section::Collector(c)))
+        .collect()
+}
+
 /// Renders every series of a snapshot: exporter health first, then each collector's series.
-/// Pure: the same snapshot gives the same text. Takes the snapshot shared because the
-/// collector that the encoder calls must own what it reads.
+/// Pure: the same snapshot gives the same text, and it is the concatenation of
+/// [`render_section`] over [`sections`].
 pub fn render(snapshot: &Arc<Snapshot>) -> Exposition {
+    let mut whole = Exposition::default();
+    for section in sections(snapshot) {
+        let part = render_section(snapshot, section);
+        whole.classic.push_str(&part.classic);
+        whole.openmetrics.push_str(&part.openmetrics);
+    }
+    whole
+}
+
+/// Renders one section of a snapshot. Takes the snapshot shared because the collector that the
+/// encoder calls must own what it reads.
+pub fn render_section(snapshot: &Arc<Snapshot>, section: Section) -> Exposition {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(SnapshotCollector(Arc::clone(snapshot))));
-    let mut openmetrics = String::with_capacity(16 * 1024);
+    registry.register_collector(Box::new(SnapshotCollector {
+        snapshot: Arc::clone(snapshot),
+        section,
+    }));
+    let mut openmetrics = String::with_capacity(4 * 1024);
     // Writing into a String cannot fail, and nothing in the collector fails on its own.
     let _ = encode_registry(&mut openmetrics, &registry);
     let classic = classic::from_openmetrics(&openmetrics);
@@ -63,62 +96,66 @@ pub fn render(snapshot: &Arc<Snapshot>) -> Exposition {
     }
 }
 
-/// The snapshot's series as const metrics, built at encoding time.
+/// One section of the snapshot's series as const metrics, built at encoding time.
 #[derive(Debug)]
-struct SnapshotCollector(Arc<Snapshot>);
+struct SnapshotCollector {
+    snapshot: Arc<Snapshot>,
+    section: Section,
+}
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
-        let snapshot = &self.0;
+        let snapshot = &self.snapshot;
         let enc = &mut encoder;
-        health(enc, snapshot)?;
-        for c in snapshot.collectors.values() {
-            let interval = c.schedule.interval;
-            match c.name {
-                CollectorName::DeliveryAccount => {
-                    let items = current(c, |d| match d {
-                        TargetData::DeliveryAccount(x) => Some(x),
+        let name = match self.section {
+            Section::Health => return health(enc, snapshot),
+            Section::Collector(name) => name,
+        };
+        let Some(c) = snapshot.collectors.get(&name) else {
+            return Ok(());
+        };
+        let interval = c.schedule.interval;
+        match c.name {
+            CollectorName::DeliveryAccount => {
+                let items = current(c, |d| match d {
+                    TargetData::DeliveryAccount(x) => Some(x),
+                    _ => None,
+                });
+                delivery_account::encode(enc, interval, &items)
+            }
+            CollectorName::TracemailDashboard => {
+                let views: Vec<_> = c
+                    .targets
+                    .iter()
+                    .filter_map(|t| match (&t.target, t.data.as_ref().map(|(d, _)| d)) {
+                        (Target::DashboardView(v), Some(TargetData::Dashboard(x))) => Some((v, x)),
                         _ => None,
-                    });
-                    delivery_account::encode(enc, interval, &items)?;
-                }
-                CollectorName::TracemailDashboard => {
-                    let views: Vec<_> = c
-                        .targets
-                        .iter()
-                        .filter_map(|t| match (&t.target, t.data.as_ref().map(|(d, _)| d)) {
-                            (Target::DashboardView(v), Some(TargetData::Dashboard(x))) => {
-                                Some((v, x))
-                            }
-                            _ => None,
-                        })
-                        .collect();
-                    tracemail::encode_dashboard(enc, interval, &views)?;
-                }
-                CollectorName::TracemailDaily => {
-                    let items = current(c, |d| match d {
-                        TargetData::Daily(x) => Some(x),
-                        _ => None,
-                    });
-                    tracemail::encode_daily(enc, interval, &items)?;
-                }
-                CollectorName::Migration => {
-                    let items = current(c, |d| match d {
-                        TargetData::Migration(x) => Some(x),
-                        _ => None,
-                    });
-                    migration::encode(enc, interval, &items)?;
-                }
-                CollectorName::Mailbox => {
-                    let items = current(c, |d| match d {
-                        TargetData::Mailbox(x) => Some(x),
-                        _ => None,
-                    });
-                    mailbox::encode(enc, interval, &items)?;
-                }
+                    })
+                    .collect();
+                tracemail::encode_dashboard(enc, interval, &views)
+            }
+            CollectorName::TracemailDaily => {
+                let items = current(c, |d| match d {
+                    TargetData::Daily(x) => Some(x),
+                    _ => None,
+                });
+                tracemail::encode_daily(enc, interval, &items)
+            }
+            CollectorName::Migration => {
+                let items = current(c, |d| match d {
+                    TargetData::Migration(x) => Some(x),
+                    _ => None,
+                });
+                migration::encode(enc, interval, &items)
+            }
+            CollectorName::Mailbox => {
+                let items = current(c, |d| match d {
+                    TargetData::Mailbox(x) => Some(x),
+                    _ => None,
+                });
+                mailbox::encode(enc, interval, &items)
             }
         }
-        Ok(())
     }
 }
 

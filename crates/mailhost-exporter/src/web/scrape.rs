@@ -9,29 +9,49 @@ use std::task::{Context, Poll};
 
 use arc_swap::ArcSwapOption;
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
-use crate::metrics::Format;
+use crate::collector::CollectorName;
+use crate::metrics::{Format, Section};
+use crate::snapshot::Snapshot;
 use crate::store::gzip_member;
 use crate::telemetry::Telemetry;
 use crate::web::AppState;
 use crate::web::negotiate;
 
-pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(super) async fn metrics(
+    State(state): State<AppState>,
+    Query(pairs): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Response {
     let format = negotiate::format(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let gzip = accepts_gzip(&headers);
     let prepared = state.store.prepared();
-    let tail = state.tails.get(&state.telemetry, format);
-    let body = if gzip {
-        Chunks::new(prepared.gzip(format).clone(), tail.gzip.clone())
-    } else {
-        Chunks::new(prepared.body(format).clone(), tail.plain.clone())
+    let wanted = match selection(&pairs, &prepared.snapshot) {
+        Ok(wanted) => wanted,
+        Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
     };
-    let mut response = Body::new(body).into_response();
+    let tail = state.tails.get(&state.telemetry, format);
+    let parts = prepared.parts(format, |section| match (&wanted, section) {
+        (None, _) | (_, Section::Health) => true,
+        (Some(names), Section::Collector(name)) => names.contains(&name),
+    });
+    let chunks: Vec<Bytes> = if gzip {
+        parts
+            .map(|p| p.gzip.clone())
+            .chain([tail.gzip.clone()])
+            .collect()
+    } else {
+        parts
+            .map(|p| p.identity.clone())
+            .chain([tail.plain.clone()])
+            .collect()
+    };
+    let mut response = Body::new(Chunks::new(chunks)).into_response();
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -43,6 +63,59 @@ pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     }
     response
+}
+
+/// `collect[]` values at most in one request; there are only five collectors.
+const MAX_COLLECT_PARAMS: usize = 16;
+
+/// The collectors `collect[]` asks for (`None`: every collector), as node_exporter reads it:
+/// each value names one enabled collector; another name is a 400 that lists the enabled ones.
+/// Other query parameters are ignored.
+fn selection(
+    pairs: &[(String, String)],
+    snapshot: &Snapshot,
+) -> Result<Option<Vec<CollectorName>>, String> {
+    let values: Vec<&str> = pairs
+        .iter()
+        .filter(|(k, _)| k == "collect[]")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    if values.is_empty() {
+        return Ok(None);
+    }
+    let enabled = || {
+        snapshot
+            .collectors
+            .keys()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if values.len() > MAX_COLLECT_PARAMS {
+        return Err(format!(
+            "collect[]: {} values; at most {MAX_COLLECT_PARAMS}, one per enabled collector ({})\n",
+            values.len(),
+            enabled()
+        ));
+    }
+    let mut names = Vec::new();
+    for value in values {
+        let name = CollectorName::ALL
+            .into_iter()
+            .find(|c| c.as_str() == value)
+            .filter(|c| snapshot.collectors.contains_key(c))
+            .ok_or_else(|| {
+                format!(
+                    "collect[]: {} is not an enabled collector; use one of: {}\n",
+                    crate::redact::quote(value),
+                    enabled()
+                )
+            })?;
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    Ok(Some(names))
 }
 
 /// The self-metrics tail of one format, as rendered at one generation of the counters.
@@ -125,20 +198,18 @@ fn positive_qvalue(text: &str) -> bool {
     text.parse::<f32>().is_ok_and(|q| q > 0.0 && q <= 1.0)
 }
 
-/// A body of two shared chunks, sent as two frames with an exact length: nothing is copied
+/// A body of shared chunks, sent as one frame each with an exact length: nothing is copied
 /// into a response buffer, and the length lets the server send `Content-Length`.
 pub struct Chunks {
-    head: Option<Bytes>,
-    tail: Option<Bytes>,
+    /// In reverse order, so that the next one is popped from the end.
+    rest: Vec<Bytes>,
 }
 
 impl Chunks {
-    pub fn new(head: Bytes, tail: Bytes) -> Self {
-        let keep = |b: Bytes| (!b.is_empty()).then_some(b);
-        Chunks {
-            head: keep(head),
-            tail: keep(tail),
-        }
+    pub fn new(chunks: Vec<Bytes>) -> Self {
+        let mut rest: Vec<Bytes> = chunks.into_iter().filter(|b| !b.is_empty()).collect();
+        rest.reverse();
+        Chunks { rest }
     }
 }
 
@@ -150,18 +221,15 @@ impl http_body::Body for Chunks {
         self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let this = self.get_mut();
-        let next = this.head.take().or_else(|| this.tail.take());
-        Poll::Ready(next.map(|b| Ok(Frame::data(b))))
+        Poll::Ready(self.get_mut().rest.pop().map(|b| Ok(Frame::data(b))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.head.is_none() && self.tail.is_none()
+        self.rest.is_empty()
     }
 
     fn size_hint(&self) -> SizeHint {
-        let len = |b: &Option<Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
-        SizeHint::with_exact(len(&self.head) + len(&self.tail))
+        SizeHint::with_exact(self.rest.iter().map(|b| b.len() as u64).sum())
     }
 }
 
@@ -240,12 +308,60 @@ mod tests {
     }
 
     #[test]
-    fn a_body_of_two_chunks_has_an_exact_length_and_skips_empty_ones() {
+    fn a_body_of_chunks_has_an_exact_length_keeps_their_order_and_skips_empty_ones() {
         use http_body::Body as _;
-        let body = Chunks::new(Bytes::from_static(b"abc"), Bytes::from_static(b"de"));
-        assert_eq!(body.size_hint().exact(), Some(5));
-        let empty = Chunks::new(Bytes::new(), Bytes::new());
+        let mut body = Chunks::new(vec![
+            Bytes::from_static(b"abc"),
+            Bytes::new(),
+            Bytes::from_static(b"de"),
+            Bytes::from_static(b"f"),
+        ]);
+        assert_eq!(body.size_hint().exact(), Some(6));
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut seen = Vec::new();
+        while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut body).poll_frame(&mut cx) {
+            seen.push(frame.into_data().unwrap());
+        }
+        assert_eq!(
+            seen,
+            ["abc", "de", "f"].map(|s| Bytes::from_static(s.as_bytes()))
+        );
+        assert!(body.is_end_stream());
+        let empty = Chunks::new(vec![Bytes::new(), Bytes::new()]);
         assert!(empty.is_end_stream());
         assert_eq!(empty.size_hint().exact(), Some(0));
+    }
+
+    #[test]
+    fn collect_selects_enabled_collectors_and_refuses_other_names_with_the_list() {
+        use crate::collector::CollectorSpec;
+        let spec = CollectorSpec::delivery_accounts(vec![1], std::time::Duration::from_secs(60));
+        let mut snapshot = Snapshot::default();
+        snapshot
+            .collectors
+            .insert(spec.name, crate::snapshot::CollectorState::new(&spec));
+        let pairs = |values: &[&str]| -> Vec<(String, String)> {
+            values
+                .iter()
+                .map(|v| ("collect[]".to_owned(), (*v).to_owned()))
+                .chain([("other".to_owned(), "x".to_owned())])
+                .collect()
+        };
+        assert_eq!(selection(&pairs(&[]), &snapshot), Ok(None));
+        assert_eq!(
+            selection(&pairs(&["delivery_account", "delivery_account"]), &snapshot),
+            Ok(Some(vec![CollectorName::DeliveryAccount]))
+        );
+        let err = selection(&pairs(&["mailbox"]), &snapshot).unwrap_err();
+        assert!(
+            err.contains("\"mailbox\" is not an enabled collector; use one of: delivery_account"),
+            "{err}"
+        );
+        let err = selection(&pairs(&["<script>"]), &snapshot).unwrap_err();
+        assert!(err.contains("is not an enabled collector"), "{err}");
+        let many = vec!["delivery_account"; MAX_COLLECT_PARAMS + 1];
+        let err = selection(&pairs(&many), &snapshot).unwrap_err();
+        assert!(err.contains("at most 16"), "{err}");
     }
 }

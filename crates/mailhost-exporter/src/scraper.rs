@@ -215,14 +215,77 @@ async fn run_collector(
                 }
                 Err(e) => {
                     failing.insert(target.clone());
-                    tracing::warn!(collector = p.spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+                    tracing::debug!(collector = p.spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
                 }
             }
+        }
+        for failure in summarize_failures(&results) {
+            tracing::warn!(
+                collector = p.spec.name.as_str(),
+                reason = failure.reason.as_str(),
+                failed = failure.count,
+                targets = %failure.examples,
+                detail = %failure.detail,
+                "targets failed"
+            );
         }
         // The latest plan decides which targets are still configured.
         let latest = plan.borrow().spec.clone();
         store.apply_run(&latest, results, started.elapsed());
     }
+}
+
+/// Targets named in a run's warning for one reason, at most; debug level names every one.
+const MAX_NAMED_TARGETS: usize = 5;
+
+/// One warning line of a run: the targets that failed for one reason.
+#[derive(Debug, PartialEq)]
+struct Failures {
+    reason: FailureReason,
+    count: usize,
+    /// The first few targets, and how many more.
+    examples: String,
+    /// The first target's detail: the others of a reason usually say the same.
+    detail: String,
+}
+
+/// A run's failures, one entry per reason in the order the reasons first occurred: a run over
+/// a hundred thousand accounts that all time out logs one line, not a hundred thousand.
+fn summarize_failures(results: &[(Target, Result<TargetData, UpstreamError>)]) -> Vec<Failures> {
+    let mut out: Vec<(Failures, Vec<String>)> = Vec::new();
+    for (target, result) in results {
+        let Err(e) = result else { continue };
+        let i = match out.iter().position(|(f, _)| f.reason == e.reason) {
+            Some(i) => i,
+            None => {
+                out.push((
+                    Failures {
+                        reason: e.reason,
+                        count: 0,
+                        examples: String::new(),
+                        detail: e.detail.clone(),
+                    },
+                    Vec::new(),
+                ));
+                out.len() - 1
+            }
+        };
+        let (failures, named) = &mut out[i];
+        failures.count += 1;
+        if named.len() < MAX_NAMED_TARGETS {
+            named.push(target.to_string());
+        }
+    }
+    out.into_iter()
+        .map(|(mut f, named)| {
+            let more = f.count - named.len();
+            f.examples = named.join(", ");
+            if more > 0 {
+                f.examples.push_str(&format!(" and {more} more"));
+            }
+            f
+        })
+        .collect()
 }
 
 /// One run of every configured target; see [`run_targets`].
@@ -300,4 +363,42 @@ async fn run_targets(
             )
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_logs_one_line_per_failure_reason_naming_a_few_targets() {
+        let fail = |id: i32, reason: FailureReason, detail: &str| {
+            (
+                Target::DeliveryAccount(id),
+                Err(UpstreamError::new(reason, detail.to_owned())),
+            )
+        };
+        let mut results: Vec<(Target, Result<TargetData, UpstreamError>)> = (1..=1000)
+            .map(|id| fail(id, FailureReason::Timeout, "no answer within 2s"))
+            .collect();
+        results.insert(3, fail(5000, FailureReason::NotFound, "HTTP 404"));
+        let summary = summarize_failures(&results);
+        assert_eq!(
+            summary,
+            [
+                Failures {
+                    reason: FailureReason::Timeout,
+                    count: 1000,
+                    examples: "1, 2, 3, 4, 5 and 995 more".to_owned(),
+                    detail: "no answer within 2s".to_owned(),
+                },
+                Failures {
+                    reason: FailureReason::NotFound,
+                    count: 1,
+                    examples: "5000".to_owned(),
+                    detail: "HTTP 404".to_owned(),
+                },
+            ]
+        );
+        assert!(summarize_failures(&[]).is_empty());
+    }
 }

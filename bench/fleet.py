@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Fleet benchmark: one process polling a large fleet of Delivery accounts (100,000 by default)
+through one token, against the release binaries on loopback, with every upstream answer delayed.
+
+Reports how long the first refresh took against the bound that concurrency and upstream latency
+set (accounts x latency / api.concurrency), the slowest `/metrics` answer while it ran (scraped
+every 200 ms), the exporter's peak memory (VmHWM), how many warn lines it logged, and the size of
+the landing page. Everything it starts is stopped at the end; every wait is bounded.
+
+    python3 bench/fleet.py [--accounts 100000] [--latency-ms 50] [--concurrency 64]
+
+Build first (`cargo build --release --bins`) or pass --build.
+"""
+
+import argparse
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release")
+FIRST = 100_001
+RUN_FINISHED = 'mailhost_collector_duration_seconds{collector="delivery_account"}'
+
+
+def wait_log(path, pattern, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            m = re.search(pattern, f.read())
+        if m:
+            return m.group(1)
+        time.sleep(0.1)
+    sys.exit(f"gave up waiting for {pattern!r} in {path}")
+
+
+def http(method, url, token=None, body=None, timeout=30):
+    req = urllib.request.Request(url, method=method, data=body)
+    if token:
+        req.add_header("X-Api-Token", token)
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--accounts", type=int, default=100_000)
+    ap.add_argument("--latency-ms", type=int, default=50, help="delay of every upstream answer")
+    ap.add_argument("--concurrency", type=int, default=64, help="api.concurrency")
+    ap.add_argument("--patience", type=int, default=900, help="seconds to wait for the refresh")
+    ap.add_argument("--build", action="store_true")
+    args = ap.parse_args()
+    if args.build:
+        subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
+    work = tempfile.mkdtemp(prefix="mailhost-fleet-")
+    token = "bench-" + secrets.token_hex(12)
+    procs = []
+    try:
+        sim_log = os.path.join(work, "sim.log")
+        procs.append(subprocess.Popen(
+            [os.path.join(BIN, "mailhost_sim"), "--listen", "127.0.0.1:0",
+             "--extra-accounts", str(args.accounts)],
+            env={**os.environ, "MAILHOST_SIM_TOKEN": token, "RUST_LOG": "warn,mailhost_sim=info",
+                 "NO_COLOR": "1"},
+            stdout=subprocess.DEVNULL, stderr=open(sim_log, "w")))
+        sim = wait_log(sim_log, r"url=(http://[0-9.:]+)", 120)
+        http("POST", f"{sim}/_sim/faults/delivery_account_get", token,
+             json.dumps({"latency_ms": args.latency_ms}).encode())
+
+        with open(os.path.join(work, "token"), "w") as f:
+            f.write(token)
+        ids = range(FIRST, FIRST + args.accounts)
+        config = os.path.join(work, "config.yml")
+        with open(config, "w") as f:
+            f.write(
+                f"api:\n  base_url: {sim}\n  token_file: {work}/token\n  timeout: 10s\n"
+                f"  concurrency: {args.concurrency}\n"
+                f"collectors:\n  delivery_account:\n    interval: 1h\n    deadline: 50m\n"
+                f"    accounts: [{', '.join(str(i) for i in ids)}]\n")
+        exp_log = os.path.join(work, "exporter.log")
+        started = time.time()
+        exporter_proc = subprocess.Popen(
+            [os.path.join(BIN, "mailhost_exporter"), f"--config.file={config}",
+             "--web.listen-address=127.0.0.1:0"],
+            stdout=subprocess.DEVNULL, stderr=open(exp_log, "w"))
+        procs.append(exporter_proc)
+        exporter = "http://" + wait_log(exp_log, r"address=([0-9.:]+)", 60)
+
+        # Scrape every 200 ms until the first run is on /metrics, timing each answer.
+        latencies = []
+        body = ""
+        done = threading.Event()
+
+        def scraper():
+            nonlocal body
+            while not done.is_set():
+                t0 = time.time()
+                text = http("GET", f"{exporter}/metrics")
+                latencies.append(time.time() - t0)
+                if RUN_FINISHED in text:
+                    body = text
+                    done.set()
+                    return
+                time.sleep(0.2)
+
+        thread = threading.Thread(target=scraper, daemon=True)
+        thread.start()
+        thread.join(timeout=args.patience)
+        if not done.is_set():
+            done.set()
+            sys.exit(f"the first refresh did not finish within {args.patience}s")
+        wall = time.time() - started
+        run = next(float(l.rsplit(" ", 1)[1]) for l in body.splitlines()
+                   if l.startswith(RUN_FINISHED))
+        shown = sum(1 for l in body.splitlines()
+                    if l.startswith("mailhost_delivery_remaining_messages{"))
+        bound = args.accounts * args.latency_ms / 1000 / args.concurrency
+        # A few scrapes more of the full body, now that it is there.
+        after = []
+        for _ in range(5):
+            t0 = time.time()
+            http("GET", f"{exporter}/metrics")
+            after.append(time.time() - t0)
+        landing = http("GET", f"{exporter}/")
+        warns = [l for l in open(exp_log, encoding="utf-8", errors="replace") if "level=warn" in l]
+        latencies.sort()
+        print(f"accounts: {args.accounts}, upstream latency {args.latency_ms} ms, "
+              f"api.concurrency {args.concurrency}")
+        print(f"first run: {run:.1f} s (bound {bound:.1f} s: {run / bound:.3f}x); "
+              f"{wall:.1f} s from the exporter's start to the values on /metrics; "
+              f"{shown} accounts shown")
+        print(f"/metrics during the run: {len(latencies)} scrapes, slowest {latencies[-1] * 1000:.0f} ms, "
+              f"median {latencies[len(latencies) // 2] * 1000:.0f} ms; "
+              f"full body ({len(body):,} bytes): slowest of 5 {max(after) * 1000:.0f} ms")
+        print(f"exporter VmHWM {status_kib(exporter_proc.pid, 'VmHWM') / 1024:.1f} MiB, "
+              f"VmRSS {status_kib(exporter_proc.pid, 'VmRSS') / 1024:.1f} MiB")
+        print(f"warn lines logged: {len(warns)}; landing page {len(landing):,} bytes")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -112,7 +112,12 @@ def main():
             nonlocal body
             while not done.is_set():
                 t0 = time.time()
-                text = http("GET", f"{exporter}/metrics")
+                try:
+                    text = http("GET", f"{exporter}/metrics")
+                except OSError as e:
+                    latencies.append(time.time() - t0)
+                    print(f"scrape failed after {time.time() - t0:.1f} s: {e}", file=sys.stderr)
+                    continue
                 latencies.append(time.time() - t0)
                 if RUN_FINISHED in text:
                     body = text

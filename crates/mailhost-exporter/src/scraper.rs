@@ -96,7 +96,11 @@ impl Scraper {
                 let _ = r.task.await;
             }
         }
-        self.store.reconfigure(&specs);
+        {
+            let store = self.store.clone();
+            let specs = specs.clone();
+            off_the_workers(move || store.reconfigure(&specs)).await;
+        }
         for spec in specs {
             let same_schedule = self.running.get(&spec.name).is_some_and(|r| {
                 let current = &r.plan.borrow().spec;
@@ -128,11 +132,29 @@ impl Scraper {
     }
 }
 
+/// Runs `work` (applying a run, expiring, reconfiguring: each renders and gzips, which for a
+/// large fleet takes seconds of CPU) on the blocking pool, so that the runtime's workers keep
+/// answering scrapes meanwhile. `None` if `work` panicked.
+async fn off_the_workers<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => Some(value),
+        Err(e) => {
+            tracing::error!(error = %e, "publishing the snapshot failed");
+            None
+        }
+    }
+}
+
 /// Expires values at `max_age` on time, even when no run finishes (an upstream slower than the
 /// deadline, a stuck collector): a value is never served older than `max_age` plus a second.
 async fn expire(store: Arc<Store>, shutdown: CancellationToken) {
     loop {
-        let next = store.expire();
+        let next = {
+            let store = store.clone();
+            off_the_workers(move || store.expire()).await.flatten()
+        };
         let wait = next
             .and_then(|at| {
                 let d = at.duration_since(jiff::Timestamp::now());
@@ -160,13 +182,13 @@ async fn run_collector(
     // Targets that failed their last attempt are queued behind the others, so a slow broken
     // account never holds a connection slot a healthy one is waiting for.
     let mut failing: HashSet<Target> = HashSet::new();
-    let mut known: Vec<Target> = Vec::new();
+    let mut known: HashSet<Target> = HashSet::new();
     loop {
         let current = tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
                 let p = plan.borrow_and_update().clone();
-                known = p.spec.targets.clone();
+                known = p.spec.targets.iter().cloned().collect();
                 (p, None)
             }
             changed = plan.changed() => {
@@ -182,7 +204,7 @@ async fn run_collector(
                     .filter(|t| !known.contains(t))
                     .cloned()
                     .collect();
-                known = p.spec.targets.clone();
+                known = p.spec.targets.iter().cloned().collect();
                 failing.retain(|t| known.contains(t));
                 if added.is_empty() {
                     continue;
@@ -231,7 +253,24 @@ async fn run_collector(
         }
         // The latest plan decides which targets are still configured.
         let latest = plan.borrow().spec.clone();
-        store.apply_run(&latest, results, started.elapsed());
+        let elapsed = started.elapsed();
+        let store = store.clone();
+        off_the_workers(move || store.apply_run(&latest, results, elapsed)).await;
+    }
+}
+
+/// Waits for one target task of a run and files its result.
+async fn collect_one(
+    set: &mut JoinSet<(usize, Result<TargetData, UpstreamError>)>,
+    results: &mut [Option<Result<TargetData, UpstreamError>>],
+    spec: &CollectorSpec,
+) {
+    match set.join_next().await {
+        Some(Ok((i, r))) => results[i] = Some(r),
+        Some(Err(e)) => {
+            tracing::error!(collector = spec.name.as_str(), error = %e, "collector task panicked")
+        }
+        None => {}
     }
 }
 
@@ -296,8 +335,9 @@ pub async fn run_once(
     run_targets(ctx, spec, spec.targets.clone()).await
 }
 
-/// One run: every target concurrently (the client bounds requests in flight, first come first
-/// served in the order given), each cut at the collector's deadline. Every target gets a result,
+/// One run: targets concurrently, started in the order given and at most twice the client's
+/// concurrency at a time (the client bounds requests in flight), each cut at the collector's
+/// deadline. Every target gets a result,
 /// `timeout` for one that did not finish in time.
 async fn run_targets(
     ctx: &Context,
@@ -315,8 +355,16 @@ async fn run_targets(
         clock: ctx.clock.clone(),
     };
     let jobs = spec.jobs_for(&targets);
+    // Tasks in flight at once: a few more than the requests the client lets through, so the
+    // next one is ready when a slot frees, but never one task per target: a run over a hundred
+    // thousand accounts would otherwise hold a hundred thousand pending requests in memory.
+    let window = ctx.client.concurrency().saturating_mul(2).max(1);
     let mut set = JoinSet::new();
+    let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; jobs.len()];
     for (i, job) in jobs.iter().enumerate() {
+        if set.len() >= window {
+            collect_one(&mut set, &mut results, spec).await;
+        }
         let fetch = job.run(ctx.clone());
         set.spawn(async move {
             // The client stops its calls at the deadline; this only guards against a
@@ -339,14 +387,8 @@ async fn run_targets(
             (i, result)
         });
     }
-    let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; jobs.len()];
-    while let Some(joined) = set.join_next().await {
-        match joined {
-            Ok((i, r)) => results[i] = Some(r),
-            Err(e) => {
-                tracing::error!(collector = spec.name.as_str(), error = %e, "collector task panicked")
-            }
-        }
+    while !set.is_empty() {
+        collect_one(&mut set, &mut results, spec).await;
     }
     // A target whose task died still gets a result, so it is reported failed, not forgotten.
     jobs.into_iter()

@@ -1,7 +1,7 @@
 //! The snapshot: what every collector last learned, as plain values. Runs are applied to it
 //! whole; rendering reads it, and [`crate::store`] publishes what is rendered.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -83,26 +83,31 @@ impl Snapshot {
             .entry(spec.name)
             .or_insert_with(|| CollectorState::new(spec));
         entry.schedule = spec.schedule;
-        entry.retain_configured(spec);
+        // Sets and an index, not scans: a run over a large fleet is applied in linear time.
+        let configured: HashSet<&Target> = spec.targets.iter().collect();
+        entry.targets.retain(|t| configured.contains(&t.target));
+        let mut index: HashMap<Target, usize> = entry
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.target.clone(), i))
+            .collect();
         let mut success = true;
         for (target, result) in results {
-            if !spec.targets.contains(&target) {
+            if !configured.contains(&target) {
                 continue;
             }
-            let i = match entry.targets.iter().position(|t| t.target == target) {
-                Some(i) => i,
-                None => {
-                    entry.targets.push(TargetState {
-                        target: target.clone(),
-                        data: None,
-                        last_ok: None,
-                        last_attempt: None,
-                        last_success: None,
-                        last_error: None,
-                    });
-                    entry.targets.len() - 1
-                }
-            };
+            let i = *index.entry(target).or_insert_with_key(|target| {
+                entry.targets.push(TargetState {
+                    target: target.clone(),
+                    data: None,
+                    last_ok: None,
+                    last_attempt: None,
+                    last_success: None,
+                    last_error: None,
+                });
+                entry.targets.len() - 1
+            });
             let state = &mut entry.targets[i];
             state.last_attempt = Some(now);
             match result {
@@ -179,7 +184,8 @@ impl Snapshot {
 impl CollectorState {
     /// Forgets the targets that are no longer configured.
     pub fn retain_configured(&mut self, spec: &CollectorSpec) {
-        self.targets.retain(|t| spec.targets.contains(&t.target));
+        let configured: HashSet<&Target> = spec.targets.iter().collect();
+        self.targets.retain(|t| configured.contains(&t.target));
     }
 }
 

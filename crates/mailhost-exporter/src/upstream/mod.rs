@@ -86,6 +86,11 @@ impl Client {
         })
     }
 
+    /// Requests this client has in flight at most (`api.concurrency`).
+    pub fn concurrency(&self) -> usize {
+        self.api.concurrency
+    }
+
     /// Whether this client calls the provider exactly as one built for `api` would, so that a
     /// reload can keep it (and its connection pool).
     pub fn calls_as(&self, api: &ApiConfig) -> bool {

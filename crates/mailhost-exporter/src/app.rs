@@ -149,6 +149,7 @@ impl App {
             upstream: Arc::new(arc_swap::ArcSwap::from_pointee(Upstream {
                 url: upstream_url,
                 demo: false,
+                shard: config.shard,
             })),
         })
     }
@@ -163,8 +164,8 @@ impl App {
     pub fn with_demo_mode(self) -> Self {
         let current = self.upstream.load_full();
         self.upstream.store(Arc::new(Upstream {
-            url: current.url.clone(),
             demo: true,
+            ..(*current).clone()
         }));
         self
     }
@@ -287,7 +288,11 @@ impl App {
         self.api = config.api;
         let url = crate::redact::redact_url(&self.api.base_url);
         if self.upstream.load().url != url {
-            self.upstream.store(Arc::new(Upstream { url, demo: false }));
+            self.upstream.store(Arc::new(Upstream {
+                url,
+                demo: false,
+                shard: self.shard,
+            }));
         }
         telemetry.observe_reload(true);
         tracing::info!("configuration reloaded");

@@ -218,6 +218,13 @@ async fn a_sharded_exporter_keeps_its_shard_across_a_reload() {
             "{other} is shard 0's"
         );
     }
+    let landing = reqwest::get(format!("{}/", d.base))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(landing.contains("shard 1/2"), "{landing}");
     let logged: Vec<String> = d
         .exporter
         .log()

@@ -18,11 +18,13 @@ use crate::telemetry::BuildInfo;
 pub const MAX_TARGET_ROWS: usize = 200;
 
 /// What the landing page says about the provider polled: its address, redacted (no userinfo,
-/// query or fragment), and whether it is the built-in simulator of demo mode.
+/// query or fragment), whether it is the built-in simulator of demo mode, and which shard of
+/// the configured targets this process polls.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Upstream {
     pub url: String,
     pub demo: bool,
+    pub shard: crate::shard::Shard,
 }
 
 /// Shared with the landing page through the router, swapped on a reload that changes it.
@@ -100,7 +102,15 @@ pub async fn page(
             } else {
                 ""
             };
-            format!("<p>Polling <code>{}</code>{mode}</p>", esc(&u.url))
+            let shard = if u.shard.count() > 1 {
+                format!(
+                    "; shard {} (<code>--shard</code>): only the configured targets whose hash falls in it",
+                    u.shard
+                )
+            } else {
+                String::new()
+            };
+            format!("<p>Polling <code>{}</code>{mode}{shard}</p>", esc(&u.url))
         }
         None => String::new(),
     };

@@ -15,48 +15,19 @@ Build first (`cargo build --release --bins`) or pass --build.
 import argparse
 import json
 import os
-import re
 import secrets
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+from common import http, status_kib, wait_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release")
 FIRST = 100_001
 RUN_FINISHED = 'mailhost_collector_duration_seconds{collector="delivery_account"}'
-
-
-def wait_log(path, pattern, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            m = re.search(pattern, f.read())
-        if m:
-            return m.group(1)
-        time.sleep(0.1)
-    sys.exit(f"gave up waiting for {pattern!r} in {path}")
-
-
-def http(method, url, token=None, body=None, timeout=30):
-    req = urllib.request.Request(url, method=method, data=body)
-    if token:
-        req.add_header("X-Api-Token", token)
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return r.read().decode()
-
-
-def status_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def main():

@@ -21,15 +21,9 @@ import sys
 import time
 import urllib.request
 
+from common import status_kib
+
 DEADLINE = 120  # seconds for the whole run
-
-
-def status_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def start(binary, fd_limit, extra):

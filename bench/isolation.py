@@ -17,14 +17,13 @@ Build first (`cargo build --release --bins`) or pass --build.
 import argparse
 import json
 import os
-import re
 import secrets
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
+
+from common import http, wait_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release")
@@ -36,27 +35,6 @@ SILENT, FAILING, CUT = range(0, 20), range(20, 35), range(35, 50)  # offsets of 
 def spread(offsets):
     """Broken accounts spread over the fleet (every 10th), not bunched at one end."""
     return [FIRST + 10 * i for i in offsets]
-
-
-def wait_log(path, pattern, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            m = re.search(pattern, f.read())
-        if m:
-            return m.group(1)
-        time.sleep(0.1)
-    sys.exit(f"gave up waiting for {pattern!r} in {path}")
-
-
-def http(method, url, token=None, body=None, timeout=10):
-    req = urllib.request.Request(url, method=method, data=body)
-    if token:
-        req.add_header("X-Api-Token", token)
-    if body is not None:
-        req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return r.read().decode()
 
 
 def series(body, name):

@@ -32,7 +32,7 @@ pub fn from_openmetrics(openmetrics: &str) -> String {
                 out.push_str(name);
                 out.push_str(suffix);
                 out.push(' ');
-                out.push_str(&text.trim_end_matches('\n').replace("\\\"", "\""));
+                out.push_str(&classic_help(text.trim_end_matches('\n')));
                 out.push('\n');
             }
             out.push_str("# TYPE ");
@@ -55,6 +55,31 @@ pub fn from_openmetrics(openmetrics: &str) -> String {
             continue;
         }
         out.push_str(line);
+    }
+    out
+}
+
+/// An OpenMetrics HELP text (`\\`, `\n` and `\"` escaped) as classic HELP text (`\\` and `\n`
+/// escaped, a quote as it is).
+fn classic_help(escaped: &str) -> String {
+    let mut out = String::with_capacity(escaped.len());
+    let mut chars = escaped.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('"') => out.push('"'),
+            Some('n') => out.push_str("\\n"),
+            Some('\\') => out.push_str("\\\\"),
+            // Not an escape OpenMetrics writes: keep the backslash, escaped as classic wants it.
+            Some(other) => {
+                out.push_str("\\\\");
+                out.push(other);
+            }
+            None => out.push_str("\\\\"),
+        }
     }
     out
 }
@@ -86,6 +111,16 @@ mod tests {
              demo_duration_seconds_sum{endpoint=\"x\"} 0.55\ndemo_duration_seconds_count{endpoint=\"x\"} 3\n\
              demo_duration_seconds_bucket{le=\"0.1\",endpoint=\"x\"} 1\n\
              demo_duration_seconds_bucket{le=\"+Inf\",endpoint=\"x\"} 3\n"
+        );
+    }
+
+    #[test]
+    fn help_escapes_are_those_of_each_format() {
+        // A backslash, a newline and a quote in the help text, as OpenMetrics escapes them.
+        let om = "# HELP x A \\\\ b\\n c \\\"d\\\" \\\\\\\" e.\n# TYPE x gauge\nx 1\n";
+        assert_eq!(
+            from_openmetrics(om),
+            "# HELP x A \\\\ b\\n c \"d\" \\\\\" e.\n# TYPE x gauge\nx 1\n"
         );
     }
 

@@ -259,6 +259,9 @@ async fn run_collector(
     }
 }
 
+/// Target tasks a run keeps in flight at least; see [`run_targets`].
+const MIN_TASK_WINDOW: usize = 1024;
+
 /// Waits for one target task of a run and files its result.
 async fn collect_one(
     set: &mut JoinSet<(usize, Result<TargetData, UpstreamError>)>,
@@ -335,9 +338,9 @@ pub async fn run_once(
     run_targets(ctx, spec, spec.targets.clone()).await
 }
 
-/// One run: targets concurrently, started in the order given and at most twice the client's
-/// concurrency at a time (the client bounds requests in flight), each cut at the collector's
-/// deadline. Every target gets a result,
+/// One run: targets concurrently, started in the order given and at most
+/// [`MIN_TASK_WINDOW`] (or four times the client's concurrency, if more) at a time (the client
+/// bounds requests in flight), each cut at the collector's deadline. Every target gets a result,
 /// `timeout` for one that did not finish in time.
 async fn run_targets(
     ctx: &Context,
@@ -355,10 +358,16 @@ async fn run_targets(
         clock: ctx.clock.clone(),
     };
     let jobs = spec.jobs_for(&targets);
-    // Tasks in flight at once: a few more than the requests the client lets through, so the
-    // next one is ready when a slot frees, but never one task per target: a run over a hundred
-    // thousand accounts would otherwise hold a hundred thousand pending requests in memory.
-    let window = ctx.client.concurrency().saturating_mul(2).max(1);
+    // Tasks in flight at once: never one per target (a run over a hundred thousand accounts
+    // would hold a hundred thousand pending requests in memory), but far more than the requests
+    // the client lets through, because a task keeps its place while it waits to retry: with a
+    // small window, a few accounts that never answer would hold every place and starve the
+    // healthy ones behind them.
+    let window = ctx
+        .client
+        .concurrency()
+        .saturating_mul(4)
+        .max(MIN_TASK_WINDOW);
     let mut set = JoinSet::new();
     let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; jobs.len()];
     for (i, job) in jobs.iter().enumerate() {

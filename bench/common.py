@@ -1,7 +1,10 @@
-"""Shared pieces of the Python benchmarks: waiting on a log line, plain HTTP calls, and a
-process's memory as /proc reports it. Every wait is bounded."""
+"""Shared pieces of the Python benchmarks: starting the simulator and stopping what was started,
+waiting on a log line, plain HTTP calls, and a process's memory as /proc reports it. Every wait
+is bounded."""
 
+import os
 import re
+import subprocess
 import sys
 import time
 import urllib.request
@@ -37,3 +40,27 @@ def status_kib(pid, field):
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def start_sim(bin_dir, work, token, accounts, procs, patience=120):
+    """Starts `mailhost_sim` with `accounts` extra Delivery accounts (ids 100001 upwards) on a
+    loopback port, appends it to `procs`, and returns its URL once it listens."""
+    log = os.path.join(work, "sim.log")
+    procs.append(subprocess.Popen(
+        [os.path.join(bin_dir, "mailhost_sim"), "--listen", "127.0.0.1:0",
+         "--extra-accounts", str(accounts)],
+        env={**os.environ, "MAILHOST_SIM_TOKEN": token, "RUST_LOG": "warn,mailhost_sim=info",
+             "NO_COLOR": "1"},
+        stdout=subprocess.DEVNULL, stderr=open(log, "w")))
+    return wait_log(log, r"url=(http://[0-9.:]+)", patience)
+
+
+def stop(procs):
+    """Stops every process started, politely first, then for good after 10 s."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()

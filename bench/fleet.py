@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 
-from common import http, status_kib, wait_log
+from common import http, start_sim, status_kib, stop, wait_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release")
@@ -44,14 +44,7 @@ def main():
     token = "bench-" + secrets.token_hex(12)
     procs = []
     try:
-        sim_log = os.path.join(work, "sim.log")
-        procs.append(subprocess.Popen(
-            [os.path.join(BIN, "mailhost_sim"), "--listen", "127.0.0.1:0",
-             "--extra-accounts", str(args.accounts)],
-            env={**os.environ, "MAILHOST_SIM_TOKEN": token, "RUST_LOG": "warn,mailhost_sim=info",
-                 "NO_COLOR": "1"},
-            stdout=subprocess.DEVNULL, stderr=open(sim_log, "w")))
-        sim = wait_log(sim_log, r"url=(http://[0-9.:]+)", 120)
+        sim = start_sim(BIN, work, token, args.accounts, procs)
         http("POST", f"{sim}/_sim/faults/delivery_account_get", token,
              json.dumps({"latency_ms": args.latency_ms}).encode())
 
@@ -129,13 +122,7 @@ def main():
               f"VmRSS {status_kib(exporter_proc.pid, 'VmRSS') / 1024:.1f} MiB")
         print(f"warn lines logged: {len(warns)}; landing page {len(landing):,} bytes")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(procs)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import time
 
-from common import http, wait_log
+from common import http, start_sim, stop, wait_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release")
@@ -59,14 +59,7 @@ def main():
     token = "bench-" + secrets.token_hex(12)
     procs = []
     try:
-        sim_log = os.path.join(work, "sim.log")
-        procs.append(subprocess.Popen(
-            [os.path.join(BIN, "mailhost_sim"), "--listen", "127.0.0.1:0",
-             "--extra-accounts", str(ACCOUNTS)],
-            env={**os.environ, "MAILHOST_SIM_TOKEN": token, "RUST_LOG": "warn,mailhost_sim=info",
-                 "NO_COLOR": "1"},
-            stdout=subprocess.DEVNULL, stderr=open(sim_log, "w")))
-        sim = wait_log(sim_log, r"url=(http://[0-9.:]+)", 30)
+        sim = start_sim(BIN, work, token, ACCOUNTS, procs)
         route = f"{sim}/_sim/faults/delivery_account_get"
         for ids, spec in [
             (spread(SILENT), {"latency_ms": 3_600_000}),
@@ -181,13 +174,7 @@ def main():
               f"over the {span}s around them: {min(per)} to {max(per)} "
               f"(the schedule alone gives {span / args.interval:.0f} or {span / args.interval + 1:.0f})")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(procs)
 
 
 if __name__ == "__main__":

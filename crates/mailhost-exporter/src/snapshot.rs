@@ -192,17 +192,13 @@ impl CollectorState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::model::DeliveryAccount;
 
     fn spec() -> CollectorSpec {
         CollectorSpec::delivery_accounts(vec![1, 2], Duration::from_secs(10))
     }
 
     fn data(remaining: f64) -> TargetData {
-        TargetData::DeliveryAccount(DeliveryAccount {
-            remaining_messages: Some(remaining),
-            ..Default::default()
-        })
+        TargetData::delivery_remaining(remaining)
     }
 
     fn err(reason: FailureReason) -> UpstreamError {

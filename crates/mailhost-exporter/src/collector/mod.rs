@@ -376,6 +376,18 @@ pub struct Context {
     pub clock: Clock,
 }
 
+/// What a Delivery account run yields when all that matters is its `remaining_messages`, for
+/// the unit tests of the snapshot and the store.
+#[cfg(test)]
+impl TargetData {
+    pub(crate) fn delivery_remaining(remaining: f64) -> TargetData {
+        TargetData::DeliveryAccount(crate::upstream::model::DeliveryAccount {
+            remaining_messages: Some(remaining),
+            ..Default::default()
+        })
+    }
+}
+
 /// A Delivery account collector over `accounts` polled every `interval` (deadline 0.8 and
 /// `max_age` 3 intervals), for the unit tests of the snapshot, the store and the rendering.
 #[cfg(test)]

@@ -70,3 +70,6 @@ mod tenants;
 
 // /probe and /sd: one account per Prometheus target, registered once, never fetched per probe.
 mod probe;
+
+// Discovery: top accounts and sending domains join the poll set within allow, deny and caps.
+mod discovery;

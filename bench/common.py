@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import zlib
 
 
 def wait_log(path, pattern, seconds):
@@ -31,6 +32,19 @@ def http(method, url, token=None, body=None, timeout=10):
         req.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.read().decode()
+
+
+def http_gzip(url, timeout=30):
+    """The raw body of a GET that asks for gzip, as the scrapers of a large fleet do."""
+    req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.read()
+
+
+def first_member(gz, limit=1 << 20):
+    """The text of the first gzip member of `gz` (the health section of a gzipped /metrics)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    return d.decompress(gz[:limit]).decode(errors="replace")
 
 
 def status_kib(pid, field):

@@ -2,6 +2,7 @@
 //! renders the sections that changed through [`metrics::render_section`], gzips each once and
 //! swaps the result in, so a scrape only hands out shared prepared bytes.
 
+use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,23 +37,98 @@ struct Formats {
     openmetrics: Encoded,
 }
 
-/// One format's body, as is and as a complete gzip member of it.
+/// A section body larger than this is kept only gzipped: a scrape without gzip has it inflated
+/// as it is sent. A fleet of a hundred thousand accounts makes bodies of over 100 MB per
+/// format, and keeping them as is, old and new side by side while a refresh renders, would
+/// double the exporter's memory; Prometheus and vmagent ask for gzip anyway.
+pub const MAX_KEPT_IDENTITY_BYTES: usize = 16 * 1024 * 1024;
+
+/// One format's body, as a complete gzip member, and as is unless it is larger than
+/// [`MAX_KEPT_IDENTITY_BYTES`].
 #[derive(Debug, Default)]
 pub struct Encoded {
-    pub identity: Bytes,
+    pub identity: Option<Bytes>,
+    /// The length of the body as is, kept or not.
+    pub identity_len: u64,
     pub gzip: Bytes,
 }
 
-impl Encoded {
-    fn new(text: String) -> Self {
-        let gzip = gzip_member(text.as_bytes());
-        let mut raw = text.into_bytes();
-        // The body lives until the next refresh: return the growth slack of rendering.
-        raw.shrink_to_fit();
-        Encoded {
-            identity: Bytes::from(raw),
-            gzip,
+/// Both formats of a section as its text comes: gzipped as it comes, and kept as is while it
+/// stays within [`MAX_KEPT_IDENTITY_BYTES`].
+#[derive(Default)]
+struct Encoding {
+    classic: Output,
+    openmetrics: Output,
+}
+
+impl metrics::Sink for Encoding {
+    fn write(&mut self, format: Format, text: &str) {
+        match format {
+            Format::Classic => self.classic.write(text),
+            Format::OpenMetrics => self.openmetrics.write(text),
         }
+    }
+}
+
+/// One format on its way to an [`Encoded`].
+struct Output {
+    gzip: GzEncoder<Vec<u8>>,
+    /// The text as is, until it grows past the bound; then only the gzip is made.
+    kept: Option<String>,
+    len: u64,
+}
+
+impl Default for Output {
+    fn default() -> Self {
+        Output {
+            // Level 6 (the default): paid once per refresh, and the smaller body per scrape.
+            gzip: GzEncoder::new(Vec::new(), Compression::default()),
+            kept: Some(String::new()),
+            len: 0,
+        }
+    }
+}
+
+impl Output {
+    fn write(&mut self, text: &str) {
+        // Writing into a Vec cannot fail.
+        let _ = self.gzip.write_all(text.as_bytes());
+        self.len += text.len() as u64;
+        if let Some(kept) = &mut self.kept {
+            if kept.len() + text.len() > MAX_KEPT_IDENTITY_BYTES {
+                self.kept = None;
+            } else {
+                kept.push_str(text);
+            }
+        }
+    }
+
+    fn finish(self) -> Encoded {
+        let mut gz = self.gzip.finish().unwrap_or_default();
+        gz.shrink_to_fit();
+        Encoded {
+            identity: self.kept.map(|mut k| {
+                // The body lives until the next refresh: return the growth slack.
+                k.shrink_to_fit();
+                Bytes::from(k.into_bytes())
+            }),
+            identity_len: self.len,
+            gzip: Bytes::from(gz),
+        }
+    }
+}
+
+impl Encoded {
+    /// The body as is: the kept one, or the gzip member inflated (a copy).
+    pub fn plain(&self) -> Bytes {
+        if let Some(b) = &self.identity {
+            return b.clone();
+        }
+        let mut out = Vec::with_capacity(usize::try_from(self.identity_len).unwrap_or(0));
+        // Our own gzip member: reading it back cannot fail.
+        let _ =
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&self.gzip[..]), &mut out);
+        Bytes::from(out)
     }
 }
 
@@ -84,23 +160,24 @@ impl Prepared {
     fn render_changed(
         snapshot: Snapshot,
         previous: Option<&Prepared>,
-        changed: Option<CollectorName>,
+        changed: Option<&BTreeSet<CollectorName>>,
     ) -> Self {
         let snapshot = Arc::new(snapshot);
         let sections = metrics::sections(&snapshot)
             .into_iter()
             .map(|section| {
                 let reuse = match (section, changed) {
-                    (Section::Collector(name), Some(c)) if name != c => previous
+                    (Section::Collector(name), Some(c)) if !c.contains(&name) => previous
                         .and_then(|p| p.sections.iter().find(|(s, _)| *s == section))
                         .map(|(_, f)| f.clone()),
                     _ => None,
                 };
                 let formats = reuse.unwrap_or_else(|| {
-                    let text = metrics::render_section(&snapshot, section);
+                    let mut sink = Encoding::default();
+                    metrics::stream_section(&snapshot, section, &mut sink);
                     Arc::new(Formats {
-                        classic: Encoded::new(text.classic),
-                        openmetrics: Encoded::new(text.openmetrics),
+                        classic: sink.classic.finish(),
+                        openmetrics: sink.openmetrics.finish(),
                     })
                 });
                 (section, formats)
@@ -130,7 +207,7 @@ impl Prepared {
     pub fn body(&self, format: Format) -> Bytes {
         let mut out = Vec::new();
         for part in self.parts(format, |_| true) {
-            out.extend_from_slice(&part.identity);
+            out.extend_from_slice(&part.plain());
         }
         Bytes::from(out)
     }
@@ -148,9 +225,35 @@ impl Prepared {
 /// The one writer (the scraper) and the many readers (HTTP) of the snapshot.
 pub struct Store {
     snapshot: Mutex<Snapshot>,
+    /// What changed in the snapshot since the last publication.
+    pending: Mutex<Pending>,
+    /// One publication at a time. Whoever holds it publishes every change pending, so runs
+    /// that finish together (the tenants of a large fleet) cost one rendering, not one each.
+    publishing: Mutex<()>,
     prepared: ArcSwap<Prepared>,
     /// Moves on at every publication, for `/probe` waiting for a target's first fetch.
     published: watch::Sender<u64>,
+}
+
+/// Sections to render again.
+#[derive(Debug, Default)]
+struct Pending {
+    any: bool,
+    /// Every section (expiry or a reload may touch any collector).
+    all: bool,
+    areas: BTreeSet<CollectorName>,
+}
+
+impl Pending {
+    fn area(&mut self, name: CollectorName) {
+        self.any = true;
+        self.areas.insert(name);
+    }
+
+    fn everything(&mut self) {
+        self.any = true;
+        self.all = true;
+    }
 }
 
 impl Store {
@@ -166,6 +269,8 @@ impl Store {
         Arc::new(Store {
             prepared: ArcSwap::from_pointee(Prepared::render(snapshot.clone())),
             snapshot: Mutex::new(snapshot),
+            pending: Mutex::default(),
+            publishing: Mutex::default(),
             published: watch::Sender::new(0),
         })
     }
@@ -178,29 +283,60 @@ impl Store {
         duration: Duration,
     ) {
         let now = Timestamp::now();
-        let mut snapshot = self.lock();
-        snapshot.apply_run(spec, results, duration, now);
-        let (expired, _) = snapshot.expire(now);
-        // Rendering under the lock keeps publications in the order of the runs. Expiry may
-        // touch any collector; a run alone touches its own.
-        let changed = (!expired).then_some(spec.name);
-        let previous = self.prepared.load();
-        self.publish(Prepared::render_changed(
-            snapshot.clone(),
-            Some(&previous),
-            changed,
-        ));
+        {
+            let mut snapshot = self.lock();
+            snapshot.apply_run(spec, results, duration, now);
+            let (expired, _) = snapshot.expire(now);
+            // Expiry may touch any collector; a run alone touches its own.
+            let mut pending = self.pending();
+            if expired {
+                pending.everything();
+            } else {
+                pending.area(spec.name);
+            }
+        }
+        self.publish_pending();
+    }
+
+    /// Renders and publishes what is pending, if anything is: the latest snapshot, with the
+    /// sections that changed rendered again and the others shared. When this returns, every
+    /// change made before the call is published (by this call, or by the one it waited for).
+    fn publish_pending(&self) {
+        let _turn = self
+            .publishing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pending = std::mem::take(&mut *self.pending());
+        if !pending.any {
+            return;
+        }
+        // Cloned after the pending changes were taken: it holds all of them (and perhaps a
+        // newer one, whose caller publishes it again after this turn).
+        let snapshot = self.lock().clone();
+        let previous = self.prepared.load_full();
+        let changed = (!pending.all).then_some(&pending.areas);
+        self.publish(Prepared::render_changed(snapshot, Some(&previous), changed));
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Expires what is older than `max_age` now and publishes if anything went; returns when
     /// the next value expires, if any does.
     pub fn expire(&self) -> Option<Timestamp> {
         let now = Timestamp::now();
-        let mut snapshot = self.lock();
-        let (changed, next) = snapshot.expire(now);
-        if changed {
-            self.publish(Prepared::render(snapshot.clone()));
-        }
+        let next = {
+            let mut snapshot = self.lock();
+            let (changed, next) = snapshot.expire(now);
+            if changed {
+                self.pending().everything();
+            }
+            next
+        };
+        self.publish_pending();
         next
     }
 
@@ -215,19 +351,22 @@ impl Store {
     /// Takes a reloaded set of collectors: removed collectors and targets vanish at once (with
     /// their series), new ones appear as not yet run, schedules follow the new config.
     pub fn reconfigure(&self, specs: &[CollectorSpec]) {
-        let mut snapshot = self.lock();
-        let wanted: std::collections::HashSet<CollectorKey> =
-            specs.iter().map(|s| s.key()).collect();
-        snapshot.collectors.retain(|key, _| wanted.contains(key));
-        for spec in specs {
-            let entry = snapshot
-                .collectors
-                .entry(spec.key())
-                .or_insert_with(|| CollectorState::new(spec));
-            entry.schedule = spec.schedule;
-            entry.retain_configured(spec);
+        {
+            let mut snapshot = self.lock();
+            let wanted: std::collections::HashSet<CollectorKey> =
+                specs.iter().map(|s| s.key()).collect();
+            snapshot.collectors.retain(|key, _| wanted.contains(key));
+            for spec in specs {
+                let entry = snapshot
+                    .collectors
+                    .entry(spec.key())
+                    .or_insert_with(|| CollectorState::new(spec));
+                entry.schedule = spec.schedule;
+                entry.retain_configured(spec);
+            }
+            self.pending().everything();
         }
-        self.publish(Prepared::render(snapshot.clone()));
+        self.publish_pending();
     }
 
     fn publish(&self, prepared: Prepared) {
@@ -285,6 +424,27 @@ mod tests {
             prepared.body(Format::Classic),
             prepared.body(Format::OpenMetrics)
         );
+    }
+
+    #[test]
+    fn a_body_past_the_kept_size_is_kept_only_gzipped_and_reads_back_whole() {
+        let encode = |pieces: &[&str]| {
+            let mut out = Output::default();
+            for p in pieces {
+                out.write(p);
+            }
+            out.finish()
+        };
+        let small = encode(&["x 1\n"]);
+        assert_eq!(small.identity.as_deref(), Some(&b"x 1\n"[..]));
+        let line = "mailhost_delivery_remaining_messages{account_id=\"100001\"} 5.0\n";
+        let lines = MAX_KEPT_IDENTITY_BYTES / line.len() + 1;
+        let big: String = line.repeat(lines);
+        let encoded = encode(&vec![line; lines]);
+        assert!(encoded.identity.is_none());
+        assert_eq!(encoded.identity_len, big.len() as u64);
+        assert!(encoded.gzip.len() < big.len() / 10);
+        assert_eq!(encoded.plain(), big.as_bytes());
     }
 
     #[test]

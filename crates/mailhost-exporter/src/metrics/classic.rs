@@ -7,14 +7,65 @@
 /// The classic text of an OpenMetrics text (with or without its `# EOF`).
 pub fn from_openmetrics(openmetrics: &str) -> String {
     let mut out = String::with_capacity(openmetrics.len());
-    // HELP comes before TYPE, and only TYPE says whether the name needs its `_total`.
-    let mut help: Option<&str> = None;
-    // The family being copied, when it is a counter: its `_created` samples are dropped.
-    let mut counter: Option<&str> = None;
-    for line in openmetrics.split_inclusive('\n') {
+    let mut rewriter = Rewriter::default();
+    rewriter.push(openmetrics, &mut |s| out.push_str(s));
+    rewriter.finish(&mut |s| out.push_str(s));
+    out
+}
+
+/// The rewriting as a stream: OpenMetrics text goes in by pieces of any size (a line may be
+/// split between two), classic text comes out line by line, so a body of a hundred megabytes is
+/// rewritten without being held whole.
+#[derive(Debug, Default)]
+pub struct Rewriter {
+    /// The start of a line whose end has not come yet.
+    partial: String,
+    /// HELP comes before TYPE, and only TYPE says whether the name needs its `_total`.
+    help: Option<String>,
+    /// The family being copied, when it is a counter: its `_created` samples are dropped.
+    counter: Option<String>,
+}
+
+impl Rewriter {
+    /// Takes the next piece of OpenMetrics text; `out` receives the classic text of every line
+    /// it completes.
+    pub fn push(&mut self, piece: &str, out: &mut dyn FnMut(&str)) {
+        let mut rest = piece;
+        if !self.partial.is_empty() {
+            match rest.find('\n') {
+                None => {
+                    self.partial.push_str(rest);
+                    return;
+                }
+                Some(i) => {
+                    let mut line = std::mem::take(&mut self.partial);
+                    line.push_str(&rest[..=i]);
+                    self.line(&line, out);
+                    rest = &rest[i + 1..];
+                }
+            }
+        }
+        for line in rest.split_inclusive('\n') {
+            if line.ends_with('\n') {
+                self.line(line, out);
+            } else {
+                self.partial.push_str(line);
+            }
+        }
+    }
+
+    /// Ends the text: a last line without its newline is rewritten as it is.
+    pub fn finish(&mut self, out: &mut dyn FnMut(&str)) {
+        if !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.line(&line, out);
+        }
+    }
+
+    fn line(&mut self, line: &str, out: &mut dyn FnMut(&str)) {
         if let Some(rest) = line.strip_prefix("# HELP ") {
-            help = Some(rest);
-            continue;
+            self.help = Some(rest.to_owned());
+            return;
         }
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (name, kind) = rest
@@ -27,36 +78,41 @@ pub fn from_openmetrics(openmetrics: &str) -> String {
                 // OpenMetrics-only types (info, stateset, unknown, ...) have no classic peer.
                 _ => ("", "untyped"),
             };
-            if let Some(text) = help.take().and_then(|h| h.split_once(' ').map(|(_, t)| t)) {
-                out.push_str("# HELP ");
-                out.push_str(name);
-                out.push_str(suffix);
-                out.push(' ');
-                out.push_str(&classic_help(text.trim_end_matches('\n')));
-                out.push('\n');
+            let mut head = String::with_capacity(128);
+            if let Some(text) = self
+                .help
+                .take()
+                .and_then(|h| h.split_once(' ').map(|(_, t)| t.to_owned()))
+            {
+                head.push_str("# HELP ");
+                head.push_str(name);
+                head.push_str(suffix);
+                head.push(' ');
+                head.push_str(&classic_help(text.trim_end_matches('\n')));
+                head.push('\n');
             }
-            out.push_str("# TYPE ");
-            out.push_str(name);
-            out.push_str(suffix);
-            out.push(' ');
-            out.push_str(kind);
-            out.push('\n');
-            counter = (kind == "counter").then_some(name);
-            continue;
+            head.push_str("# TYPE ");
+            head.push_str(name);
+            head.push_str(suffix);
+            head.push(' ');
+            head.push_str(kind);
+            head.push('\n');
+            out(&head);
+            self.counter = (kind == "counter").then(|| name.to_owned());
+            return;
         }
         if line.starts_with("# UNIT ") || line.starts_with("# EOF") {
-            continue;
+            return;
         }
-        if let Some(name) = counter
+        if let Some(name) = &self.counter
             && line
-                .strip_prefix(name)
+                .strip_prefix(name.as_str())
                 .is_some_and(|rest| rest.starts_with("_created{") || rest.starts_with("_created "))
         {
-            continue;
+            return;
         }
-        out.push_str(line);
+        out(line);
     }
-    out
 }
 
 /// An OpenMetrics HELP text (`\\`, `\n` and `\"` escaped) as classic HELP text (`\\` and `\n`
@@ -122,6 +178,24 @@ mod tests {
             from_openmetrics(om),
             "# HELP x A \\\\ b\\n c \"d\" \\\\\" e.\n# TYPE x gauge\nx 1\n"
         );
+    }
+
+    #[test]
+    fn the_stream_gives_the_same_text_however_the_input_is_cut() {
+        let whole = from_openmetrics(OPENMETRICS);
+        for size in [1, 2, 3, 7, 16, 64, 1000] {
+            let mut out = String::new();
+            let mut rewriter = Rewriter::default();
+            let bytes = OPENMETRICS.as_bytes();
+            for piece in bytes.chunks(size) {
+                // The text is ASCII: every cut is a char boundary.
+                rewriter.push(std::str::from_utf8(piece).unwrap(), &mut |s| {
+                    out.push_str(s)
+                });
+            }
+            rewriter.finish(&mut |s| out.push_str(s));
+            assert_eq!(out, whole, "pieces of {size}");
+        }
     }
 
     #[test]

@@ -81,11 +81,37 @@ pub fn render(snapshot: &Arc<Snapshot>) -> Exposition {
 /// Renders one section of a snapshot. Takes the snapshot shared because the collector that the
 /// encoder calls must own what it reads.
 pub fn render_section(snapshot: &Arc<Snapshot>, section: Section) -> Exposition {
-    encode(SnapshotCollector {
-        snapshot: Arc::clone(snapshot),
-        section,
-        targets_only: false,
-    })
+    let mut texts = Exposition::default();
+    stream_section(snapshot, section, &mut texts);
+    texts
+}
+
+/// Where a rendering goes: the text of each format, piece by piece, in order.
+pub trait Sink {
+    fn write(&mut self, format: Format, text: &str);
+}
+
+impl Sink for Exposition {
+    fn write(&mut self, format: Format, text: &str) {
+        match format {
+            Format::Classic => self.classic.push_str(text),
+            Format::OpenMetrics => self.openmetrics.push_str(text),
+        }
+    }
+}
+
+/// [`render_section`] into `sink` as the text is produced: both formats come out a piece at a
+/// time, so a section of a hundred megabytes is never held whole here (the store gzips the
+/// pieces as they come).
+pub fn stream_section(snapshot: &Arc<Snapshot>, section: Section, sink: &mut dyn Sink) {
+    encode(
+        SnapshotCollector {
+            snapshot: Arc::clone(snapshot),
+            section,
+            targets_only: false,
+        },
+        sink,
+    );
 }
 
 /// The answer of `/probe`: a snapshot holding one target (in each account collector of its
@@ -94,28 +120,71 @@ pub fn render_section(snapshot: &Arc<Snapshot>, section: Section) -> Exposition 
 pub fn render_probe(snapshot: &Arc<Snapshot>) -> Exposition {
     let mut whole = Exposition::default();
     for section in sections(snapshot) {
-        let part = encode(SnapshotCollector {
-            snapshot: Arc::clone(snapshot),
-            section,
-            targets_only: true,
-        });
-        whole.classic.push_str(&part.classic);
-        whole.openmetrics.push_str(&part.openmetrics);
+        encode(
+            SnapshotCollector {
+                snapshot: Arc::clone(snapshot),
+                section,
+                targets_only: true,
+            },
+            &mut whole,
+        );
     }
     whole
 }
 
-fn encode(collector: SnapshotCollector) -> Exposition {
+/// OpenMetrics text gathered up to this size before it goes to the sink and the classic
+/// rewriting.
+const PIECE_BYTES: usize = 64 * 1024;
+
+/// The encoder's output cut into pieces: each goes to the sink as OpenMetrics, and through the
+/// classic rewriting as classic text.
+struct Pieces<'a> {
+    buf: String,
+    rewriter: classic::Rewriter,
+    sink: &'a mut dyn Sink,
+}
+
+impl Pieces<'_> {
+    fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        self.sink.write(Format::OpenMetrics, &self.buf);
+        let mut classic = String::with_capacity(self.buf.len() + 256);
+        self.rewriter.push(&self.buf, &mut |s| classic.push_str(s));
+        self.sink.write(Format::Classic, &classic);
+        self.buf.clear();
+    }
+
+    fn finish(mut self) {
+        self.flush();
+        let mut classic = String::new();
+        self.rewriter.finish(&mut |s| classic.push_str(s));
+        self.sink.write(Format::Classic, &classic);
+    }
+}
+
+impl fmt::Write for Pieces<'_> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.buf.push_str(s);
+        if self.buf.len() >= PIECE_BYTES {
+            self.flush();
+        }
+        Ok(())
+    }
+}
+
+fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(collector));
-    let mut openmetrics = String::with_capacity(4 * 1024);
-    // Writing into a String cannot fail, and nothing in the collector fails on its own.
-    let _ = encode_registry(&mut openmetrics, &registry);
-    let classic = classic::from_openmetrics(&openmetrics);
-    Exposition {
-        classic,
-        openmetrics,
-    }
+    let mut pieces = Pieces {
+        buf: String::with_capacity(PIECE_BYTES + 1024),
+        rewriter: classic::Rewriter::default(),
+        sink,
+    };
+    // Writing into the pieces cannot fail, and nothing in the collector fails on its own.
+    let _ = encode_registry(&mut pieces, &registry);
+    pieces.finish();
 }
 
 /// One section of the snapshot's series as const metrics, built at encoding time.

@@ -2,7 +2,6 @@
 //! negotiated here, with the prepared body gzipped once per refresh and the small self-metrics
 //! tail, a second gzip member, rendered and gzipped once per change of the counters.
 
-use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -40,15 +39,18 @@ pub(super) async fn metrics(
         (None, _) | (_, Section::Health) => true,
         (Some(names), Section::Collector(name)) => names.contains(&name),
     });
-    let chunks: Vec<Bytes> = if gzip {
+    let chunks: Vec<Part> = if gzip {
         parts
-            .map(|p| p.gzip.clone())
-            .chain([tail.gzip.clone()])
+            .map(|p| Part::Plain(p.gzip.clone()))
+            .chain([Part::Plain(tail.gzip.clone())])
             .collect()
     } else {
         parts
-            .map(|p| p.identity.clone())
-            .chain([tail.plain.clone()])
+            .map(|p| match &p.identity {
+                Some(b) => Part::Plain(b.clone()),
+                None => Part::inflate(p.gzip.clone(), p.identity_len),
+            })
+            .chain([Part::Plain(tail.plain.clone())])
             .collect()
     };
     let mut response = Body::new(Chunks::new(chunks)).into_response();
@@ -198,16 +200,46 @@ fn positive_qvalue(text: &str) -> bool {
     text.parse::<f32>().is_ok_and(|q| q > 0.0 && q <= 1.0)
 }
 
+/// One part of a body: shared bytes sent as they are, or a section kept only gzipped, inflated
+/// a frame at a time as it is sent.
+pub enum Part {
+    Plain(Bytes),
+    Inflate {
+        gz: Box<flate2::bufread::GzDecoder<std::io::Cursor<Bytes>>>,
+        /// Bytes of the inflated body still to send.
+        left: u64,
+    },
+}
+
+/// The inflated bytes sent in one frame at most.
+const INFLATE_FRAME_BYTES: usize = 64 * 1024;
+
+impl Part {
+    pub fn inflate(gzip: Bytes, len: u64) -> Part {
+        Part::Inflate {
+            gz: Box::new(flate2::bufread::GzDecoder::new(std::io::Cursor::new(gzip))),
+            left: len,
+        }
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Part::Plain(b) => b.len() as u64,
+            Part::Inflate { left, .. } => *left,
+        }
+    }
+}
+
 /// A body of shared chunks, sent as one frame each with an exact length: nothing is copied
 /// into a response buffer, and the length lets the server send `Content-Length`.
 pub struct Chunks {
     /// In reverse order, so that the next one is popped from the end.
-    rest: Vec<Bytes>,
+    rest: Vec<Part>,
 }
 
 impl Chunks {
-    pub fn new(chunks: Vec<Bytes>) -> Self {
-        let mut rest: Vec<Bytes> = chunks.into_iter().filter(|b| !b.is_empty()).collect();
+    pub fn new(chunks: Vec<Part>) -> Self {
+        let mut rest: Vec<Part> = chunks.into_iter().filter(|p| p.len() > 0).collect();
         rest.reverse();
         Chunks { rest }
     }
@@ -215,13 +247,43 @@ impl Chunks {
 
 impl http_body::Body for Chunks {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(self.get_mut().rest.pop().map(|b| Ok(Frame::data(b))))
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let rest = &mut self.get_mut().rest;
+        let Some(part) = rest.pop() else {
+            return Poll::Ready(None);
+        };
+        let (mut gz, left) = match part {
+            Part::Plain(b) => return Poll::Ready(Some(Ok(Frame::data(b)))),
+            Part::Inflate { gz, left } => (gz, left),
+        };
+        let want =
+            usize::try_from(left).map_or(INFLATE_FRAME_BYTES, |l| l.min(INFLATE_FRAME_BYTES));
+        let mut buf = vec![0u8; want];
+        let mut filled = 0;
+        while filled < want {
+            match std::io::Read::read(&mut gz, &mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) => return Poll::Ready(Some(Err(e))),
+            }
+        }
+        if filled < want {
+            // Our own gzip member ended short of its length: never, but the length was promised.
+            return Poll::Ready(Some(Err(std::io::Error::other(
+                "a prepared section inflated short of its length",
+            ))));
+        }
+        buf.truncate(filled);
+        let left = left - filled as u64;
+        if left > 0 {
+            rest.push(Part::Inflate { gz, left });
+        }
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -229,7 +291,7 @@ impl http_body::Body for Chunks {
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.rest.iter().map(|b| b.len() as u64).sum())
+        SizeHint::with_exact(self.rest.iter().map(Part::len).sum())
     }
 }
 
@@ -315,10 +377,10 @@ mod tests {
     fn a_body_of_chunks_has_an_exact_length_keeps_their_order_and_skips_empty_ones() {
         use http_body::Body as _;
         let mut body = Chunks::new(vec![
-            Bytes::from_static(b"abc"),
-            Bytes::new(),
-            Bytes::from_static(b"de"),
-            Bytes::from_static(b"f"),
+            Part::Plain(Bytes::from_static(b"abc")),
+            Part::Plain(Bytes::new()),
+            Part::Plain(Bytes::from_static(b"de")),
+            Part::Plain(Bytes::from_static(b"f")),
         ]);
         assert_eq!(body.size_hint().exact(), Some(6));
         let waker = std::task::Waker::noop();
@@ -332,9 +394,35 @@ mod tests {
             ["abc", "de", "f"].map(|s| Bytes::from_static(s.as_bytes()))
         );
         assert!(body.is_end_stream());
-        let empty = Chunks::new(vec![Bytes::new(), Bytes::new()]);
+        let empty = Chunks::new(vec![Part::Plain(Bytes::new()), Part::Plain(Bytes::new())]);
         assert!(empty.is_end_stream());
         assert_eq!(empty.size_hint().exact(), Some(0));
+    }
+
+    #[test]
+    fn a_section_kept_only_gzipped_is_sent_inflated_in_frames_with_its_exact_length() {
+        use http_body::Body as _;
+        let text: String = (0..40_000).map(|i| format!("line {i}\n")).collect();
+        let gz = crate::store::gzip_member(text.as_bytes());
+        let mut body = Chunks::new(vec![
+            Part::Plain(Bytes::from_static(b"head\n")),
+            Part::inflate(gz, text.len() as u64),
+            Part::Plain(Bytes::from_static(b"tail\n")),
+        ]);
+        assert_eq!(body.size_hint().exact(), Some(text.len() as u64 + 10));
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut out = Vec::new();
+        let mut frames = 0;
+        while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut body).poll_frame(&mut cx) {
+            let data = frame.into_data().unwrap();
+            assert!(data.len() <= INFLATE_FRAME_BYTES);
+            out.extend_from_slice(&data);
+            frames += 1;
+        }
+        assert!(frames > 4, "{frames}");
+        assert_eq!(out, format!("head\n{text}tail\n").into_bytes());
+        assert!(body.is_end_stream());
     }
 
     #[test]

@@ -64,3 +64,7 @@ mod docs;
 
 // --shard: replicas split a static fleet, each account polled once, agreeing with Prometheus.
 mod shard;
+
+// Scaling out: a vmagent cluster and sharded Prometheus agents probe two replicas and
+// remote-write into one store; every account stored and polled once.
+mod scale_out;

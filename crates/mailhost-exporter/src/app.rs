@@ -2,6 +2,7 @@
 //! a serving router. Everything a test needs is here: [`App::build`], [`App::local_addr`],
 //! [`App::run`].
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,15 +15,31 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collector::{Clock, CollectorSpec, Context};
 use crate::config::{ApiConfig, Config};
-use crate::scraper::Scraper;
+use crate::probes::Probes;
+use crate::scraper::{Scraper, Work};
 use crate::store::Store;
 use crate::telemetry::Telemetry;
+use crate::tenant::TenantName;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::error::Endpoint;
 use crate::upstream::{BuildError, Client};
 use crate::web::serve::ServeOptions;
 use crate::web::web_config::{LiveWebConfig, WebConfig};
 use crate::web::{self, AppState, ReloadRequest, SharedUpstream, Upstream};
+
+/// Tenants whose failure counters start at zero; those of more tenants appear at their first
+/// failure, so that ten thousand tenants do not cost a million idle series.
+const ZERO_INIT_TENANTS: usize = 100;
+
+/// One tenant's way to the provider: its own client (token, concurrency, connection pool) and
+/// its own circuits, so that a revoked, rate-limited or slow tenant fails alone.
+struct TenantClient {
+    /// The settings the client was built with: a reload that keeps them keeps the client.
+    api: ApiConfig,
+    client: Client,
+    /// Circuit state outlives a reload for the targets it keeps.
+    breakers: Arc<Breakers>,
+}
 
 /// How long shutdown waits for open HTTP requests before giving up on them.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
@@ -67,7 +84,9 @@ pub enum AppError {
         "cannot listen on {address}: the port is already in use, perhaps by another mailhost_exporter (stop it, or choose another --web.listen-address)"
     )]
     PortInUse { address: String },
-    #[error("--web.telemetry-path {0:?} must start with / and must not be / or under /-/")]
+    #[error(
+        "--web.telemetry-path {0:?} must start with / and must not be /, /probe, /sd or under /-/"
+    )]
     TelemetryPath(String),
     #[error(transparent)]
     Client(#[from] BuildError),
@@ -80,12 +99,11 @@ pub struct App {
     listener: Option<TcpListener>,
     local_addr: SocketAddr,
     state: AppState,
-    ctx: Context,
-    specs: Vec<CollectorSpec>,
-    /// The API settings the client was built with: a reload that keeps them keeps the client.
-    api: ApiConfig,
-    /// Circuit state outlives a reload for the targets it keeps.
-    breakers: Arc<Breakers>,
+    clock: Clock,
+    /// Each tenant's client and circuits, kept by a reload that keeps the tenant.
+    tenants: HashMap<TenantName, TenantClient>,
+    /// Every collector with its tenant's context.
+    work: Vec<Work>,
     /// Read again on every reload.
     web_config: LiveWebConfig,
     serve: ServeOptions,
@@ -111,15 +129,34 @@ impl App {
         clock: Clock,
     ) -> Result<App, AppError> {
         let path = web.telemetry_path;
-        if !path.starts_with('/') || path == "/" || path.starts_with("/-/") {
+        if !path.starts_with('/')
+            || ["/", "/probe", "/sd"].contains(&path.as_str())
+            || path.starts_with("/-/")
+        {
             return Err(AppError::TelemetryPath(path));
         }
         let Plan { specs, endpoints } = plan(&config);
         log_shard(&config, &specs);
-        let telemetry = Arc::new(Telemetry::new(&endpoints));
-        let breakers = Arc::new(Breakers::new(config.api.breaker));
-        let client = Client::new(&config.api, telemetry.clone(), breakers.clone())?;
+        let telemetry = Arc::new(Telemetry::new(&[]));
+        telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
+        let mut tenants = HashMap::with_capacity(config.tenants.len());
+        for t in &config.tenants {
+            let breakers = Arc::new(Breakers::new(t.api.breaker));
+            let client = Client::new(&t.api, t.name.clone(), telemetry.clone(), breakers.clone())?;
+            let api = t.api.clone();
+            tenants.insert(
+                t.name.clone(),
+                TenantClient {
+                    api,
+                    client,
+                    breakers,
+                },
+            );
+        }
         let store = Store::new(&specs);
+        let probes = Arc::new(Probes::default());
+        probes.reconfigure(&config, &specs);
+        let work = with_contexts(specs, &tenants, &probes, &clock);
         let upstream_url = crate::redact::redact_url(&config.api.base_url);
         let listener = bind(&web.listen_address).await?;
         let local_addr = listener.local_addr()?;
@@ -136,11 +173,11 @@ impl App {
                 scrape_limit: (web.max_requests > 0)
                     .then(|| Arc::new(Semaphore::new(web.max_requests))),
                 tails: Arc::default(),
+                probes,
             },
-            ctx: Context { client, clock },
-            specs,
-            api: config.api,
-            breakers,
+            clock,
+            tenants,
+            work,
             web_config: LiveWebConfig::new(web.web_config),
             serve: web.serve,
             config_file: None,
@@ -181,12 +218,7 @@ impl App {
     /// Serves and scrapes until `shutdown` is cancelled; takes reloads in between.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), AppError> {
         let store = self.state.store.clone();
-        let mut scraper = Scraper::start(
-            self.ctx.clone(),
-            self.specs.clone(),
-            store,
-            shutdown.child_token(),
-        );
+        let mut scraper = Scraper::start(self.work.clone(), store, shutdown.child_token());
         forward_sighup(self.state.reload.clone(), shutdown.clone());
         let router = self
             .web_config
@@ -256,37 +288,68 @@ impl App {
         };
         let Plan { specs, endpoints } = plan(&config);
         log_shard(&config, &specs);
-        let client = if self.ctx.client.calls_as(&config.api) {
-            self.ctx.client.clone()
-        } else {
-            match Client::new(&config.api, telemetry.clone(), self.breakers.clone()) {
-                Ok(c) => c,
-                Err(e) => {
-                    telemetry.observe_reload(false);
-                    tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
-                    return Err(e.to_string());
+        // Every client first: a tenant whose client cannot be built refuses the whole reload
+        // before anything has changed.
+        let mut clients: Vec<(TenantName, ApiConfig, Option<Client>)> = Vec::new();
+        for t in &config.tenants {
+            let kept = self
+                .tenants
+                .get(&t.name)
+                .filter(|old| old.client.calls_as(&t.api))
+                .map(|old| old.client.clone());
+            clients.push((t.name.clone(), t.api.clone(), kept));
+        }
+        let mut tenants = HashMap::with_capacity(clients.len());
+        for (name, api, kept) in clients {
+            let old = self.tenants.get(&name);
+            // Another provider address is another world: no circuit state carries over to it.
+            let breakers = match old {
+                Some(old) if old.api.base_url == api.base_url => old.breakers.clone(),
+                _ => Arc::new(Breakers::new(api.breaker)),
+            };
+            let client = match kept {
+                Some(c) => c,
+                None => {
+                    match Client::new(&api, name.clone(), telemetry.clone(), breakers.clone()) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            telemetry.observe_reload(false);
+                            tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
+                            return Err(e.to_string());
+                        }
+                    }
+                }
+            };
+            tenants.insert(
+                name,
+                TenantClient {
+                    api,
+                    client,
+                    breakers,
+                },
+            );
+        }
+        telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
+        for (name, t) in &tenants {
+            let keep = circuit_keys(specs.iter().filter(|s| &s.tenant == name));
+            for (endpoint, open) in t.breakers.reconfigure(t.api.breaker, |k| keep.contains(k)) {
+                telemetry.set_open_circuits(name, endpoint, open);
+            }
+        }
+        // A tenant no longer configured has no circuit open any more.
+        for (name, old) in &self.tenants {
+            if !tenants.contains_key(name) {
+                for (endpoint, _) in old.breakers.reconfigure(old.api.breaker, |_| false) {
+                    telemetry.set_open_circuits(name, endpoint, 0);
                 }
             }
-        };
-        telemetry.ensure_endpoints(&endpoints);
-        // Another provider address is another world: no circuit state carries over to it.
-        let same_upstream = self.api.base_url == config.api.base_url;
-        let keep = circuit_keys(&specs);
-        for (endpoint, open) in self
-            .breakers
-            .reconfigure(config.api.breaker, |k| same_upstream && keep.contains(k))
-        {
-            telemetry.set_open_circuits(endpoint, open);
         }
-        let ctx = Context {
-            client,
-            clock: self.ctx.clock.clone(),
-        };
-        scraper.reconfigure(ctx.clone(), specs.clone()).await;
-        self.ctx = ctx;
-        self.specs = specs;
-        self.api = config.api;
-        let url = crate::redact::redact_url(&self.api.base_url);
+        self.state.probes.reconfigure(&config, &specs);
+        let work = with_contexts(specs, &tenants, &self.state.probes, &self.clock);
+        scraper.reconfigure(work.clone()).await;
+        self.work = work;
+        self.tenants = tenants;
+        let url = crate::redact::redact_url(&config.api.base_url);
         if self.upstream.load().url != url {
             self.upstream.store(Arc::new(Upstream {
                 url,
@@ -338,11 +401,48 @@ fn load_again(path: Option<&Path>) -> Result<Config, String> {
     Config::load_with_env_token(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// The tenants whose failure counters start at zero: the first [`ZERO_INIT_TENANTS`].
+fn zero_init_tenants(config: &Config) -> Vec<TenantName> {
+    config
+        .tenants
+        .iter()
+        .take(ZERO_INIT_TENANTS)
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// Each collector with the context of its tenant's client, and an account collector with its
+/// tenant's probe registry.
+fn with_contexts(
+    specs: Vec<CollectorSpec>,
+    tenants: &HashMap<TenantName, TenantClient>,
+    probes: &Probes,
+    clock: &Clock,
+) -> Vec<Work> {
+    specs
+        .into_iter()
+        .filter_map(|spec| {
+            let t = tenants.get(&spec.tenant)?;
+            let ctx = Context {
+                client: t.client.clone(),
+                clock: clock.clone(),
+            };
+            let probes = if spec.name.polls_accounts() {
+                probes.get(&spec.tenant)
+            } else {
+                None
+            };
+            Some(Work { ctx, spec, probes })
+        })
+        .collect()
+}
+
 /// The circuit of every configured target: the endpoints its collector calls, keyed by the
 /// target's label value (which is what the client keys circuits by).
-fn circuit_keys(specs: &[CollectorSpec]) -> std::collections::HashSet<CircuitKey> {
+fn circuit_keys<'a>(
+    specs: impl Iterator<Item = &'a CollectorSpec>,
+) -> std::collections::HashSet<CircuitKey> {
     specs
-        .iter()
         .flat_map(|s| {
             s.endpoints()
                 .iter()

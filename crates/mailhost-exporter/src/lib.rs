@@ -12,6 +12,7 @@ pub mod config;
 pub mod demo;
 pub mod logging;
 pub mod metrics;
+pub mod probes;
 pub mod redact;
 pub mod scraper;
 pub mod shard;
@@ -19,6 +20,7 @@ pub mod shutdown;
 pub mod snapshot;
 pub mod store;
 pub mod telemetry;
+pub mod tenant;
 pub mod upstream;
 pub mod web;
 

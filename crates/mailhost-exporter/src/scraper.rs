@@ -17,7 +17,8 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::collector::{CollectorName, CollectorSpec, Context, Target, TargetData};
+use crate::collector::{CollectorKey, CollectorSpec, Context, Target, TargetData};
+use crate::probes::TenantProbes;
 use crate::store::Store;
 use crate::upstream::error::{FailureReason, UpstreamError};
 
@@ -27,12 +28,43 @@ const DEADLINE_GRACE: Duration = Duration::from_millis(100);
 /// The expiry timer looks at least this often (and sooner when a value is due to expire).
 const EXPIRY_CHECK: Duration = Duration::from_secs(1);
 
-/// What one collector runs with; replaced whole on reload.
+/// One collector to run: its tenant's context, its spec, and for an account collector its
+/// tenant's probe registry, whose live accounts it polls besides the configured ones. Replaced
+/// whole on reload.
 #[derive(Clone)]
-struct Plan {
-    ctx: Context,
-    spec: CollectorSpec,
+pub struct Work {
+    pub ctx: Context,
+    pub spec: CollectorSpec,
+    pub probes: Option<Arc<TenantProbes>>,
 }
+
+impl Work {
+    /// The targets to poll now: the configured ones, then the live probed ones that are not.
+    fn targets(&self, now: Instant) -> Vec<Target> {
+        let mut targets = self.spec.targets.clone();
+        if let Some(probes) = &self.probes {
+            let configured: HashSet<&Target> = self.spec.targets.iter().collect();
+            let probed: Vec<Target> = probes
+                .live(now)
+                .into_iter()
+                .filter_map(|id| Target::of_account(self.spec.name, id))
+                .filter(|t| !configured.contains(t))
+                .collect();
+            targets.extend(probed);
+        }
+        targets
+    }
+
+    /// The spec with the targets polled now, as the snapshot is to keep them.
+    fn polled(&self, now: Instant) -> CollectorSpec {
+        CollectorSpec {
+            targets: self.targets(now),
+            ..self.spec.clone()
+        }
+    }
+}
+
+type Plan = Work;
 
 struct Running {
     plan: watch::Sender<Plan>,
@@ -44,19 +76,14 @@ struct Running {
 pub struct Scraper {
     store: Arc<Store>,
     shutdown: CancellationToken,
-    running: HashMap<CollectorName, Running>,
+    running: HashMap<CollectorKey, Running>,
     expiry: JoinHandle<()>,
 }
 
 impl Scraper {
-    /// Starts every collector of `specs` and the expiry timer; all stop when `shutdown` is
-    /// cancelled.
-    pub fn start(
-        ctx: Context,
-        specs: Vec<CollectorSpec>,
-        store: Arc<Store>,
-        shutdown: CancellationToken,
-    ) -> Scraper {
+    /// Starts every collector of `work` (each with its tenant's context) and the expiry timer;
+    /// all stop when `shutdown` is cancelled.
+    pub fn start(work: Vec<Work>, store: Arc<Store>, shutdown: CancellationToken) -> Scraper {
         let expiry = tokio::spawn(expire(store.clone(), shutdown.clone()));
         let mut scraper = Scraper {
             store,
@@ -64,16 +91,16 @@ impl Scraper {
             running: HashMap::new(),
             expiry,
         };
-        for spec in specs {
-            scraper.spawn(ctx.clone(), spec);
+        for w in work {
+            scraper.spawn(w);
         }
         scraper
     }
 
-    fn spawn(&mut self, ctx: Context, spec: CollectorSpec) {
-        let name = spec.name;
+    fn spawn(&mut self, work: Work) {
+        let name = work.spec.key();
         let stop = self.shutdown.child_token();
-        let (plan, rx) = watch::channel(Plan { ctx, spec });
+        let (plan, rx) = watch::channel(work);
         let task = tokio::spawn(run_collector(rx, self.store.clone(), stop.clone()));
         self.running.insert(name, Running { plan, stop, task });
     }
@@ -82,13 +109,13 @@ impl Scraper {
     /// running on its schedule with the new plan (new client, new target list); one that changed
     /// is restarted; one no longer configured is stopped. A run in flight of a restarted or
     /// stopped collector is dropped whole, never half applied.
-    pub async fn reconfigure(&mut self, ctx: Context, specs: Vec<CollectorSpec>) {
-        let wanted: HashSet<CollectorName> = specs.iter().map(|s| s.name).collect();
-        let gone: Vec<CollectorName> = self
+    pub async fn reconfigure(&mut self, work: Vec<Work>) {
+        let wanted: HashSet<CollectorKey> = work.iter().map(|w| w.spec.key()).collect();
+        let gone: Vec<CollectorKey> = self
             .running
             .keys()
             .filter(|n| !wanted.contains(n))
-            .copied()
+            .cloned()
             .collect();
         for name in gone {
             if let Some(r) = self.running.remove(&name) {
@@ -98,28 +125,28 @@ impl Scraper {
         }
         {
             let store = self.store.clone();
-            let specs = specs.clone();
+            // Probed targets stay in the snapshot with their values across a reload.
+            let now = Instant::now();
+            let specs: Vec<CollectorSpec> = work.iter().map(|w| w.polled(now)).collect();
             off_the_workers(move || store.reconfigure(&specs)).await;
         }
-        for spec in specs {
-            let same_schedule = self.running.get(&spec.name).is_some_and(|r| {
+        for w in work {
+            let key = w.spec.key();
+            let same_schedule = self.running.get(&key).is_some_and(|r| {
                 let current = &r.plan.borrow().spec;
-                current.schedule == spec.schedule
-                    && current.collector.same_settings(&spec.collector)
+                current.schedule == w.spec.schedule
+                    && current.collector.same_settings(&w.spec.collector)
             });
             if same_schedule {
-                let r = &self.running[&spec.name];
-                let _ = r.plan.send(Plan {
-                    ctx: ctx.clone(),
-                    spec,
-                });
+                let r = &self.running[&key];
+                let _ = r.plan.send(w);
                 continue;
             }
-            if let Some(r) = self.running.remove(&spec.name) {
+            if let Some(r) = self.running.remove(&key) {
                 r.stop.cancel();
                 let _ = r.task.await;
             }
-            self.spawn(ctx.clone(), spec);
+            self.spawn(w);
         }
     }
 
@@ -183,13 +210,15 @@ async fn run_collector(
     // account never holds a connection slot a healthy one is waiting for.
     let mut failing: HashSet<Target> = HashSet::new();
     let mut known: HashSet<Target> = HashSet::new();
+    let mut probed = plan.borrow().probes.as_ref().map(|p| p.subscribe());
     loop {
         let current = tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
                 let p = plan.borrow_and_update().clone();
-                known = p.spec.targets.iter().cloned().collect();
-                (p, None)
+                let targets = p.targets(Instant::now());
+                known = targets.iter().cloned().collect();
+                (p, targets)
             }
             changed = plan.changed() => {
                 if changed.is_err() {
@@ -197,23 +226,37 @@ async fn run_collector(
                 }
                 // A reload: only the targets it added are fetched now; the rest keep their turn.
                 let p = plan.borrow_and_update().clone();
-                let added: Vec<Target> = p
-                    .spec
-                    .targets
+                probed = p.probes.as_ref().map(|p| p.subscribe());
+                let targets = p.targets(Instant::now());
+                let added: Vec<Target> = targets
                     .iter()
                     .filter(|t| !known.contains(t))
                     .cloned()
                     .collect();
-                known = p.spec.targets.iter().cloned().collect();
+                known = targets.into_iter().collect();
                 failing.retain(|t| known.contains(t));
                 if added.is_empty() {
                     continue;
                 }
-                (p, Some(added))
+                (p, added)
+            }
+            () = registered(&mut probed) => {
+                // A probe registered an account: fetch it now, so that the probe waiting for
+                // it is answered within its scrape timeout.
+                let p = plan.borrow().clone();
+                let added: Vec<Target> = p
+                    .targets(Instant::now())
+                    .into_iter()
+                    .filter(|t| !known.contains(t))
+                    .collect();
+                known.extend(added.iter().cloned());
+                if added.is_empty() {
+                    continue;
+                }
+                (p, added)
             }
         };
-        let (p, only) = current;
-        let mut targets = only.unwrap_or_else(|| p.spec.targets.clone());
+        let (p, mut targets) = current;
         // Stable: healthy first, each group in configured order.
         targets.sort_by_key(|t| failing.contains(t));
         let started = Instant::now();
@@ -224,6 +267,7 @@ async fn run_collector(
         };
         let failed = results.iter().filter(|(_, r)| r.is_err()).count();
         tracing::debug!(
+            tenant = p.spec.tenant.as_str(),
             collector = p.spec.name.as_str(),
             targets = results.len(),
             failed,
@@ -237,12 +281,14 @@ async fn run_collector(
                 }
                 Err(e) => {
                     failing.insert(target.clone());
-                    tracing::debug!(collector = p.spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+                    tracing::debug!(tenant = p.spec.tenant.as_str(),
+                collector = p.spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
                 }
             }
         }
         for failure in summarize_failures(&results) {
             tracing::warn!(
+                tenant = p.spec.tenant.as_str(),
                 collector = p.spec.name.as_str(),
                 reason = failure.reason.as_str(),
                 failed = failure.count,
@@ -251,11 +297,25 @@ async fn run_collector(
                 "targets failed"
             );
         }
-        // The latest plan decides which targets are still configured.
-        let latest = plan.borrow().spec.clone();
+        // The latest plan decides which targets are still configured (or probed).
+        let latest = plan.borrow().polled(Instant::now());
         let elapsed = started.elapsed();
         let store = store.clone();
         off_the_workers(move || store.apply_run(&latest, results, elapsed)).await;
+    }
+}
+
+/// Waits until a probe registers an account (never, for a collector without probes).
+async fn registered(probed: &mut Option<watch::Receiver<u64>>) {
+    match probed {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                // The registry is gone (a reload replaced the plan): wait for the new one.
+                *probed = None;
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
     }
 }
 

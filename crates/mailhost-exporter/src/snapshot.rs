@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::collector::{CollectorName, CollectorSpec, Target, TargetData};
+use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::config::Schedule;
+use crate::tenant::TenantName;
 use crate::upstream::error::{FailureReason, UpstreamError};
 
 /// What is known of one target.
@@ -35,10 +36,15 @@ pub struct RunSummary {
 #[derive(Clone, Debug)]
 pub struct CollectorState {
     pub name: CollectorName,
+    pub tenant: TenantName,
     pub schedule: Schedule,
+    /// In configured order (then probed ones); changed only through [`Snapshot::apply_run`]
+    /// and [`CollectorState::retain_configured`], which keep `index` in step.
     pub targets: Vec<TargetState>,
     pub last_run: Option<RunSummary>,
     pub last_success: Option<Timestamp>,
+    /// Where each target is in `targets`: `/probe` finds one target of a large fleet at once.
+    index: HashMap<Target, usize>,
 }
 
 impl CollectorState {
@@ -46,21 +52,67 @@ impl CollectorState {
     pub fn new(spec: &CollectorSpec) -> Self {
         CollectorState {
             name: spec.name,
+            tenant: spec.tenant.clone(),
             schedule: spec.schedule,
             targets: Vec::new(),
             last_run: None,
             last_success: None,
+            index: HashMap::new(),
         }
+    }
+
+    /// The state of one target, if it is known.
+    pub fn target(&self, target: &Target) -> Option<&TargetState> {
+        self.index.get(target).map(|&i| &self.targets[i])
+    }
+
+    /// This collector's header (name, tenant, schedule, last run) with only `targets`.
+    pub fn with_targets(&self, targets: Vec<TargetState>) -> CollectorState {
+        let mut c = CollectorState {
+            name: self.name,
+            tenant: self.tenant.clone(),
+            schedule: self.schedule,
+            targets,
+            last_run: self.last_run,
+            last_success: self.last_success,
+            index: HashMap::new(),
+        };
+        c.reindex();
+        c
+    }
+
+    fn reindex(&mut self) {
+        self.index = self
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.target.clone(), i))
+            .collect();
     }
 }
 
-/// Every collector's state. Plain values: rendering reads it, nothing else.
+/// Every collector's state, by area then tenant. Plain values: rendering reads it, nothing else.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    pub collectors: BTreeMap<CollectorName, CollectorState>,
+    pub collectors: BTreeMap<CollectorKey, CollectorState>,
 }
 
 impl Snapshot {
+    /// Every tenant's collector of one area, tenants in name order.
+    pub fn of_area(&self, name: CollectorName) -> impl Iterator<Item = &CollectorState> {
+        self.collectors
+            .range((name, TenantName::default())..)
+            .take_while(move |((n, _), _)| *n == name)
+            .map(|(_, c)| c)
+    }
+
+    /// The areas that have at least one collector, in order.
+    pub fn areas(&self) -> Vec<CollectorName> {
+        let mut areas: Vec<CollectorName> = self.collectors.keys().map(|(n, _)| *n).collect();
+        areas.dedup();
+        areas
+    }
+
     /// Ready once every collector has finished its first run, success or not.
     pub fn ready(&self) -> bool {
         self.collectors.values().all(|c| c.last_run.is_some())
@@ -80,18 +132,17 @@ impl Snapshot {
     ) {
         let entry = self
             .collectors
-            .entry(spec.name)
+            .entry(spec.key())
             .or_insert_with(|| CollectorState::new(spec));
         entry.schedule = spec.schedule;
         // Sets and an index, not scans: a run over a large fleet is applied in linear time.
         let configured: HashSet<&Target> = spec.targets.iter().collect();
+        let before = entry.targets.len();
         entry.targets.retain(|t| configured.contains(&t.target));
-        let mut index: HashMap<Target, usize> = entry
-            .targets
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.target.clone(), i))
-            .collect();
+        if entry.targets.len() != before {
+            entry.reindex();
+        }
+        let index = &mut entry.index;
         let mut success = true;
         for (target, result) in results {
             if !configured.contains(&target) {
@@ -186,6 +237,7 @@ impl CollectorState {
     pub fn retain_configured(&mut self, spec: &CollectorSpec) {
         let configured: HashSet<&Target> = spec.targets.iter().collect();
         self.targets.retain(|t| configured.contains(&t.target));
+        self.reindex();
     }
 }
 
@@ -226,13 +278,13 @@ mod tests {
             t1,
         );
         s.expire(t1);
-        let c = &s.collectors[&CollectorName::DeliveryAccount];
+        let c = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())];
         assert!(c.targets[0].data.is_some());
         assert!(!c.last_run.unwrap().success);
         let t2 = t0 + jiff::SignedDuration::from_secs(31);
         s.expire(t2);
         assert!(
-            s.collectors[&CollectorName::DeliveryAccount].targets[0]
+            s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets[0]
                 .data
                 .is_none()
         );
@@ -258,7 +310,8 @@ mod tests {
             Duration::ZERO,
             t1,
         );
-        let targets = &s.collectors[&CollectorName::DeliveryAccount].targets;
+        let targets =
+            &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets;
         assert_eq!(targets.len(), 2);
         let one = targets
             .iter()
@@ -286,7 +339,7 @@ mod tests {
         let (changed, next) = s.expire(t0 + jiff::SignedDuration::from_millis(30_001));
         assert!(changed);
         assert_eq!(next, None);
-        let t = &s.collectors[&CollectorName::DeliveryAccount].targets[0];
+        let t = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets[0];
         assert!(t.data.is_none());
         assert_eq!(t.last_ok, Some(false));
         assert_eq!(
@@ -330,7 +383,7 @@ mod tests {
             Duration::ZERO,
             t0,
         );
-        let t = &s.collectors[&CollectorName::DeliveryAccount].targets[0];
+        let t = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets[0];
         assert!(t.data.is_none());
         assert_eq!(t.last_success, Some(t0));
     }
@@ -356,7 +409,8 @@ mod tests {
             Duration::ZERO,
             t0,
         );
-        let targets = &s.collectors[&CollectorName::DeliveryAccount].targets;
+        let targets =
+            &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets;
         assert_eq!(targets.len(), 1);
         assert_eq!(targets[0].target, Target::DeliveryAccount(2));
     }

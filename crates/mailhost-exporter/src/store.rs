@@ -11,8 +11,9 @@ use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use jiff::Timestamp;
+use tokio::sync::watch;
 
-use crate::collector::{CollectorName, CollectorSpec, Target, TargetData};
+use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::metrics::{self, Format, Section};
 use crate::snapshot::{CollectorState, Snapshot};
 use crate::upstream::error::UpstreamError;
@@ -148,6 +149,8 @@ impl Prepared {
 pub struct Store {
     snapshot: Mutex<Snapshot>,
     prepared: ArcSwap<Prepared>,
+    /// Moves on at every publication, for `/probe` waiting for a target's first fetch.
+    published: watch::Sender<u64>,
 }
 
 impl Store {
@@ -158,11 +161,12 @@ impl Store {
         for spec in specs {
             snapshot
                 .collectors
-                .insert(spec.name, CollectorState::new(spec));
+                .insert(spec.key(), CollectorState::new(spec));
         }
         Arc::new(Store {
             prepared: ArcSwap::from_pointee(Prepared::render(snapshot.clone())),
             snapshot: Mutex::new(snapshot),
+            published: watch::Sender::new(0),
         })
     }
 
@@ -181,11 +185,11 @@ impl Store {
         // touch any collector; a run alone touches its own.
         let changed = (!expired).then_some(spec.name);
         let previous = self.prepared.load();
-        self.prepared.store(Arc::new(Prepared::render_changed(
+        self.publish(Prepared::render_changed(
             snapshot.clone(),
             Some(&previous),
             changed,
-        )));
+        ));
     }
 
     /// Expires what is older than `max_age` now and publishes if anything went; returns when
@@ -195,8 +199,7 @@ impl Store {
         let mut snapshot = self.lock();
         let (changed, next) = snapshot.expire(now);
         if changed {
-            self.prepared
-                .store(Arc::new(Prepared::render(snapshot.clone())));
+            self.publish(Prepared::render(snapshot.clone()));
         }
         next
     }
@@ -213,19 +216,28 @@ impl Store {
     /// their series), new ones appear as not yet run, schedules follow the new config.
     pub fn reconfigure(&self, specs: &[CollectorSpec]) {
         let mut snapshot = self.lock();
-        snapshot
-            .collectors
-            .retain(|name, _| specs.iter().any(|s| s.name == *name));
+        let wanted: std::collections::HashSet<CollectorKey> =
+            specs.iter().map(|s| s.key()).collect();
+        snapshot.collectors.retain(|key, _| wanted.contains(key));
         for spec in specs {
             let entry = snapshot
                 .collectors
-                .entry(spec.name)
+                .entry(spec.key())
                 .or_insert_with(|| CollectorState::new(spec));
             entry.schedule = spec.schedule;
             entry.retain_configured(spec);
         }
-        self.prepared
-            .store(Arc::new(Prepared::render(snapshot.clone())));
+        self.publish(Prepared::render(snapshot.clone()));
+    }
+
+    fn publish(&self, prepared: Prepared) {
+        self.prepared.store(Arc::new(prepared));
+        self.published.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Wakes at every publication.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.published.subscribe()
     }
 
     pub fn prepared(&self) -> Arc<Prepared> {
@@ -279,12 +291,13 @@ mod tests {
     fn a_run_renders_its_own_section_and_the_health_one_and_shares_the_rest() {
         let delivery = spec();
         // Any second collector will do: only its name keys its section.
-        let migration = CollectorSpec::new(crate::collector::Collector::Migration(Arc::new(
-            crate::config::MigrationConfig {
+        let migration = CollectorSpec::new(
+            crate::tenant::TenantName::default(),
+            crate::collector::Collector::Migration(Arc::new(crate::config::MigrationConfig {
                 schedule: delivery.schedule,
                 migrations: vec!["MG1".into()],
-            },
-        )));
+            })),
+        );
         let store = Store::new(&[delivery.clone(), migration.clone()]);
         let section = |p: &Prepared, s: Section| {
             p.sections

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::metrics::labels::BuildLabels;
 use crate::metrics::self_metrics::SelfMetrics;
+use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, FailureReason};
 
 /// Distinct `(endpoint, path)` shapes of parse problems logged at warn level. Paths come from
@@ -71,7 +72,7 @@ impl Telemetry {
             },
             now_seconds(),
         );
-        metrics.ensure_endpoints(endpoints);
+        metrics.ensure_endpoints(endpoints, &[TenantName::default()]);
         Telemetry {
             metrics,
             generation: AtomicU64::new(0),
@@ -109,9 +110,9 @@ impl Telemetry {
         self.changed();
     }
 
-    /// Zero-initialises the counters of endpoints a reloaded config adds.
-    pub fn ensure_endpoints(&self, endpoints: &[Endpoint]) {
-        self.metrics.ensure_endpoints(endpoints);
+    /// Zero-initialises the counters of endpoints (and tenants) a config adds.
+    pub fn ensure_endpoints(&self, endpoints: &[Endpoint], tenants: &[TenantName]) {
+        self.metrics.ensure_endpoints(endpoints, tenants);
         self.changed();
     }
 
@@ -122,17 +123,18 @@ impl Telemetry {
     }
 
     /// A failed attempt that is retried after a back-off.
-    pub fn observe_retry(&self, endpoint: Endpoint, reason: FailureReason) {
-        self.metrics.retry(endpoint, reason);
+    pub fn observe_retry(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
+        self.metrics.retry(tenant, endpoint, reason);
         self.changed();
     }
 
-    /// How many targets of `endpoint` have their circuit open now.
-    pub fn set_open_circuits(&self, endpoint: Endpoint, open: usize) {
-        let before = self.metrics.set_open_circuits(endpoint, open);
+    /// How many targets of a tenant's `endpoint` have their circuit open now.
+    pub fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize) {
+        let before = self.metrics.set_open_circuits(tenant, endpoint, open);
         if before != open {
             self.changed();
             tracing::info!(
+                tenant = tenant.as_str(),
                 endpoint = endpoint.as_str(),
                 open_circuits = open,
                 "targets with an open circuit breaker changed"
@@ -140,8 +142,14 @@ impl Telemetry {
         }
     }
 
-    pub fn observe_failure(&self, endpoint: Endpoint, reason: FailureReason) {
-        self.metrics.failure(endpoint, reason);
+    pub fn observe_failure(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
+        self.metrics.failure(tenant, endpoint, reason);
+        self.changed();
+    }
+
+    /// A probe refused: `reason` is `not_allowed` (the tenant's allow-list) or `max_targets`.
+    pub fn observe_probe_refused(&self, tenant: &TenantName, reason: &'static str) {
+        self.metrics.probe_refused(tenant, reason);
         self.changed();
     }
 

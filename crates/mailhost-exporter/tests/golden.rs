@@ -15,6 +15,7 @@ use mailhost_exporter::collector::{Collector, CollectorSpec, TargetData};
 use mailhost_exporter::config::{Config, DeliveryAccountConfig, Schedule};
 use mailhost_exporter::metrics;
 use mailhost_exporter::snapshot::Snapshot;
+use mailhost_exporter::tenant::TenantName;
 use mailhost_exporter::upstream::decode::aggregate;
 use mailhost_exporter::upstream::model::{
     DASHBOARD_FIELDS, DeliveryAccount, Mailbox, Migration, ParseProblem, read_daily,
@@ -90,12 +91,13 @@ fn check_dir(collector: &str, produce: impl Fn(&[u8]) -> String) {
 
 #[test]
 fn delivery_account_bodies_render_exactly_as_their_golden_files() {
-    let spec = CollectorSpec::new(Collector::DeliveryAccount(Arc::new(
-        DeliveryAccountConfig {
+    let spec = CollectorSpec::new(
+        TenantName::default(),
+        Collector::DeliveryAccount(Arc::new(DeliveryAccountConfig {
             schedule: schedule(),
             accounts: vec![1004],
-        },
-    )));
+        })),
+    );
     check_dir("delivery_account", |body| {
         let record = first_resource(body, DeliveryAccount::FIELDS).unwrap();
         let (account, problems) = DeliveryAccount::from_record(&record).unwrap();

@@ -17,6 +17,7 @@ use mailhost_exporter::metrics::labels::MAX_LABEL_VALUE_LEN;
 use mailhost_exporter::metrics::{self, EOF, Format};
 use mailhost_exporter::snapshot::Snapshot;
 use mailhost_exporter::telemetry::Telemetry;
+use mailhost_exporter::tenant::TenantName;
 use mailhost_exporter::upstream::decode::aggregate;
 use mailhost_exporter::upstream::error::UpstreamError;
 use mailhost_exporter::upstream::error::{Endpoint, FailureReason};
@@ -1099,9 +1100,9 @@ fn render_self(events: &[Event]) -> (String, String) {
     for e in events.iter().cloned() {
         match e {
             Event::Request(e, code, d) => t.observe_request(e, code, d),
-            Event::Failure(e, r) => t.observe_failure(e, r),
-            Event::Retry(e, r) => t.observe_retry(e, r),
-            Event::OpenCircuits(e, n) => t.set_open_circuits(e, n),
+            Event::Failure(e, r) => t.observe_failure(&TenantName::default(), e, r),
+            Event::Retry(e, r) => t.observe_retry(&TenantName::default(), e, r),
+            Event::OpenCircuits(e, n) => t.set_open_circuits(&TenantName::default(), e, n),
             Event::ParseProblem(e, path) => t.parse_problem(e, &path, "string"),
             Event::Reload(ok) => t.observe_reload(ok),
         }

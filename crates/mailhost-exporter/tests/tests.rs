@@ -65,6 +65,12 @@ mod docs;
 // --shard: replicas split a static fleet, each account polled once, agreeing with Prometheus.
 mod shard;
 
+// Tenants: one token each, the tenant label, a revoked or slow tenant failing alone, rotation.
+mod tenants;
+
+// /probe and /sd: one account per Prometheus target, registered once, never fetched per probe.
+mod probe;
+
 // Scaling out: a vmagent cluster and sharded Prometheus agents probe two replicas and
 // remote-write into one store; every account stored and polled once.
 mod scale_out;

@@ -17,7 +17,6 @@ pub mod tracemail_dashboard;
 
 pub use name::CollectorName;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -27,9 +26,10 @@ use jiff::Timestamp;
 
 use crate::config::{
     CollectorsConfig, Config, DailyConfig, DashboardConfig, DeliveryAccountConfig, MailboxConfig,
-    MailboxTarget, MigrationConfig, Schedule, View,
+    MailboxTarget, MigrationConfig, Schedule, TenantConfig, View,
 };
 use crate::shard::Shard;
+use crate::tenant::TenantName;
 use crate::upstream::Client;
 use crate::upstream::error::{Endpoint, UpstreamError};
 
@@ -58,6 +58,24 @@ impl fmt::Display for Target {
 }
 
 impl Target {
+    /// The Delivery account id of an account target (of `delivery_account` or
+    /// `tracemail_daily`), which `/probe` may register.
+    pub fn account_id(&self) -> Option<i32> {
+        match self {
+            Target::DeliveryAccount(id) | Target::DailyAccount(id) => Some(*id),
+            _ => None,
+        }
+    }
+
+    /// The target of account `id` in an account collector; `None` for other collectors.
+    pub fn of_account(collector: CollectorName, id: i32) -> Option<Target> {
+        match collector {
+            CollectorName::DeliveryAccount => Some(Target::DeliveryAccount(id)),
+            CollectorName::TracemailDaily => Some(Target::DailyAccount(id)),
+            _ => None,
+        }
+    }
+
     /// What `--shard` hashes (with the tenant): the account id of every account target, so an
     /// account goes to the same replica in every collector; else the `target` label value.
     pub fn shard_key(&self) -> String {
@@ -72,12 +90,16 @@ impl Target {
 
 /// The collectors with only `shard`'s targets; a collector left without targets stays
 /// configured, so its health series still say it runs.
-pub fn in_shard(collectors: &CollectorsConfig, shard: Shard) -> CollectorsConfig {
+pub fn in_shard(
+    collectors: &CollectorsConfig,
+    tenant: &TenantName,
+    shard: Shard,
+) -> CollectorsConfig {
     let mut out = collectors.clone();
     if shard.count() == 1 {
         return out;
     }
-    let owns = |t: Target| shard.owns("", &t.shard_key());
+    let owns = |t: Target| shard.owns(tenant.as_str(), &t.shard_key());
     if let Some(c) = &mut out.delivery_account {
         c.accounts.retain(|id| owns(Target::DeliveryAccount(*id)));
     }
@@ -96,6 +118,9 @@ pub fn in_shard(collectors: &CollectorsConfig, shard: Shard) -> CollectorsConfig
     }
     out
 }
+
+/// A running collector: its area, then its tenant, so that one area's collectors sort together.
+pub type CollectorKey = (CollectorName, TenantName);
 
 /// What one target's successful collection produced.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,9 +144,9 @@ pub enum Collector {
 }
 
 impl Collector {
-    /// The enabled collectors of a config with this shard's targets, in a stable order.
-    pub fn from_config(config: &Config) -> Vec<Collector> {
-        let c = &in_shard(&config.collectors, config.shard);
+    /// The enabled collectors of a tenant with this shard's targets, in a stable order.
+    pub fn of_tenant(tenant: &TenantConfig, shard: Shard) -> Vec<Collector> {
+        let c = &in_shard(&tenant.collectors, &tenant.name, shard);
         [
             c.delivery_account
                 .clone()
@@ -176,69 +201,81 @@ impl Collector {
         }
     }
 
-    /// Every configured target with the fetch of it, in configured order.
-    pub fn jobs(&self) -> Vec<Job> {
+    /// Every configured target, in configured order.
+    pub fn targets(&self) -> Vec<Target> {
         match self {
             Collector::DeliveryAccount(c) => c
                 .accounts
                 .iter()
-                .map(|&id| {
-                    Job::new(
-                        Target::DeliveryAccount(id),
-                        move |ctx| delivery_account::collect(ctx, id),
-                        TargetData::DeliveryAccount,
-                    )
-                })
+                .map(|&id| Target::DeliveryAccount(id))
                 .collect(),
             Collector::TracemailDashboard(c) => c
                 .views
                 .iter()
-                .map(|view| {
-                    let (c, v) = (c.clone(), view.clone());
-                    Job::new(
-                        Target::DashboardView(view.clone()),
-                        move |ctx| tracemail_dashboard::collect(ctx, c.clone(), v.clone()),
-                        TargetData::Dashboard,
-                    )
-                })
+                .map(|v| Target::DashboardView(v.clone()))
                 .collect(),
             Collector::TracemailDaily(c) => c
                 .accounts
                 .iter()
-                .map(|&id| {
-                    let c = c.clone();
-                    Job::new(
-                        Target::DailyAccount(id),
-                        move |ctx| tracemail_daily::collect(ctx, c.clone(), id),
-                        TargetData::Daily,
-                    )
-                })
+                .map(|&id| Target::DailyAccount(id))
                 .collect(),
             Collector::Migration(c) => c
                 .migrations
                 .iter()
-                .map(|code| {
-                    let code = code.clone();
-                    Job::new(
-                        Target::Migration(code.clone()),
-                        move |ctx| migration::collect(ctx, code.clone()),
-                        TargetData::Migration,
-                    )
-                })
+                .map(|code| Target::Migration(code.clone()))
                 .collect(),
             Collector::Mailbox(c) => c
                 .mailboxes
                 .iter()
-                .map(|m| {
-                    let m = m.clone();
-                    Job::new(
-                        Target::Mailbox(m.clone()),
-                        move |ctx| mailbox::collect(ctx, m.clone()),
-                        TargetData::Mailbox,
-                    )
-                })
+                .map(|m| Target::Mailbox(m.clone()))
                 .collect(),
         }
+    }
+
+    /// The fetch of `target` with this collector's settings: any target of its kind (a
+    /// configured one, or an account `/probe` registered); `None` for another kind.
+    pub fn job(&self, target: &Target) -> Option<Job> {
+        let job = match (self, target) {
+            (Collector::DeliveryAccount(_), &Target::DeliveryAccount(id)) => Job::new(
+                target.clone(),
+                move |ctx| delivery_account::collect(ctx, id),
+                TargetData::DeliveryAccount,
+            ),
+            (Collector::TracemailDashboard(c), Target::DashboardView(view)) => {
+                let (c, v) = (c.clone(), view.clone());
+                Job::new(
+                    target.clone(),
+                    move |ctx| tracemail_dashboard::collect(ctx, c.clone(), v.clone()),
+                    TargetData::Dashboard,
+                )
+            }
+            (Collector::TracemailDaily(c), &Target::DailyAccount(id)) => {
+                let c = c.clone();
+                Job::new(
+                    target.clone(),
+                    move |ctx| tracemail_daily::collect(ctx, c.clone(), id),
+                    TargetData::Daily,
+                )
+            }
+            (Collector::Migration(_), Target::Migration(code)) => {
+                let code = code.clone();
+                Job::new(
+                    target.clone(),
+                    move |ctx| migration::collect(ctx, code.clone()),
+                    TargetData::Migration,
+                )
+            }
+            (Collector::Mailbox(_), Target::Mailbox(m)) => {
+                let m = m.clone();
+                Job::new(
+                    target.clone(),
+                    move |ctx| mailbox::collect(ctx, m.clone()),
+                    TargetData::Mailbox,
+                )
+            }
+            _ => return None,
+        };
+        Some(job)
     }
 
     /// Whether this collector fetches each target exactly as `other` would: the same area with
@@ -305,6 +342,8 @@ impl fmt::Debug for Job {
 /// once from its [`Collector`].
 #[derive(Clone, Debug)]
 pub struct CollectorSpec {
+    /// The tenant whose token this collector calls with.
+    pub tenant: TenantName,
     pub name: CollectorName,
     pub schedule: Schedule,
     pub targets: Vec<Target>,
@@ -312,35 +351,44 @@ pub struct CollectorSpec {
 }
 
 impl CollectorSpec {
-    pub fn new(collector: Collector) -> Self {
+    pub fn new(tenant: TenantName, collector: Collector) -> Self {
         CollectorSpec {
+            tenant,
             name: collector.name(),
             schedule: collector.schedule(),
-            targets: collector.jobs().into_iter().map(|j| j.target).collect(),
+            targets: collector.targets(),
             collector,
         }
     }
 
+    /// Every tenant's collectors, tenant by tenant in configured order.
     pub fn from_config(config: &Config) -> Vec<CollectorSpec> {
-        Collector::from_config(config)
-            .into_iter()
-            .map(CollectorSpec::new)
+        config
+            .tenants
+            .iter()
+            .flat_map(|t| {
+                Collector::of_tenant(t, config.shard)
+                    .into_iter()
+                    .map(|c| CollectorSpec::new(t.name.clone(), c))
+            })
             .collect()
+    }
+
+    /// The key of this collector in the snapshot and the scraper.
+    pub fn key(&self) -> CollectorKey {
+        (self.name, self.tenant.clone())
     }
 
     pub fn endpoints(&self) -> &'static [Endpoint] {
         self.collector.endpoints()
     }
 
-    /// The jobs of `targets` that this collector has, in the order given.
+    /// The jobs of `targets` that are of this collector's kind, in the order given.
     pub fn jobs_for(&self, targets: &[Target]) -> Vec<Job> {
-        let mut jobs: HashMap<Target, Job> = self
-            .collector
-            .jobs()
-            .into_iter()
-            .map(|j| (j.target.clone(), j))
-            .collect();
-        targets.iter().filter_map(|t| jobs.remove(t)).collect()
+        targets
+            .iter()
+            .filter_map(|t| self.collector.job(t))
+            .collect()
     }
 }
 
@@ -396,16 +444,17 @@ impl CollectorSpec {
         accounts: Vec<i32>,
         interval: std::time::Duration,
     ) -> CollectorSpec {
-        CollectorSpec::new(Collector::DeliveryAccount(Arc::new(
-            DeliveryAccountConfig {
+        CollectorSpec::new(
+            TenantName::default(),
+            Collector::DeliveryAccount(Arc::new(DeliveryAccountConfig {
                 schedule: crate::config::Schedule {
                     interval,
                     deadline: interval.mul_f64(0.8),
                     max_age: interval * 3,
                 },
                 accounts,
-            },
-        )))
+            })),
+        )
     }
 }
 
@@ -504,11 +553,14 @@ mod tests {
     }
 
     #[test]
-    fn jobs_come_in_the_order_asked_and_only_for_configured_targets() {
+    fn jobs_come_in_the_order_asked_and_only_for_targets_of_the_collectors_kind() {
         let spec = specs("  delivery_account:\n    accounts: [1, 2, 3]\n").remove(0);
+        // 9 is not configured: an account /probe registered is fetched all the same.
         let asked = [
             Target::DeliveryAccount(3),
+            Target::DailyAccount(2),
             Target::DeliveryAccount(9),
+            Target::Migration("MG00000001".into()),
             Target::DeliveryAccount(1),
         ];
         let got: Vec<_> = spec
@@ -518,7 +570,11 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            vec![Target::DeliveryAccount(3), Target::DeliveryAccount(1)]
+            vec![
+                Target::DeliveryAccount(3),
+                Target::DeliveryAccount(9),
+                Target::DeliveryAccount(1)
+            ]
         );
     }
 

@@ -21,6 +21,14 @@ impl CollectorName {
         CollectorName::Mailbox,
     ];
 
+    /// The collectors whose targets are Delivery accounts, which `/probe` may add to.
+    pub fn polls_accounts(self) -> bool {
+        matches!(
+            self,
+            CollectorName::DeliveryAccount | CollectorName::TracemailDaily
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             CollectorName::DeliveryAccount => "delivery_account",

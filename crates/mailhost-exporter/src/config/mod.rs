@@ -2,6 +2,7 @@
 //! field and the fix.
 
 mod raw;
+mod tenants;
 mod validate;
 
 pub(crate) use validate::describe_yaml_error;
@@ -11,10 +12,11 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
+use crate::tenant::TenantName;
 use raw::RawConfig;
 use validate::{
-    account_ids, check_flow_depth, codes, daily, dashboard, mailboxes, read_at_most, schedule,
-    validate_api,
+    account_list, api_settings, check_flow_depth, codes, daily, dashboard, mailboxes, read_at_most,
+    schedule, validate_api,
 };
 
 /// Environment variable that may hold the Management API token instead of `api.token_file`.
@@ -43,6 +45,10 @@ pub mod defaults {
     pub const TOP_LIMIT: i64 = 10;
     /// Domains per account kept from the daily `domains-rank`.
     pub const TOP_DOMAINS: i64 = 20;
+    /// A probed target leaves the poll set after this many intervals without a probe.
+    pub const PROBE_IDLE_INTERVALS: u32 = 3;
+    /// Probe-registered targets per tenant at most.
+    pub const PROBE_MAX_TARGETS: usize = 10_000;
 }
 
 /// The bounds of every value: what the exporter can run with. Each is named in the message that
@@ -68,8 +74,10 @@ pub mod limits {
     pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
     /// Targets in one list (accounts, views, migrations, mailboxes).
     pub const MAX_TARGETS: usize = 1_000_000;
-    /// `[`/`{` nesting depth at most (the schema needs 4); checked before the YAML parser runs.
+    /// `[`/`{` nesting depth at most (the schema needs 5); checked before the YAML parser runs.
     pub const MAX_FLOW_DEPTH: usize = 64;
+    /// `probe.idle_intervals` at most.
+    pub const MAX_IDLE_INTERVALS: u32 = 1000;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,10 +112,45 @@ fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError 
 /// The validated configuration the exporter runs with.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// The API settings every tenant starts from; with `tenants:`, its token is empty and unused.
     pub api: ApiConfig,
+    /// Every enabled collector's settings; without `tenants:`, with the one tenant's targets.
     pub collectors: CollectorsConfig,
+    /// At least one: a single-token config is one tenant with the empty name.
+    pub tenants: Vec<TenantConfig>,
+    /// A probed target leaves the poll set after this many of its collector's intervals
+    /// without a probe.
+    pub probe_idle_intervals: u32,
     /// This process's share of the fleet (`--shard`), not a key of the file; a reload keeps it.
     pub shard: crate::shard::Shard,
+}
+
+/// One tenant: its token and API settings, its collectors with its own static targets, and what
+/// `/probe` may add to them.
+#[derive(Debug, Clone)]
+pub struct TenantConfig {
+    pub name: TenantName,
+    pub api: ApiConfig,
+    pub collectors: CollectorsConfig,
+    pub probe: ProbeConfig,
+}
+
+/// What `/probe` may register for a tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeConfig {
+    /// Probe-registered targets at most (0: `/probe` registers none).
+    pub max_targets: usize,
+    /// When set, only these accounts may be probed.
+    pub allow: Option<std::collections::BTreeSet<i32>>,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            max_targets: defaults::PROBE_MAX_TARGETS,
+            allow: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -289,11 +332,34 @@ impl Config {
                 "it is not UTF-8 text",
             ))
         })?;
-        Self::parse(&text, env_token)
+        // The single token may be given by the caller; tenants' variables are read now.
+        Self::parse_with_env(&text, &|name| {
+            if name == TOKEN_ENV {
+                env_token.clone()
+            } else {
+                std::env::var(name).ok()
+            }
+        })
     }
 
-    /// Parses and validates YAML text; see [`Config::load`].
+    /// Parses and validates YAML text; see [`Config::load`]. Only [`TOKEN_ENV`] is looked up,
+    /// and reads as `env_token`.
     pub fn parse(text: &str, env_token: Option<String>) -> Result<Config, ConfigError> {
+        Self::parse_with_env(text, &|name| {
+            if name == TOKEN_ENV {
+                env_token.clone()
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Parses and validates YAML text, reading token variables (the single token's
+    /// [`TOKEN_ENV`], each tenant's `token_env`) through `env`.
+    pub fn parse_with_env(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         // The YAML parser's own word for this ("EOF while parsing") does not help a new user.
         let blank = text
             .lines()
@@ -306,68 +372,145 @@ impl Config {
         check_flow_depth(text)?;
         let raw: RawConfig = serde_yaml_ng::from_str(text)
             .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e, "examples/config.yml")))?;
-        let api = validate_api(raw.api, env_token)?;
-        let c = raw.collectors;
-        let delivery_account = match c.delivery_account {
-            Some(d) if d.enabled => Some(DeliveryAccountConfig {
-                schedule: schedule(
-                    "collectors.delivery_account",
-                    d.interval,
-                    d.deadline,
-                    d.max_age,
-                )?,
-                accounts: account_ids("collectors.delivery_account.accounts", &d.accounts)?,
-            }),
-            _ => None,
+        let tenant_mode = raw.tenants.is_some();
+        let api = if tenant_mode {
+            if raw.api.token_file.is_some() {
+                return Err(invalid(
+                    "api.token_file",
+                    "with tenants:, each tenant names its own token (token_file or token_env); remove api.token_file",
+                ));
+            }
+            api_settings(raw.api, SecretString::from(String::new()))?
+        } else {
+            validate_api(raw.api, env(TOKEN_ENV).ok_or_else(|| {
+                invalid(
+                    "api.token_file",
+                    format!(
+                        "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
+                    ),
+                )
+            }))?
         };
-        let tracemail_dashboard = match c.tracemail_dashboard {
-            Some(d) if d.enabled => Some(dashboard(d)?),
-            _ => None,
+        let collectors = collectors(raw.collectors, !tenant_mode)?;
+        let (probe_idle_intervals, probe) = tenants::probe(raw.probe)?;
+        let tenants = match raw.tenants {
+            Some(list) => tenants::tenants(list, &api, &collectors, &probe, env)?,
+            None => vec![TenantConfig {
+                name: TenantName::default(),
+                api: api.clone(),
+                collectors: collectors.clone(),
+                probe,
+            }],
         };
-        let tracemail_daily = match c.tracemail_daily {
-            Some(d) if d.enabled => Some(daily(d)?),
-            _ => None,
-        };
-        let migration = match c.migration {
-            Some(m) if m.enabled => Some(MigrationConfig {
-                schedule: schedule("collectors.migration", m.interval, m.deadline, m.max_age)?,
-                migrations: codes(
-                    "collectors.migration.migrations",
-                    &m.migrations,
-                    &[("MG", 8)],
-                    "MG followed by 8 digits, e.g. MG00000001",
-                )?,
-            }),
-            _ => None,
-        };
-        let mailbox = match c.mailbox {
-            Some(m) if m.enabled => Some(mailboxes(m)?),
-            _ => None,
-        };
-        let collectors = CollectorsConfig {
-            delivery_account,
-            tracemail_dashboard,
-            tracemail_daily,
-            migration,
-            mailbox,
-        };
-        if collectors.delivery_account.is_none()
-            && collectors.tracemail_dashboard.is_none()
-            && collectors.tracemail_daily.is_none()
-            && collectors.migration.is_none()
-            && collectors.mailbox.is_none()
-        {
-            return Err(invalid(
-                "collectors",
-                "no collector is enabled: configure at least one, e.g. collectors.delivery_account.accounts",
-            ));
-        }
         Ok(Config {
             api,
             collectors,
+            tenants,
+            probe_idle_intervals,
             shard: crate::shard::Shard::default(),
         })
     }
+}
+
+/// The `collectors` block: each enabled collector's settings and targets. With `tenants:`
+/// (`lists` false) the targets are each tenant's, so lists here are refused.
+fn collectors(c: raw::RawCollectors, lists: bool) -> Result<CollectorsConfig, ConfigError> {
+    if !lists {
+        let listed = [
+            (
+                "delivery_account.accounts",
+                c.delivery_account
+                    .as_ref()
+                    .is_some_and(|d| !d.accounts.is_empty()),
+            ),
+            (
+                "tracemail_dashboard.views",
+                c.tracemail_dashboard
+                    .as_ref()
+                    .is_some_and(|d| !d.views.is_empty()),
+            ),
+            (
+                "tracemail_daily.accounts",
+                c.tracemail_daily
+                    .as_ref()
+                    .is_some_and(|d| !d.accounts.is_empty()),
+            ),
+            (
+                "migration.migrations",
+                c.migration
+                    .as_ref()
+                    .is_some_and(|d| !d.migrations.is_empty()),
+            ),
+            (
+                "mailbox.mailboxes",
+                c.mailbox.as_ref().is_some_and(|d| !d.mailboxes.is_empty()),
+            ),
+        ];
+        if let Some((list, _)) = listed.iter().find(|(_, set)| *set) {
+            return Err(invalid(
+                format!("collectors.{list}"),
+                format!(
+                    "with tenants:, targets belong to a tenant: move the list to tenants[].collectors.{list}"
+                ),
+            ));
+        }
+    }
+    let delivery_account = match c.delivery_account {
+        Some(d) if d.enabled => Some(DeliveryAccountConfig {
+            schedule: schedule(
+                "collectors.delivery_account",
+                d.interval,
+                d.deadline,
+                d.max_age,
+            )?,
+            accounts: account_list("collectors.delivery_account.accounts", &d.accounts, lists)?,
+        }),
+        _ => None,
+    };
+    let tracemail_dashboard = match c.tracemail_dashboard {
+        Some(d) if d.enabled => Some(dashboard(d)?),
+        _ => None,
+    };
+    let tracemail_daily = match c.tracemail_daily {
+        Some(d) if d.enabled => Some(daily(d, lists)?),
+        _ => None,
+    };
+    let migration = match c.migration {
+        Some(m) if m.enabled => Some(MigrationConfig {
+            schedule: schedule("collectors.migration", m.interval, m.deadline, m.max_age)?,
+            migrations: codes(
+                "collectors.migration.migrations",
+                &m.migrations,
+                &[("MG", 8)],
+                "MG followed by 8 digits, e.g. MG00000001",
+                lists,
+            )?,
+        }),
+        _ => None,
+    };
+    let mailbox = match c.mailbox {
+        Some(m) if m.enabled => Some(mailboxes(m, lists)?),
+        _ => None,
+    };
+    let collectors = CollectorsConfig {
+        delivery_account,
+        tracemail_dashboard,
+        tracemail_daily,
+        migration,
+        mailbox,
+    };
+    if collectors.delivery_account.is_none()
+        && collectors.tracemail_dashboard.is_none()
+        && collectors.tracemail_daily.is_none()
+        && collectors.migration.is_none()
+        && collectors.mailbox.is_none()
+    {
+        return Err(invalid(
+            "collectors",
+            "no collector is enabled: configure at least one, e.g. collectors.delivery_account.accounts",
+        ));
+    }
+    Ok(collectors)
 }
 
 #[cfg(test)]

@@ -13,6 +13,96 @@ pub(super) struct RawConfig {
     pub(super) api: RawApi,
     #[serde(default)]
     pub(super) collectors: RawCollectors,
+    /// One entry per management token; absent, `api` holds the one token.
+    #[serde(default)]
+    pub(super) tenants: Option<Vec<RawTenant>>,
+    #[serde(default)]
+    pub(super) probe: Option<RawProbe>,
+}
+
+/// One tenant: its token, optionally its own address and concurrency, its static targets.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTenant {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) token_file: Option<PathBuf>,
+    /// The name of an environment variable holding the token.
+    #[serde(default)]
+    pub(super) token_env: Option<String>,
+    #[serde(default)]
+    pub(super) base_url: Option<String>,
+    #[serde(default)]
+    pub(super) concurrency: Option<usize>,
+    #[serde(default)]
+    pub(super) collectors: RawTenantCollectors,
+    #[serde(default)]
+    pub(super) probe: Option<RawTenantProbe>,
+}
+
+/// A tenant's target lists, in the shape of the `collectors` block; settings stay there.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTenantCollectors {
+    #[serde(default)]
+    pub(super) delivery_account: Option<RawAccountList>,
+    #[serde(default)]
+    pub(super) tracemail_dashboard: Option<RawViewList>,
+    #[serde(default)]
+    pub(super) tracemail_daily: Option<RawAccountList>,
+    #[serde(default)]
+    pub(super) migration: Option<RawMigrationList>,
+    #[serde(default)]
+    pub(super) mailbox: Option<RawMailboxList>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAccountList {
+    #[serde(default)]
+    pub(super) accounts: Vec<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawViewList {
+    #[serde(default)]
+    pub(super) views: Vec<RawView>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMigrationList {
+    #[serde(default)]
+    pub(super) migrations: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMailboxList {
+    #[serde(default)]
+    pub(super) mailboxes: Vec<RawMailboxTarget>,
+}
+
+/// `/probe` settings; `max_targets` and `allow` are the defaults of every tenant.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProbe {
+    #[serde(default)]
+    pub(super) idle_intervals: Option<u32>,
+    #[serde(default)]
+    pub(super) max_targets: Option<usize>,
+    #[serde(default)]
+    pub(super) allow: Option<Vec<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTenantProbe {
+    #[serde(default)]
+    pub(super) max_targets: Option<usize>,
+    #[serde(default)]
+    pub(super) allow: Option<Vec<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -11,7 +11,7 @@ use secrecy::SecretString;
 
 use crate::redact::{quote, redact_url};
 
-use super::raw::{RawApi, RawDaily, RawDashboard, RawMailbox};
+use super::raw::{RawApi, RawDaily, RawDashboard, RawMailbox, RawMailboxTarget, RawView};
 use super::{
     ApiConfig, BreakerPolicy, ConfigError, DailyConfig, DashboardConfig, DateFormat, MailboxConfig,
     MailboxTarget, RetryPolicy, Schedule, TOKEN_ENV, View, defaults, invalid, limits,
@@ -41,26 +41,34 @@ pub(crate) fn describe_yaml_error(e: &serde_yaml_ng::Error, schema: &str) -> Str
     }
 }
 
+/// The single-token `api` block: the token from `api.token_file`, else from `from_env` (the
+/// value of [`TOKEN_ENV`], or the error saying it is unset).
 pub(super) fn validate_api(
     raw: RawApi,
-    env_token: Option<String>,
+    from_env: Result<String, ConfigError>,
 ) -> Result<ApiConfig, ConfigError> {
-    let base_url = raw.base_url.trim_end_matches('/').to_owned();
+    // The address is checked first: its message is the more useful one on a fresh config.
+    base_url("api.base_url", &raw.base_url)?;
+    let token = token("api.token_file", raw.token_file.as_deref(), from_env)?;
+    api_settings(raw, token)
+}
+
+/// Checks a provider address; `field` names it in the message.
+pub(super) fn base_url(field: &str, raw: &str) -> Result<String, ConfigError> {
+    let base_url = raw.trim_end_matches('/').to_owned();
     let parsed = reqwest::Url::parse(&base_url);
     match &parsed {
         Ok(u) if (u.scheme() == "http" || u.scheme() == "https") && u.host().is_some() => {
             if !u.username().is_empty() || u.password().is_some() {
                 return Err(invalid(
-                    "api.base_url",
-                    "must not carry credentials; put the token in api.token_file or MAILHOST_API_TOKEN",
+                    field,
+                    "must not carry credentials; put the token in a token file or variable",
                 ));
             }
             if u.query().is_some() || u.fragment().is_some() {
-                return Err(invalid(
-                    "api.base_url",
-                    "must not carry a query or fragment",
-                ));
+                return Err(invalid(field, "must not carry a query or fragment"));
             }
+            Ok(base_url)
         }
         _ => {
             // Shown without userinfo, query or fragment: they may hold a secret.
@@ -68,21 +76,30 @@ pub(super) fn validate_api(
                 Err(e) => format!(" ({e})"),
                 Ok(_) => String::new(),
             };
-            return Err(invalid(
-                "api.base_url",
+            Err(invalid(
+                field,
                 format!(
                     "{} is not an http(s) address{why}; write it like https://api.example.net",
                     quote(&redact_url(&base_url))
                 ),
-            ));
+            ))
         }
     }
-    let token = match &raw.token_file {
+}
+
+/// A token from the file `file_field` names, or else from `from_env` (the value of a variable,
+/// or the error that says none was given). Checked for form; never quoted.
+pub(super) fn token(
+    file_field: &str,
+    file: Option<&Path>,
+    from_env: Result<String, ConfigError>,
+) -> Result<SecretString, ConfigError> {
+    let token = match file {
         // The path is never quoted: a token pasted there by mistake would be shown.
         Some(path) => {
             let bytes = read_at_most(path, limits::TOKEN_FILE_BYTES).map_err(|e| {
                 invalid(
-                    "api.token_file",
+                    file_field,
                     format!(
                         "cannot read the file it names ({}); check that it is the path of a readable file holding the token, not the token itself",
                         io_reason(&e)
@@ -91,7 +108,7 @@ pub(super) fn validate_api(
             })?;
             let Some(bytes) = bytes else {
                 return Err(invalid(
-                    "api.token_file",
+                    file_field,
                     format!(
                         "the file it names is larger than {} bytes; it should hold the token alone",
                         limits::TOKEN_FILE_BYTES
@@ -100,30 +117,27 @@ pub(super) fn validate_api(
             };
             let text = String::from_utf8(bytes).map_err(|_| {
                 invalid(
-                    "api.token_file",
+                    file_field,
                     "the file it names is not UTF-8 text; it should hold the token alone",
                 )
             })?;
             let t = text.trim().to_owned();
             if t.is_empty() {
                 return Err(invalid(
-                    "api.token_file",
+                    file_field,
                     "the file it names is empty; write the Management API token into it",
                 ));
             }
             t
         }
-        None => match env_token.map(|t| t.trim().to_owned()) {
-            Some(t) if !t.is_empty() => t,
-            _ => {
-                return Err(invalid(
-                    "api.token_file",
-                    format!(
-                        "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
-                    ),
-                ));
+        None => {
+            let t = from_env?.trim().to_owned();
+            if t.is_empty() {
+                // The same as unset: an empty variable is a forgotten one.
+                return Err(from_env_empty(file_field));
             }
-        },
+            t
+        }
     };
     if token.chars().any(|c| c.is_control() || c == ' ') {
         return Err(invalid(
@@ -140,6 +154,28 @@ pub(super) fn validate_api(
             ),
         ));
     }
+    Ok(SecretString::from(token))
+}
+
+fn from_env_empty(file_field: &str) -> ConfigError {
+    if file_field == "api.token_file" {
+        invalid(
+            file_field,
+            format!(
+                "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
+            ),
+        )
+    } else {
+        invalid(
+            file_field.replace("token_file", "token_env"),
+            "the variable it names is empty; put the tenant's token in it, or use token_file",
+        )
+    }
+}
+
+/// The API settings of `raw` with `token`.
+pub(super) fn api_settings(raw: RawApi, token: SecretString) -> Result<ApiConfig, ConfigError> {
+    let base_url = base_url("api.base_url", &raw.base_url)?;
     let timeout = raw.timeout.unwrap_or(defaults::TIMEOUT);
     within(
         "api.timeout",
@@ -148,13 +184,7 @@ pub(super) fn validate_api(
         limits::MAX_TIMEOUT,
         "10s",
     )?;
-    let concurrency = raw.concurrency.unwrap_or(defaults::CONCURRENCY);
-    if !(1..=256).contains(&concurrency) {
-        return Err(invalid(
-            "api.concurrency",
-            format!("{concurrency} is out of range: use 1 to 256"),
-        ));
-    }
+    let concurrency = concurrency("api.concurrency", raw.concurrency)?;
     let max_response_bytes = raw
         .max_response_bytes
         .unwrap_or(defaults::MAX_RESPONSE_BYTES);
@@ -214,7 +244,7 @@ pub(super) fn validate_api(
     )?;
     Ok(ApiConfig {
         base_url,
-        token: SecretString::from(token),
+        token,
         timeout,
         concurrency,
         max_response_bytes,
@@ -225,6 +255,18 @@ pub(super) fn validate_api(
         },
         breaker: BreakerPolicy { failures, cooldown },
     })
+}
+
+/// Requests in flight at most, 1 to 256.
+pub(super) fn concurrency(field: &str, raw: Option<usize>) -> Result<usize, ConfigError> {
+    let concurrency = raw.unwrap_or(defaults::CONCURRENCY);
+    if !(1..=256).contains(&concurrency) {
+        return Err(invalid(
+            field,
+            format!("{concurrency} is out of range: use 1 to 256"),
+        ));
+    }
+    Ok(concurrency)
 }
 
 /// The reason an I/O error gives, without the path it concerns.
@@ -356,11 +398,24 @@ pub(super) fn dashboard(d: RawDashboard) -> Result<DashboardConfig, ConfigError>
             format!("{limit} is out of range: use 1 to 1000"),
         ));
     }
-    at_most(&format!("{f}.views"), d.views.len())?;
+    let views = views(&format!("{f}.views"), d.views)?;
+    Ok(DashboardConfig {
+        schedule: schedule(f, d.interval, d.deadline, d.max_age)?,
+        timezone: tz,
+        timezone_name,
+        date_format: date_format(&format!("{f}.date_format"), d.date_format)?,
+        limit: limit as i32,
+        views,
+    })
+}
+
+/// Validates dashboard views: [`View::All`] first, then each listed one once.
+pub(super) fn views(field: &str, raw: Vec<RawView>) -> Result<Vec<View>, ConfigError> {
+    at_most(field, raw.len())?;
     let mut views = vec![View::All];
     let mut seen: HashSet<View> = HashSet::from([View::All]);
-    for (i, v) in d.views.into_iter().enumerate() {
-        let field = format!("{f}.views[{i}]");
+    for (i, v) in raw.into_iter().enumerate() {
+        let field = format!("{field}[{i}]");
         let view = match (v.account, v.domain) {
             (Some(id), None) => View::Account(account_ids(&format!("{field}.account"), &[id])?[0]),
             (None, Some(domain)) => {
@@ -390,17 +445,10 @@ pub(super) fn dashboard(d: RawDashboard) -> Result<DashboardConfig, ConfigError>
         }
         views.push(view);
     }
-    Ok(DashboardConfig {
-        schedule: schedule(f, d.interval, d.deadline, d.max_age)?,
-        timezone: tz,
-        timezone_name,
-        date_format: date_format(&format!("{f}.date_format"), d.date_format)?,
-        limit: limit as i32,
-        views,
-    })
+    Ok(views)
 }
 
-pub(super) fn daily(d: RawDaily) -> Result<DailyConfig, ConfigError> {
+pub(super) fn daily(d: RawDaily, required: bool) -> Result<DailyConfig, ConfigError> {
     let f = "collectors.tracemail_daily";
     let top = d.top_domains.unwrap_or(defaults::TOP_DOMAINS);
     if !(1..=200).contains(&top) {
@@ -414,23 +462,35 @@ pub(super) fn daily(d: RawDaily) -> Result<DailyConfig, ConfigError> {
         timezone: timezone(&format!("{f}.timezone"), d.timezone)?.0,
         date_format: date_format(&format!("{f}.date_format"), d.date_format)?,
         top_domains: top as usize,
-        accounts: account_ids(&format!("{f}.accounts"), &d.accounts)?,
+        accounts: account_list(&format!("{f}.accounts"), &d.accounts, required)?,
     })
 }
 
-pub(super) fn mailboxes(m: RawMailbox) -> Result<MailboxConfig, ConfigError> {
+pub(super) fn mailboxes(m: RawMailbox, required: bool) -> Result<MailboxConfig, ConfigError> {
     let f = "collectors.mailbox";
-    if m.mailboxes.is_empty() {
+    Ok(MailboxConfig {
+        mailboxes: mailbox_list(&format!("{f}.mailboxes"), m.mailboxes, required)?,
+        schedule: schedule(f, m.interval, m.deadline, m.max_age)?,
+    })
+}
+
+/// Validates distinct mailboxes; an empty list is refused when `required`.
+pub(super) fn mailbox_list(
+    field: &str,
+    list: Vec<RawMailboxTarget>,
+    required: bool,
+) -> Result<Vec<MailboxTarget>, ConfigError> {
+    if required && list.is_empty() {
         return Err(invalid(
-            format!("{f}.mailboxes"),
+            field,
             "is empty; list pairs like {domain: D000000101, mailbox: EA00000001}",
         ));
     }
-    at_most(&format!("{f}.mailboxes"), m.mailboxes.len())?;
-    let mut seen = HashSet::with_capacity(m.mailboxes.len());
-    let mut out: Vec<MailboxTarget> = Vec::with_capacity(m.mailboxes.len());
-    for (i, t) in m.mailboxes.into_iter().enumerate() {
-        let field = format!("{f}.mailboxes[{i}]");
+    at_most(field, list.len())?;
+    let mut seen = HashSet::with_capacity(list.len());
+    let mut out: Vec<MailboxTarget> = Vec::with_capacity(list.len());
+    for (i, t) in list.into_iter().enumerate() {
+        let field = format!("{field}[{i}]");
         let domain = code(
             &format!("{field}.domain"),
             &t.domain,
@@ -448,10 +508,7 @@ pub(super) fn mailboxes(m: RawMailbox) -> Result<MailboxConfig, ConfigError> {
         }
         out.push(MailboxTarget { domain, mailbox });
     }
-    Ok(MailboxConfig {
-        schedule: schedule(f, m.interval, m.deadline, m.max_age)?,
-        mailboxes: out,
-    })
+    Ok(out)
 }
 
 /// Validates one identifier code: a prefix followed by a number of digits.
@@ -476,14 +533,15 @@ pub(super) fn code(
     }
 }
 
-/// Validates a non-empty list of distinct codes.
+/// Validates a list of distinct codes; an empty one is refused when `required`.
 pub(super) fn codes(
     field: &str,
     values: &[String],
     forms: &[(&str, usize)],
     expected: &str,
+    required: bool,
 ) -> Result<Vec<String>, ConfigError> {
-    if values.is_empty() {
+    if required && values.is_empty() {
         return Err(invalid(
             field,
             format!("is empty; list codes written as {expected}"),
@@ -518,7 +576,16 @@ pub(super) fn at_most(field: &str, len: usize) -> Result<(), ConfigError> {
 }
 
 pub(super) fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {
-    if ids.is_empty() {
+    account_list(field, ids, true)
+}
+
+/// Validates distinct account ids; an empty list is refused when `required`.
+pub(super) fn account_list(
+    field: &str,
+    ids: &[i64],
+    required: bool,
+) -> Result<Vec<i32>, ConfigError> {
+    if required && ids.is_empty() {
         return Err(invalid(
             field,
             "is empty; list the Delivery account ids to watch, e.g. [1001, 1002]",

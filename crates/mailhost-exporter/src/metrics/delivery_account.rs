@@ -6,7 +6,7 @@ use std::time::Duration;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
-use super::labels::{AccountInfoLabels, AccountLabels, Value};
+use super::labels::{AccountInfoLabels, AccountLabels, Owner, Value};
 use super::{GaugeTable, gauges, refreshed, table};
 use crate::upstream::model::DeliveryAccount;
 
@@ -89,13 +89,14 @@ const GAUGES: &GaugeTable<DeliveryAccount> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    accounts: &[(Value, &DeliveryAccount)],
+    accounts: &[(Owner, &DeliveryAccount)],
 ) -> fmt::Result {
     let items: Vec<(AccountLabels, &DeliveryAccount)> = accounts
         .iter()
         .map(|(id, a)| {
             let labels = AccountLabels {
-                account_id: id.clone(),
+                tenant: id.tenant.clone(),
+                account_id: id.id.clone(),
             };
             (labels, *a)
         })
@@ -104,7 +105,8 @@ pub fn encode(
     let info: Vec<AccountInfoLabels> = accounts
         .iter()
         .map(|(id, a)| AccountInfoLabels {
-            account_id: id.clone(),
+            tenant: id.tenant.clone(),
+            account_id: id.id.clone(),
             username: Value::from(&a.username),
             plan: Value::from(&a.plan),
             account_type: Value::from(&a.account_type),

@@ -3,6 +3,7 @@
 //!
 //! | label        | values                                                  |
 //! |--------------|---------------------------------------------------------|
+//! | `tenant`     | configured tenant names ([`TenantLabel`]); none for a single-token config |
 //! | `collector`  | [`CollectorName`]                                       |
 //! | `target`     | one per configured target (account id, ...)             |
 //! | `endpoint`   | [`Endpoint`]: a route name, never a raw path            |
@@ -28,6 +29,7 @@ use prometheus_client::encoding::{
 
 use crate::collector::name::CollectorName;
 use crate::config::View;
+use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, FailureReason};
 
 /// Longest label value we expose; longer values from the API are cut (with `…`), so a
@@ -117,11 +119,44 @@ impl EncodeLabelValue for Code {
     }
 }
 
+/// The `tenant` label: the tenant's name, or no label at all for the one tenant of a
+/// single-token config (whose series read as they did before tenants existed).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TenantLabel(pub TenantName);
+
+impl EncodeLabelSet for TenantLabel {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        if self.0.is_default() {
+            return Ok(());
+        }
+        let mut label = encoder.encode_label();
+        let mut key = label.encode_label_key()?;
+        EncodeLabelKey::encode(&"tenant", &mut key)?;
+        let mut v = key.encode_label_value()?;
+        v.write_str(self.0.as_str())?;
+        v.finish()
+    }
+}
+
+/// Whose series: the tenant, and the target's own label value (account id, code, ...).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    pub tenant: TenantLabel,
+    pub id: Value,
+}
+
 // ---------------------------------------------------------------------------------------------
 // Self-metrics.
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct EndpointLabels {
+    pub endpoint: Endpoint,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TenantEndpointLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub endpoint: Endpoint,
 }
 
@@ -133,8 +168,18 @@ pub struct RequestLabels {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct FailureLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub endpoint: Endpoint,
     pub reason: FailureReason,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ProbeRefusedLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    /// `not_allowed` or `max_targets`.
+    pub reason: &'static str,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -149,11 +194,15 @@ pub struct BuildLabels {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct CollectorLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub collector: CollectorName,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct TargetLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub collector: CollectorName,
     pub target: Value,
 }
@@ -163,11 +212,15 @@ pub struct TargetLabels {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AccountLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub account_id: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AccountInfoLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub account_id: Value,
     pub username: Value,
     pub plan: Value,
@@ -177,12 +230,16 @@ pub struct AccountInfoLabels {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AccountStatusLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub account_id: Value,
     pub status: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AccountDomainStatusLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub account_id: Value,
     pub domain: Value,
     pub status: Value,
@@ -229,6 +286,8 @@ impl EncodeLabelSet for ViewLabels {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ViewStatusLabels {
     #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    #[prometheus(flatten)]
     pub view: ViewLabels,
     pub status: Value,
 }
@@ -236,12 +295,16 @@ pub struct ViewStatusLabels {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ViewGroupLabels {
     #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    #[prometheus(flatten)]
     pub view: ViewLabels,
     pub group: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct ViewAccountLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     #[prometheus(flatten)]
     pub view: ViewLabels,
     pub account_id: Value,
@@ -252,23 +315,31 @@ pub struct ViewAccountLabels {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MigrationLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub migration: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MigrationStateLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub migration: Value,
     pub state: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MigrationStatusLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub migration: Value,
     pub status: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MigrationKeyLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub migration: Value,
     pub key: Value,
 }
@@ -278,17 +349,23 @@ pub struct MigrationKeyLabels {
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MailboxLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub mailbox: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MailboxArchiveLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub mailbox: Value,
     pub archive_status: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct MailboxInfoLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
     pub mailbox: Value,
     pub address: Value,
     pub domain: Value,
@@ -322,10 +399,12 @@ mod tests {
     #[test]
     fn label_values_are_escaped_and_bounded() {
         let out = written(&[MailboxLabels {
+            tenant: TenantLabel::default(),
             mailbox: Value::from("a\"b\\c\nd\te"),
         }]);
         assert!(out.contains(r#"x{mailbox="a\"b\\c\nd e"} 1"#), "{out}");
         let out = written(&[MailboxLabels {
+            tenant: TenantLabel::default(),
             mailbox: Value::from("y".repeat(500)),
         }]);
         let long = out.lines().last().unwrap();
@@ -335,6 +414,7 @@ mod tests {
         );
         let exact = "é".repeat(MAX_LABEL_VALUE_LEN);
         let out = written(&[MailboxLabels {
+            tenant: TenantLabel::default(),
             mailbox: Value::from(exact.as_str()),
         }]);
         assert!(
@@ -346,6 +426,7 @@ mod tests {
     #[test]
     fn vocabularies_and_views_are_written_as_their_label_names() {
         let out = written(&[FailureLabels {
+            tenant: TenantLabel::default(),
             endpoint: Endpoint::TracemailDomainsRank,
             reason: FailureReason::RateLimited,
         }]);
@@ -357,10 +438,12 @@ mod tests {
         assert!(out.contains("x{endpoint=\"email_account\",code=\"none\"} 1"));
         let out = written(&[
             ViewStatusLabels {
+                tenant: TenantLabel::default(),
                 view: ViewLabels::All,
                 status: Value::from("sent"),
             },
             ViewStatusLabels {
+                tenant: TenantLabel::default(),
                 view: ViewLabels::from(&View::Domain("shop.example".into())),
                 status: Value::from("sent"),
             },

@@ -6,7 +6,7 @@ use std::time::Duration;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
-use super::labels::{MailboxArchiveLabels, MailboxInfoLabels, MailboxLabels, Value};
+use super::labels::{MailboxArchiveLabels, MailboxInfoLabels, MailboxLabels, Owner, Value};
 use super::{GaugeTable, gauges, refreshed, table};
 use crate::upstream::model::Mailbox;
 
@@ -85,13 +85,14 @@ const GAUGES: &GaugeTable<Mailbox> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    mailboxes: &[(Value, &Mailbox)],
+    mailboxes: &[(Owner, &Mailbox)],
 ) -> fmt::Result {
     let items: Vec<(MailboxLabels, &Mailbox)> = mailboxes
         .iter()
         .map(|(code, m)| {
             let labels = MailboxLabels {
-                mailbox: code.clone(),
+                tenant: code.tenant.clone(),
+                mailbox: code.id.clone(),
             };
             (labels, *m)
         })
@@ -106,7 +107,8 @@ pub fn encode(
             }
             for s in states {
                 let labels = MailboxArchiveLabels {
-                    mailbox: code.clone(),
+                    tenant: code.tenant.clone(),
+                    mailbox: code.id.clone(),
                     archive_status: Value::from(s),
                 };
                 archive.push((labels, if s == current { 1.0 } else { 0.0 }));
@@ -126,7 +128,8 @@ pub fn encode(
     let info: Vec<MailboxInfoLabels> = mailboxes
         .iter()
         .map(|(code, m)| MailboxInfoLabels {
-            mailbox: code.clone(),
+            tenant: code.tenant.clone(),
+            mailbox: code.id.clone(),
             address: Value::from(&m.address),
             domain: Value::from(&m.domain),
             status: Value::from(&m.status),

@@ -7,7 +7,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
 use super::labels::{
-    MigrationKeyLabels, MigrationLabels, MigrationStateLabels, MigrationStatusLabels, Value,
+    MigrationKeyLabels, MigrationLabels, MigrationStateLabels, MigrationStatusLabels, Owner, Value,
 };
 use super::{GaugeTable, gauges, refreshed, table};
 use crate::upstream::model::Migration;
@@ -60,13 +60,14 @@ const GAUGES: &GaugeTable<Migration> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    migrations: &[(Value, &Migration)],
+    migrations: &[(Owner, &Migration)],
 ) -> fmt::Result {
     let items: Vec<(MigrationLabels, &Migration)> = migrations
         .iter()
         .map(|(code, m)| {
             let labels = MigrationLabels {
-                migration: code.clone(),
+                tenant: code.tenant.clone(),
+                migration: code.id.clone(),
             };
             (labels, *m)
         })
@@ -77,7 +78,8 @@ pub fn encode(
         .flat_map(|(code, m)| {
             m.accounts.iter().map(|(state, n)| {
                 let labels = MigrationStateLabels {
-                    migration: code.clone(),
+                    tenant: code.tenant.clone(),
+                    migration: code.id.clone(),
                     state: Value::from(state),
                 };
                 (labels, *n)
@@ -98,7 +100,8 @@ pub fn encode(
         .iter()
         .filter_map(|(code, m)| {
             m.status.as_ref().map(|s| MigrationStatusLabels {
-                migration: code.clone(),
+                tenant: code.tenant.clone(),
+                migration: code.id.clone(),
                 status: Value::from(s),
             })
         })
@@ -118,7 +121,8 @@ pub fn encode(
         .flat_map(|(code, m)| {
             m.other.iter().map(|(key, n)| {
                 let labels = MigrationKeyLabels {
-                    migration: code.clone(),
+                    tenant: code.tenant.clone(),
+                    migration: code.id.clone(),
                     key: Value::from(key),
                 };
                 (labels, *n)

@@ -27,7 +27,7 @@ use prometheus_client::registry::{Registry, Unit};
 use crate::collector::CollectorName;
 use crate::collector::{Target, TargetData};
 use crate::snapshot::{CollectorState, Snapshot};
-use labels::{CollectorLabels, TargetLabels, Value};
+use labels::{CollectorLabels, Owner, TargetLabels, TenantLabel, Value};
 
 pub use format::{EOF, Format};
 
@@ -61,7 +61,7 @@ pub enum Section {
 /// The sections of a snapshot, in the order they are served.
 pub fn sections(snapshot: &Snapshot) -> Vec<Section> {
     std::iter::once(Section::Health)
-        .chain(snapshot.collectors.keys().map(|&c| Section::Collector(c)))
+        .chain(snapshot.areas().into_iter().map(Section::Collector))
         .collect()
 }
 
@@ -81,11 +81,33 @@ pub fn render(snapshot: &Arc<Snapshot>) -> Exposition {
 /// Renders one section of a snapshot. Takes the snapshot shared because the collector that the
 /// encoder calls must own what it reads.
 pub fn render_section(snapshot: &Arc<Snapshot>, section: Section) -> Exposition {
-    let mut registry = Registry::default();
-    registry.register_collector(Box::new(SnapshotCollector {
+    encode(SnapshotCollector {
         snapshot: Arc::clone(snapshot),
         section,
-    }));
+        targets_only: false,
+    })
+}
+
+/// The answer of `/probe`: a snapshot holding one target (in each account collector of its
+/// tenant) as its own series and its target health series, without the collector-wide health
+/// (`mailhost_up`, `mailhost_collector_*`), which belong to `/metrics`.
+pub fn render_probe(snapshot: &Arc<Snapshot>) -> Exposition {
+    let mut whole = Exposition::default();
+    for section in sections(snapshot) {
+        let part = encode(SnapshotCollector {
+            snapshot: Arc::clone(snapshot),
+            section,
+            targets_only: true,
+        });
+        whole.classic.push_str(&part.classic);
+        whole.openmetrics.push_str(&part.openmetrics);
+    }
+    whole
+}
+
+fn encode(collector: SnapshotCollector) -> Exposition {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(collector));
     let mut openmetrics = String::with_capacity(4 * 1024);
     // Writing into a String cannot fail, and nothing in the collector fails on its own.
     let _ = encode_registry(&mut openmetrics, &registry);
@@ -101,6 +123,8 @@ pub fn render_section(snapshot: &Arc<Snapshot>, section: Section) -> Exposition 
 struct SnapshotCollector {
     snapshot: Arc<Snapshot>,
     section: Section,
+    /// The health section holds only the per-target series (for `/probe`).
+    targets_only: bool,
 }
 
 impl Collector for SnapshotCollector {
@@ -108,48 +132,57 @@ impl Collector for SnapshotCollector {
         let snapshot = &self.snapshot;
         let enc = &mut encoder;
         let name = match self.section {
+            Section::Health if self.targets_only => return target_health(enc, snapshot),
             Section::Health => return health(enc, snapshot),
             Section::Collector(name) => name,
         };
-        let Some(c) = snapshot.collectors.get(&name) else {
+        // Every tenant's collector of the area: a family holds all tenants' samples.
+        let states: Vec<&CollectorState> = snapshot.of_area(name).collect();
+        let Some(first) = states.first() else {
             return Ok(());
         };
-        let interval = c.schedule.interval;
-        match c.name {
+        let interval = first.schedule.interval;
+        match name {
             CollectorName::DeliveryAccount => {
-                let items = current(c, |d| match d {
+                let items = current(&states, |d| match d {
                     TargetData::DeliveryAccount(x) => Some(x),
                     _ => None,
                 });
                 delivery_account::encode(enc, interval, &items)
             }
             CollectorName::TracemailDashboard => {
-                let views: Vec<_> = c
-                    .targets
+                let views: Vec<_> = states
                     .iter()
-                    .filter_map(|t| match (&t.target, t.data.as_ref().map(|(d, _)| d)) {
-                        (Target::DashboardView(v), Some(TargetData::Dashboard(x))) => Some((v, x)),
-                        _ => None,
+                    .flat_map(|c| {
+                        let tenant = TenantLabel(c.tenant.clone());
+                        c.targets.iter().filter_map(move |t| {
+                            match (&t.target, t.data.as_ref().map(|(d, _)| d)) {
+                                (Target::DashboardView(v), Some(TargetData::Dashboard(x))) => {
+                                    Some((tenant.clone(), v, x))
+                                }
+                                _ => None,
+                            }
+                        })
                     })
                     .collect();
                 tracemail::encode_dashboard(enc, interval, &views)
             }
             CollectorName::TracemailDaily => {
-                let items = current(c, |d| match d {
+                let items = current(&states, |d| match d {
                     TargetData::Daily(x) => Some(x),
                     _ => None,
                 });
                 tracemail::encode_daily(enc, interval, &items)
             }
             CollectorName::Migration => {
-                let items = current(c, |d| match d {
+                let items = current(&states, |d| match d {
                     TargetData::Migration(x) => Some(x),
                     _ => None,
                 });
                 migration::encode(enc, interval, &items)
             }
             CollectorName::Mailbox => {
-                let items = current(c, |d| match d {
+                let items = current(&states, |d| match d {
                     TargetData::Mailbox(x) => Some(x),
                     _ => None,
                 });
@@ -159,16 +192,26 @@ impl Collector for SnapshotCollector {
     }
 }
 
-/// The current data of a collector's targets, with their `target` label value.
+/// The current data of the targets of an area's collectors, with their tenant and `target`
+/// label value.
 fn current<'a, T>(
-    c: &'a CollectorState,
-    pick: impl Fn(&'a TargetData) -> Option<&'a T>,
-) -> Vec<(Value, &'a T)> {
-    c.targets
+    states: &[&'a CollectorState],
+    pick: impl Fn(&'a TargetData) -> Option<&'a T> + Copy,
+) -> Vec<(Owner, &'a T)> {
+    states
         .iter()
-        .filter_map(|t| {
-            let (data, _) = t.data.as_ref()?;
-            pick(data).map(|x| (Value::from(t.target.to_string()), x))
+        .flat_map(|c| {
+            let tenant = TenantLabel(c.tenant.clone());
+            c.targets.iter().filter_map(move |t| {
+                let (data, _) = t.data.as_ref()?;
+                pick(data).map(|x| {
+                    let owner = Owner {
+                        tenant: tenant.clone(),
+                        id: Value::from(t.target.to_string()),
+                    };
+                    (owner, x)
+                })
+            })
         })
         .collect()
 }
@@ -264,7 +307,13 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
     let collectors: Vec<(CollectorLabels, &CollectorState)> = snapshot
         .collectors
         .values()
-        .map(|c| (CollectorLabels { collector: c.name }, c))
+        .map(|c| {
+            let labels = CollectorLabels {
+                tenant: TenantLabel(c.tenant.clone()),
+                collector: c.name,
+            };
+            (labels, c)
+        })
         .collect();
     let seconds_unit = Some(&Unit::Seconds);
     gauges(
@@ -303,12 +352,19 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
             .iter()
             .filter_map(|(l, c)| c.last_success.map(|ts| (l, seconds(ts)))),
     )?;
+    target_health(enc, snapshot)
+}
+
+/// Each target's health series.
+fn target_health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
+    let seconds_unit = Some(&Unit::Seconds);
     let targets: Vec<(TargetLabels, &crate::snapshot::TargetState)> = snapshot
         .collectors
         .values()
         .flat_map(|c| {
             c.targets.iter().map(|t| {
                 let labels = TargetLabels {
+                    tenant: TenantLabel(c.tenant.clone()),
                     collector: c.name,
                     target: Value::from(t.target.to_string()),
                 };

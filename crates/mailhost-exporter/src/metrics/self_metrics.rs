@@ -14,7 +14,11 @@ use prometheus_client::registry::{Registry, Unit};
 
 use super::classic;
 use super::format::{EOF, Format};
-use super::labels::{BuildLabels, Code, EndpointLabels, FailureLabels, RequestLabels};
+use super::labels::{
+    BuildLabels, Code, EndpointLabels, FailureLabels, ProbeRefusedLabels, RequestLabels,
+    TenantEndpointLabels, TenantLabel,
+};
+use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, FailureReason};
 
 /// Upper bounds of the request latency histogram, in seconds.
@@ -30,9 +34,10 @@ pub struct SelfMetrics {
     requests: Family<RequestLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     retries: Family<FailureLabels, Counter>,
-    open_circuits: Family<EndpointLabels, Gauge>,
+    open_circuits: Family<TenantEndpointLabels, Gauge>,
     durations: Family<EndpointLabels, Histogram, fn() -> Histogram>,
     parse_problems: Family<EndpointLabels, Counter>,
+    probe_refused: Family<ProbeRefusedLabels, Counter>,
     reload_success: Gauge,
     reload_time: Gauge<f64, AtomicU64>,
 }
@@ -55,6 +60,7 @@ impl SelfMetrics {
             open_circuits: Family::default(),
             durations: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
             parse_problems: Family::default(),
+            probe_refused: Family::default(),
             reload_success: Gauge::default(),
             reload_time: Gauge::default(),
         };
@@ -95,6 +101,11 @@ impl SelfMetrics {
             m.parse_problems.clone(),
         );
         registry.register(
+            "mailhost_probe_refused",
+            "Probes refused because the account is not in the tenant's probe.allow list (not_allowed) or the tenant has probe.max_targets probed accounts (max_targets)",
+            m.probe_refused.clone(),
+        );
+        registry.register(
             "mailhost_config_last_reload_successful",
             "1 when the last configuration reload succeeded (or none was tried since start), 0 when the new file was refused and the old configuration kept running",
             m.reload_success.clone(),
@@ -115,23 +126,33 @@ impl SelfMetrics {
         SelfMetrics { registry, ..m }
     }
 
-    /// Zero-initialises the series of `endpoints` that do not exist yet.
-    pub fn ensure_endpoints(&self, endpoints: &[Endpoint]) {
+    /// Zero-initialises the series of `endpoints` that do not exist yet, the per-tenant ones
+    /// for each of `tenants`.
+    pub fn ensure_endpoints(&self, endpoints: &[Endpoint], tenants: &[TenantName]) {
         // Creating a series is the point; the guard each call returns is not needed.
         for &endpoint in endpoints {
-            for reason in FailureReason::ALL {
+            for tenant in tenants {
+                let tenant = TenantLabel(tenant.clone());
+                for reason in FailureReason::ALL {
+                    let _ = self.failures.get_or_create(&FailureLabels {
+                        tenant: tenant.clone(),
+                        endpoint,
+                        reason,
+                    });
+                }
+                for reason in FailureReason::TRANSIENT {
+                    let _ = self.retries.get_or_create(&FailureLabels {
+                        tenant: tenant.clone(),
+                        endpoint,
+                        reason,
+                    });
+                }
                 let _ = self
-                    .failures
-                    .get_or_create(&FailureLabels { endpoint, reason });
-            }
-            for reason in FailureReason::TRANSIENT {
-                let _ = self
-                    .retries
-                    .get_or_create(&FailureLabels { endpoint, reason });
+                    .open_circuits
+                    .get_or_create(&TenantEndpointLabels { tenant, endpoint });
             }
             let e = EndpointLabels { endpoint };
             let _ = self.parse_problems.get_or_create(&e);
-            let _ = self.open_circuits.get_or_create(&e);
             let _ = self.durations.get_or_create(&e);
         }
     }
@@ -148,15 +169,32 @@ impl SelfMetrics {
             .observe(seconds);
     }
 
-    pub fn failure(&self, endpoint: Endpoint, reason: FailureReason) {
+    pub fn failure(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
         self.failures
-            .get_or_create(&FailureLabels { endpoint, reason })
+            .get_or_create(&FailureLabels {
+                tenant: TenantLabel(tenant.clone()),
+                endpoint,
+                reason,
+            })
             .inc();
     }
 
-    pub fn retry(&self, endpoint: Endpoint, reason: FailureReason) {
+    pub fn retry(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
         self.retries
-            .get_or_create(&FailureLabels { endpoint, reason })
+            .get_or_create(&FailureLabels {
+                tenant: TenantLabel(tenant.clone()),
+                endpoint,
+                reason,
+            })
+            .inc();
+    }
+
+    pub fn probe_refused(&self, tenant: &TenantName, reason: &'static str) {
+        self.probe_refused
+            .get_or_create(&ProbeRefusedLabels {
+                tenant: TenantLabel(tenant.clone()),
+                reason,
+            })
             .inc();
     }
 
@@ -166,12 +204,15 @@ impl SelfMetrics {
             .inc();
     }
 
-    /// Sets the open circuits of `endpoint`; returns the number before.
-    pub fn set_open_circuits(&self, endpoint: Endpoint, open: usize) -> usize {
+    /// Sets the open circuits of a tenant's `endpoint`; returns the number before.
+    pub fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize) -> usize {
         let open = i64::try_from(open).unwrap_or(i64::MAX);
         let before = self
             .open_circuits
-            .get_or_create(&EndpointLabels { endpoint })
+            .get_or_create(&TenantEndpointLabels {
+                tenant: TenantLabel(tenant.clone()),
+                endpoint,
+            })
             .set(open);
         usize::try_from(before).unwrap_or(0)
     }
@@ -213,7 +254,7 @@ mod tests {
             },
             1_795_334_400.0,
         );
-        m.ensure_endpoints(&[Endpoint::DeliveryAccount]);
+        m.ensure_endpoints(&[Endpoint::DeliveryAccount], &[TenantName::default()]);
         m
     }
 

@@ -8,8 +8,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
 use super::labels::{
-    AccountDomainStatusLabels, AccountStatusLabels, Value, ViewAccountLabels, ViewGroupLabels,
-    ViewLabels, ViewStatusLabels,
+    AccountDomainStatusLabels, AccountStatusLabels, Owner, TenantLabel, Value, ViewAccountLabels,
+    ViewGroupLabels, ViewLabels, ViewStatusLabels,
 };
 use super::{gauges, refreshed, single};
 use crate::collector::tracemail_daily::DailyData;
@@ -19,14 +19,15 @@ use crate::upstream::model::{Counts, Dashboard};
 
 /// One sample per name of the counts that `pick` finds in each view's dashboard.
 fn by_status(
-    views: &[(ViewLabels, &DashboardData)],
+    views: &[((TenantLabel, ViewLabels), &DashboardData)],
     pick: impl Fn(&Dashboard) -> Option<&Counts>,
 ) -> Vec<(ViewStatusLabels, f64)> {
     views
         .iter()
-        .flat_map(|(view, d)| {
+        .flat_map(|((tenant, view), d)| {
             pick(&d.dashboard).into_iter().flatten().map(|(name, n)| {
                 let labels = ViewStatusLabels {
+                    tenant: tenant.clone(),
                     view: view.clone(),
                     status: Value::from(name),
                 };
@@ -39,11 +40,11 @@ fn by_status(
 pub fn encode_dashboard(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    views: &[(&View, &DashboardData)],
+    views: &[(TenantLabel, &View, &DashboardData)],
 ) -> fmt::Result {
-    let views: Vec<(ViewLabels, &DashboardData)> = views
+    let views: Vec<((TenantLabel, ViewLabels), &DashboardData)> = views
         .iter()
-        .map(|(v, d)| (ViewLabels::from(*v), *d))
+        .map(|(t, v, d)| ((t.clone(), ViewLabels::from(*v)), *d))
         .collect();
     for (name, help, pick) in [
         (
@@ -73,9 +74,10 @@ pub fn encode_dashboard(
     }
     let groups: Vec<(ViewGroupLabels, f64)> = views
         .iter()
-        .flat_map(|(view, d)| {
+        .flat_map(|((tenant, view), d)| {
             d.dashboard.status_groups.iter().flatten().map(|(name, n)| {
                 let labels = ViewGroupLabels {
+                    tenant: tenant.clone(),
                     view: view.clone(),
                     group: Value::from(name),
                 };
@@ -95,9 +97,10 @@ pub fn encode_dashboard(
     )?;
     let top: Vec<(ViewAccountLabels, f64)> = views
         .iter()
-        .flat_map(|(view, d)| {
+        .flat_map(|((tenant, view), d)| {
             d.dashboard.top_accounts.iter().map(|(account, n)| {
                 let labels = ViewAccountLabels {
+                    tenant: tenant.clone(),
                     view: view.clone(),
                     account_id: Value::from(account),
                 };
@@ -134,7 +137,7 @@ pub fn encode_dashboard(
 pub fn encode_daily(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    accounts: &[(Value, &DailyData)],
+    accounts: &[(Owner, &DailyData)],
 ) -> fmt::Result {
     for (name, help, pick) in [
         (
@@ -153,7 +156,8 @@ pub fn encode_daily(
             .flat_map(|(id, d)| {
                 pick(d).into_iter().flatten().map(|(name, n)| {
                     let labels = AccountStatusLabels {
-                        account_id: id.clone(),
+                        tenant: id.tenant.clone(),
+                        account_id: id.id.clone(),
                         status: Value::from(name),
                     };
                     (labels, *n)
@@ -174,7 +178,8 @@ pub fn encode_daily(
             d.domains.iter().flat_map(move |dc| {
                 dc.counts.iter().map(move |(name, n)| {
                     let labels = AccountDomainStatusLabels {
-                        account_id: id.clone(),
+                        tenant: id.tenant.clone(),
+                        account_id: id.id.clone(),
                         domain: Value::from(&dc.domain),
                         status: Value::from(name),
                     };

@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::{ApiConfig, RetryPolicy};
 use crate::telemetry::Telemetry;
+use crate::tenant::TenantName;
 use breaker::{Breakers, CircuitKey};
 use error::{Endpoint, FailureReason, UpstreamError};
 use model::{
@@ -46,6 +47,8 @@ pub struct Client {
     /// When set, no call of this client goes past it (the collector run's deadline).
     deadline: Option<Instant>,
     breakers: Arc<Breakers>,
+    /// Whose token this is: the `tenant` label of the failures it counts.
+    tenant: TenantName,
 }
 
 impl Client {
@@ -53,6 +56,7 @@ impl Client {
     /// that changes nothing about a target keeps its circuit's state.
     pub fn new(
         api: &ApiConfig,
+        tenant: TenantName,
         telemetry: Arc<Telemetry>,
         breakers: Arc<Breakers>,
     ) -> Result<Self, BuildError> {
@@ -83,6 +87,7 @@ impl Client {
             telemetry,
             deadline: None,
             breakers,
+            tenant,
         })
     }
 
@@ -217,8 +222,10 @@ impl Client {
         let body = self.call(endpoint, target, request).await?;
         let decoded = M::decode(&body);
         drop(body);
-        let decoded =
-            decoded.inspect_err(|e| self.telemetry.observe_failure(endpoint, e.reason))?;
+        let decoded = decoded.inspect_err(|e| {
+            self.telemetry
+                .observe_failure(&self.tenant, endpoint, e.reason)
+        })?;
         match M::read(&decoded, params) {
             Ok((model, problems)) => {
                 for p in problems {
@@ -231,7 +238,7 @@ impl Client {
                     self.telemetry.parse_problem(endpoint, &p.path, &p.found);
                 }
                 self.telemetry
-                    .observe_failure(endpoint, FailureReason::Decode);
+                    .observe_failure(&self.tenant, endpoint, FailureReason::Decode);
                 Err(UpstreamError::new(FailureReason::Decode, unreadable.detail))
             }
         }
@@ -253,7 +260,7 @@ impl Client {
         let key: CircuitKey = (endpoint, target);
         if self.breakers.admit(&key, Instant::now()).is_err() {
             self.telemetry
-                .observe_failure(endpoint, FailureReason::CircuitOpen);
+                .observe_failure(&self.tenant, endpoint, FailureReason::CircuitOpen);
             return Err(UpstreamError::new(
                 FailureReason::CircuitOpen,
                 "not called: this target failed repeatedly; one probe goes out after the circuit breaker's cool-down",
@@ -303,7 +310,8 @@ impl Client {
                 };
                 break Err(UpstreamError { detail, ..e });
             }
-            self.telemetry.observe_retry(endpoint, e.reason);
+            self.telemetry
+                .observe_retry(&self.tenant, endpoint, e.reason);
             tracing::debug!(
                 endpoint = endpoint.as_str(),
                 reason = e.reason.as_str(),
@@ -319,7 +327,8 @@ impl Client {
             result.as_ref().map(|_| ()).map_err(|e| e.reason),
             Instant::now(),
         );
-        self.telemetry.set_open_circuits(endpoint, open);
+        self.telemetry
+            .set_open_circuits(&self.tenant, endpoint, open);
         result
     }
 
@@ -338,7 +347,7 @@ impl Client {
                 .await
                 .map_err(|_| {
                     self.telemetry
-                        .observe_failure(endpoint, FailureReason::Timeout);
+                        .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
                     deadline_error()
                 })?,
             None => self.limiter.acquire().await,
@@ -373,7 +382,8 @@ impl Client {
         self.telemetry
             .observe_request(endpoint, code, started.elapsed());
         if let Err(e) = &result {
-            self.telemetry.observe_failure(endpoint, e.reason);
+            self.telemetry
+                .observe_failure(&self.tenant, endpoint, e.reason);
             tracing::debug!(endpoint = endpoint.as_str(), reason = e.reason.as_str(), detail = %e.detail, "upstream call failed");
         }
         result

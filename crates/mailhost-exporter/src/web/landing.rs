@@ -1,5 +1,6 @@
-//! The landing page: version, the provider polled, links, and the state of every collector
-//! and target, failing ones first and at most [`MAX_TARGET_ROWS`] of them per collector.
+//! The landing page: version, the provider polled, links, and the state of the collectors and
+//! targets, failing ones first, at most [`MAX_COLLECTOR_ROWS`] collectors (one per tenant and
+//! area), [`MAX_TARGET_ROWS`] targets per collector and [`MAX_PAGE_TARGET_ROWS`] in all.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -16,6 +17,12 @@ use crate::telemetry::BuildInfo;
 /// of thousands must not make a page of megabytes, nor take long to build under the lock-free
 /// snapshot it reads.
 pub const MAX_TARGET_ROWS: usize = 200;
+
+/// Collectors shown at most: with ten thousand tenants there are tens of thousands of them.
+pub const MAX_COLLECTOR_ROWS: usize = 100;
+
+/// Target rows of the whole page at most.
+pub const MAX_PAGE_TARGET_ROWS: usize = 2000;
 
 /// What the landing page says about the provider polled: its address, redacted (no userinfo,
 /// query or fragment), whether it is the built-in simulator of demo mode, and which shard of
@@ -39,7 +46,20 @@ pub async fn page(
     let now = Timestamp::now();
     let path = esc(&state.telemetry_path);
     let mut rows = String::new();
-    for c in prepared.snapshot.collectors.values() {
+    // Failing collectors first, then those not run yet; stable, so in area and tenant order.
+    let mut collectors: Vec<_> = prepared.snapshot.collectors.values().collect();
+    collectors.sort_by_key(|c| match c.last_run {
+        Some(r) if !r.success => 0,
+        None => 1,
+        Some(_) => 2,
+    });
+    let mut budget = MAX_PAGE_TARGET_ROWS;
+    for c in collectors.iter().take(MAX_COLLECTOR_ROWS) {
+        let name = if c.tenant.is_default() {
+            c.name.as_str().to_owned()
+        } else {
+            format!("{} {}", c.tenant, c.name)
+        };
         let run = match c.last_run {
             None => "not run yet".to_owned(),
             Some(r) if r.success => format!("ok in {:.3}s", r.duration.as_secs_f64()),
@@ -48,7 +68,7 @@ pub async fn page(
         let _ = write!(
             rows,
             "<tr class=\"collector\"><td>{}</td><td>every {}</td><td>{}</td><td>{}</td><td>{}</td><td></td></tr>",
-            esc(c.name.as_str()),
+            esc(&name),
             humantime::format_duration(c.schedule.interval),
             esc(&run),
             when(c.last_success),
@@ -62,7 +82,9 @@ pub async fn page(
             None => 1,
             Some(true) => 2,
         });
-        for t in targets.iter().take(MAX_TARGET_ROWS) {
+        let shown = targets.len().min(MAX_TARGET_ROWS).min(budget);
+        budget -= shown;
+        for t in targets.iter().take(shown) {
             let status = match t.last_ok {
                 None => "pending",
                 Some(true) => "ok",
@@ -78,7 +100,7 @@ pub async fn page(
             let _ = write!(
                 rows,
                 "<tr class=\"{status}\"><td>&nbsp;&nbsp;{} {}</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(c.name.as_str()),
+                esc(&name),
                 esc(&t.target.to_string()),
                 status,
                 when(t.last_success),
@@ -86,13 +108,20 @@ pub async fn page(
                 esc(&failure),
             );
         }
-        let hidden = targets.len().saturating_sub(MAX_TARGET_ROWS);
+        let hidden = targets.len() - shown;
         if hidden > 0 {
             let _ = write!(
                 rows,
                 "<tr class=\"more\"><td colspan=\"6\">&nbsp;&nbsp;\u{2026} and {hidden} more (see <a href=\"{path}\">{path}</a>)</td></tr>",
             );
         }
+    }
+    let hidden = collectors.len().saturating_sub(MAX_COLLECTOR_ROWS);
+    if hidden > 0 {
+        let _ = write!(
+            rows,
+            "<tr class=\"more\"><td colspan=\"6\">\u{2026} and {hidden} more collectors; failing ones are listed first (see <a href=\"{path}\">{path}</a>)</td></tr>",
+        );
     }
     let upstream = match upstream {
         Some(Extension(u)) => {
@@ -118,8 +147,8 @@ pub async fn page(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mailhost_exporter</title>\
          <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}tr.collector{{background:#f4f4f4}}tr.failed{{background:#fdecea}}</style></head>\
          <body><h1>mailhost_exporter</h1><p>Version {} (revision {}, {})</p>{upstream}\
-         <ul><li><a href=\"{path}\">Metrics</a></li><li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li></ul>\
-         <h2>Collectors and targets</h2><p>Failing targets first; at most {MAX_TARGET_ROWS} per collector.</p>\
+         <ul><li><a href=\"{path}\">Metrics</a></li><li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li><li><a href=\"/sd\">Service discovery</a> of the accounts for <code>/probe?tenant=NAME&amp;target=ID</code></li></ul>\
+         <h2>Collectors and targets</h2><p>Failing ones first; at most {MAX_COLLECTOR_ROWS} collectors, {MAX_TARGET_ROWS} targets per collector and {MAX_PAGE_TARGET_ROWS} in all.</p>\
          <table><tr><th>Collector / target</th><th>Interval</th><th>Last run</th><th>Last success</th><th>Age</th><th>Last failure</th></tr>{rows}</table>\
          </body></html>\n",
         esc(build.version),

@@ -1,11 +1,14 @@
-//! The HTTP side: `/metrics` (prepared bytes plus the small self-metrics), the landing page,
-//! and the health and readiness endpoints. Nothing here calls upstream.
+//! The HTTP side: `/metrics` (prepared bytes plus the small self-metrics), `/probe` (one
+//! account), `/sd` (service discovery of the accounts), the landing page, and the health and
+//! readiness endpoints. Nothing here calls upstream.
 
 pub mod auth;
 mod landing;
 pub use landing::{SharedUpstream, Upstream};
 pub mod negotiate;
+mod probe;
 pub mod scrape;
+mod sd;
 pub mod serve;
 pub mod web_config;
 
@@ -21,6 +24,7 @@ use axum::routing::{get, post};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::compression::CompressionLayer;
 
+use crate::probes::Probes;
 use crate::store::Store;
 use crate::telemetry::Telemetry;
 use crate::web::web_config::WebReload;
@@ -48,6 +52,8 @@ pub struct AppState {
     pub scrape_limit: Option<Arc<Semaphore>>,
     /// The self-metrics as last rendered, per format.
     pub tails: Arc<scrape::TailCache>,
+    /// What `/probe` registers and `/sd` lists, per tenant.
+    pub probes: Arc<Probes>,
 }
 
 /// The exporter's router; tests drive it with `tower::ServiceExt::oneshot`.
@@ -60,8 +66,13 @@ pub fn router(state: AppState) -> Router {
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
         .route("/-/reload", post(reload))
+        .route("/sd", get(sd::sd))
         .layer(CompressionLayer::new().gzip(true))
-        .route(&state.telemetry_path, get(scrape::metrics).layer(limited))
+        .route(
+            &state.telemetry_path,
+            get(scrape::metrics).layer(limited.clone()),
+        )
+        .route("/probe", get(probe::probe).layer(limited))
         .with_state(state)
 }
 

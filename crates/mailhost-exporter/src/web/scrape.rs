@@ -85,8 +85,8 @@ fn selection(
     }
     let enabled = || {
         snapshot
-            .collectors
-            .keys()
+            .areas()
+            .iter()
             .map(|c| c.as_str())
             .collect::<Vec<_>>()
             .join(", ")
@@ -103,7 +103,7 @@ fn selection(
         let name = CollectorName::ALL
             .into_iter()
             .find(|c| c.as_str() == value)
-            .filter(|c| snapshot.collectors.contains_key(c))
+            .filter(|c| snapshot.areas().contains(c))
             .ok_or_else(|| {
                 format!(
                     "collect[]: {} is not an enabled collector; use one of: {}\n",
@@ -287,7 +287,11 @@ mod tests {
             Arc::ptr_eq(&first, &cache.get(&telemetry, Format::Classic)),
             "reused"
         );
-        telemetry.observe_failure(Endpoint::DeliveryAccount, FailureReason::Timeout);
+        telemetry.observe_failure(
+            &crate::tenant::TenantName::default(),
+            Endpoint::DeliveryAccount,
+            FailureReason::Timeout,
+        );
         let second = cache.get(&telemetry, Format::Classic);
         let text = std::str::from_utf8(&second.plain).unwrap();
         assert!(text.contains(&format!("{line} 1\n")), "{text}");
@@ -340,7 +344,7 @@ mod tests {
         let mut snapshot = Snapshot::default();
         snapshot
             .collectors
-            .insert(spec.name, crate::snapshot::CollectorState::new(&spec));
+            .insert(spec.key(), crate::snapshot::CollectorState::new(&spec));
         let pairs = |values: &[&str]| -> Vec<(String, String)> {
             values
                 .iter()

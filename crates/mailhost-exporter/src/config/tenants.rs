@@ -1,0 +1,408 @@
+//! The `tenants:` list and the `probe:` block: each tenant's name, token, API settings and
+//! static targets, checked against the `collectors` block whose settings they share.
+
+use std::collections::{BTreeSet, HashSet};
+
+use super::raw::{RawProbe, RawTenant, RawTenantProbe};
+use super::validate::{account_list, base_url, codes, concurrency, mailbox_list, token, views};
+use super::{
+    ApiConfig, CollectorsConfig, ConfigError, ProbeConfig, TenantConfig, defaults, invalid, limits,
+};
+use crate::tenant::{MAX_TENANTS, TenantName};
+
+/// Longest name of a token variable.
+const MAX_ENV_NAME_CHARS: usize = 128;
+
+/// The `probe:` block: the idle intervals after which a probed target is dropped, and the
+/// defaults of every tenant's probe settings.
+pub(super) fn probe(raw: Option<RawProbe>) -> Result<(u32, ProbeConfig), ConfigError> {
+    let Some(raw) = raw else {
+        return Ok((defaults::PROBE_IDLE_INTERVALS, ProbeConfig::default()));
+    };
+    let idle = raw.idle_intervals.unwrap_or(defaults::PROBE_IDLE_INTERVALS);
+    if !(1..=limits::MAX_IDLE_INTERVALS).contains(&idle) {
+        return Err(invalid(
+            "probe.idle_intervals",
+            format!(
+                "{idle} is out of range: use 1 to {}, e.g. 3",
+                limits::MAX_IDLE_INTERVALS
+            ),
+        ));
+    }
+    let settings = tenant_probe(
+        "probe",
+        RawTenantProbe {
+            max_targets: raw.max_targets,
+            allow: raw.allow,
+        },
+        &ProbeConfig::default(),
+    )?;
+    Ok((idle, settings))
+}
+
+fn tenant_probe(
+    field: &str,
+    raw: RawTenantProbe,
+    defaults: &ProbeConfig,
+) -> Result<ProbeConfig, ConfigError> {
+    let max_targets = raw.max_targets.unwrap_or(defaults.max_targets);
+    if max_targets > limits::MAX_TARGETS {
+        return Err(invalid(
+            format!("{field}.max_targets"),
+            format!(
+                "{max_targets} is out of range: use 0 (no probe registers a target) to {}",
+                limits::MAX_TARGETS
+            ),
+        ));
+    }
+    let allow = match raw.allow {
+        Some(ids) => Some(
+            account_list(&format!("{field}.allow"), &ids, false)?
+                .into_iter()
+                .collect::<BTreeSet<i32>>(),
+        ),
+        None => defaults.allow.clone(),
+    };
+    Ok(ProbeConfig { max_targets, allow })
+}
+
+/// Every tenant, validated: its collectors are those of `collectors` with its own lists.
+pub(super) fn tenants(
+    list: Vec<RawTenant>,
+    api: &ApiConfig,
+    collectors: &CollectorsConfig,
+    probe: &ProbeConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<TenantConfig>, ConfigError> {
+    if list.is_empty() {
+        return Err(invalid(
+            "tenants",
+            "is empty; list at least one tenant with a name and a token_file or token_env, or remove tenants: and use api.token_file",
+        ));
+    }
+    if list.len() > MAX_TENANTS {
+        return Err(invalid(
+            "tenants",
+            format!(
+                "lists {} tenants; at most {MAX_TENANTS} are supported by one exporter (split them over several)",
+                list.len()
+            ),
+        ));
+    }
+    let mut seen = HashSet::with_capacity(list.len());
+    let mut out = Vec::with_capacity(list.len());
+    for (i, raw) in list.into_iter().enumerate() {
+        let at = format!("tenants[{i}]");
+        let name = TenantName::parse(&raw.name)
+            .map_err(|why| invalid(format!("{at}.name"), format!("{:?}: {why}", raw.name)))?;
+        if !seen.insert(name.clone()) {
+            return Err(invalid(
+                format!("{at}.name"),
+                format!("{name} is listed twice; each tenant needs its own name"),
+            ));
+        }
+        out.push(tenant(&at, name, raw, api, collectors, probe, env)?);
+    }
+    Ok(out)
+}
+
+fn tenant(
+    at: &str,
+    name: TenantName,
+    raw: RawTenant,
+    api: &ApiConfig,
+    collectors: &CollectorsConfig,
+    probe: &ProbeConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TenantConfig, ConfigError> {
+    let from_env = match (&raw.token_file, &raw.token_env) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                at,
+                "give one of token_file and token_env, not both",
+            ));
+        }
+        (None, None) => {
+            return Err(invalid(
+                at,
+                "has no token: set token_file to a file holding the tenant's token, or token_env to the name of a variable holding it",
+            ));
+        }
+        (Some(_), None) => Ok(String::new()),
+        (None, Some(var)) => {
+            let valid = !var.is_empty()
+                && var.len() <= MAX_ENV_NAME_CHARS
+                && !var.starts_with(|c: char| c.is_ascii_digit())
+                && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(invalid(
+                    format!("{at}.token_env"),
+                    "is not a variable name: use letters, digits and _, e.g. ACME_MAILHOST_TOKEN",
+                ));
+            }
+            // The variable's name is safe to show; its value never is.
+            env(var).ok_or_else(|| {
+                invalid(
+                    format!("{at}.token_env"),
+                    format!("the variable {var} is not set; export it with the tenant's token, or use token_file"),
+                )
+            })
+        }
+    };
+    let token = token(
+        &format!("{at}.token_file"),
+        raw.token_file.as_deref(),
+        from_env,
+    )?;
+    let mut tenant_api = ApiConfig {
+        token,
+        ..api.clone()
+    };
+    if let Some(url) = &raw.base_url {
+        tenant_api.base_url = base_url(&format!("{at}.base_url"), url)?;
+    }
+    if raw.concurrency.is_some() {
+        tenant_api.concurrency = concurrency(&format!("{at}.concurrency"), raw.concurrency)?;
+    }
+    let mut own = collectors.clone();
+    let lists = raw.collectors;
+    let not_enabled = |collector: &str| {
+        invalid(
+            format!("{at}.collectors.{collector}"),
+            format!(
+                "the {collector} collector is not enabled; add collectors.{collector} (its settings) to the config"
+            ),
+        )
+    };
+    if let Some(l) = lists.delivery_account {
+        let c = own
+            .delivery_account
+            .as_mut()
+            .ok_or_else(|| not_enabled("delivery_account"))?;
+        c.accounts = account_list(
+            &format!("{at}.collectors.delivery_account.accounts"),
+            &l.accounts,
+            false,
+        )?;
+    }
+    if let Some(l) = lists.tracemail_dashboard {
+        let c = own
+            .tracemail_dashboard
+            .as_mut()
+            .ok_or_else(|| not_enabled("tracemail_dashboard"))?;
+        c.views = views(
+            &format!("{at}.collectors.tracemail_dashboard.views"),
+            l.views,
+        )?;
+    }
+    if let Some(l) = lists.tracemail_daily {
+        let c = own
+            .tracemail_daily
+            .as_mut()
+            .ok_or_else(|| not_enabled("tracemail_daily"))?;
+        c.accounts = account_list(
+            &format!("{at}.collectors.tracemail_daily.accounts"),
+            &l.accounts,
+            false,
+        )?;
+    }
+    if let Some(l) = lists.migration {
+        let c = own
+            .migration
+            .as_mut()
+            .ok_or_else(|| not_enabled("migration"))?;
+        c.migrations = codes(
+            &format!("{at}.collectors.migration.migrations"),
+            &l.migrations,
+            &[("MG", 8)],
+            "MG followed by 8 digits, e.g. MG00000001",
+            false,
+        )?;
+    }
+    if let Some(l) = lists.mailbox {
+        let c = own.mailbox.as_mut().ok_or_else(|| not_enabled("mailbox"))?;
+        c.mailboxes = mailbox_list(
+            &format!("{at}.collectors.mailbox.mailboxes"),
+            l.mailboxes,
+            false,
+        )?;
+    }
+    let probe = match raw.probe {
+        Some(p) => tenant_probe(&format!("{at}.probe"), p, probe)?,
+        None => probe.clone(),
+    };
+    Ok(TenantConfig {
+        name,
+        api: tenant_api,
+        collectors: own,
+        probe,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Config;
+    use secrecy::ExposeSecret;
+
+    const BASE: &str = "api:\n  base_url: https://api.example.net\n  concurrency: 4\ncollectors:\n  delivery_account:\n    interval: 30s\n  tracemail_daily: {}\n";
+
+    fn parse(tenants: &str) -> Result<Config, String> {
+        let env = |name: &str| match name {
+            "ACME" => Some("acme-token".to_owned()),
+            "EMPTY" => Some("  ".to_owned()),
+            _ => None,
+        };
+        Config::parse_with_env(&format!("{BASE}{tenants}"), &env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_tenant_gets_its_token_settings_and_own_targets() {
+        let c = parse(
+            "tenants:\n  - name: acme\n    token_env: ACME\n    concurrency: 2\n    collectors:\n      delivery_account:\n        accounts: [1, 2]\n  - name: bare\n    token_env: ACME\n    base_url: http://127.0.0.1:9/\n",
+        )
+        .unwrap();
+        assert_eq!(c.tenants.len(), 2);
+        let acme = &c.tenants[0];
+        assert_eq!(acme.name.as_str(), "acme");
+        assert_eq!(acme.api.token.expose_secret(), "acme-token");
+        assert_eq!(acme.api.concurrency, 2);
+        assert_eq!(acme.api.base_url, "https://api.example.net");
+        assert_eq!(
+            acme.collectors.delivery_account.as_ref().unwrap().accounts,
+            [1, 2]
+        );
+        // No static targets: a valid tenant whose targets come from /probe.
+        let bare = &c.tenants[1];
+        assert_eq!(bare.api.concurrency, 4);
+        assert_eq!(bare.api.base_url, "http://127.0.0.1:9");
+        assert!(
+            bare.collectors
+                .delivery_account
+                .as_ref()
+                .unwrap()
+                .accounts
+                .is_empty()
+        );
+        assert!(bare.collectors.tracemail_daily.is_some());
+        assert_eq!(c.probe_idle_intervals, 3);
+    }
+
+    #[test]
+    fn a_single_token_config_is_one_tenant_without_a_name() {
+        let text = "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account:\n    accounts: [7]\n";
+        let c = Config::parse(text, Some("tok".into())).unwrap();
+        assert_eq!(c.tenants.len(), 1);
+        assert!(c.tenants[0].name.is_default());
+        assert_eq!(c.tenants[0].api.token.expose_secret(), "tok");
+    }
+
+    #[test]
+    fn bad_tenants_are_refused_naming_the_field_and_the_fix() {
+        let cases = [
+            (
+                "tenants: []\n",
+                "tenants: is empty; list at least one tenant",
+            ),
+            (
+                "tenants:\n  - name: a b\n    token_env: ACME\n",
+                "tenants[0].name: \"a b\": use letters, digits, _, - and . only",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n  - name: a\n    token_env: ACME\n",
+                "tenants[1].name: a is listed twice",
+            ),
+            ("tenants:\n  - name: a\n", "tenants[0]: has no token"),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    token_file: /x\n",
+                "tenants[0]: give one of token_file and token_env",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: NOPE\n",
+                "tenants[0].token_env: the variable NOPE is not set",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: EMPTY\n",
+                "tenants[0].token_env: the variable it names is empty",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: 9X\n",
+                "tenants[0].token_env: is not a variable name",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_file: /nonexistent/token\n",
+                "tenants[0].token_file: cannot read the file it names",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    collectors:\n      migration:\n        migrations: [MG00000001]\n",
+                "tenants[0].collectors.migration: the migration collector is not enabled",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    collectors:\n      delivery_account:\n        accounts: [0]\n",
+                "tenants[0].collectors.delivery_account.accounts[0]: 0 is out of range",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    probe:\n      allow: [-1]\n",
+                "tenants[0].probe.allow[0]: -1 is out of range",
+            ),
+            (
+                "probe:\n  idle_intervals: 0\ntenants:\n  - name: a\n    token_env: ACME\n",
+                "probe.idle_intervals: 0 is out of range",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    base_url: ftp://x\n",
+                "tenants[0].base_url: \"ftp://x\" is not an http(s) address",
+            ),
+        ];
+        for (tenants, expected) in cases {
+            let e = parse(tenants).unwrap_err();
+            assert!(e.starts_with(expected), "{tenants}\n{e}");
+            assert!(!e.contains("acme-token"));
+        }
+    }
+
+    #[test]
+    fn with_tenants_targets_and_the_token_belong_to_the_tenants() {
+        let listed = BASE.replace("interval: 30s", "interval: 30s\n    accounts: [1]");
+        let e = Config::parse_with_env(
+            &format!("{listed}tenants:\n  - name: a\n    token_env: ACME\n"),
+            &|_| Some("t".to_owned()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("collectors.delivery_account.accounts: with tenants:, targets belong to a tenant: move the list to tenants[].collectors.delivery_account.accounts"),
+            "{e}"
+        );
+        let with_file = BASE.replace("concurrency: 4", "concurrency: 4\n  token_file: /run/token");
+        let e = Config::parse_with_env(
+            &format!("{with_file}tenants:\n  - name: a\n    token_env: ACME\n"),
+            &|_| Some("t".to_owned()),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("api.token_file: with tenants:"), "{e}");
+    }
+
+    #[test]
+    fn probe_settings_default_from_the_probe_block_and_a_tenant_overrides_them() {
+        let c = parse(
+            "probe:\n  idle_intervals: 5\n  max_targets: 10\n  allow: [1, 2]\ntenants:\n  - name: a\n    token_env: ACME\n  - name: b\n    token_env: ACME\n    probe:\n      max_targets: 0\n",
+        )
+        .unwrap();
+        assert_eq!(c.probe_idle_intervals, 5);
+        assert_eq!(c.tenants[0].probe.max_targets, 10);
+        assert_eq!(
+            c.tenants[0]
+                .probe
+                .allow
+                .as_ref()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert_eq!(c.tenants[1].probe.max_targets, 0);
+        assert!(c.tenants[1].probe.allow.is_some());
+    }
+}

@@ -1,0 +1,285 @@
+//! `/probe?tenant=NAME&target=ID`: one Delivery account as its own Prometheus target, with its
+//! own `up`, as blackbox_exporter does for a probed address. A probe never fetches: the first one
+//! registers the account in the poll set of its tenant's account collectors and waits for their
+//! first fetch (within the scrape timeout Prometheus sends); later ones serve the latest poll.
+
+use std::time::{Duration, Instant};
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::collector::{CollectorName, Target};
+use crate::metrics::{self, EOF, Format};
+use crate::probes::Registration;
+use crate::redact::quote;
+use crate::snapshot::Snapshot;
+use crate::tenant::TenantName;
+use crate::web::{AppState, negotiate};
+
+/// How long a first probe waits for its fetch when Prometheus sends no scrape timeout.
+const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+/// The longest wait, whatever the header says.
+const MAX_WAIT: Duration = Duration::from_secs(120);
+/// Answered this long before the scrape timeout, so the answer arrives in time.
+const MARGIN: Duration = Duration::from_millis(500);
+
+/// Tenants named in the message of an unknown one, at most.
+const NAMED_TENANTS: usize = 10;
+
+pub(super) async fn probe(
+    State(state): State<AppState>,
+    Query(pairs): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Response {
+    let (tenant, id) = match parse(&pairs, &state.probes.tenants()) {
+        Ok(t) => t,
+        Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
+    };
+    let Some(probes) = state.probes.get(&tenant) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "the tenant is no longer configured\n",
+        )
+            .into_response();
+    };
+    if !probes.takes_accounts() {
+        return (
+            StatusCode::BAD_REQUEST,
+            "neither delivery_account nor tracemail_daily is enabled: /probe serves Delivery accounts; enable one of them\n",
+        )
+            .into_response();
+    }
+    let refused = match probes.register(id, Instant::now()) {
+        Registration::NotAllowed => Some((
+            "not_allowed",
+            format!("account {id} is not in the tenant's probe.allow list\n"),
+        )),
+        Registration::Full => Some((
+            "max_targets",
+            format!(
+                "the tenant has probe.max_targets probed accounts already; account {id} is not polled (raise probe.max_targets, or let idle ones expire)\n"
+            ),
+        )),
+        Registration::Configured | Registration::Known | Registration::Added => None,
+    };
+    if let Some((reason, text)) = refused {
+        state.telemetry.observe_probe_refused(&tenant, reason);
+        return (StatusCode::FORBIDDEN, text).into_response();
+    }
+    let format = negotiate::format(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let deadline = tokio::time::Instant::now() + wait(&headers);
+    // Subscribed before the first look, so that a publication in between is not missed.
+    let mut published = state.store.subscribe();
+    loop {
+        let prepared = state.store.prepared();
+        let (view, complete) = one_account(&prepared.snapshot, &tenant, id);
+        if complete {
+            return answer(&view, format);
+        }
+        tokio::select! {
+            changed = published.changed() => {
+                if changed.is_err() {
+                    return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                if view.collectors.values().any(|c| !c.targets.is_empty()) {
+                    return answer(&view, format);
+                }
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the first fetch of account {id} has not finished within the scrape timeout; it is polled now, and a later scrape will have it\n"),
+                )
+                    .into_response();
+            }
+        }
+    }
+}
+
+fn answer(view: &Snapshot, format: Format) -> Response {
+    let text = metrics::render_probe(&std::sync::Arc::new(view.clone()));
+    let mut body = text.text(format).to_owned();
+    if format == Format::OpenMetrics {
+        body.push_str(EOF);
+    }
+    let mut response = body.into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    response
+}
+
+/// The account's state in each account collector of the tenant, as a snapshot of its own, and
+/// whether every one of them has attempted it.
+fn one_account(snapshot: &Snapshot, tenant: &TenantName, id: i32) -> (Snapshot, bool) {
+    let mut view = Snapshot::default();
+    let mut complete = true;
+    for area in [
+        CollectorName::DeliveryAccount,
+        CollectorName::TracemailDaily,
+    ] {
+        let Some(c) = snapshot.collectors.get(&(area, tenant.clone())) else {
+            continue;
+        };
+        let state = Target::of_account(area, id)
+            .and_then(|t| c.target(&t))
+            .filter(|t| t.last_attempt.is_some());
+        match state {
+            Some(t) => {
+                view.collectors
+                    .insert((area, tenant.clone()), c.with_targets(vec![t.clone()]));
+            }
+            None => complete = false,
+        }
+    }
+    (view, complete)
+}
+
+/// How long to wait for a first fetch: the scrape timeout Prometheus sends, less a margin.
+fn wait(headers: &HeaderMap) -> Duration {
+    headers
+        .get("x-prometheus-scrape-timeout-seconds")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(MAX_WAIT.as_secs_f64())))
+        .map_or(DEFAULT_WAIT, |d| d.saturating_sub(MARGIN))
+}
+
+/// The tenant and account a probe asks for. `tenant` may be left out only when the config has
+/// no `tenants:` (its one tenant has the empty name).
+fn parse(pairs: &[(String, String)], tenants: &[TenantName]) -> Result<(TenantName, i32), String> {
+    let values = |key: &str| -> Vec<&str> {
+        pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    let targets = values("target");
+    let target = match targets.as_slice() {
+        [one] => *one,
+        [] => return Err("target is missing: ask /probe?tenant=NAME&target=ACCOUNT_ID\n".into()),
+        _ => return Err("target is given more than once; give one account id\n".into()),
+    };
+    let id = target
+        .parse::<i32>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| {
+            format!(
+                "target {} is not a Delivery account id: an int32 from 1 to 2147483647\n",
+                quote(target)
+            )
+        })?;
+    let names = values("tenant");
+    let name = match names.as_slice() {
+        [one] => *one,
+        [] => "",
+        _ => return Err("tenant is given more than once; give one tenant name\n".into()),
+    };
+    match tenants.iter().find(|t| t.as_str() == name) {
+        Some(t) => Ok((t.clone(), id)),
+        None => {
+            let listed: Vec<&str> = tenants
+                .iter()
+                .take(NAMED_TENANTS)
+                .map(|t| t.as_str())
+                .collect();
+            let more = tenants.len().saturating_sub(NAMED_TENANTS);
+            let mut known = listed.join(", ");
+            if more > 0 {
+                known.push_str(&format!(" and {more} more"));
+            }
+            if name.is_empty() {
+                return Err(format!(
+                    "tenant is missing: this exporter has tenants ({known}); ask /probe?tenant=NAME&target={id}\n"
+                ));
+            }
+            Err(format!(
+                "tenant {} is not configured; configured tenants: {known}\n",
+                quote(name)
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(q: &[(&str, &str)]) -> Vec<(String, String)> {
+        q.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn only_a_configured_tenant_and_an_int32_account_id_are_accepted() {
+        let tenants = vec![
+            TenantName::parse("a").unwrap(),
+            TenantName::parse("b").unwrap(),
+        ];
+        let ok = parse(&pairs(&[("tenant", "b"), ("target", "42")]), &tenants).unwrap();
+        assert_eq!((ok.0.as_str(), ok.1), ("b", 42));
+        for (query, problem) in [
+            (vec![("tenant", "a")], "target is missing"),
+            (
+                vec![("tenant", "a"), ("target", "0")],
+                "target \"0\" is not a Delivery account id",
+            ),
+            (
+                vec![("tenant", "a"), ("target", "2147483648")],
+                "is not a Delivery account id",
+            ),
+            (
+                vec![("tenant", "a"), ("target", "x")],
+                "is not a Delivery account id",
+            ),
+            (
+                vec![("tenant", "a"), ("target", "1"), ("target", "2")],
+                "target is given more than once",
+            ),
+            (
+                vec![("tenant", "c"), ("target", "1")],
+                "tenant \"c\" is not configured; configured tenants: a, b",
+            ),
+            (vec![("target", "1")], "tenant is missing"),
+            (
+                vec![("tenant", "a"), ("tenant", "b"), ("target", "1")],
+                "tenant is given more than once",
+            ),
+        ] {
+            let e = parse(&pairs(&query), &tenants).unwrap_err();
+            assert!(e.contains(problem), "{query:?}: {e}");
+        }
+        // A single-token config: the tenant may be left out.
+        let single = vec![TenantName::default()];
+        assert_eq!(parse(&pairs(&[("target", "7")]), &single).unwrap().1, 7);
+    }
+
+    #[test]
+    fn the_wait_follows_the_scrape_timeout_header_within_bounds() {
+        let mut h = HeaderMap::new();
+        assert_eq!(wait(&h), DEFAULT_WAIT);
+        h.insert(
+            "x-prometheus-scrape-timeout-seconds",
+            HeaderValue::from_static("3"),
+        );
+        assert_eq!(wait(&h), Duration::from_millis(2500));
+        for bad in ["-1", "NaN", "inf", "x", "0"] {
+            h.insert(
+                "x-prometheus-scrape-timeout-seconds",
+                HeaderValue::from_static(bad),
+            );
+            assert_eq!(wait(&h), DEFAULT_WAIT, "{bad}");
+        }
+        h.insert(
+            "x-prometheus-scrape-timeout-seconds",
+            HeaderValue::from_static("1e30"),
+        );
+        assert_eq!(wait(&h), MAX_WAIT - MARGIN);
+    }
+}

@@ -406,11 +406,11 @@ async fn wait_until_stored(store: &Store, tenants: &[Tenant]) {
     let revoked = tenants.iter().find(|t| t.name == REVOKED).unwrap();
     wait_for("every account in the store", || async {
         let stored = store
-            .by_account("mailhost_delivery_remaining_messages{job=\"mailhost_probe\"}")
+            .by_account("mailhost_delivery_remaining_messages")
             .await;
         let failed = store
             .query(&format!(
-                "mailhost_target_success{{job=\"mailhost_probe\",tenant=\"{REVOKED}\"}} == 0"
+                "mailhost_target_success{{tenant=\"{REVOKED}\"}} == 0"
             ))
             .await?;
         (stored.keys().cloned().collect::<BTreeSet<_>>() == expected
@@ -517,7 +517,7 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
     let window = INTERVAL * 8;
     let samples = store
         .by_account(&format!(
-            "count_over_time(mailhost_delivery_remaining_messages{{job=\"mailhost_probe\"}}[{}s])",
+            "count_over_time(mailhost_delivery_remaining_messages[{}s])",
             window.as_secs()
         ))
         .await;
@@ -538,7 +538,7 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
     // The revoked tenant fails alone: its targets report failure, the others success, and the
     // replicas count its failures as unauthorized.
     let success = store
-        .query("mailhost_target_success{job=\"mailhost_probe\",collector=\"delivery_account\"}")
+        .query("mailhost_target_success{collector=\"delivery_account\"}")
         .await
         .unwrap();
     assert_eq!(success.len(), all, "one health series per target");
@@ -551,7 +551,7 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
         assert_eq!(*value, want, "{labels:?}");
     }
     let failures = store
-        .query("sum by (tenant, reason) (mailhost_upstream_failures_total{job=\"mailhost_exporter\"}) > 0")
+        .query("sum by (tenant, reason) (mailhost_api_request_failures_total{job=\"mailhost_exporter\"}) > 0")
         .await
         .unwrap();
     let failing: BTreeSet<(String, String)> = failures
@@ -700,7 +700,7 @@ async fn prometheus_agent_with_hashmod_remote_writes_into_a_receiver() {
     let window = INTERVAL * 6;
     let samples = store
         .by_account(&format!(
-            "count_over_time(mailhost_delivery_remaining_messages{{job=\"mailhost_probe\"}}[{}s])",
+            "count_over_time(mailhost_delivery_remaining_messages[{}s])",
             window.as_secs()
         ))
         .await;
@@ -717,7 +717,7 @@ async fn prometheus_agent_with_hashmod_remote_writes_into_a_receiver() {
         );
     }
     let success = store
-        .query("mailhost_target_success{job=\"mailhost_probe\",collector=\"delivery_account\"}")
+        .query("mailhost_target_success{collector=\"delivery_account\"}")
         .await
         .unwrap();
     assert_eq!(success.len(), all, "one health series per target");

@@ -42,13 +42,14 @@ def status_kib(pid, field):
     return 0
 
 
-def start_sim(bin_dir, work, token, accounts, procs, patience=120):
+def start_sim(bin_dir, work, token, accounts, procs, patience=120, tenants=0):
     """Starts `mailhost_sim` with `accounts` extra Delivery accounts (ids 100001 upwards) on a
-    loopback port, appends it to `procs`, and returns its URL once it listens."""
+    loopback port, split among `tenants` more tokens (`<token>-t0` and on) when asked, appends it
+    to `procs`, and returns its URL once it listens."""
     log = os.path.join(work, "sim.log")
     procs.append(subprocess.Popen(
         [os.path.join(bin_dir, "mailhost_sim"), "--listen", "127.0.0.1:0",
-         "--extra-accounts", str(accounts)],
+         "--extra-accounts", str(accounts), "--extra-tenants", str(tenants)],
         env={**os.environ, "MAILHOST_SIM_TOKEN": token, "RUST_LOG": "warn,mailhost_sim=info",
              "NO_COLOR": "1"},
         stdout=subprocess.DEVNULL, stderr=open(log, "w")))

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collector::{Clock, CollectorSpec, Context};
 use crate::config::{ApiConfig, Config};
-use crate::probes::Probes;
+use crate::poll_set::PollSets;
 use crate::scraper::{Scraper, Work};
 use crate::store::Store;
 use crate::telemetry::Telemetry;
@@ -154,9 +154,9 @@ impl App {
             );
         }
         let store = Store::new(&specs);
-        let probes = Arc::new(Probes::default());
-        probes.reconfigure(&config, &specs);
-        let work = with_contexts(specs, &tenants, &probes, &clock);
+        let poll_sets = Arc::new(PollSets::default());
+        poll_sets.reconfigure(&config, &specs);
+        let work = with_contexts(specs, &tenants, &poll_sets, &clock);
         let upstream_url = crate::redact::redact_url(&config.api.base_url);
         let listener = bind(&web.listen_address).await?;
         let local_addr = listener.local_addr()?;
@@ -173,7 +173,7 @@ impl App {
                 scrape_limit: (web.max_requests > 0)
                     .then(|| Arc::new(Semaphore::new(web.max_requests))),
                 tails: Arc::default(),
-                probes,
+                poll_sets,
             },
             clock,
             tenants,
@@ -344,8 +344,8 @@ impl App {
                 }
             }
         }
-        self.state.probes.reconfigure(&config, &specs);
-        let work = with_contexts(specs, &tenants, &self.state.probes, &self.clock);
+        self.state.poll_sets.reconfigure(&config, &specs);
+        let work = with_contexts(specs, &tenants, &self.state.poll_sets, &self.clock);
         scraper.reconfigure(work.clone()).await;
         self.work = work;
         self.tenants = tenants;
@@ -411,12 +411,11 @@ fn zero_init_tenants(config: &Config) -> Vec<TenantName> {
         .collect()
 }
 
-/// Each collector with the context of its tenant's client, and an account collector with its
-/// tenant's probe registry.
+/// Each collector with the context of its tenant's client and its tenant's poll set.
 fn with_contexts(
     specs: Vec<CollectorSpec>,
     tenants: &HashMap<TenantName, TenantClient>,
-    probes: &Probes,
+    poll_sets: &PollSets,
     clock: &Clock,
 ) -> Vec<Work> {
     specs
@@ -427,12 +426,12 @@ fn with_contexts(
                 client: t.client.clone(),
                 clock: clock.clone(),
             };
-            let probes = if spec.name.polls_accounts() {
-                probes.get(&spec.tenant)
-            } else {
-                None
-            };
-            Some(Work { ctx, spec, probes })
+            let poll_set = poll_sets.get(&spec.tenant);
+            Some(Work {
+                ctx,
+                spec,
+                poll_set,
+            })
         })
         .collect()
 }

@@ -12,7 +12,7 @@ pub mod config;
 pub mod demo;
 pub mod logging;
 pub mod metrics;
-pub mod probes;
+pub mod poll_set;
 pub mod redact;
 pub mod scraper;
 pub mod shard;

@@ -18,7 +18,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::collector::{CollectorKey, CollectorSpec, Context, Target, TargetData};
-use crate::probes::TenantProbes;
+use crate::poll_set::PollSet;
 use crate::store::Store;
 use crate::upstream::error::{FailureReason, UpstreamError};
 
@@ -28,31 +28,56 @@ const DEADLINE_GRACE: Duration = Duration::from_millis(100);
 /// The expiry timer looks at least this often (and sooner when a value is due to expire).
 const EXPIRY_CHECK: Duration = Duration::from_secs(1);
 
-/// One collector to run: its tenant's context, its spec, and for an account collector its
-/// tenant's probe registry, whose live accounts it polls besides the configured ones. Replaced
-/// whole on reload.
+/// One collector to run: its tenant's context, its spec, and its tenant's poll set, whose live
+/// probed and discovered targets it polls besides the configured ones and which its runs feed.
+/// Replaced whole on reload.
 #[derive(Clone)]
 pub struct Work {
     pub ctx: Context,
     pub spec: CollectorSpec,
-    pub probes: Option<Arc<TenantProbes>>,
+    pub poll_set: Option<Arc<PollSet>>,
 }
 
 impl Work {
     /// The targets to poll now: the configured ones, then the live probed ones that are not.
     fn targets(&self, now: Instant) -> Vec<Target> {
         let mut targets = self.spec.targets.clone();
-        if let Some(probes) = &self.probes {
+        if let Some(set) = &self.poll_set {
             let configured: HashSet<&Target> = self.spec.targets.iter().collect();
-            let probed: Vec<Target> = probes
-                .live(now)
+            let extra: Vec<Target> = set
+                .targets(self.spec.name, now)
                 .into_iter()
-                .filter_map(|id| Target::of_account(self.spec.name, id))
                 .filter(|t| !configured.contains(t))
                 .collect();
-            targets.extend(probed);
+            targets.extend(extra);
         }
         targets
+    }
+
+    /// Feeds a run's results to the poll set: the accounts of the dashboard's top lists and the
+    /// domains of the daily statistics are discovered (when the tenant asks for it), and a
+    /// target the provider answered 404 for leaves.
+    fn learn(&self, results: &[(Target, Result<TargetData, UpstreamError>)]) {
+        let Some(set) = &self.poll_set else {
+            return;
+        };
+        let now = Instant::now();
+        for (target, result) in results {
+            match result {
+                Err(e) if e.reason == FailureReason::NotFound => set.forget(target, now),
+                Ok(TargetData::Dashboard(d)) => set.discover_accounts(
+                    d.dashboard
+                        .top_accounts
+                        .iter()
+                        .filter_map(|(id, _)| id.trim().parse::<i32>().ok()),
+                    now,
+                ),
+                Ok(TargetData::Daily(d)) => {
+                    set.discover_domains(d.domains.iter().map(|dc| dc.domain.as_str()), now)
+                }
+                _ => {}
+            }
+        }
     }
 
     /// The spec with the targets polled now, as the snapshot is to keep them.
@@ -210,7 +235,7 @@ async fn run_collector(
     // account never holds a connection slot a healthy one is waiting for.
     let mut failing: HashSet<Target> = HashSet::new();
     let mut known: HashSet<Target> = HashSet::new();
-    let mut probed = plan.borrow().probes.as_ref().map(|p| p.subscribe());
+    let mut probed = plan.borrow().poll_set.as_ref().map(|p| p.subscribe());
     loop {
         let current = tokio::select! {
             _ = stop.cancelled() => return,
@@ -226,7 +251,7 @@ async fn run_collector(
                 }
                 // A reload: only the targets it added are fetched now; the rest keep their turn.
                 let p = plan.borrow_and_update().clone();
-                probed = p.probes.as_ref().map(|p| p.subscribe());
+                probed = p.poll_set.as_ref().map(|p| p.subscribe());
                 let targets = p.targets(Instant::now());
                 let added: Vec<Target> = targets
                     .iter()
@@ -241,8 +266,8 @@ async fn run_collector(
                 (p, added)
             }
             () = registered(&mut probed) => {
-                // A probe registered an account: fetch it now, so that the probe waiting for
-                // it is answered within its scrape timeout.
+                // A probe registered an account, or discovery found a target: fetch it now, so
+                // that a probe waiting for it is answered within its scrape timeout.
                 let p = plan.borrow().clone();
                 let added: Vec<Target> = p
                     .targets(Instant::now())
@@ -286,6 +311,7 @@ async fn run_collector(
                 }
             }
         }
+        p.learn(&results);
         for failure in summarize_failures(&results) {
             tracing::warn!(
                 tenant = p.spec.tenant.as_str(),
@@ -305,7 +331,7 @@ async fn run_collector(
     }
 }
 
-/// Waits until a probe registers an account (never, for a collector without probes).
+/// Waits until a target is added to the poll set (never, for a collector without one).
 async fn registered(probed: &mut Option<watch::Receiver<u64>>) {
     match probed {
         Some(rx) => {

@@ -59,7 +59,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "unknown-top-level-key.yml",
-            "unknown field `collector`, expected one of `api`, `collectors`, `tenants`, `probe` at line 3 column 1 (remove or correct the key; see examples/config.yml)",
+            "unknown field `collector`, expected one of `api`, `collectors`, `tenants`, `probe`, `discovery` at line 3 column 1 (remove or correct the key; see examples/config.yml)",
         ),
         (
             "id-out-of-range.yml",

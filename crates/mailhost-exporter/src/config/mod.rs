@@ -49,6 +49,10 @@ pub mod defaults {
     pub const PROBE_IDLE_INTERVALS: u32 = 3;
     /// Probe-registered targets per tenant at most.
     pub const PROBE_MAX_TARGETS: usize = 10_000;
+    /// Discovered accounts per tenant at most.
+    pub const DISCOVERY_MAX_ACCOUNTS: usize = 1000;
+    /// Discovered sending domains (dashboard views) per tenant at most.
+    pub const DISCOVERY_MAX_DOMAINS: usize = 100;
 }
 
 /// The bounds of every value: what the exporter can run with. Each is named in the message that
@@ -133,6 +137,34 @@ pub struct TenantConfig {
     pub api: ApiConfig,
     pub collectors: CollectorsConfig,
     pub probe: ProbeConfig,
+    pub discovery: DiscoveryConfig,
+}
+
+/// What a tenant discovers of the accounts the provider reveals: the accounts in the
+/// dashboard's top lists (polled by the account collectors), and the sending domains of the
+/// daily statistics (each a dashboard view). Off unless asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveryConfig {
+    pub accounts: bool,
+    pub domains: bool,
+    pub max_accounts: usize,
+    pub max_domains: usize,
+    /// When set, only these accounts are taken.
+    pub allow: Option<std::collections::BTreeSet<i32>>,
+    pub deny: std::collections::BTreeSet<i32>,
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> Self {
+        DiscoveryConfig {
+            accounts: false,
+            domains: false,
+            max_accounts: defaults::DISCOVERY_MAX_ACCOUNTS,
+            max_domains: defaults::DISCOVERY_MAX_DOMAINS,
+            allow: None,
+            deny: std::collections::BTreeSet::new(),
+        }
+    }
 }
 
 /// What `/probe` may register for a tenant.
@@ -393,13 +425,16 @@ impl Config {
         };
         let collectors = collectors(raw.collectors, !tenant_mode)?;
         let (probe_idle_intervals, probe) = tenants::probe(raw.probe)?;
+        let discovery =
+            tenants::discovery("discovery", raw.discovery, &DiscoveryConfig::default())?;
         let tenants = match raw.tenants {
-            Some(list) => tenants::tenants(list, &api, &collectors, &probe, env)?,
+            Some(list) => tenants::tenants(list, &api, &collectors, (&probe, &discovery), env)?,
             None => vec![TenantConfig {
                 name: TenantName::default(),
                 api: api.clone(),
                 collectors: collectors.clone(),
                 probe,
+                discovery,
             }],
         };
         Ok(Config {

@@ -18,6 +18,8 @@ pub(super) struct RawConfig {
     pub(super) tenants: Option<Vec<RawTenant>>,
     #[serde(default)]
     pub(super) probe: Option<RawProbe>,
+    #[serde(default)]
+    pub(super) discovery: Option<RawDiscovery>,
 }
 
 /// One tenant: its token, optionally its own address and concurrency, its static targets.
@@ -38,6 +40,8 @@ pub(super) struct RawTenant {
     pub(super) collectors: RawTenantCollectors,
     #[serde(default)]
     pub(super) probe: Option<RawTenantProbe>,
+    #[serde(default)]
+    pub(super) discovery: Option<RawDiscovery>,
 }
 
 /// A tenant's target lists, in the shape of the `collectors` block; settings stay there.
@@ -94,6 +98,24 @@ pub(super) struct RawProbe {
     pub(super) max_targets: Option<usize>,
     #[serde(default)]
     pub(super) allow: Option<Vec<i64>>,
+}
+
+/// What discovery follows; at the top level, every tenant's defaults.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDiscovery {
+    #[serde(default)]
+    pub(super) accounts: Option<bool>,
+    #[serde(default)]
+    pub(super) domains: Option<bool>,
+    #[serde(default)]
+    pub(super) max_accounts: Option<usize>,
+    #[serde(default)]
+    pub(super) max_domains: Option<usize>,
+    #[serde(default)]
+    pub(super) allow: Option<Vec<i64>>,
+    #[serde(default)]
+    pub(super) deny: Option<Vec<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

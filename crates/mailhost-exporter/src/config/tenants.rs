@@ -3,10 +3,11 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use super::raw::{RawProbe, RawTenant, RawTenantProbe};
+use super::raw::{RawDiscovery, RawProbe, RawTenant, RawTenantProbe};
 use super::validate::{account_list, base_url, codes, concurrency, mailbox_list, token, views};
 use super::{
-    ApiConfig, CollectorsConfig, ConfigError, ProbeConfig, TenantConfig, defaults, invalid, limits,
+    ApiConfig, CollectorsConfig, ConfigError, DiscoveryConfig, ProbeConfig, TenantConfig, defaults,
+    invalid, limits,
 };
 use crate::tenant::{MAX_TENANTS, TenantName};
 
@@ -66,12 +67,47 @@ fn tenant_probe(
     Ok(ProbeConfig { max_targets, allow })
 }
 
+/// A `discovery:` block over `defaults`; `field` names it in messages.
+pub(super) fn discovery(
+    field: &str,
+    raw: Option<RawDiscovery>,
+    defaults: &DiscoveryConfig,
+) -> Result<DiscoveryConfig, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(defaults.clone());
+    };
+    let cap = |key: &str, value: Option<usize>, default: usize| {
+        let n = value.unwrap_or(default);
+        if n > limits::MAX_TARGETS {
+            return Err(invalid(
+                format!("{field}.{key}"),
+                format!("{n} is out of range: use 0 to {}", limits::MAX_TARGETS),
+            ));
+        }
+        Ok(n)
+    };
+    let ids = |key: &str, list: Option<Vec<i64>>| -> Result<Option<BTreeSet<i32>>, ConfigError> {
+        list.map(|l| {
+            account_list(&format!("{field}.{key}"), &l, false).map(|v| v.into_iter().collect())
+        })
+        .transpose()
+    };
+    Ok(DiscoveryConfig {
+        accounts: raw.accounts.unwrap_or(defaults.accounts),
+        domains: raw.domains.unwrap_or(defaults.domains),
+        max_accounts: cap("max_accounts", raw.max_accounts, defaults.max_accounts)?,
+        max_domains: cap("max_domains", raw.max_domains, defaults.max_domains)?,
+        allow: ids("allow", raw.allow)?.or_else(|| defaults.allow.clone()),
+        deny: ids("deny", raw.deny)?.unwrap_or_else(|| defaults.deny.clone()),
+    })
+}
+
 /// Every tenant, validated: its collectors are those of `collectors` with its own lists.
 pub(super) fn tenants(
     list: Vec<RawTenant>,
     api: &ApiConfig,
     collectors: &CollectorsConfig,
-    probe: &ProbeConfig,
+    defaults: (&ProbeConfig, &DiscoveryConfig),
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<TenantConfig>, ConfigError> {
     if list.is_empty() {
@@ -101,7 +137,7 @@ pub(super) fn tenants(
                 format!("{name} is listed twice; each tenant needs its own name"),
             ));
         }
-        out.push(tenant(&at, name, raw, api, collectors, probe, env)?);
+        out.push(tenant(&at, name, raw, api, collectors, defaults, env)?);
     }
     Ok(out)
 }
@@ -112,7 +148,7 @@ fn tenant(
     raw: RawTenant,
     api: &ApiConfig,
     collectors: &CollectorsConfig,
-    probe: &ProbeConfig,
+    (probe, discovery_defaults): (&ProbeConfig, &DiscoveryConfig),
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<TenantConfig, ConfigError> {
     let from_env = match (&raw.token_file, &raw.token_env) {
@@ -231,11 +267,17 @@ fn tenant(
         Some(p) => tenant_probe(&format!("{at}.probe"), p, probe)?,
         None => probe.clone(),
     };
+    let discovery = discovery(
+        &format!("{at}.discovery"),
+        raw.discovery,
+        discovery_defaults,
+    )?;
     Ok(TenantConfig {
         name,
         api: tenant_api,
         collectors: own,
         probe,
+        discovery,
     })
 }
 
@@ -381,6 +423,36 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.starts_with("api.token_file: with tenants:"), "{e}");
+    }
+
+    #[test]
+    fn discovery_is_off_unless_asked_and_a_tenant_overrides_the_defaults() {
+        let c = parse("tenants:\n  - name: a\n    token_env: ACME\n").unwrap();
+        assert!(!c.tenants[0].discovery.accounts && !c.tenants[0].discovery.domains);
+        let c = parse(
+            "discovery:\n  accounts: true\n  max_accounts: 5\n  deny: [3]\ntenants:\n  - name: a\n    token_env: ACME\n  - name: b\n    token_env: ACME\n    discovery:\n      domains: true\n      allow: [1, 2]\n",
+        )
+        .unwrap();
+        let (a, b) = (&c.tenants[0].discovery, &c.tenants[1].discovery);
+        assert!(a.accounts && !a.domains && a.max_accounts == 5 && a.allow.is_none());
+        assert!(b.accounts && b.domains && b.max_accounts == 5);
+        assert_eq!(b.allow.as_ref().unwrap().len(), 2);
+        assert!(b.deny.contains(&3));
+        let e = parse(
+            "discovery:\n  max_domains: 2000000\ntenants:\n  - name: a\n    token_env: ACME\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("discovery.max_domains: 2000000 is out of range"),
+            "{e}"
+        );
+        let e =
+            parse("tenants:\n  - name: a\n    token_env: ACME\n    discovery:\n      deny: [0]\n")
+                .unwrap_err();
+        assert!(
+            e.starts_with("tenants[0].discovery.deny[0]: 0 is out of range"),
+            "{e}"
+        );
     }
 
     #[test]

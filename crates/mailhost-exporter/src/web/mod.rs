@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::compression::CompressionLayer;
 
-use crate::probes::Probes;
+use crate::poll_set::PollSets;
 use crate::store::Store;
 use crate::telemetry::Telemetry;
 use crate::web::web_config::WebReload;
@@ -53,7 +53,7 @@ pub struct AppState {
     /// The self-metrics as last rendered, per format.
     pub tails: Arc<scrape::TailCache>,
     /// What `/probe` registers and `/sd` lists, per tenant.
-    pub probes: Arc<Probes>,
+    pub poll_sets: Arc<PollSets>,
 }
 
 /// The exporter's router; tests drive it with `tower::ServiceExt::oneshot`.

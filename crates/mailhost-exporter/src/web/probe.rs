@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::collector::{CollectorName, Target};
 use crate::metrics::{self, EOF, Format};
-use crate::probes::Registration;
+use crate::poll_set::Registration;
 use crate::redact::quote;
 use crate::snapshot::Snapshot;
 use crate::tenant::TenantName;
@@ -32,11 +32,11 @@ pub(super) async fn probe(
     Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
 ) -> Response {
-    let (tenant, id) = match parse(&pairs, &state.probes.tenants()) {
+    let (tenant, id) = match parse(&pairs, &state.poll_sets.tenants()) {
         Ok(t) => t,
         Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
     };
-    let Some(probes) = state.probes.get(&tenant) else {
+    let Some(probes) = state.poll_sets.get(&tenant) else {
         return (
             StatusCode::BAD_REQUEST,
             "the tenant is no longer configured\n",

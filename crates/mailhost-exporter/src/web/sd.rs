@@ -49,10 +49,10 @@ pub(super) async fn sd(State(state): State<AppState>, headers: HeaderMap) -> Res
             .into_response();
     };
     let now = Instant::now();
-    let tenants = state.probes.tenants();
+    let tenants = state.poll_sets.tenants();
     let mut known = Vec::new();
     for tenant in &tenants {
-        if let Some(probes) = state.probes.get(tenant) {
+        if let Some(probes) = state.poll_sets.get(tenant) {
             known.push((tenant, probes.known(now)));
         }
     }

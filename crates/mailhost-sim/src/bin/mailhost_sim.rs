@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use mailhost_sim::{AccountSeed, DEMO_SEED, SimConfig, Simulator, traffic};
+use mailhost_sim::{AccountSeed, DEMO_SEED, ManagementToken, SimConfig, Simulator, traffic};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -41,6 +41,11 @@ struct Args {
     /// benchmarks of large fleets).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     extra_accounts: u32,
+    /// Splits the extra accounts among this many more management tokens, `<token>-t0`,
+    /// `<token>-t1`, ..., each seeing only its own contiguous share (for benchmarks of many
+    /// tenants); the main token still sees every account.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    extra_tenants: u32,
 }
 
 /// The id of the first account `--extra-accounts` adds.
@@ -93,6 +98,24 @@ async fn run(args: Args) -> Result<(), String> {
             username: format!("bench{id}"),
             ..AccountSeed::default()
         });
+    }
+    if args.extra_tenants > 0 {
+        let extra = args.extra_accounts as usize;
+        let tenants = args.extra_tenants as usize;
+        let share = extra.div_ceil(tenants);
+        for t in 0..tenants {
+            let first = FIRST_EXTRA_ACCOUNT + (t * share) as i32;
+            let last = (FIRST_EXTRA_ACCOUNT + extra as i32).min(first + share as i32);
+            config.management_tokens.push(ManagementToken {
+                token: format!("{token}-t{t}"),
+                accounts: Some((first..last).collect()),
+            });
+        }
+        tracing::info!(
+            tenants,
+            accounts_each = share,
+            "extra tenant tokens: <token>-t0 and on, each seeing its share of the extra accounts"
+        );
     }
     let identities = config.send_identities();
     let targets = config.demo_targets();

@@ -231,6 +231,21 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         &[
             "prometheus::a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert",
             "shard::shards_agree_with_a_real_prometheus_hashmod",
+            "scale_out::prometheus_agent_with_hashmod_remote_writes_into_a_receiver",
+        ],
+    ),
+    (
+        "victoria-metrics",
+        "apt-get install victoria-metrics",
+        &[
+            "scale_out::vmagent_cluster_with_replication_stores_every_account_once_and_polls_it_once",
+        ],
+    ),
+    (
+        "vmagent",
+        "apt-get install victoria-metrics",
+        &[
+            "scale_out::vmagent_cluster_with_replication_stores_every_account_once_and_polls_it_once",
         ],
     ),
     (

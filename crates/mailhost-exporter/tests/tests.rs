@@ -73,3 +73,7 @@ mod probe;
 
 // Discovery: top accounts and sending domains join the poll set within allow, deny and caps.
 mod discovery;
+
+// Scaling out: a vmagent cluster and sharded Prometheus agents probe two replicas and
+// remote-write into one store; every account stored and polled once.
+mod scale_out;

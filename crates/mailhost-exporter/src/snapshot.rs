@@ -2,6 +2,7 @@
 //! whole; rendering reads it, and [`crate::store`] publishes what is rendered.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -92,9 +93,12 @@ impl CollectorState {
 }
 
 /// Every collector's state, by area then tenant. Plain values: rendering reads it, nothing else.
+/// Each collector's state is shared between copies: a copy costs a pointer per collector, and
+/// a change clones only the state it changes (one tenant's collector), so the published copy and
+/// the store's working one hold the rest of a large fleet once.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    pub collectors: BTreeMap<CollectorKey, CollectorState>,
+    pub collectors: BTreeMap<CollectorKey, Arc<CollectorState>>,
 }
 
 impl Snapshot {
@@ -103,7 +107,7 @@ impl Snapshot {
         self.collectors
             .range((name, TenantName::default())..)
             .take_while(move |((n, _), _)| *n == name)
-            .map(|(_, c)| c)
+            .map(|(_, c)| &**c)
     }
 
     /// The areas that have at least one collector, in order.
@@ -130,10 +134,11 @@ impl Snapshot {
         duration: Duration,
         now: Timestamp,
     ) {
-        let entry = self
-            .collectors
-            .entry(spec.key())
-            .or_insert_with(|| CollectorState::new(spec));
+        let entry = Arc::make_mut(
+            self.collectors
+                .entry(spec.key())
+                .or_insert_with(|| Arc::new(CollectorState::new(spec))),
+        );
         entry.schedule = spec.schedule;
         // Sets and an index, not scans: a run over a large fleet is applied in linear time.
         let configured: HashSet<&Target> = spec.targets.iter().collect();
@@ -196,35 +201,51 @@ impl Snapshot {
     pub fn expire(&mut self, now: Timestamp) -> (bool, Option<Timestamp>) {
         let mut changed = false;
         let mut next: Option<Timestamp> = None;
-        for c in self.collectors.values_mut() {
-            let max_age = c.schedule.max_age;
+        for shared in self.collectors.values_mut() {
+            let max_age = shared.schedule.max_age;
             let max_age_signed =
                 jiff::SignedDuration::try_from(max_age).unwrap_or(jiff::SignedDuration::MAX);
-            for t in &mut c.targets {
+            // A clock that went back gives a negative age: not expired.
+            let too_old = |at: Timestamp| {
+                let age = now.duration_since(at);
+                age.is_positive() && age.unsigned_abs() > max_age
+            };
+            // Read first: a collector with nothing to expire is not copied.
+            let mut due = false;
+            for t in &shared.targets {
                 let Some((_, fetched)) = &t.data else {
                     continue;
                 };
-                // A clock that went back gives a negative age: not expired.
-                let age = now.duration_since(*fetched);
-                if age.is_positive() && age.unsigned_abs() > max_age {
-                    t.data = None;
-                    changed = true;
-                    let last_attempt_too_old = t.last_attempt.is_none_or(|at| {
-                        let a = now.duration_since(at);
-                        a.is_positive() && a.unsigned_abs() > max_age
-                    });
-                    if t.last_ok == Some(true) && last_attempt_too_old {
-                        t.last_ok = Some(false);
-                        t.last_error = Some(UpstreamError::new(
-                            FailureReason::Timeout,
-                            format!(
-                                "no run finished within max_age ({})",
-                                humantime::format_duration(max_age)
-                            ),
-                        ));
-                    }
+                if too_old(*fetched) {
+                    due = true;
                 } else if let Ok(at) = fetched.checked_add(max_age_signed) {
                     next = Some(next.map_or(at, |n| n.min(at)));
+                }
+            }
+            if !due {
+                continue;
+            }
+            changed = true;
+            let c = Arc::make_mut(shared);
+            for t in &mut c.targets {
+                if !t
+                    .data
+                    .as_ref()
+                    .is_some_and(|(_, fetched)| too_old(*fetched))
+                {
+                    continue;
+                }
+                t.data = None;
+                let last_attempt_too_old = t.last_attempt.is_none_or(too_old);
+                if t.last_ok == Some(true) && last_attempt_too_old {
+                    t.last_ok = Some(false);
+                    t.last_error = Some(UpstreamError::new(
+                        FailureReason::Timeout,
+                        format!(
+                            "no run finished within max_age ({})",
+                            humantime::format_duration(max_age)
+                        ),
+                    ));
                 }
             }
         }

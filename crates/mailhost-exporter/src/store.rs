@@ -264,7 +264,7 @@ impl Store {
         for spec in specs {
             snapshot
                 .collectors
-                .insert(spec.key(), CollectorState::new(spec));
+                .insert(spec.key(), Arc::new(CollectorState::new(spec)));
         }
         Arc::new(Store {
             prepared: ArcSwap::from_pointee(Prepared::render(snapshot.clone())),
@@ -357,10 +357,12 @@ impl Store {
                 specs.iter().map(|s| s.key()).collect();
             snapshot.collectors.retain(|key, _| wanted.contains(key));
             for spec in specs {
-                let entry = snapshot
-                    .collectors
-                    .entry(spec.key())
-                    .or_insert_with(|| CollectorState::new(spec));
+                let entry = Arc::make_mut(
+                    snapshot
+                        .collectors
+                        .entry(spec.key())
+                        .or_insert_with(|| Arc::new(CollectorState::new(spec))),
+                );
                 entry.schedule = spec.schedule;
                 entry.retain_configured(spec);
             }

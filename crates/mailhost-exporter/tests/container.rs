@@ -61,6 +61,8 @@ fn the_dockerfile_builds_in_stages_and_runs_as_nonroot_on_port_19587() {
         }
     }
     assert!(lines.contains(&"EXPOSE 19587"));
+    // docs/performance.md: the image bounds glibc's arenas for a large fleet's renderings.
+    assert!(lines.contains(&"ENV MALLOC_ARENA_MAX=2"));
     assert!(
         lines.iter().any(|l| l.starts_with("ENTRYPOINT [\"")),
         "exec-form ENTRYPOINT"

@@ -381,7 +381,7 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
                 tenant: TenantLabel(c.tenant.clone()),
                 collector: c.name,
             };
-            (labels, c)
+            (labels, &**c)
         })
         .collect();
     let seconds_unit = Some(&Unit::Seconds);

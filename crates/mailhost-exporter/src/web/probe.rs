@@ -3,6 +3,7 @@
 //! registers the account in the poll set of its tenant's account collectors and waits for their
 //! first fetch (within the scrape timeout Prometheus sends); later ones serve the latest poll.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{Query, State};
@@ -98,7 +99,7 @@ pub(super) async fn probe(
 }
 
 fn answer(view: &Snapshot, format: Format) -> Response {
-    let text = metrics::render_probe(&std::sync::Arc::new(view.clone()));
+    let text = metrics::render_probe(&Arc::new(view.clone()));
     let mut body = text.text(format).to_owned();
     if format == Format::OpenMetrics {
         body.push_str(EOF);
@@ -128,8 +129,10 @@ fn one_account(snapshot: &Snapshot, tenant: &TenantName, id: i32) -> (Snapshot, 
             .filter(|t| t.last_attempt.is_some());
         match state {
             Some(t) => {
-                view.collectors
-                    .insert((area, tenant.clone()), c.with_targets(vec![t.clone()]));
+                view.collectors.insert(
+                    (area, tenant.clone()),
+                    Arc::new(c.with_targets(vec![t.clone()])),
+                );
             }
             None => complete = false,
         }

@@ -430,9 +430,10 @@ mod tests {
         use crate::collector::CollectorSpec;
         let spec = CollectorSpec::delivery_accounts(vec![1], std::time::Duration::from_secs(60));
         let mut snapshot = Snapshot::default();
-        snapshot
-            .collectors
-            .insert(spec.key(), crate::snapshot::CollectorState::new(&spec));
+        snapshot.collectors.insert(
+            spec.key(),
+            Arc::new(crate::snapshot::CollectorState::new(&spec)),
+        );
         let pairs = |values: &[&str]| -> Vec<(String, String)> {
             values
                 .iter()

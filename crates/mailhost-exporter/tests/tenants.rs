@@ -1,5 +1,5 @@
 //! Tenants: one token each, a `tenant` label on every series, and a tenant whose token is
-//! revoked or whose accounts are slow failing alone; a reload rotates one tenant's token.
+//! revoked, rate-limited or slow failing alone; a reload rotates one tenant's token.
 
 use std::time::Duration;
 
@@ -8,13 +8,14 @@ use mailhost_sim::{AccountSeed, FaultSpec, ManagementToken, Route, SimConfig};
 
 use crate::helpers::{spawn_exporter, spawn_sim_with, value, wait_for};
 
-/// Accounts of each tenant: alpha 1-5, beta 11-15, gamma (revoked) 21-25, slow 31-35.
+/// Accounts of each tenant: alpha 1-5, beta 11-15, gamma (revoked) 21-25, slow 31-35, limited
+/// (rate-limited) 41-45.
 fn accounts(base: i32) -> Vec<i32> {
     (base + 1..=base + 5).collect()
 }
 
 fn sim_config() -> SimConfig {
-    sim_config_with(&["alpha", "beta", "slow"])
+    sim_config_with(&["alpha", "beta", "slow", "limited"])
 }
 
 fn sim_config_with(known: &[&str]) -> SimConfig {
@@ -24,12 +25,18 @@ fn sim_config_with(known: &[&str]) -> SimConfig {
     };
     SimConfig {
         // A tenant's token the simulator does not know answers 401, as a revoked one does.
-        management_tokens: [("alpha", 0), ("beta", 10), ("gamma", 20), ("slow", 30)]
-            .into_iter()
-            .filter(|(name, _)| known.contains(name))
-            .map(|(name, base)| token(&format!("{name}-token"), base))
-            .collect(),
-        accounts: [0, 10, 20, 30]
+        management_tokens: [
+            ("alpha", 0),
+            ("beta", 10),
+            ("gamma", 20),
+            ("slow", 30),
+            ("limited", 40),
+        ]
+        .into_iter()
+        .filter(|(name, _)| known.contains(name))
+        .map(|(name, base)| token(&format!("{name}-token"), base))
+        .collect(),
+        accounts: [0, 10, 20, 30, 40]
             .into_iter()
             .flat_map(accounts)
             .map(|id| AccountSeed {
@@ -51,11 +58,12 @@ fn tenant(name: &str, env: &str, base: i32) -> String {
 
 fn yaml(base_url: &str) -> String {
     format!(
-        "api:\n  base_url: {base_url}\n  timeout: 1s\n  max_retries: 0\ncollectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\ntenants:\n{}{}{}{}",
+        "api:\n  base_url: {base_url}\n  timeout: 1s\n  max_retries: 0\ncollectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\ntenants:\n{}{}{}{}{}",
         tenant("alpha", "ALPHA", 0),
         tenant("beta", "BETA", 10),
         tenant("gamma", "GAMMA", 20),
         tenant("slow", "SLOW", 30),
+        tenant("limited", "LIMITED", 40),
     )
 }
 
@@ -72,7 +80,7 @@ fn success(tenant: &str) -> String {
 }
 
 #[tokio::test]
-async fn a_revoked_or_slow_tenant_fails_alone_and_every_series_names_its_tenant() {
+async fn a_revoked_rate_limited_or_slow_tenant_fails_alone_and_every_series_names_its_tenant() {
     let sim = spawn_sim_with(sim_config()).await;
     // slow's accounts answer after longer than the timeout: every call of that tenant times out.
     sim.sim.add_fault(
@@ -83,12 +91,22 @@ async fn a_revoked_or_slow_tenant_fails_alone_and_every_series_names_its_tenant(
             ..FaultSpec::default()
         },
     );
+    // limited's accounts answer 429 with a Retry-After far past the deadline.
+    sim.sim.add_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            error_rate: 1.0,
+            error_status: Some(429),
+            only_ids: Some(accounts(40).iter().map(|i| i.to_string()).collect()),
+            ..FaultSpec::default()
+        },
+    );
     let config = Config::parse_with_env(&yaml(&sim.url), &env).unwrap();
-    assert_eq!(config.tenants.len(), 4);
+    assert_eq!(config.tenants.len(), 5);
     let exporter = spawn_exporter(config).await;
     let body = wait_for("every tenant's first run", || async {
         let body = exporter.scrape().await;
-        ["alpha", "beta", "gamma", "slow"]
+        ["alpha", "beta", "gamma", "slow", "limited"]
             .iter()
             .all(|t| value(&body, &success(t)).is_some())
             .then_some(body)
@@ -100,9 +118,17 @@ async fn a_revoked_or_slow_tenant_fails_alone_and_every_series_names_its_tenant(
             assert!(value(&body, &remaining(t, id)).is_some(), "{t} {id}");
         }
     }
-    for t in ["gamma", "slow"] {
+    for t in ["gamma", "slow", "limited"] {
         assert_eq!(value(&body, &success(t)), Some(0.0), "{t}");
     }
+    assert!(
+        value(
+            &body,
+            "mailhost_api_request_failures_total{tenant=\"limited\",endpoint=\"delivery_account\",reason=\"rate_limited\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{body}"
+    );
     assert!(
         value(
             &body,
@@ -150,9 +176,23 @@ async fn a_revoked_or_slow_tenant_fails_alone_and_every_series_names_its_tenant(
         .filter(|t| *t > before)
     })
     .await;
-    // The token never shows.
-    for secret in ["alpha-token", "beta-token", "gamma-token", "slow-token"] {
-        assert!(!body.contains(secret));
+    // No token shows on /metrics, the landing page or /sd.
+    let landing = exporter.get("/").await.text().await.unwrap();
+    let sd = exporter.get("/sd").await.text().await.unwrap();
+    assert!(
+        landing.contains("gamma") && landing.contains("unauthorized"),
+        "{landing}"
+    );
+    for secret in [
+        "alpha-token",
+        "beta-token",
+        "gamma-token",
+        "slow-token",
+        "limited-token",
+    ] {
+        for (page, text) in [("/metrics", &body), ("/", &landing), ("/sd", &sd)] {
+            assert!(!text.contains(secret), "{secret} on {page}");
+        }
     }
 }
 
@@ -162,7 +202,7 @@ async fn a_reload_rotates_one_tenants_token_from_its_file() {
     let dir = tempfile::tempdir().unwrap();
     // Every tenant's token in a file; gamma's is one the provider does not know.
     let mut text = yaml(&sim.url);
-    for name in ["ALPHA", "BETA", "GAMMA", "SLOW"] {
+    for name in ["ALPHA", "BETA", "GAMMA", "SLOW", "LIMITED"] {
         let file = dir.path().join(name);
         let token = if name == "GAMMA" {
             "revoked-token".to_owned()

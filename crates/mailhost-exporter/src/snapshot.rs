@@ -168,6 +168,7 @@ impl Snapshot {
             state.last_attempt = Some(now);
             match result {
                 Ok(data) => {
+                    let data = data.carry(state.data.as_ref().map(|(d, _)| d), now);
                     state.data = Some((data, now));
                     state.last_ok = Some(true);
                     state.last_success = Some(now);

@@ -6,31 +6,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use mailhost_exporter::collector::Clock;
-use mailhost_exporter::config::Config;
-use mailhost_exporter::{App, WebOptions};
-use mailhost_sim::{AccountSeed, MailboxSeed, MigrationSeed, SimConfig, Simulator};
+use mailhost_sim::{AccountSeed, MailboxSeed, MigrationSeed, SimConfig};
 
-use crate::helpers::{Exporter, Sim, TOKEN, must, spawn_sim_on, value};
-
-/// An exporter whose "now" is the simulator's clock.
-async fn exporter_on_sim_clock(sim: &Simulator, yaml_collectors: &str, url: &str) -> Exporter {
-    let yaml = format!("api:\n  base_url: {url}\n  timeout: 2s\ncollectors:\n{yaml_collectors}");
-    let config = Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap();
-    let clock = sim.clock().clone();
-    let app = App::build_with_clock(
-        config,
-        WebOptions {
-            listen_address: "127.0.0.1:0".to_owned(),
-            telemetry_path: "/metrics".to_owned(),
-            ..WebOptions::default()
-        },
-        Clock::from_fn(move || clock.now()),
-    )
-    .await
-    .unwrap();
-    Exporter::start(app)
-}
+use crate::helpers::{Sim, TOKEN, exporter_on_sim_clock, must, spawn_sim_on, value};
 
 fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()

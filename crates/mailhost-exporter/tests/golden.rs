@@ -153,7 +153,12 @@ fn tracemail_daily_bodies_render_exactly_as_their_golden_files() {
         problems.extend(more);
         render(
             &spec,
-            TargetData::Daily(DailyData { stats, domains }),
+            TargetData::Daily(DailyData {
+                stats,
+                domains,
+                today: today(),
+                counters: None,
+            }),
             &problems,
         )
     });

@@ -231,6 +231,8 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         &[
             "prometheus::a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert",
             "shard::shards_agree_with_a_real_prometheus_hashmod",
+            "daily_counters::the_day_of_the_spring_switch_counts_exactly_in_prometheus",
+            "daily_counters::the_day_of_the_autumn_switch_counts_exactly_in_prometheus",
             "scale_out::prometheus_agent_with_hashmod_remote_writes_into_a_receiver",
         ],
     ),
@@ -474,4 +476,23 @@ pub fn memory_kib(pid: u32, field: &str) -> u64 {
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// An exporter whose "now" is the simulator's clock.
+pub async fn exporter_on_sim_clock(sim: &Simulator, yaml_collectors: &str, url: &str) -> Exporter {
+    let yaml = format!("api:\n  base_url: {url}\n  timeout: 2s\ncollectors:\n{yaml_collectors}");
+    let config = Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap();
+    let clock = sim.clock().clone();
+    let app = App::build_with_clock(
+        config,
+        WebOptions {
+            listen_address: "127.0.0.1:0".to_owned(),
+            telemetry_path: "/metrics".to_owned(),
+            ..WebOptions::default()
+        },
+        mailhost_exporter::collector::Clock::from_fn(move || clock.now()),
+    )
+    .await
+    .unwrap();
+    Exporter::start(app)
 }

@@ -74,6 +74,9 @@ mod probe;
 // Discovery: top accounts and sending domains join the poll set within allow, deny and caps.
 mod discovery;
 
+// Exact daily counters: increase() over a daylight-saving day on a real Prometheus matches the simulator.
+mod daily_counters;
+
 // Scaling out: a vmagent cluster and sharded Prometheus agents probe two replicas and
 // remote-write into one store; every account stored and polled once.
 mod scale_out;

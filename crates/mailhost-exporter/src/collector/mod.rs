@@ -132,6 +132,21 @@ pub enum TargetData {
     Mailbox(mailbox::MailboxData),
 }
 
+impl TargetData {
+    /// This run's data with what carries over from the run before: the daily message
+    /// counters, which go on from their last value (or start at zero).
+    pub fn carry(mut self, previous: Option<&TargetData>, now: Timestamp) -> TargetData {
+        if let TargetData::Daily(d) = &mut self {
+            let before = match previous {
+                Some(TargetData::Daily(p)) => p.counters.as_ref(),
+                _ => None,
+            };
+            d.counters = Some(tracemail_daily::DayCounters::carry(before, d, now));
+        }
+        self
+    }
+}
+
 /// A configured collector: one variant per API area, each with that area's validated config
 /// (its schedule, targets and settings).
 #[derive(Clone, Debug)]

@@ -2,18 +2,148 @@
 //! `type=account` (today and yesterday by outcome) and `type=domains-rank` (today per sending
 //! domain, the top N kept) for each configured account.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+
+use jiff::Timestamp;
+use jiff::civil::Date;
 
 use super::Context;
 use crate::config::DailyConfig;
 use crate::upstream::error::UpstreamError;
-use crate::upstream::model::{DailyParams, DailyStats, DomainCounts};
+use crate::upstream::model::names::MAX_NAMES;
+use crate::upstream::model::{Counts, DailyParams, DailyStats, DomainCounts};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DailyData {
     pub stats: DailyStats,
     /// At most `top_domains`, largest first.
     pub domains: Vec<DomainCounts>,
+    /// The day `stats.current_day` is (today in the collector's time zone when it asked).
+    pub today: Date,
+    /// Messages by outcome as counters, carried from one run to the next by the snapshot
+    /// ([`DayCounters::carry`]); `None` as the collector returns it.
+    pub counters: Option<DayCounters>,
+}
+
+/// Statuses one account's counters keep at most: twice what one day's figures may hold, so a
+/// status that appears on a later day still gets its counter, and an upstream that invents new
+/// names every day cannot grow them without bound.
+pub const MAX_COUNTED_STATUSES: usize = 2 * MAX_NAMES;
+
+/// Monotonic counters of an account's messages by outcome, derived from the daily figures
+/// (today so far, and yesterday's final), which drop to zero at midnight. Each run adds what
+/// the figures grew by since the run before; at the rollover, the last minutes of the day before
+/// are taken from its final figure (now `previous_day`), so nothing sent before midnight is lost;
+/// a late revision of a closed day is added when it grows, and never subtracted. The counters
+/// start at zero when the account is first fetched (`created`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DayCounters {
+    /// The day whose figures `seen_today` holds.
+    day: Date,
+    /// The counters, by outcome.
+    pub totals: BTreeMap<String, f64>,
+    /// The largest figure of `day` counted, by outcome.
+    seen_today: BTreeMap<String, f64>,
+    /// The largest figure of the day before `day` counted, by outcome.
+    seen_yesterday: BTreeMap<String, f64>,
+    /// When the counters started from zero (OpenMetrics `_created`).
+    pub created: Timestamp,
+}
+
+impl DayCounters {
+    /// The counters after a run that fetched `data`: those of the run before carried on, or new
+    /// ones at zero from the figures of this run.
+    pub fn carry(previous: Option<&DayCounters>, data: &DailyData, now: Timestamp) -> DayCounters {
+        match previous {
+            Some(p) => {
+                let mut next = p.clone();
+                next.advance(data);
+                next
+            }
+            None => DayCounters::start(data, now),
+        }
+    }
+
+    /// Zero counters, with today's and yesterday's figures as the baseline.
+    fn start(data: &DailyData, now: Timestamp) -> DayCounters {
+        let mut c = DayCounters {
+            day: data.today,
+            totals: BTreeMap::new(),
+            seen_today: BTreeMap::new(),
+            seen_yesterday: BTreeMap::new(),
+            created: now,
+        };
+        for (status, _) in figures(&data.stats.current_day)
+            .iter()
+            .chain(figures(&data.stats.previous_day).iter())
+        {
+            if c.totals.len() < MAX_COUNTED_STATUSES {
+                c.totals.entry(status.clone()).or_insert(0.0);
+            }
+        }
+        c.seen_today = baseline(&data.stats.current_day);
+        c.seen_yesterday = baseline(&data.stats.previous_day);
+        c
+    }
+
+    fn advance(&mut self, data: &DailyData) {
+        let today = data.today;
+        if today < self.day {
+            // The clock went back: figures of a day already passed are not counted again.
+            return;
+        }
+        if today > self.day {
+            let just_after = self.day.tomorrow().ok() == Some(today);
+            // The day we were counting is now yesterday, and its final figure comes as
+            // `previous_day`; after a longer gap the day before today was never seen at all.
+            self.seen_yesterday = if just_after {
+                std::mem::take(&mut self.seen_today)
+            } else {
+                BTreeMap::new()
+            };
+            self.seen_today.clear();
+            self.day = today;
+        }
+        let yesterday = std::mem::take(&mut self.seen_yesterday);
+        self.seen_yesterday = self.count(yesterday, &data.stats.previous_day);
+        let current = std::mem::take(&mut self.seen_today);
+        self.seen_today = self.count(current, &data.stats.current_day);
+    }
+
+    /// Adds to the counters what each figure grew by over `seen`; returns the new `seen`.
+    fn count(
+        &mut self,
+        mut seen: BTreeMap<String, f64>,
+        figures_now: &Option<Counts>,
+    ) -> BTreeMap<String, f64> {
+        for (status, n) in figures(figures_now) {
+            let before = seen.get(status).copied().unwrap_or(0.0);
+            if *n <= before {
+                // A revision down is not a negative count.
+                continue;
+            }
+            let known = self.totals.contains_key(status);
+            if !known && self.totals.len() >= MAX_COUNTED_STATUSES {
+                continue;
+            }
+            *self.totals.entry(status.clone()).or_insert(0.0) += n - before;
+            seen.insert(status.clone(), *n);
+        }
+        seen
+    }
+}
+
+fn figures(counts: &Option<Counts>) -> &[(String, f64)] {
+    counts.as_deref().unwrap_or(&[])
+}
+
+fn baseline(counts: &Option<Counts>) -> BTreeMap<String, f64> {
+    figures(counts)
+        .iter()
+        .filter(|(_, n)| n.is_finite() && *n >= 0.0)
+        .map(|(s, n)| (s.clone(), *n))
+        .collect()
 }
 
 pub async fn collect(
@@ -21,9 +151,10 @@ pub async fn collect(
     cfg: Arc<DailyConfig>,
     account: i32,
 ) -> Result<DailyData, UpstreamError> {
+    let today = ctx.clock.now().to_zoned(cfg.timezone.clone()).date();
     let params = DailyParams {
         date_format: cfg.date_format.clone(),
-        today: ctx.clock.now().to_zoned(cfg.timezone.clone()).date(),
+        today,
     };
     let (stats, ranks) = tokio::join!(
         ctx.client.tracemail_daily(account, &params),
@@ -32,5 +163,117 @@ pub async fn collect(
     Ok(DailyData {
         stats: stats?,
         domains: ranks?.0,
+        today,
+        counters: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(today: &str, current: &[(&str, f64)], previous: &[(&str, f64)]) -> DailyData {
+        let counts =
+            |c: &[(&str, f64)]| Some(c.iter().map(|(s, n)| ((*s).to_owned(), *n)).collect());
+        DailyData {
+            stats: DailyStats {
+                current_day: counts(current),
+                previous_day: counts(previous),
+            },
+            domains: Vec::new(),
+            today: today.parse().unwrap(),
+            counters: None,
+        }
+    }
+
+    fn total(c: &DayCounters, status: &str) -> f64 {
+        c.totals.get(status).copied().unwrap_or(0.0)
+    }
+
+    const T0: Timestamp = Timestamp::constant(1_800_000_000, 0);
+
+    #[test]
+    fn a_day_counts_what_its_figures_grow_by_and_the_rollover_keeps_the_last_minutes() {
+        // Started mid-day: what was sent before is the baseline, not counted.
+        let mut c = DayCounters::carry(None, &data("2026-03-07", &[("delivered", 10.0)], &[]), T0);
+        assert_eq!(total(&c, "delivered"), 0.0);
+        assert_eq!(c.created, T0);
+        c = DayCounters::carry(
+            Some(&c),
+            &data("2026-03-07", &[("delivered", 14.0), ("bounced", 1.0)], &[]),
+            T0,
+        );
+        assert_eq!((total(&c, "delivered"), total(&c, "bounced")), (4.0, 1.0));
+        // After midnight: 3 more were sent before it (final 17) and 2 since.
+        c = DayCounters::carry(
+            Some(&c),
+            &data(
+                "2026-03-08",
+                &[("delivered", 2.0)],
+                &[("delivered", 17.0), ("bounced", 1.0)],
+            ),
+            T0,
+        );
+        assert_eq!((total(&c, "delivered"), total(&c, "bounced")), (9.0, 1.0));
+        // A late revision of the closed day up is counted; down, or the same, is not.
+        c = DayCounters::carry(
+            Some(&c),
+            &data(
+                "2026-03-08",
+                &[("delivered", 2.0)],
+                &[("delivered", 18.0), ("bounced", 0.0)],
+            ),
+            T0,
+        );
+        assert_eq!((total(&c, "delivered"), total(&c, "bounced")), (10.0, 1.0));
+        c = DayCounters::carry(
+            Some(&c),
+            &data("2026-03-08", &[("delivered", 1.0)], &[("delivered", 18.0)]),
+            T0,
+        );
+        assert_eq!(
+            total(&c, "delivered"),
+            10.0,
+            "today's figure revised down: no decrease"
+        );
+        c = DayCounters::carry(
+            Some(&c),
+            &data("2026-03-08", &[("delivered", 3.0)], &[("delivered", 18.0)]),
+            T0,
+        );
+        assert_eq!(total(&c, "delivered"), 11.0);
+        assert_eq!(c.created, T0, "carried on, not restarted");
+    }
+
+    #[test]
+    fn a_gap_counts_the_unseen_day_whole_and_a_clock_going_back_counts_nothing() {
+        let mut c = DayCounters::carry(None, &data("2026-03-07", &[("delivered", 5.0)], &[]), T0);
+        // Two days later: the whole of the 8th (previous_day) and today so far.
+        c = DayCounters::carry(
+            Some(&c),
+            &data("2026-03-09", &[("delivered", 4.0)], &[("delivered", 30.0)]),
+            T0,
+        );
+        assert_eq!(total(&c, "delivered"), 34.0);
+        c = DayCounters::carry(
+            Some(&c),
+            &data("2026-03-08", &[("delivered", 99.0)], &[("delivered", 99.0)]),
+            T0,
+        );
+        assert_eq!(total(&c, "delivered"), 34.0);
+    }
+
+    #[test]
+    fn the_statuses_counted_are_bounded() {
+        let many: Vec<(String, f64)> = (0..3 * MAX_COUNTED_STATUSES)
+            .map(|i| (format!("s{i}"), 1.0))
+            .collect();
+        let mut c = DayCounters::carry(None, &data("2026-03-07", &[], &[]), T0);
+        for day in ["2026-03-07", "2026-03-08", "2026-03-09"] {
+            let mut d = data(day, &[], &[]);
+            d.stats.current_day = Some(many.clone());
+            c = DayCounters::carry(Some(&c), &d, T0);
+        }
+        assert_eq!(c.totals.len(), MAX_COUNTED_STATUSES);
+    }
 }

@@ -5,6 +5,7 @@
 //! which change between renders, are in [`self_metrics`].
 
 mod classic;
+mod counters;
 mod delivery_account;
 pub mod format;
 pub mod labels;
@@ -175,6 +176,9 @@ impl fmt::Write for Pieces<'_> {
 }
 
 fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
+    // The daily counters follow the daily section's other families, written as text.
+    let daily = (collector.section == Section::Collector(CollectorName::TracemailDaily))
+        .then(|| Arc::clone(&collector.snapshot));
     let mut registry = Registry::default();
     registry.register_collector(Box::new(collector));
     let mut pieces = Pieces {
@@ -184,6 +188,11 @@ fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
     };
     // Writing into the pieces cannot fail, and nothing in the collector fails on its own.
     let _ = encode_registry(&mut pieces, &registry);
+    if let Some(snapshot) = daily {
+        let states: Vec<&CollectorState> =
+            snapshot.of_area(CollectorName::TracemailDaily).collect();
+        let _ = counters::delivery_messages(&states, &mut pieces);
+    }
     pieces.finish();
 }
 

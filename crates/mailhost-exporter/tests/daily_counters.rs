@@ -5,14 +5,15 @@
 //! simulator counted for that day, outcome by outcome, the last minutes before midnight included.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan as _};
 use mailhost_sim::{AccountSeed, SimClock, SimConfig};
 
-use crate::helpers::{Running, TOKEN, exporter_on_sim_clock, spawn_sim_on, tool, value, wait_for};
+use crate::helpers::{
+    TOKEN, exporter_on_sim_clock, spawn_prometheus, spawn_sim_on, tool, value, wait_for,
+};
 
 const ZONE: &str = "America/New_York";
 const ACCOUNT: i32 = 2001;
@@ -81,31 +82,14 @@ async fn day(day: Date) {
     );
     let exporter = exporter_on_sim_clock(&sim.sim, &collectors, &sim.url).await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let config_path = dir.path().join("prometheus.yml");
-    std::fs::write(
-        &config_path,
-        format!(
+    let prometheus = spawn_prometheus(
+        prometheus,
+        &format!(
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{}\"]\n",
             exporter.addr
         ),
-    )
-    .unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut command = Command::new(prometheus);
-    command
-        .arg(format!("--config.file={}", config_path.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-    let _prometheus = Running::spawn(command);
-    let prom = format!("http://127.0.0.1:{port}");
+    );
+    let prom = prometheus.url.clone();
 
     // Prometheus holds every counter at zero before anything of the day is sent.
     wait_for("the counters at zero in Prometheus", || async {

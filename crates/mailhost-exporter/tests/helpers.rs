@@ -496,3 +496,41 @@ pub async fn exporter_on_sim_clock(sim: &Simulator, yaml_collectors: &str, url: 
     .unwrap();
     Exporter::start(app)
 }
+
+/// A port free on loopback now (another process may take it before it is used; tests that
+/// start servers on it fail loudly rather than wait).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A Prometheus server running `config` (YAML) with its own data directory on a loopback port;
+/// stopped when dropped.
+pub struct PrometheusServer {
+    pub url: String,
+    _process: Running,
+    _dir: tempfile::TempDir,
+}
+
+pub fn spawn_prometheus(binary: &str, config: &str) -> PrometheusServer {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("prometheus.yml");
+    std::fs::write(&config_path, config).unwrap();
+    let port = free_port();
+    let mut command = Command::new(binary);
+    command
+        .arg(format!("--config.file={}", config_path.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+    PrometheusServer {
+        url: format!("http://127.0.0.1:{port}"),
+        _process: Running::spawn(command),
+        _dir: dir,
+    }
+}

@@ -1,13 +1,13 @@
 //! `--shard=i/n`: replicas split a static fleet without a coordinator, each account polled by
 //! exactly one of them, and the split agrees with Prometheus' own `hashmod`.
 
-use std::process::Command;
-
 use mailhost_exporter::config::Config;
 use mailhost_exporter::shard::Shard;
 use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
 
-use crate::helpers::{Running, TOKEN, config, spawn_exporter, spawn_sim_with, tool, wait_for};
+use crate::helpers::{
+    TOKEN, config, spawn_exporter, spawn_prometheus, spawn_sim_with, tool, wait_for,
+};
 
 const ACCOUNTS: std::ops::RangeInclusive<i32> = 1..=30;
 
@@ -88,7 +88,6 @@ fn shards_agree_with_a_real_prometheus_hashmod() {
     let Some(prometheus) = tool("prometheus", "apt-get install prometheus") else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
     let n = 7;
     // Targets nobody listens on: only their labels after relabeling matter.
     let targets: String = (1..=60)
@@ -107,23 +106,8 @@ fn shards_agree_with_a_real_prometheus_hashmod() {
     let config = format!(
         "global:\n  scrape_interval: 1h\nscrape_configs:\n  - job_name: shards\n    static_configs:\n{targets}    relabel_configs:\n      - source_labels: [tenant, account_id]\n        modulus: {n}\n        target_label: shard\n        action: hashmod\n"
     );
-    let config_path = dir.path().join("prometheus.yml");
-    std::fs::write(&config_path, config).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut command = Command::new(prometheus);
-    command
-        .arg(format!("--config.file={}", config_path.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-    let _prometheus = Running::spawn(command);
-    let url = format!("http://127.0.0.1:{port}/api/v1/targets");
+    let prometheus = spawn_prometheus(prometheus, &config);
+    let url = format!("{}/api/v1/targets", prometheus.url);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -285,10 +285,28 @@ async fn run_collector(
         // Stable: healthy first, each group in configured order.
         targets.sort_by_key(|t| failing.contains(t));
         let started = Instant::now();
-        let results = tokio::select! {
-            // A run cut short by shutdown is dropped whole: never a half-built snapshot.
-            _ = stop.cancelled() => return,
-            r = run_targets(&p.ctx, &p.spec, targets) => r,
+        let run = run_targets(&p.ctx, &p.spec, targets);
+        tokio::pin!(run);
+        let results = loop {
+            tokio::select! {
+                // A run cut short by shutdown is dropped whole: never a half-built snapshot.
+                _ = stop.cancelled() => return,
+                r = &mut run => break r,
+                () = registered(&mut probed) => {
+                    // Added while a long run is under way (a first probe waiting within its
+                    // scrape timeout): fetched now, beside the run, not after it.
+                    let added: Vec<Target> = plan
+                        .borrow()
+                        .targets(Instant::now())
+                        .into_iter()
+                        .filter(|t| !known.contains(t))
+                        .collect();
+                    if !added.is_empty() {
+                        known.extend(added.iter().cloned());
+                        side_run(&p, added, plan.clone(), store.clone(), stop.clone());
+                    }
+                }
+            }
         };
         let failed = results.iter().filter(|(_, r)| r.is_err()).count();
         tracing::debug!(
@@ -329,6 +347,29 @@ async fn run_collector(
         let store = store.clone();
         off_the_workers(move || store.apply_run(&latest, results, elapsed)).await;
     }
+}
+
+/// Fetches `targets` of `work` on their own and applies them, unless `stop` comes first: the
+/// targets a probe or discovery added while the collector's run is under way.
+fn side_run(
+    work: &Work,
+    targets: Vec<Target>,
+    plan: watch::Receiver<Plan>,
+    store: Arc<Store>,
+    stop: CancellationToken,
+) {
+    let work = work.clone();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let results = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = run_targets(&work.ctx, &work.spec, targets) => r,
+        };
+        work.learn(&results);
+        let latest = plan.borrow().polled(Instant::now());
+        let elapsed = started.elapsed();
+        off_the_workers(move || store.apply_run(&latest, results, elapsed)).await;
+    });
 }
 
 /// Waits until a target is added to the poll set (never, for a collector without one).

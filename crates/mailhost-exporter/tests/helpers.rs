@@ -280,12 +280,54 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "bash .ci/kubernetes-tools",
         &["kubernetes::core_objects_fit_the_kubernetes_schemas_strictly"],
     ),
+    (
+        "grafana-packages",
+        GRAFANA_PACKAGES_INSTALL,
+        &[
+            "grafana_schema::every_dashboard_survives_a_round_trip_through_grafanas_model",
+            "grafana_schema::the_checker_finds_what_grafanas_model_refuses",
+        ],
+    ),
 ];
 
 /// Where `.ci/kubernetes-tools` installs the tools it fetches from package registries; [`tool`]
 /// looks here after `PATH`.
 pub fn local_tools() -> std::path::PathBuf {
     repo_root().join("target/tools/bin")
+}
+
+/// How the packages Grafana publishes get to where [`grafana_packages`] looks.
+pub const GRAFANA_PACKAGES_INSTALL: &str =
+    "bash .ci/grafana-packages (pip and npm into target/grafana-packages)";
+
+/// Where `.ci/grafana-packages` put Grafana's foundation SDK (`python/`) and the unpacked
+/// `@grafana/data` (`grafana-data/`): `$GRAFANA_PACKAGES`, or `target/grafana-packages`.
+pub struct GrafanaPackages {
+    pub python: &'static str,
+    pub sdk: std::path::PathBuf,
+    pub data: std::path::PathBuf,
+}
+
+/// Finds python3 with Grafana's packages; absent, reported and skipped like a missing [`tool`].
+pub fn grafana_packages() -> Option<GrafanaPackages> {
+    let root = std::env::var_os("GRAFANA_PACKAGES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/grafana-packages"));
+    let packages = GrafanaPackages {
+        python: "python3",
+        sdk: root.join("python"),
+        data: root.join("grafana-data"),
+    };
+    let found = packages
+        .data
+        .join("dist/esm/valueFormats/categories.mjs")
+        .is_file()
+        && Command::new(packages.python)
+            .args(["-c", "import grafana_foundation_sdk"])
+            .env("PYTHONPATH", &packages.sdk)
+            .output()
+            .is_ok_and(|o| o.status.success());
+    present_or_skipped("grafana-packages", GRAFANA_PACKAGES_INSTALL, found).then_some(packages)
 }
 
 /// The line a run without `tool` prints once: which checks pass without checking anything.
@@ -300,6 +342,35 @@ pub fn skip_report(tool: &str, install: &str, checks: &[&str]) -> String {
 /// Finds a tool on PATH, then in [`local_tools`]. Absent, the check calling it passes without checking, and the skip
 /// report for that tool is written once per test run; in CI (`CI=true`) it panics instead.
 pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
+    // kubectl has no --version flag.
+    let version_args: &[&str] = if name == "kubectl" {
+        &["version", "--client"]
+    } else {
+        &["--version"]
+    };
+    let works = |program: &str| {
+        std::process::Command::new(program)
+            .args(version_args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let found: Option<&'static str> = if works(name) {
+        Some(name)
+    } else {
+        let local = local_tools().join(name);
+        // Tests hold a tool for the whole run; one small leak per tool and test.
+        (local.is_file() && works(&local.to_string_lossy()))
+            .then(|| &*Box::leak(local.to_string_lossy().into_owned().into_boxed_str()))
+    };
+    if present_or_skipped(name, install, found.is_some()) {
+        found
+    } else {
+        None
+    }
+}
+
+/// `found`, or else the skip report (once per run) or, under `CI=true`, a panic.
+fn present_or_skipped(name: &'static str, install: &str, found: bool) -> bool {
     let (_, listed_install, checks) = NEEDS_TOOLS
         .iter()
         .find(|(t, _, _)| *t == name)
@@ -313,27 +384,8 @@ pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
             "{test} needs {name}: list it under {name} in helpers::NEEDS_TOOLS"
         );
     }
-    // kubectl has no --version flag.
-    let version_args: &[&str] = if name == "kubectl" {
-        &["version", "--client"]
-    } else {
-        &["--version"]
-    };
-    let works = |program: &str| {
-        std::process::Command::new(program)
-            .args(version_args)
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if works(name) {
-        return Some(name);
-    }
-    let local = local_tools().join(name);
-    if local.is_file() && works(&local.to_string_lossy()) {
-        // Tests hold a tool for the whole run; one small leak per tool and test.
-        return Some(Box::leak(
-            local.to_string_lossy().into_owned().into_boxed_str(),
-        ));
+    if found {
+        return true;
     }
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{name} is required when CI=true but is not installed ({install})");
@@ -355,7 +407,7 @@ pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
             .lock()
             .write_all(skip_report(name, install, checks).as_bytes());
     }
-    None
+    false
 }
 
 /// A running `mailhost_exporter` whose standard error is collected line by line.

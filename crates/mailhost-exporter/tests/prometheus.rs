@@ -1,7 +1,8 @@
 //! End to end with a real Prometheus server on loopback: it scrapes the exporter in demo mode
 //! with our rules loaded; every dashboard panel and variable query must succeed and return data,
-//! every metric a dashboard or rule names must be on `/metrics`, and the quota alert of the demo
-//! account close to exhaustion must trip.
+//! also when run as Grafana runs it (`grafana_queries`: step, `$__rate_interval`, variable
+//! chains, range queries), every metric a dashboard or rule names must be on `/metrics`, and the
+//! quota alert of the demo account close to exhaustion must trip.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -25,6 +26,12 @@ const SUBSTITUTIONS: [(&str, &str); 7] = [
 
 /// How long every dashboard query together may take to return data.
 const QUERY_PATIENCE: Duration = Duration::from_secs(90);
+/// The test Prometheus' scrape interval, which a provisioned Grafana data source states as its
+/// `timeInterval` (the floor of `$__interval` and the base of `$__rate_interval`).
+const SCRAPE_INTERVAL_MS: i64 = 1_000;
+/// How long the queries as Grafana runs them may take to return data: a panel whose step is a
+/// minute shows its first point a minute after the first scrape.
+const GRAFANA_PATIENCE: Duration = Duration::from_secs(240);
 
 struct Prometheus {
     child: Child,
@@ -51,7 +58,8 @@ fn start_prometheus(binary: &str, target: &str) -> Prometheus {
     let dir = tempfile::tempdir().unwrap();
     let root = crate::helpers::repo_root();
     let config = format!(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\nscrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{target}\"]\n",
+        "global:\n  scrape_interval: {}ms\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\nscrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{target}\"]\n",
+        SCRAPE_INTERVAL_MS,
         root.join("prometheus/rules.yml").display(),
         root.join("prometheus/alerts.yml").display()
     );
@@ -290,6 +298,22 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_ale
     );
     eprintln!(
         "{total} dashboard queries returned data after {:?}",
+        started.elapsed()
+    );
+
+    // The same panels as Grafana queries them: over each dashboard's default time range, with
+    // each panel's step and intervals and the variables resolved through their chain.
+    let started = Instant::now();
+    let ran = crate::grafana_queries::every_panel_gets_data(
+        &client,
+        &prom.url,
+        &files,
+        SCRAPE_INTERVAL_MS,
+        GRAFANA_PATIENCE,
+    )
+    .await;
+    eprintln!(
+        "{ran} panel queries as Grafana runs them returned data after {:?}",
         started.elapsed()
     );
 

@@ -28,11 +28,17 @@ mod rules;
 // A real Prometheus scraping demo mode: dashboard queries, metric names, the quota alert.
 mod prometheus;
 
+// Panel queries as Grafana runs them: step, $__interval, $__rate_interval, variable chains.
+mod grafana_queries;
+
 // The container image: hadolint, its shape, no time-zone files needed.
 mod container;
 
 // Grafana dashboards follow our conventions.
 mod dashboards;
+
+// Grafana dashboards against Grafana's own model (its foundation SDK and unit list).
+mod grafana_schema;
 
 // Hostile input: arbitrary JSON through every reader and both exposition formats.
 mod properties;

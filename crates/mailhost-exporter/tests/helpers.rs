@@ -224,6 +224,9 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "web_config::every_good_file_loads_and_passes_promtool",
             "web_config::files_promtool_rejects_are_refused_too",
             "kubernetes::promtool_accepts_the_rule_groups_of_the_rendered_prometheusrule",
+            // Not first: tests/process.rs expects the skip report to open with the README check.
+            "mixin::an_overridden_selector_reaches_every_expression_and_the_unit_tests_still_pass",
+            "mixin::per_account_thresholds_fire_where_the_default_would_not_and_the_other_way_round",
         ],
     ),
     (
@@ -250,6 +253,22 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         &[
             "scale_out::vmagent_cluster_with_replication_stores_every_account_once_and_polls_it_once",
         ],
+    ),
+    (
+        "jsonnet",
+        "apt-get install jsonnet",
+        &[
+            "mixin::an_overridden_selector_reaches_every_expression_and_the_unit_tests_still_pass",
+            "mixin::an_override_of_a_threshold_that_is_not_per_account_is_refused",
+            "mixin::per_account_thresholds_fire_where_the_default_would_not_and_the_other_way_round",
+            "mixin::the_committed_rules_and_dashboards_are_a_fresh_render_of_the_mixin",
+            "mixin::the_mixin_sources_are_formatted_by_jsonnetfmt",
+        ],
+    ),
+    (
+        "vmalert",
+        "apt-get install victoria-metrics",
+        &["mixin::vmalert_loads_the_shipped_rule_files_in_dry_run"],
     ),
     (
         "hadolint",

@@ -25,6 +25,10 @@ mod collectors;
 // The Prometheus rules and config we ship, checked by promtool.
 mod rules;
 
+// The monitoring mixin renders the shipped rules and dashboards: fresh, selector, per-account
+// thresholds, vmalert.
+mod mixin;
+
 // A real Prometheus scraping demo mode: dashboard queries, metric names, the quota alert.
 mod prometheus;
 

@@ -1,0 +1,339 @@
+//! The monitoring mixin (`mixin/`) is the one source of the rules and dashboards we ship: the
+//! committed files are its fresh render, an overridden selector reaches every expression,
+//! per-account thresholds work, and VictoriaMetrics' vmalert loads the rules too.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_yaml_ng::Value;
+
+use crate::helpers::{promtool, repo_root, tool};
+
+const JSONNET: (&str, &str) = ("jsonnet", "apt-get install jsonnet");
+const VMALERT: (&str, &str) = ("vmalert", "apt-get install victoria-metrics");
+/// A selector with a second label, as a multi-cluster set-up would use.
+const OTHER_SELECTOR: &str = r#"job="other",cluster="x""#;
+
+fn jsonnet() -> Option<&'static str> {
+    tool(JSONNET.0, JSONNET.1)
+}
+
+/// Renders the mixin with `config` (jsonnet code merged into `_config`) into a fresh directory
+/// laid out like the repository; returns it and the paths written, relative to it.
+fn render(jsonnet: &str, config: &str) -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["prometheus/tests", "dashboards"] {
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+    }
+    let out = Command::new(jsonnet)
+        .args(["-S", "-m"])
+        .arg(dir.path())
+        .arg("--tla-code")
+        .arg(format!("config={config}"))
+        .arg(repo_root().join("mixin/render.jsonnet"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "jsonnet render.jsonnet:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let prefix = format!("{}/", dir.path().display());
+    let files = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.strip_prefix(&prefix).unwrap_or(l).to_owned())
+        .collect();
+    (dir, files)
+}
+
+fn run(program: &str, args: &[&str], dir: &Path) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {}:\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn yaml(path: &Path) -> Value {
+    serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every expression of the rule files under `dir`.
+fn exprs(dir: &Path) -> Vec<String> {
+    ["prometheus/rules.yml", "prometheus/alerts.yml"]
+        .iter()
+        .flat_map(|f| {
+            let file = yaml(&dir.join(f));
+            file["groups"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .flat_map(|g| g["rules"].as_sequence().unwrap().clone())
+                .map(|r| r["expr"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// The raw series an expression reads (the exporter's metrics and `up`), each with the text
+/// that follows its name. Recorded series (with a colon) are derived from these.
+fn raw_series(expr: &str) -> Vec<(String, String)> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut found = Vec::new();
+    let mut rest = expr;
+    let mut in_string = false;
+    while let Some(c) = rest.chars().next() {
+        if c == '"' {
+            in_string = !in_string;
+            rest = &rest[1..];
+            continue;
+        }
+        if in_string || !(c.is_ascii_alphabetic() || c == '_') {
+            rest = &rest[c.len_utf8()..];
+            continue;
+        }
+        let end = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
+        let name = &rest[..end];
+        if !name.contains(':') && (name.starts_with("mailhost_") || name == "up") {
+            found.push((name.to_owned(), rest[end..].to_owned()));
+        }
+        rest = &rest[end..];
+    }
+    found
+}
+
+#[test]
+fn the_committed_rules_and_dashboards_are_a_fresh_render_of_the_mixin() {
+    let Some(jsonnet) = jsonnet() else { return };
+    let (dir, files) = render(jsonnet, "{}");
+    let mut stale = Vec::new();
+    for f in &files {
+        let fresh = std::fs::read_to_string(dir.path().join(f)).unwrap();
+        let committed = std::fs::read_to_string(repo_root().join(f)).unwrap_or_default();
+        if fresh != committed {
+            stale.push(f.clone());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "{stale:?} differ from a fresh render of mixin/: run mixin/build.sh and commit the result"
+    );
+    // Nothing hand-written beside the render: every shipped rule file and dashboard is one.
+    let rendered: BTreeSet<&str> = files.iter().map(String::as_str).collect();
+    let mut shipped = vec![
+        "prometheus/rules.yml".to_owned(),
+        "prometheus/alerts.yml".to_owned(),
+    ];
+    for entry in std::fs::read_dir(repo_root().join("dashboards")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        shipped.push(format!("dashboards/{name}"));
+    }
+    for f in shipped {
+        assert!(
+            rendered.contains(f.as_str()),
+            "{f} is not rendered by mixin/"
+        );
+    }
+}
+
+#[test]
+fn the_mixin_sources_are_formatted_by_jsonnetfmt() {
+    if jsonnet().is_none() {
+        return;
+    }
+    // jsonnetfmt ships in the same package as jsonnet.
+    let dir = repo_root().join("mixin");
+    let mut sources: Vec<PathBuf> = Vec::new();
+    for sub in [dir.clone(), dir.join("dashboards"), dir.join("tests")] {
+        for entry in std::fs::read_dir(sub).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .extension()
+                .is_some_and(|e| e == "libsonnet" || e == "jsonnet")
+            {
+                sources.push(path);
+            }
+        }
+    }
+    assert!(sources.len() >= 8, "{sources:?}");
+    for path in sources {
+        let out = Command::new("jsonnetfmt")
+            .arg("--test")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{} is not as jsonnetfmt writes it (jsonnetfmt -i {0}){}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn an_overridden_selector_reaches_every_expression_and_the_unit_tests_still_pass() {
+    let Some(jsonnet) = jsonnet() else { return };
+    let Some(promtool) = promtool() else { return };
+    let config = format!("{{ mailhostSelector: '{OTHER_SELECTOR}' }}");
+    let (dir, _) = render(jsonnet, &config);
+
+    let mut reads = 0;
+    for expr in exprs(dir.path()) {
+        assert!(!expr.contains(r#"job="mailhost""#), "{expr}");
+        for (name, after) in raw_series(&expr) {
+            reads += 1;
+            assert!(
+                after.starts_with(&format!("{{{OTHER_SELECTOR}")),
+                "{name} does not carry the selector in: {expr}"
+            );
+        }
+    }
+    assert!(
+        reads >= 20,
+        "only {reads} raw series found: the scan is broken"
+    );
+
+    // The shipped unit tests, with the selector's labels on every input series and every
+    // expected alert.
+    let mut tests = yaml(&repo_root().join("prometheus/tests/alerts.test.yml"));
+    let mut series_moved = 0;
+    for test in tests["tests"].as_sequence_mut().unwrap() {
+        for input in test["input_series"].as_sequence_mut().unwrap() {
+            let series = input["series"].as_str().unwrap();
+            assert!(series.contains(r#"job="mailhost""#), "{series}");
+            input["series"] = Value::from(series.replace(r#"job="mailhost""#, OTHER_SELECTOR));
+            series_moved += 1;
+        }
+        for case in test["alert_rule_test"].as_sequence_mut().unwrap() {
+            for alert in case["exp_alerts"].as_sequence_mut().unwrap() {
+                let labels = alert["exp_labels"].as_mapping_mut().unwrap();
+                assert_eq!(labels.remove("job"), Some(Value::from("mailhost")));
+                labels.insert("job".into(), "other".into());
+                labels.insert("cluster".into(), "x".into());
+            }
+        }
+    }
+    assert!(series_moved > 30);
+    std::fs::write(
+        dir.path().join("prometheus/tests/alerts.test.yml"),
+        serde_yaml_ng::to_string(&tests).unwrap(),
+    )
+    .unwrap();
+    run(
+        promtool,
+        &["test", "rules", "prometheus/tests/alerts.test.yml"],
+        dir.path(),
+    );
+    run(
+        promtool,
+        &[
+            "check",
+            "rules",
+            "--lint=all",
+            "--lint-fatal",
+            "prometheus/rules.yml",
+            "prometheus/alerts.yml",
+        ],
+        dir.path(),
+    );
+}
+
+#[test]
+fn per_account_thresholds_fire_where_the_default_would_not_and_the_other_way_round() {
+    let Some(jsonnet) = jsonnet() else { return };
+    let Some(promtool) = promtool() else { return };
+    let tests = repo_root().join("mixin/tests");
+    let config = std::fs::read_to_string(tests.join("account_overrides.jsonnet")).unwrap();
+    let (dir, _) = render(jsonnet, &config);
+
+    // The overrides are recorded series in their own group, one per account and threshold.
+    let rules = yaml(&dir.path().join("prometheus/rules.yml"));
+    let overrides: Vec<(String, String)> = rules["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter(|g| g["name"] == "mailhost.thresholds.accounts")
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .map(|r| {
+            (
+                r["record"].as_str().unwrap().to_owned(),
+                r["labels"]["account_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(overrides.len(), 4, "{overrides:?}");
+    assert!(overrides.contains(&(
+        "mailhost:threshold_override:quota_remaining_critical_ratio".into(),
+        "1006".into()
+    )));
+
+    std::fs::copy(
+        tests.join("account_overrides.test.yml"),
+        dir.path()
+            .join("prometheus/tests/account_overrides.test.yml"),
+    )
+    .unwrap();
+    run(
+        promtool,
+        &[
+            "test",
+            "rules",
+            "prometheus/tests/account_overrides.test.yml",
+        ],
+        dir.path(),
+    );
+    // The shipped tests hold for accounts without an override.
+    std::fs::copy(
+        repo_root().join("prometheus/tests/alerts.test.yml"),
+        dir.path().join("prometheus/tests/alerts.test.yml"),
+    )
+    .unwrap();
+    run(
+        promtool,
+        &["test", "rules", "prometheus/tests/alerts.test.yml"],
+        dir.path(),
+    );
+}
+
+#[test]
+fn an_override_of_a_threshold_that_is_not_per_account_is_refused() {
+    let Some(jsonnet) = jsonnet() else { return };
+    let out = Command::new(jsonnet)
+        .arg("--tla-code")
+        .arg("config={ accountOverrides: [{ account_id: '1', stale_intervals: 5 }] }")
+        .arg(repo_root().join("mixin/render.jsonnet"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("accountOverrides may set only"), "{stderr}");
+}
+
+#[test]
+fn vmalert_loads_the_shipped_rule_files_in_dry_run() {
+    let Some(vmalert) = tool(VMALERT.0, VMALERT.1) else {
+        return;
+    };
+    let root = repo_root();
+    // A file vmalert cannot load (expression or template) is a fatal exit, not a warning.
+    run(
+        vmalert,
+        &[
+            "-dryRun",
+            "-rule=prometheus/rules.yml",
+            "-rule=prometheus/alerts.yml",
+        ],
+        &root,
+    );
+}

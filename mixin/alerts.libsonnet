@@ -1,0 +1,157 @@
+// Alerts: each compares a series with the threshold series in force for it (see
+// rules.libsonnet), carries a severity, and points at its section of docs/runbook.md.
+local lib = import 'lib.libsonnet';
+
+{
+  prometheusAlerts+:: {
+    local c = $._config,
+    local s(metric, extra='') = lib.series(c, metric, extra),
+    local alert(name, severity, expr, summary, description) = {
+      alert: name,
+      expr: expr,
+      'for': c.alertFor[name],
+      labels: { severity: severity },
+      annotations: {
+        summary: summary,
+        description: description,
+        runbook_url: c.runbookUrlPrefix + std.asciiLower(name),
+      },
+    },
+    // The quota reset of the alert's account, for its annotation.
+    local resetQuery = 'query (printf "mailhost:delivery_quota_reset:timestamp_seconds{job=%q,instance=%q,account_id=%q}" $labels.job $labels.instance $labels.account_id)',
+
+    groups+: [
+      {
+        name: 'mailhost.alerts',
+        rules: [
+          alert(
+            'MailhostDeliveryQuotaLow',
+            'warning',
+            |||
+              (mailhost:delivery_quota_remaining:ratio < %s)
+              >= %s
+            ||| % [lib.effective('quota_remaining_warning_ratio'), lib.effective('quota_remaining_critical_ratio')],
+            'Delivery account {{ $labels.account_id }} is running out of messages',
+            "Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) has {{ $value | humanizePercentage }} of its plan's messages left.",
+          ),
+          alert(
+            'MailhostDeliveryQuotaCritical',
+            'critical',
+            'mailhost:delivery_quota_remaining:ratio < %s' % lib.effective('quota_remaining_critical_ratio'),
+            'Delivery account {{ $labels.account_id }} has almost no messages left',
+            "Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) has {{ $value | humanizePercentage }} of its plan's messages left; sends will be refused when it reaches zero.",
+          ),
+          alert(
+            'MailhostDeliveryQuotaExhaustionPredicted',
+            'warning',
+            // An account whose quota renews (or whose plan ends) before it would run out is
+            // left alone; one with no known reset date is judged on the horizon alone.
+            |||
+              (mailhost:delivery_quota_exhaustion:seconds < %s)
+              unless
+              (mailhost:delivery_quota_exhaustion:seconds > mailhost:delivery_quota_reset:timestamp_seconds - time())
+            ||| % lib.effective('quota_exhaustion_horizon_seconds'),
+            'Delivery account {{ $labels.account_id }} will run out of messages before its quota renews',
+            'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) runs out of messages in {{ $value | humanizeDuration }} at its current rate, before its quota renews ({{ with ' + resetQuery + ' }}{{ . | first | value | humanizeTimestamp }}{{ else }}no renewal date known{{ end }}).',
+          ),
+          alert(
+            'MailhostDeliveryPlanExpiring',
+            'warning',
+            '(%s - time())\n< %s' % [s('mailhost_delivery_plan_expiration_timestamp_seconds'), lib.effective('plan_expiry_seconds')],
+            'The plan of Delivery account {{ $labels.account_id }} expires soon',
+            'The plan of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) expires in {{ $value | humanizeDuration }}.',
+          ),
+          alert(
+            'MailhostDeliveryAccountStatusChanged',
+            'warning',
+            '%s\n!= quantile_over_time(0.5, %s[1d])' % [s('mailhost_delivery_account_status'), s('mailhost_delivery_account_status')],
+            'Delivery account {{ $labels.account_id }} changed status',
+            'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) has status {{ $value }}, not the value it had for most of the last day.',
+          ),
+          alert(
+            'MailhostDeliveryBounceRatioHigh',
+            'warning',
+            '(mailhost:delivery_bounce:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio'), lib.effective('ratio_min_messages')],
+            'Delivery account {{ $labels.account_id }} bounces too many messages',
+            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced.",
+          ),
+          alert(
+            'MailhostDeliveryRejectionRatioHigh',
+            'warning',
+            '(mailhost:delivery_rejection:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('rejection_ratio'), lib.effective('ratio_min_messages')],
+            'Delivery account {{ $labels.account_id }} has too many messages rejected',
+            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) were rejected.",
+          ),
+          alert(
+            'MailhostMigrationFailures',
+            'warning',
+            '%s > 0' % s('mailhost_migration_accounts', 'state="failed"'),
+            'Migration {{ $labels.migration }} has failed accounts',
+            'Migration {{ $labels.migration }} ({{ $labels.instance }}) has {{ $value }} failed accounts.',
+          ),
+          alert(
+            'MailhostMigrationStalled',
+            'warning',
+            |||
+              %(migrated)s
+              and (changes(%(migrated)s[%(window)s]) == 0)
+              and ignoring (status) (%(running)s == 1)
+            ||| % {
+              migrated: s('mailhost_migration_messages_migrated'),
+              running: s('mailhost_migration_status', 'status="running"'),
+              window: c.migrationStallWindow,
+            },
+            'Migration {{ $labels.migration }} stopped progressing',
+            'Migration {{ $labels.migration }} ({{ $labels.instance }}) is running but has stayed at {{ $value | humanize }} migrated messages for at least %s.' % c.migrationStallWindow,
+          ),
+          alert(
+            'MailhostMailboxQuotaHigh',
+            'warning',
+            'mailhost:mailbox_quota_used:ratio\n> on () group_left () %s' % lib.global('mailbox_quota_ratio'),
+            'Mailbox {{ $labels.mailbox }} is nearly full',
+            'Mailbox {{ $labels.mailbox }} ({{ $labels.instance }}) uses {{ $value | humanizePercentage }} of its quota.',
+          ),
+          alert(
+            'MailhostMailboxOutboundLimitReached',
+            'warning',
+            '%s\n>= (%s > 0)' % [s('mailhost_mailbox_outbound_messages'), s('mailhost_mailbox_outbound_limit')],
+            'Mailbox {{ $labels.mailbox }} reached its outbound limit',
+            'Mailbox {{ $labels.mailbox }} ({{ $labels.instance }}) sent {{ $value }} messages in its outbound period and cannot send more until the count resets.',
+          ),
+          alert(
+            'MailhostExporterDown',
+            'critical',
+            '%s == 0' % s('up'),
+            'mailhost_exporter is down',
+            'Prometheus cannot scrape mailhost_exporter at {{ $labels.instance }}; no quota or sending figures are being collected.',
+          ),
+          alert(
+            'MailhostCollectorFailing',
+            'warning',
+            '%s == 0' % s('mailhost_collector_success'),
+            'Collector {{ $labels.collector }} keeps failing',
+            'Every run of collector {{ $labels.collector }} on {{ $labels.instance }} for %s had a failing target; see mailhost_api_request_failures_total for the reason.' % c.alertFor.MailhostCollectorFailing,
+          ),
+          alert(
+            'MailhostDataStale',
+            'warning',
+            |||
+              (time() - %s)
+              > ignoring (target) group_left ()
+              (%s * on () group_left () %s)
+            ||| % [s('mailhost_target_last_success_timestamp_seconds'), s('mailhost_collector_interval_seconds'), lib.global('stale_intervals')],
+            'Values of {{ $labels.collector }} target {{ $labels.target }} are stale',
+            'Target {{ $labels.target }} of collector {{ $labels.collector }} on {{ $labels.instance }} last succeeded {{ $value | humanizeDuration }} ago.',
+          ),
+          alert(
+            'MailhostApiRateLimited',
+            'warning',
+            'sum without (reason) (\n  rate(%s[5m])\n) > 0' % s('mailhost_api_request_failures_total', 'reason="rate_limited"'),
+            'The provider is rate-limiting mailhost_exporter',
+            'Calls to {{ $labels.endpoint }} from {{ $labels.instance }} get HTTP 429 ({{ $value | humanize }} per second).',
+          ),
+        ],
+      },
+    ],
+  },
+}

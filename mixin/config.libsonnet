@@ -1,0 +1,83 @@
+// Everything an operator may want to change without touching an expression. Override with
+//   (import 'mixin.libsonnet') + { _config+:: { mailhostSelector: 'job="mail",cluster="eu"' } }
+// docs/mixin.md explains each field; docs/runbook.md explains each threshold.
+{
+  _config+:: {
+    // Label matchers (without braces) that select the exporter's series; every raw series in a
+    // rule carries them, so a recorded series or an alert only ever sees the exporter's data.
+    mailhostSelector: 'job="mailhost"',
+
+    // Prefix of runbook_url; the default is relative to the repository root.
+    runbookUrlPrefix: 'docs/runbook.md#',
+
+    // Global thresholds, recorded in the group mailhost.thresholds so that alerts compare
+    // against series, never against numbers of their own.
+    thresholds: {
+      // Warn when an account has less than this share of its plan's messages left.
+      quota_remaining_warning_ratio: 0.10,
+      // Page when an account has less than this share left.
+      quota_remaining_critical_ratio: 0.02,
+      // Warn when the current sending rate empties the quota within this many seconds, unless
+      // the quota renews (or the plan expires) first.
+      quota_exhaustion_horizon_seconds: 86400,
+      // Warn this long (seconds) before a plan expires.
+      plan_expiry_seconds: 7 * 86400,
+      // Today's share of bounced messages above which an account is warned about.
+      bounce_ratio: 0.05,
+      // Today's share of rejected messages above which an account is warned about.
+      rejection_ratio: 0.05,
+      // Ratios are judged only once an account has sent this many messages today.
+      ratio_min_messages: 100,
+      // Warn when a mailbox uses more than this share of its quota.
+      mailbox_quota_ratio: 0.90,
+      // Values older than this many collector intervals are stale.
+      stale_intervals: 3,
+    },
+
+    // Per-account thresholds: a list of { account_id: '1001', <threshold>: value, ... } using
+    // any of the names in accountThresholds. An account without an entry (or without that
+    // threshold in its entry) falls back to the global value above.
+    accountOverrides: [],
+    // The thresholds that may be set per account.
+    accountThresholds: [
+      'quota_remaining_warning_ratio',
+      'quota_remaining_critical_ratio',
+      'quota_exhaustion_horizon_seconds',
+      'plan_expiry_seconds',
+      'bounce_ratio',
+      'rejection_ratio',
+      'ratio_min_messages',
+    ],
+
+    // How long a condition must hold before an alert fires.
+    alertFor: {
+      MailhostDeliveryQuotaLow: '2m',
+      MailhostDeliveryQuotaCritical: '2m',
+      MailhostDeliveryQuotaExhaustionPredicted: '10m',
+      MailhostDeliveryPlanExpiring: '10m',
+      MailhostDeliveryAccountStatusChanged: '5m',
+      MailhostDeliveryBounceRatioHigh: '15m',
+      MailhostDeliveryRejectionRatioHigh: '15m',
+      MailhostMigrationFailures: '5m',
+      MailhostMigrationStalled: '15m',
+      MailhostMailboxQuotaHigh: '15m',
+      MailhostMailboxOutboundLimitReached: '5m',
+      MailhostExporterDown: '5m',
+      MailhostCollectorFailing: '10m',
+      MailhostDataStale: '1m',
+      MailhostApiRateLimited: '10m',
+    },
+    // A running migration whose migrated count stays put this long is stalled.
+    migrationStallWindow: '30m',
+
+    // Grafana dashboards.
+    dashboardUidPrefix: 'mailhost',
+    dashboardTitlePrefix: 'Mailhost / ',
+    dashboardTags: ['mailhost'],
+    dashboardRefresh: '1m',
+    dashboardTimeFrom: 'now-6h',
+    dashboardTimezone: '',
+    // The exporter-health dashboard looks at a shorter window by default.
+    dashboardHealthTimeFrom: 'now-3h',
+  },
+}

@@ -1,0 +1,1040 @@
+// The exporter-health dashboard without the fields _config sets (dashboards.libsonnet adds them).
+{
+  id: null,
+  description: 'Is the exporter getting its data? Collector and target success, data age, upstream requests, failures by reason, latency, parse problems, build.',
+  schemaVersion: 39,
+  version: 1,
+  editable: true,
+  graphTooltip: 1,
+  fiscalYearStartMonth: 0,
+  liveNow: false,
+  timepicker: {},
+  weekStart: '',
+  annotations: {
+    list: [],
+  },
+  templating: {
+    list: [
+      {
+        name: 'datasource',
+        label: 'Data source',
+        type: 'datasource',
+        query: 'prometheus',
+        current: {},
+        hide: 0,
+        refresh: 1,
+        regex: '',
+        includeAll: false,
+        multi: false,
+        options: [],
+      },
+      {
+        name: 'job',
+        label: 'Job',
+        type: 'query',
+        datasource: {
+          type: 'prometheus',
+          uid: '${datasource}',
+        },
+        query: {
+          qryType: 1,
+          query: 'label_values(mailhost_build_info, job)',
+          refId: 'PrometheusVariableQueryEditor-VariableQuery',
+        },
+        refresh: 2,
+        regex: '',
+        sort: 1,
+        hide: 0,
+        multi: true,
+        includeAll: true,
+        current: {},
+        options: [],
+        allValue: '.+',
+      },
+      {
+        name: 'instance',
+        label: 'Instance',
+        type: 'query',
+        datasource: {
+          type: 'prometheus',
+          uid: '${datasource}',
+        },
+        query: {
+          qryType: 1,
+          query: 'label_values(mailhost_build_info{job=~"$job"}, instance)',
+          refId: 'PrometheusVariableQueryEditor-VariableQuery',
+        },
+        refresh: 2,
+        regex: '',
+        sort: 1,
+        hide: 0,
+        multi: true,
+        includeAll: true,
+        current: {},
+        options: [],
+        allValue: '.+',
+      },
+    ],
+  },
+  panels: [
+    {
+      type: 'row',
+      title: 'Collectors',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 0,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 1,
+    },
+    {
+      type: 'stat',
+      title: 'Up',
+      description: 'mailhost_up: 1 when the last run of every collector succeeded (every target answered). 0 until every collector has run once.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 1,
+        w: 6,
+        h: 6,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'none',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'red',
+                value: null,
+              },
+              {
+                color: 'green',
+                value: 1,
+              },
+            ],
+          },
+          mappings: [
+            {
+              type: 'value',
+              options: {
+                '0': {
+                  text: 'Failing',
+                  color: 'red',
+                  index: 0,
+                },
+                '1': {
+                  text: 'OK',
+                  color: 'green',
+                  index: 1,
+                },
+              },
+            },
+          ],
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        colorMode: 'value',
+        graphMode: 'none',
+        justifyMode: 'auto',
+        orientation: 'auto',
+        textMode: 'auto',
+        wideLayout: true,
+        showPercentChange: false,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_up{job=~"$job",instance=~"$instance"}',
+          legendFormat: '{{instance}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 2,
+    },
+    {
+      type: 'stat',
+      title: 'Collector success',
+      description: "mailhost_collector_success: 1 when the collector's last run succeeded for every target.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 6,
+        y: 1,
+        w: 18,
+        h: 6,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'none',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'red',
+                value: null,
+              },
+              {
+                color: 'green',
+                value: 1,
+              },
+            ],
+          },
+          mappings: [
+            {
+              type: 'value',
+              options: {
+                '0': {
+                  text: 'Failing',
+                  color: 'red',
+                  index: 0,
+                },
+                '1': {
+                  text: 'OK',
+                  color: 'green',
+                  index: 1,
+                },
+              },
+            },
+          ],
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        colorMode: 'background',
+        graphMode: 'none',
+        justifyMode: 'auto',
+        orientation: 'auto',
+        textMode: 'value_and_name',
+        wideLayout: true,
+        showPercentChange: false,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_collector_success{job=~"$job",instance=~"$instance"}',
+          legendFormat: '{{collector}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 3,
+    },
+    {
+      type: 'timeseries',
+      title: 'Data age per target',
+      description: "How old each target's values are: now minus its last success (mailhost_target_last_success_timestamp_seconds).",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 7,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 's',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'time() - mailhost_target_last_success_timestamp_seconds{job=~"$job",instance=~"$instance"}',
+          legendFormat: '{{collector}} {{target}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 4,
+    },
+    {
+      type: 'timeseries',
+      title: 'Data age in collector intervals',
+      description: "Each target's data age divided by its collector's configured interval (mailhost_collector_interval_seconds). Above 3 the values are stale and the stale-data alert fires.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 7,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'none',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+              {
+                color: 'red',
+                value: 3,
+              },
+            ],
+          },
+          min: 0,
+          decimals: 1,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'dashed',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: '(time() - mailhost_target_last_success_timestamp_seconds{job=~"$job",instance=~"$instance"})\n/ on (job, instance, collector) group_left ()\nmailhost_collector_interval_seconds{job=~"$job",instance=~"$instance"}',
+          legendFormat: '{{collector}} {{target}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 5,
+    },
+    {
+      type: 'bargauge',
+      title: 'Targets succeeding',
+      description: "Share of each collector's targets whose last attempt succeeded (mailhost_target_success).",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 15,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'percentunit',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'red',
+                value: null,
+              },
+              {
+                color: 'green',
+                value: 1,
+              },
+            ],
+          },
+          min: 0,
+          max: 1,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'avg by (collector) (mailhost_target_success{job=~"$job",instance=~"$instance"})',
+          legendFormat: '{{collector}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 6,
+    },
+    {
+      type: 'timeseries',
+      title: 'Collector duration',
+      description: "How long each collector's last run took (mailhost_collector_duration_seconds).",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 8,
+        y: 15,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 's',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_collector_duration_seconds{job=~"$job",instance=~"$instance"}',
+          legendFormat: '{{collector}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 7,
+    },
+    {
+      type: 'stat',
+      title: 'Collector interval',
+      description: 'The configured interval of each collector (mailhost_collector_interval_seconds).',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 16,
+        y: 15,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 's',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        colorMode: 'none',
+        graphMode: 'none',
+        justifyMode: 'auto',
+        orientation: 'auto',
+        textMode: 'value_and_name',
+        wideLayout: true,
+        showPercentChange: false,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_collector_interval_seconds{job=~"$job",instance=~"$instance"}',
+          legendFormat: '{{collector}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 8,
+    },
+    {
+      type: 'row',
+      title: 'Upstream API',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 23,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 9,
+    },
+    {
+      type: 'timeseries',
+      title: 'API requests by code',
+      description: 'Upstream requests per second by route and HTTP status (none when no answer came).',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 24,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'reqps',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (endpoint, code) (rate(mailhost_api_requests_total{job=~"$job",instance=~"$instance"}[$__rate_interval]))',
+          legendFormat: '{{endpoint}} {{code}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 10,
+    },
+    {
+      type: 'timeseries',
+      title: 'API failures by reason',
+      description: 'Failed upstream calls per second by route and reason (timeout, connect, unauthorized, rate_limited, server_error, decode, ...).',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 24,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'reqps',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (endpoint, reason) (rate(mailhost_api_request_failures_total{job=~"$job",instance=~"$instance"}[$__rate_interval]))',
+          legendFormat: '{{endpoint}} {{reason}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 11,
+    },
+    {
+      type: 'timeseries',
+      title: 'Request latency',
+      description: 'Upstream request latency per route: 50th, 90th and 99th percentile from mailhost_api_request_duration_seconds.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 32,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 's',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'histogram_quantile(0.5, sum by (endpoint, le) (rate(mailhost_api_request_duration_seconds_bucket{job=~"$job",instance=~"$instance"}[$__rate_interval])))',
+          legendFormat: '{{endpoint}} p50',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'B',
+          expr: 'histogram_quantile(0.9, sum by (endpoint, le) (rate(mailhost_api_request_duration_seconds_bucket{job=~"$job",instance=~"$instance"}[$__rate_interval])))',
+          legendFormat: '{{endpoint}} p90',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'C',
+          expr: 'histogram_quantile(0.99, sum by (endpoint, le) (rate(mailhost_api_request_duration_seconds_bucket{job=~"$job",instance=~"$instance"}[$__rate_interval])))',
+          legendFormat: '{{endpoint}} p99',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 12,
+    },
+    {
+      type: 'timeseries',
+      title: 'Parse problems',
+      description: 'Fields whose shape could not be read, per route (mailhost_parse_problems_total): the value was skipped. Each path is logged once at warn.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 32,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (endpoint) (increase(mailhost_parse_problems_total{job=~"$job",instance=~"$instance"}[$__rate_interval]))',
+          legendFormat: '{{endpoint}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 13,
+    },
+    {
+      type: 'row',
+      title: 'Build',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 40,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 14,
+    },
+    {
+      type: 'table',
+      title: 'Build info',
+      description: 'Version, revision and compiler of each exporter instance (mailhost_build_info).',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 41,
+        w: 24,
+        h: 5,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'none',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            align: 'auto',
+            cellOptions: {
+              type: 'auto',
+            },
+            inspect: false,
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        showHeader: true,
+        cellHeight: 'sm',
+        footer: {
+          show: false,
+          reducer: [
+            'sum',
+          ],
+          countRows: false,
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_build_info{job=~"$job",instance=~"$instance"}',
+          legendFormat: '__auto',
+          range: false,
+          instant: true,
+          format: 'table',
+        },
+      ],
+      transformations: [
+        {
+          id: 'organize',
+          options: {
+            excludeByName: {
+              Time: true,
+              __name__: true,
+              Value: true,
+            },
+            indexByName: {},
+            renameByName: {},
+          },
+        },
+      ],
+      id: 15,
+    },
+  ],
+}

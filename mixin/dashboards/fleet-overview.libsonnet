@@ -1,0 +1,1110 @@
+// The fleet-overview dashboard without the fields _config sets (dashboards.libsonnet adds them).
+{
+  id: null,
+  description: "Every Delivery account at a glance: quota left, plan expiry, today's sending and its bounce and rejection ratios, top senders, status.",
+  schemaVersion: 39,
+  version: 1,
+  editable: true,
+  graphTooltip: 1,
+  fiscalYearStartMonth: 0,
+  liveNow: false,
+  timepicker: {},
+  weekStart: '',
+  annotations: {
+    list: [],
+  },
+  templating: {
+    list: [
+      {
+        name: 'datasource',
+        label: 'Data source',
+        type: 'datasource',
+        query: 'prometheus',
+        current: {},
+        hide: 0,
+        refresh: 1,
+        regex: '',
+        includeAll: false,
+        multi: false,
+        options: [],
+      },
+      {
+        name: 'job',
+        label: 'Job',
+        type: 'query',
+        datasource: {
+          type: 'prometheus',
+          uid: '${datasource}',
+        },
+        query: {
+          qryType: 1,
+          query: 'label_values(mailhost_build_info, job)',
+          refId: 'PrometheusVariableQueryEditor-VariableQuery',
+        },
+        refresh: 2,
+        regex: '',
+        sort: 1,
+        hide: 0,
+        multi: true,
+        includeAll: true,
+        current: {},
+        options: [],
+        allValue: '.+',
+      },
+      {
+        name: 'instance',
+        label: 'Instance',
+        type: 'query',
+        datasource: {
+          type: 'prometheus',
+          uid: '${datasource}',
+        },
+        query: {
+          qryType: 1,
+          query: 'label_values(mailhost_build_info{job=~"$job"}, instance)',
+          refId: 'PrometheusVariableQueryEditor-VariableQuery',
+        },
+        refresh: 2,
+        regex: '',
+        sort: 1,
+        hide: 0,
+        multi: true,
+        includeAll: true,
+        current: {},
+        options: [],
+        allValue: '.+',
+      },
+      {
+        name: 'account',
+        label: 'Account',
+        type: 'query',
+        datasource: {
+          type: 'prometheus',
+          uid: '${datasource}',
+        },
+        query: {
+          qryType: 1,
+          query: 'label_values(mailhost_delivery_account_info{job=~"$job",instance=~"$instance"}, account_id)',
+          refId: 'PrometheusVariableQueryEditor-VariableQuery',
+        },
+        refresh: 2,
+        regex: '',
+        sort: 1,
+        hide: 0,
+        multi: true,
+        includeAll: true,
+        current: {},
+        options: [],
+        allValue: '.+',
+      },
+    ],
+  },
+  panels: [
+    {
+      type: 'row',
+      title: 'Quota',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 0,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 1,
+    },
+    {
+      type: 'bargauge',
+      title: 'Messages remaining',
+      description: 'Messages each account can still send: plan quota left plus bought extras (mailhost_delivery_remaining_messages). At zero the provider refuses its sends.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 1,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_delivery_remaining_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}',
+          legendFormat: '{{account_id}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 2,
+    },
+    {
+      type: 'bargauge',
+      title: 'Remaining share of plan',
+      description: 'Messages remaining (extras included) divided by the messages the plan includes per period. Above 100% with unused extras. Yellow under 10%, red under 2% (the thresholds of prometheus/rules.yml).',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 8,
+        y: 1,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'percentunit',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'red',
+                value: null,
+              },
+              {
+                color: 'yellow',
+                value: 0.02,
+              },
+              {
+                color: 'green',
+                value: 0.1,
+              },
+            ],
+          },
+          min: 0,
+          max: 1,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_delivery_remaining_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}\n/ (mailhost_delivery_plan_messages_limit{job=~"$job",instance=~"$instance",account_id=~"$account"} > 0)',
+          legendFormat: '{{account_id}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 3,
+    },
+    {
+      type: 'bargauge',
+      title: 'Days to plan expiry',
+      description: "Days until each account's plan expires (mailhost_delivery_plan_expiration_timestamp_seconds minus now). Red under 7 days, when the plan-expiry alert fires.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 16,
+        y: 1,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'd',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'red',
+                value: null,
+              },
+              {
+                color: 'yellow',
+                value: 7,
+              },
+              {
+                color: 'green',
+                value: 30,
+              },
+            ],
+          },
+          decimals: 1,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: '(mailhost_delivery_plan_expiration_timestamp_seconds{job=~"$job",instance=~"$instance",account_id=~"$account"} - time()) / 86400',
+          legendFormat: '{{account_id}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 4,
+    },
+    {
+      type: 'timeseries',
+      title: 'Messages remaining over time',
+      description: 'mailhost_delivery_remaining_messages per account: a steep fall is heavy sending, a jump up is a renewal or a bought pack.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 9,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_delivery_remaining_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}',
+          legendFormat: '{{account_id}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 5,
+    },
+    {
+      type: 'timeseries',
+      title: 'Plan used',
+      description: "Plan messages used in the current period divided by the plan's limit, per account.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 9,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'percentunit',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+              {
+                color: 'yellow',
+                value: 0.9,
+              },
+              {
+                color: 'red',
+                value: 0.98,
+              },
+            ],
+          },
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'dashed',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_delivery_plan_messages_used{job=~"$job",instance=~"$instance",account_id=~"$account"}\n/ (mailhost_delivery_plan_messages_limit{job=~"$job",instance=~"$instance",account_id=~"$account"} > 0)',
+          legendFormat: '{{account_id}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 6,
+    },
+    {
+      type: 'row',
+      title: "Today's sending",
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 17,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 7,
+    },
+    {
+      type: 'timeseries',
+      title: "Today's messages by outcome (selected accounts)",
+      description: "The selected accounts' messages today by outcome, from the daily statistics (mailhost_delivery_current_day_messages summed over accounts). Resets at midnight in the collector's time zone.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 18,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 30,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'normal',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (status) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"})',
+          legendFormat: '{{status}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 8,
+    },
+    {
+      type: 'bargauge',
+      title: "Today's messages by outcome (whole customer)",
+      description: "Today's messages by outcome for the whole customer, from the mail-tracing dashboard (mailhost_tracemail_current_day_messages without the account or domain view labels, so nothing is counted twice).",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 18,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (status) (mailhost_tracemail_current_day_messages{job=~"$job",instance=~"$instance",account="",domain=""})',
+          legendFormat: '{{status}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 9,
+    },
+    {
+      type: 'timeseries',
+      title: 'Bounce ratio today',
+      description: "Bounced messages as a share of all of today's messages, per account. An account that sent nothing shows 0. The bounce alert fires above 5% once an account has sent 100 messages today.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 26,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'percentunit',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+              {
+                color: 'red',
+                value: 0.05,
+              },
+            ],
+          },
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'dashed',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: '(sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account",status="bounced"}) or 0 * sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}))\n/ clamp_min(sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}), 1)',
+          legendFormat: '{{account_id}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 10,
+    },
+    {
+      type: 'timeseries',
+      title: 'Rejection ratio today',
+      description: "Rejected messages as a share of all of today's messages, per account. An account that sent nothing shows 0. The rejection alert fires above 5% once an account has sent 100 messages today.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 26,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'percentunit',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+              {
+                color: 'red',
+                value: 0.05,
+              },
+            ],
+          },
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'dashed',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: '(sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account",status="rejected"}) or 0 * sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}))\n/ clamp_min(sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}), 1)',
+          legendFormat: '{{account_id}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 11,
+    },
+    {
+      type: 'bargauge',
+      title: 'Top senders today',
+      description: "Today's messages of the top accounts, from the mail-tracing dashboard (mailhost_tracemail_top_account_messages of the whole-customer view).",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 34,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sort_desc(mailhost_tracemail_top_account_messages{job=~"$job",instance=~"$instance",account_id=~"$account",account="",domain=""})',
+          legendFormat: '{{account_id}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 12,
+    },
+    {
+      type: 'bargauge',
+      title: "Today's messages per account",
+      description: "All of today's messages of each account, every outcome summed (mailhost_delivery_current_day_messages).",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 8,
+        y: 34,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sort_desc(sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}))',
+          legendFormat: '{{account_id}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 13,
+    },
+    {
+      type: 'bargauge',
+      title: "Yesterday's messages per account",
+      description: "All of yesterday's messages of each account, every outcome summed (mailhost_delivery_previous_day_messages): final once the day is over.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 16,
+        y: 34,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sort_desc(sum by (job, instance, account_id) (mailhost_delivery_previous_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}))',
+          legendFormat: '{{account_id}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 14,
+    },
+    {
+      type: 'row',
+      title: 'Accounts',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 42,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 15,
+    },
+    {
+      type: 'table',
+      title: 'Account status',
+      description: "Each account's raw status (the simulator uses 1 enabled, 0 disabled) with its descriptive labels from mailhost_delivery_account_info.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 43,
+        w: 24,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'none',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          custom: {
+            align: 'auto',
+            cellOptions: {
+              type: 'auto',
+            },
+            inspect: false,
+          },
+        },
+        overrides: [
+          {
+            matcher: {
+              id: 'byName',
+              options: 'status',
+            },
+            properties: [
+              {
+                id: 'mappings',
+                value: [
+                  {
+                    type: 'value',
+                    options: {
+                      '0': {
+                        text: 'Disabled',
+                        color: 'red',
+                        index: 0,
+                      },
+                      '1': {
+                        text: 'Enabled',
+                        color: 'green',
+                        index: 1,
+                      },
+                    },
+                  },
+                ],
+              },
+              {
+                id: 'custom.cellOptions',
+                value: {
+                  type: 'color-background',
+                },
+              },
+            ],
+          },
+        ],
+      },
+      options: {
+        showHeader: true,
+        cellHeight: 'sm',
+        footer: {
+          show: false,
+          reducer: [
+            'sum',
+          ],
+          countRows: false,
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'mailhost_delivery_account_status{job=~"$job",instance=~"$instance",account_id=~"$account"}\n* on (job, instance, account_id) group_left (username, plan, account_type, status_detail)\nmailhost_delivery_account_info{job=~"$job",instance=~"$instance",account_id=~"$account"}',
+          legendFormat: '__auto',
+          range: false,
+          instant: true,
+          format: 'table',
+        },
+      ],
+      transformations: [
+        {
+          id: 'organize',
+          options: {
+            excludeByName: {
+              Time: true,
+              __name__: true,
+            },
+            indexByName: {},
+            renameByName: {
+              Value: 'status',
+            },
+          },
+        },
+      ],
+      id: 16,
+    },
+  ],
+}

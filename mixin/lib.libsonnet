@@ -1,0 +1,17 @@
+// Helpers shared by the rules and the alerts: selecting the exporter's series and naming the
+// threshold series.
+{
+  // `metric{<selector>,<extra>}`: every raw series a rule reads goes through here, so that an
+  // overridden mailhostSelector reaches every expression.
+  series(config, metric, extra=''):: metric + '{' + std.join(',', std.filter(function(s) s != '', [config.mailhostSelector, extra])) + '}',
+
+  // The global value of a threshold (one series, no labels).
+  global(name):: 'mailhost:threshold:' + name,
+  // The per-account values given in _config.accountOverrides (label account_id).
+  override(name):: 'mailhost:threshold_override:' + name,
+  // The threshold in force for each account series: its override, else the global value.
+  effective(name):: 'mailhost_account:threshold:' + name,
+
+  // A number as people write it: std.toString(0.1) gives 0.10000000000000001.
+  number(n):: if n == std.floor(n) && std.abs(n) < 1e15 then '%d' % n else '%.15g' % n,
+}

@@ -1,0 +1,126 @@
+// Recording rules: the thresholds (global and per account) and the ratios the alerts and
+// dashboards share.
+local lib = import 'lib.libsonnet';
+
+{
+  prometheusRules+:: {
+    local c = $._config,
+    local s(metric, extra='') = lib.series(c, metric, extra),
+    // The series whose labels an account's effective threshold takes: the one its alerts
+    // compare, so the alerts join on every label without naming any.
+    local thresholdBase = {
+      quota_remaining_warning_ratio: 'mailhost:delivery_quota_remaining:ratio',
+      quota_remaining_critical_ratio: 'mailhost:delivery_quota_remaining:ratio',
+      quota_exhaustion_horizon_seconds: 'mailhost:delivery_quota_exhaustion:seconds',
+      plan_expiry_seconds: s('mailhost_delivery_plan_expiration_timestamp_seconds'),
+      bounce_ratio: 'mailhost:delivery_bounce:ratio',
+      rejection_ratio: 'mailhost:delivery_rejection:ratio',
+      ratio_min_messages: 'mailhost:delivery_current_day_messages:sum',
+    },
+    local overridden = std.set([
+      k
+      for o in c.accountOverrides
+      for k in std.objectFields(o)
+      if k != 'account_id'
+    ]),
+    assert std.setDiff(overridden, std.set(c.accountThresholds)) == [] :
+           'accountOverrides may set only ' + std.join(', ', c.accountThresholds),
+    assert [o for o in c.accountOverrides if !std.objectHas(o, 'account_id')] == [] :
+           'every entry of accountOverrides needs an account_id',
+    assert std.length(std.set([o.account_id for o in c.accountOverrides])) == std.length(c.accountOverrides) :
+           'accountOverrides lists an account_id twice',
+    assert std.objectFields(thresholdBase) == std.set(c.accountThresholds) :
+           'every per-account threshold has a base series',
+
+    groups+: [
+      {
+        name: 'mailhost.thresholds',
+        rules: [
+          { record: lib.global(name), expr: 'vector(%s)' % lib.number(c.thresholds[name]) }
+          for name in std.objectFields(c.thresholds)
+        ],
+      },
+      {
+        // One series per account and threshold that _config.accountOverrides sets; empty by
+        // default.
+        name: 'mailhost.thresholds.accounts',
+        rules: [
+          {
+            record: lib.override(name),
+            expr: 'vector(%s)' % lib.number(o[name]),
+            labels: { account_id: std.toString(o.account_id) },
+          }
+          for name in c.accountThresholds
+          for o in c.accountOverrides
+          if std.objectHas(o, name)
+        ],
+      },
+      {
+        name: 'mailhost.recording',
+        rules: [
+          {
+            record: 'mailhost:delivery_quota_used:ratio',
+            expr: '%s / (%s > 0)' % [s('mailhost_delivery_plan_messages_used'), s('mailhost_delivery_plan_messages_limit')],
+          },
+          {
+            // Extras included, so it can exceed 1.
+            record: 'mailhost:delivery_quota_remaining:ratio',
+            expr: '%s / (%s > 0)' % [s('mailhost_delivery_remaining_messages'), s('mailhost_delivery_plan_messages_limit')],
+          },
+          {
+            // Messages sent per hour over the last hour.
+            record: 'mailhost:delivery_messages_sent:rate1h',
+            expr: 'clamp_min(deriv(%s[1h]), 0) * 3600' % s('mailhost_delivery_messages_sent'),
+          },
+          {
+            // Seconds until the messages left run out at the last hour's rate; absent for an
+            // account that sends nothing.
+            record: 'mailhost:delivery_quota_exhaustion:seconds',
+            expr: '%s\n/ (mailhost:delivery_messages_sent:rate1h > 0) * 3600' % s('mailhost_delivery_remaining_messages'),
+          },
+          {
+            // When the quota next starts afresh: the next renewal, or the plan's expiration if
+            // that comes first (or is all that is known).
+            record: 'mailhost:delivery_quota_reset:timestamp_seconds',
+            expr: |||
+              (%(renewal)s <= %(expiration)s)
+              or %(expiration)s
+              or %(renewal)s
+            ||| % {
+              renewal: s('mailhost_delivery_next_renewal_timestamp_seconds'),
+              expiration: s('mailhost_delivery_plan_expiration_timestamp_seconds'),
+            },
+          },
+          {
+            record: 'mailhost:delivery_current_day_messages:sum',
+            expr: 'sum without (status) (%s)' % s('mailhost_delivery_current_day_messages'),
+          },
+          {
+            record: 'mailhost:delivery_bounce:ratio',
+            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="bounced"'),
+          },
+          {
+            record: 'mailhost:delivery_rejection:ratio',
+            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="rejected"'),
+          },
+          {
+            record: 'mailhost:mailbox_quota_used:ratio',
+            expr: '%s / (%s > 0)' % [s('mailhost_mailbox_quota_used_bytes'), s('mailhost_mailbox_quota_limit_bytes')],
+          },
+        ] + [
+          // Each account series gets the threshold in force for it: its own where
+          // accountOverrides sets one, else the global value.
+          {
+            record: lib.effective(name),
+            expr: |||
+              0 * %(base)s + on (account_id) group_left () %(override)s
+              or
+              0 * %(base)s + on () group_left () %(global)s
+            ||| % { base: thresholdBase[name], override: lib.override(name), global: lib.global(name) },
+          }
+          for name in c.accountThresholds
+        ],
+      },
+    ],
+  },
+}

@@ -1067,8 +1067,8 @@
     },
     {
       type: 'timeseries',
-      title: 'Today by outcome over time',
-      description: "The account's messages today by outcome, as the day goes on.",
+      title: 'Messages per minute by outcome',
+      description: "The account's sending rate by outcome, from the exact counters derived from the daily statistics (mailhost_delivery_messages_total): no drop at midnight, and the day's last minutes are counted.",
       datasource: {
         type: 'prometheus',
         uid: '${datasource}',
@@ -1130,7 +1130,7 @@
             uid: '${datasource}',
           },
           refId: 'A',
-          expr: 'mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}',
+          expr: 'sum by (status) (rate(mailhost_delivery_messages_total{job=~"$job",instance=~"$instance",account_id=~"$account"}[$__rate_interval])) * 60',
           legendFormat: '{{status}}',
           range: true,
           instant: false,

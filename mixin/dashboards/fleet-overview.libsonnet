@@ -494,8 +494,8 @@
     },
     {
       type: 'timeseries',
-      title: "Today's messages by outcome (selected accounts)",
-      description: "The selected accounts' messages today by outcome, from the daily statistics (mailhost_delivery_current_day_messages summed over accounts). Resets at midnight in the collector's time zone.",
+      title: 'Messages per minute by outcome (selected accounts)',
+      description: "The selected accounts' sending rate by outcome, from the exact counters derived from the daily statistics (mailhost_delivery_messages_total): no drop at midnight, and the day's last minutes are counted.",
       datasource: {
         type: 'prometheus',
         uid: '${datasource}',
@@ -557,7 +557,7 @@
             uid: '${datasource}',
           },
           refId: 'A',
-          expr: 'sum by (status) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"})',
+          expr: 'sum by (status) (rate(mailhost_delivery_messages_total{job=~"$job",instance=~"$instance",account_id=~"$account"}[$__rate_interval])) * 60',
           legendFormat: '{{status}}',
           range: true,
           instant: false,

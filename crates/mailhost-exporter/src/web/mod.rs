@@ -66,7 +66,8 @@ pub fn router(state: AppState) -> Router {
         .route("/-/healthy", get(healthy))
         .route("/-/ready", get(ready))
         .route("/-/reload", post(reload))
-        .route("/sd", get(sd::sd))
+        // A listing of every known account can be megabytes: bounded like a scrape.
+        .route("/sd", get(sd::sd).layer(limited.clone()))
         .layer(CompressionLayer::new().gzip(true))
         .route(
             &state.telemetry_path,

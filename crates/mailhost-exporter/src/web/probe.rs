@@ -33,7 +33,8 @@ pub(super) async fn probe(
     Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
 ) -> Response {
-    let (tenant, id) = match parse(&pairs, &state.poll_sets.tenants()) {
+    let sets = &state.poll_sets;
+    let (tenant, id) = match parse(&pairs, &|t| sets.get(t).is_some(), &|| sets.tenants()) {
         Ok(t) => t,
         Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
     };
@@ -152,8 +153,13 @@ fn wait(headers: &HeaderMap) -> Duration {
 }
 
 /// The tenant and account a probe asks for. `tenant` may be left out only when the config has
-/// no `tenants:` (its one tenant has the empty name).
-fn parse(pairs: &[(String, String)], tenants: &[TenantName]) -> Result<(TenantName, i32), String> {
+/// no `tenants:` (its one tenant has the empty name). `configured` answers for one name at a
+/// time; the list of every tenant is asked for only to write the message of a refusal.
+fn parse(
+    pairs: &[(String, String)],
+    configured: &dyn Fn(&TenantName) -> bool,
+    list: &dyn Fn() -> Vec<TenantName>,
+) -> Result<(TenantName, i32), String> {
     let values = |key: &str| -> Vec<&str> {
         pairs
             .iter()
@@ -183,9 +189,15 @@ fn parse(pairs: &[(String, String)], tenants: &[TenantName]) -> Result<(TenantNa
         [] => "",
         _ => return Err("tenant is given more than once; give one tenant name\n".into()),
     };
-    match tenants.iter().find(|t| t.as_str() == name) {
-        Some(t) => Ok((t.clone(), id)),
+    let candidate = if name.is_empty() {
+        Some(TenantName::default())
+    } else {
+        TenantName::parse(name).ok()
+    };
+    match candidate.filter(|t| configured(t)) {
+        Some(t) => Ok((t, id)),
         None => {
+            let tenants = list();
             let listed: Vec<&str> = tenants
                 .iter()
                 .take(NAMED_TENANTS)
@@ -225,6 +237,9 @@ mod tests {
             TenantName::parse("a").unwrap(),
             TenantName::parse("b").unwrap(),
         ];
+        let parse = |pairs: &[(String, String)], tenants: &Vec<TenantName>| {
+            super::parse(pairs, &|t| tenants.contains(t), &|| tenants.clone())
+        };
         let ok = parse(&pairs(&[("tenant", "b"), ("target", "42")]), &tenants).unwrap();
         assert_eq!((ok.0.as_str(), ok.1), ("b", 42));
         for (query, problem) in [
@@ -250,6 +265,10 @@ mod tests {
                 "tenant \"c\" is not configured; configured tenants: a, b",
             ),
             (vec![("target", "1")], "tenant is missing"),
+            (
+                vec![("tenant", "a b"), ("target", "1")],
+                "tenant \"a b\" is not configured",
+            ),
             (
                 vec![("tenant", "a"), ("tenant", "b"), ("target", "1")],
                 "tenant is given more than once",

@@ -1,6 +1,15 @@
 // Grafana dashboards: the panels live in dashboards/*.libsonnet; what an operator sets in
 // _config (uid prefix, title prefix, tags, refresh, time range, time zone) is added here.
 local dashboard(c, panels, uid, title, timeFrom) = panels {
+  // The job variable offers the jobs that mailhostSelector selects; every panel filters on it.
+  templating+: {
+    list: [
+      if v.name == 'job'
+      then v { query+: { query: 'label_values(mailhost_build_info{%s}, job)' % c.mailhostSelector } }
+      else v
+      for v in super.list
+    ],
+  },
   uid: c.dashboardUidPrefix + '-' + uid,
   title: c.dashboardTitlePrefix + title,
   tags: c.dashboardTags,

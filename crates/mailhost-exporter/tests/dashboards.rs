@@ -19,7 +19,8 @@ const DATASOURCE_UID: &str = "${datasource}";
 const JOB_FILTER: &str = r#"job=~"$job""#;
 const INSTANCE_FILTER: &str = r#"instance=~"$instance""#;
 const ACCOUNT_FILTER: &str = r#"account_id=~"$account""#;
-const JOB_QUERY: &str = "label_values(mailhost_build_info, job)";
+/// The jobs the mixin's `mailhostSelector` selects (its default, `job="mailhost"`).
+const JOB_QUERY: &str = r#"label_values(mailhost_build_info{job="mailhost"}, job)"#;
 const INSTANCE_QUERY: &str = r#"label_values(mailhost_build_info{job=~"$job"}, instance)"#;
 const ACCOUNT_QUERY: &str = r#"label_values(mailhost_delivery_account_info{job=~"$job",instance=~"$instance"}, account_id)"#;
 /// Grafana's own variables a query may use.

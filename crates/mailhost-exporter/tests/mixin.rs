@@ -204,6 +204,29 @@ fn an_overridden_selector_reaches_every_expression_and_the_unit_tests_still_pass
         "only {reads} raw series found: the scan is broken"
     );
 
+    // Every dashboard's job variable offers the jobs the selector selects.
+    for file in [
+        "account",
+        "exporter-health",
+        "fleet-overview",
+        "migrations-mailboxes",
+    ] {
+        let text =
+            std::fs::read_to_string(dir.path().join(format!("dashboards/{file}.json"))).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let job = json["templating"]["list"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "job")
+            .unwrap_or_else(|| panic!("{file}: no job variable"));
+        assert_eq!(
+            job["query"]["query"],
+            format!("label_values(mailhost_build_info{{{OTHER_SELECTOR}}}, job)"),
+            "{file}"
+        );
+    }
+
     // The shipped unit tests, with the selector's labels on every input series and every
     // expected alert.
     let mut tests = yaml(&repo_root().join("prometheus/tests/alerts.test.yml"));

@@ -2,7 +2,7 @@
 //! `/metrics`. Waits poll with generous limits, so the tests hold on a slow, shared machine.
 
 use std::future::Future;
-use std::io::{BufRead as _, BufReader};
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -178,19 +178,28 @@ pub fn promtool() -> Option<&'static str> {
 /// Pipes an exposition through `promtool check metrics`; `Err` with its report when it has any
 /// remark (it lints names and help, not only syntax).
 pub fn promtool_check_metrics(promtool: &str, text: &str) -> Result<(), String> {
-    use std::io::Write as _;
-    let mut child = Command::new(promtool)
-        .args(["check", "metrics"])
+    let (ok, report) = run_with_input(promtool, &["check", "metrics"], text);
+    if ok && report.trim().is_empty() {
+        Ok(())
+    } else {
+        Err(report.trim().to_owned())
+    }
+}
+
+/// Runs `program args`, feeding `input`; the exit status and everything it printed.
+pub fn run_with_input(program: &str, args: &[&str], input: &str) -> (bool, String) {
+    let mut child = Command::new(program)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
     child
         .stdin
         .take()
         .unwrap()
-        .write_all(text.as_bytes())
+        .write_all(input.as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
     let report = format!(
@@ -198,11 +207,7 @@ pub fn promtool_check_metrics(promtool: &str, text: &str) -> Result<(), String> 
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    if out.status.success() && report.trim().is_empty() {
-        Ok(())
-    } else {
-        Err(report.trim().to_owned())
-    }
+    (out.status.success(), report)
 }
 
 /// Every check that needs an outside tool, by tool, with how to install it. When a tool is
@@ -421,7 +426,6 @@ fn present_or_skipped(name: &'static str, install: &str, found: bool) -> bool {
     if first {
         // Straight to the standard error descriptor: libtest captures `eprintln!` of a passing
         // test and never shows it, which is how these skips went unnoticed.
-        use std::io::Write as _;
         let _ = std::io::stderr()
             .lock()
             .write_all(skip_report(name, install, checks).as_bytes());

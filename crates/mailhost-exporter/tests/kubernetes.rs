@@ -4,13 +4,12 @@
 //! an operator relies on (locked-down pod, probes, token file, config) asserted one by one.
 
 use std::collections::BTreeSet;
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_yaml_ng::{Mapping, Value};
 
-use crate::helpers::{promtool, repo_root, tool};
+use crate::helpers::{promtool, repo_root, run_with_input, tool};
 
 const INSTALL: &str = "bash .ci/kubernetes-tools";
 const BASE: &str = "deploy/kubernetes/base";
@@ -67,30 +66,6 @@ fn kinds(objects: &[Value]) -> BTreeSet<String> {
         .iter()
         .map(|o| str_of(&o["kind"], "kind").to_owned())
         .collect()
-}
-
-/// Runs `program args`, feeding `input`; the exit status and everything it printed.
-fn run_with_input(program: &str, args: &[&str], input: &str) -> (bool, String) {
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{program}: {e}"));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), report)
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{Running, tool, wait_for};
+use crate::helpers::{Running, free_port, tool, wait_for};
 
 /// Values put in for Grafana's variables when a query is run by hand.
 const SUBSTITUTIONS: [(&str, &str); 7] = [
@@ -44,14 +44,6 @@ impl Drop for Prometheus {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_prometheus(binary: &str, target: &str) -> Prometheus {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
 use serde_json::Value;
 
-use crate::helpers::{Running, Sim, repo_root, spawn_sim_with, tool, wait_for};
+use crate::helpers::{Running, Sim, free_port, repo_root, spawn_sim_with, tool, wait_for};
 
 /// The collector interval of the replicas and the scrape interval of every scraper.
 const INTERVAL: Duration = Duration::from_secs(2);
@@ -79,14 +79,6 @@ async fn simulator(tenants: &[Tenant]) -> Sim {
         ..SimConfig::default()
     })
     .await
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn unix_now() -> f64 {

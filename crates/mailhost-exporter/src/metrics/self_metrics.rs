@@ -28,6 +28,9 @@ fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
+/// Why `/probe` refuses an account: the `reason` of `mailhost_probe_refused_total`.
+pub const PROBE_REFUSALS: [&str; 2] = ["not_allowed", "max_targets"];
+
 /// The families, registered once; the handles here and in the registry share their values.
 pub struct SelfMetrics {
     registry: Registry,
@@ -127,9 +130,17 @@ impl SelfMetrics {
     }
 
     /// Zero-initialises the series of `endpoints` that do not exist yet, the per-tenant ones
-    /// for each of `tenants`.
+    /// (and each tenant's probe refusals) for each of `tenants`.
     pub fn ensure_endpoints(&self, endpoints: &[Endpoint], tenants: &[TenantName]) {
         // Creating a series is the point; the guard each call returns is not needed.
+        for tenant in tenants {
+            for reason in PROBE_REFUSALS {
+                let _ = self.probe_refused.get_or_create(&ProbeRefusedLabels {
+                    tenant: TenantLabel(tenant.clone()),
+                    reason,
+                });
+            }
+        }
         for &endpoint in endpoints {
             for tenant in tenants {
                 let tenant = TenantLabel(tenant.clone());

@@ -5,7 +5,7 @@
 //! `world` is the provider's state and its rules, with no HTTP in it; `api` is the service on the
 //! wire (router, handlers, the `/_sim/` control plane, fault injection) and reads and changes the
 //! world, never the reverse. [`Simulator`] joins them: the world behind one lock, the clock, the
-//! faults and the management tokens.
+//! faults, the management tokens and their rate limits.
 
 mod api;
 pub mod traffic;
@@ -34,14 +34,16 @@ pub use world::{
     BOUNCE_DOMAIN, DAILY_DAYS, DELEGATE_RECORD_FIELDS, DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY,
     DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING, DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING,
     DEMO_MIGRATION_WITH_FAILURES, DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER,
-    DEMO_SEED, DemoTargets, MAILBOX_RECORD_FIELDS, MESSAGES_PER_VOLUME_UNIT, MailboxSeed,
-    MailboxState, ManagementToken, MigrationSeed, OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome,
-    SendIdentity, SimClock, SimConfig, SimConfigError, SuppressionReason, TOKEN_RECORD_FIELDS,
-    TokenSeed, format_datetime,
+    DEMO_SEED, DemoTargets, MAILBOX_RECORD_FIELDS, MAX_BURST, MAX_RATE, MAX_RETRY_AFTER_SECS,
+    MESSAGES_PER_VOLUME_UNIT, MIN_RATE, MailboxSeed, MailboxState, ManagementToken, MigrationSeed,
+    OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome, RECENT_REQUESTS, RateLimit, RateLimitHeaders,
+    RateLimitStats, RetryAfterStyle, SendIdentity, SimClock, SimConfig, SimConfigError,
+    SuppressionReason, TOKEN_RECORD_FIELDS, TokenRateLimit, TokenSeed, format_datetime,
 };
 
 use api::Faults;
 use world::World;
+use world::rate_limit::RateLimiter;
 use world::stats::Filter;
 
 /// A running simulated service. Cheap to clone: clones share one state.
@@ -55,6 +57,8 @@ struct Inner {
     world: Mutex<World>,
     faults: Arc<Faults>,
     management_tokens: Vec<ManagementToken>,
+    /// Apart from the world's lock: the limiter answers before any handler takes that lock.
+    rate_limits: Arc<RateLimiter>,
 }
 
 impl fmt::Debug for Simulator {
@@ -92,12 +96,25 @@ impl Simulator {
     /// A simulator on `clock`; seeded dates are computed from `clock.now()`, so a frozen clock
     /// gives exact dates.
     pub fn try_with_clock(config: SimConfig, clock: SimClock) -> Result<Self, SimConfigError> {
+        let rate_limits = RateLimiter::new(
+            config
+                .management_tokens
+                .iter()
+                .map(|known| known.token.as_str()),
+        );
+        let now = tokio::time::Instant::now();
+        for (index, entry) in config.rate_limits.iter().enumerate() {
+            rate_limits
+                .set(Some(&entry.token), Some(entry.limit.clone()), now)
+                .map_err(|reason| SimConfigError::BadRateLimit { index, reason })?;
+        }
         let sim = Self {
             inner: Arc::new(Inner {
                 clock,
                 world: Mutex::new(World::new(config.seed)),
                 faults: Arc::new(Faults::new(config.seed)),
                 management_tokens: config.management_tokens,
+                rate_limits: Arc::new(rate_limits),
             }),
         };
         for seed in &config.accounts {
@@ -166,6 +183,28 @@ impl Simulator {
     /// its own `only_ids`) on one route; the first whose `only_ids` names a request applies.
     pub fn add_fault(&self, route: Route, spec: FaultSpec) {
         self.inner.faults.add(route, spec);
+    }
+
+    /// Sets (`Some(limit)`) or lifts (`None`) the rate limit of one management token
+    /// (`Some(token)`), or of every management token (`None`), each with its own bucket. It
+    /// applies at once: a token already limited keeps the tokens its bucket holds, clamped to
+    /// the new burst; a newly limited token starts with a full bucket; lifting a limit forgets
+    /// the bucket and its counters. Refused: an invalid limit (see [`RateLimit::validate`]), a
+    /// token that is not one of the configuration's management tokens.
+    pub fn set_rate_limit(
+        &self,
+        token: Option<&str>,
+        limit: Option<RateLimit>,
+    ) -> Result<(), String> {
+        self.inner
+            .rate_limits
+            .set(token, limit, tokio::time::Instant::now())
+    }
+
+    /// What the limiter did with the requests of management token `token` since it was limited;
+    /// `None` when it is not limited.
+    pub fn rate_limit_stats(&self, token: &str) -> Option<RateLimitStats> {
+        self.inner.rate_limits.stats(token)
     }
 
     /// How many requests reached exactly `path` (e.g. `/api/delivery/accounts/1001`), whatever
@@ -327,6 +366,10 @@ impl Simulator {
 
     pub(crate) fn faults(&self) -> Arc<Faults> {
         Arc::clone(&self.inner.faults)
+    }
+
+    pub(crate) fn rate_limiter(&self) -> Arc<RateLimiter> {
+        Arc::clone(&self.inner.rate_limits)
     }
 
     /// The account scope of a management token: `Some(None)` for an unrestricted token, `None`

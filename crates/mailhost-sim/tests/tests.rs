@@ -24,6 +24,8 @@ mod faults;
 mod fault_table;
 // The `/_sim/` control plane.
 mod control_plane;
+// Per-token rate limits of the Management API: buckets, 429s, headers, the control endpoints.
+mod rate_limit;
 // Configurations the simulator refuses.
 mod config;
 // The demo fleet and demo traffic over a real server.

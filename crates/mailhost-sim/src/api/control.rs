@@ -1,18 +1,22 @@
 //! The `/_sim/` control plane: not part of the real API, it lets tests and benchmarks read the
-//! simulator's state and set faults over HTTP. It needs an unrestricted management token.
+//! simulator's state and set faults and per-token rate limits over HTTP. It needs an unrestricted
+//! management token.
 
+use axum::body::Bytes;
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::routing::{delete, get, put};
 use axum::{Json, Router};
-use serde_json::{Value, json};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
 use super::error::ApiError;
 use super::extract::{JsonBody, Management};
 use super::faults::FaultSpec;
 use super::route::Route;
 use crate::Simulator;
+use crate::world::rate_limit::RateLimit;
 
 pub(crate) fn router() -> Router<Simulator> {
     Router::new()
@@ -23,6 +27,11 @@ pub(crate) fn router() -> Router<Simulator> {
             put(set_fault).post(add_fault).delete(clear_fault),
         )
         .route("/_sim/hits", get(hits))
+        .route(
+            "/_sim/rate_limit",
+            put(set_rate_limit).delete(lift_rate_limit),
+        )
+        .route("/_sim/rate_limits", get(rate_limits))
 }
 
 /// Accounts as records, their API tokens, domains, suppression list, migration statistics,
@@ -111,4 +120,66 @@ async fn clear_faults(
     auth.check_unscoped("the simulator control plane")?;
     sim.clear_faults();
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Sets a per-token rate limit: the body is a rate limit plus an optional `"token"` (absent: every
+/// management token). Answers the limits now in force, as `GET /_sim/rate_limits` does.
+async fn set_rate_limit(
+    State(sim): State<Simulator>,
+    auth: Management,
+    JsonBody(mut body): JsonBody<Map<String, Value>>,
+) -> Result<Json<Value>, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    // `token` is not a member of the limit itself, which refuses unknown members: take it out.
+    let token = match body.remove("token") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(token)) => Some(token),
+        Some(_) => return Err(ApiError::bad_request("`token` must be a string")),
+    };
+    let limit: RateLimit = serde_json::from_value(Value::Object(body))
+        .map_err(|e| ApiError::BadRequest(format!("invalid rate limit: {e}")))?;
+    sim.set_rate_limit(token.as_deref(), Some(limit))
+        .map_err(ApiError::BadRequest)?;
+    Ok(Json(rate_limit_listing(&sim)))
+}
+
+/// The body of `DELETE /_sim/rate_limit`, which may also be empty.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LiftBody {
+    #[serde(default)]
+    token: Option<String>,
+}
+
+/// Lifts the rate limit of one management token (`{"token": "..."}`) or, without a body, of
+/// every one.
+async fn lift_rate_limit(
+    State(sim): State<Simulator>,
+    auth: Management,
+    body: Bytes,
+) -> Result<StatusCode, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    let token = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        serde_json::from_slice::<LiftBody>(&body)
+            .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?
+            .token
+    };
+    sim.set_rate_limit(token.as_deref(), None)
+        .map_err(ApiError::BadRequest)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Every limited token (a preview, never the whole token), its limit and its counts.
+async fn rate_limits(
+    State(sim): State<Simulator>,
+    auth: Management,
+) -> Result<Json<Value>, ApiError> {
+    auth.check_unscoped("the simulator control plane")?;
+    Ok(Json(rate_limit_listing(&sim)))
+}
+
+fn rate_limit_listing(sim: &Simulator) -> Value {
+    json!({ "rate_limits": sim.rate_limiter().list() })
 }

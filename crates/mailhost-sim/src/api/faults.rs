@@ -282,7 +282,7 @@ impl Faults {
             .unwrap_or_default()
     }
 
-    fn hit(&self, path: &str) {
+    pub(crate) fn hit(&self, path: &str) {
         let mut hits = self.hits.lock().expect("hits mutex poisoned");
         if let Some(n) = hits.get_mut(path) {
             *n += 1;
@@ -357,6 +357,17 @@ pub(crate) struct FaultLayerState {
 /// refused, as the handler would (its limit is 2 MiB).
 const TARGET_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
+/// Counts the request in [`Faults::hits`]. It is the outermost layer of every route, so each
+/// request is counted once whatever answers it: the rate limiter, a fault or the handler.
+pub(crate) async fn count(
+    State(faults): State<Arc<Faults>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    faults.hit(request.uri().path());
+    next.run(request).await
+}
+
 /// The fault layer. It sits outside the handler, like a proxy or rate limiter in front of the
 /// real service: latency, then a 429 roll, then an error roll answer before authentication; the
 /// malformed-body roll, the body fault and numbers-as-strings then rewrite a successful answer,
@@ -366,7 +377,6 @@ pub(crate) async fn inject(
     request: Request,
     next: Next,
 ) -> Response {
-    layer.faults.hit(request.uri().path());
     let mut request = request;
     let mut chosen = None;
     for spec in layer.faults.specs(layer.route) {

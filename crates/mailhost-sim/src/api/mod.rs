@@ -1,5 +1,6 @@
 //! The simulated service on the wire: each [`Route`] served by its handler, wrapped in its own
-//! fault layer, beside the `/_sim/` control plane. Handlers check requests and answer in the
+//! fault layer (and, for the Management API, the per-token rate limiter), beside the `/_sim/`
+//! control plane. Handlers check requests and answer in the
 //! provider's envelope; the state they read and change, and its rules, are in `crate::world`.
 
 mod control;
@@ -10,6 +11,7 @@ mod faults;
 mod mailboxes;
 mod management;
 mod migrations;
+mod rate_limit;
 mod route;
 mod send;
 mod tracemail;
@@ -32,6 +34,7 @@ pub use tracemail::{
 
 use crate::Simulator;
 use faults::FaultLayerState;
+use rate_limit::RateLimitLayerState;
 
 /// The handler of each route, registered for [`Route::method`] (a router test checks they agree).
 fn handler(route: Route) -> MethodRouter<Simulator> {
@@ -50,12 +53,20 @@ fn handler(route: Route) -> MethodRouter<Simulator> {
     }
 }
 
-/// The whole application: every route behind its fault layer, the control plane, and JSON
-/// answers for unknown paths and methods.
+/// The whole application: every route behind its layers, the control plane, and JSON answers
+/// for unknown paths and methods.
+///
+/// The layers of a route, outermost first: the hit counter (every request counted once, whoever
+/// answers it), the rate limiter (Management routes only, like a gateway in front of the
+/// service), the fault layer, the handler.
 pub(crate) fn build(sim: &Simulator) -> Router {
+    let limiter = RateLimitLayerState {
+        limiter: sim.rate_limiter(),
+        clock: sim.clock().clone(),
+    };
     let mut router = Router::new();
     for route in Route::ALL {
-        let layer = from_fn_with_state(
+        let faulted = from_fn_with_state(
             FaultLayerState {
                 faults: sim.faults(),
                 route,
@@ -63,7 +74,14 @@ pub(crate) fn build(sim: &Simulator) -> Router {
             },
             faults::inject,
         );
-        router = router.route(route.path(), handler(route).route_layer(layer));
+        // Each `route_layer` wraps what is already there, so the last one is the outermost.
+        let mut method_router = handler(route).route_layer(faulted);
+        if route.is_management() {
+            method_router =
+                method_router.route_layer(from_fn_with_state(limiter.clone(), rate_limit::limit));
+        }
+        method_router = method_router.route_layer(from_fn_with_state(sim.faults(), faults::count));
+        router = router.route(route.path(), method_router);
     }
     router
         .merge(control::router())

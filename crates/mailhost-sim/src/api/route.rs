@@ -86,6 +86,12 @@ impl Route {
         }
     }
 
+    /// Whether the route is part of the Management API (`/api/*`, authenticated by
+    /// `X-Api-Token`), and so subject to per-token rate limits; the Send API is not.
+    pub fn is_management(&self) -> bool {
+        self.path().starts_with("/api/")
+    }
+
     /// The path template, in axum's `{param}` syntax.
     pub fn path(&self) -> &'static str {
         match self {
@@ -149,5 +155,14 @@ mod tests {
             );
         }
         assert!("nope".parse::<Route>().is_err());
+    }
+
+    #[test]
+    fn every_route_but_the_send_api_is_a_management_route() {
+        let send: Vec<Route> = Route::ALL
+            .into_iter()
+            .filter(|r| !r.is_management())
+            .collect();
+        assert_eq!(send, [Route::Send, Route::SendBulk]);
     }
 }

@@ -5,8 +5,11 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-use mailhost_sim::{AccountSeed, DEMO_SEED, ManagementToken, SimConfig, Simulator, traffic};
+use clap::{Parser, ValueEnum};
+use mailhost_sim::{
+    AccountSeed, DEMO_SEED, ManagementToken, RateLimit, RateLimitHeaders, RetryAfterStyle,
+    SimConfig, Simulator, traffic,
+};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -46,6 +49,71 @@ struct Args {
     /// tenants); the main token still sees every account.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10_000))]
     extra_tenants: u32,
+    /// Limits every management token (the main one and each extra tenant's, each with its own
+    /// token bucket) to this many Management API requests per second (0.01 to 100000); beyond it
+    /// the simulator answers 429.
+    #[arg(long, value_name = "RPS")]
+    rate_limit: Option<f64>,
+    /// Requests a limited token may make at once after an idle time (default: the rate, at least
+    /// 1).
+    #[arg(long, value_name = "N", requires = "rate_limit")]
+    rate_limit_burst: Option<f64>,
+    /// How a 429 of the rate limit says when to come back.
+    #[arg(long, value_enum, default_value_t = RetryAfterArg::Seconds, requires = "rate_limit")]
+    rate_limit_retry_after: RetryAfterArg,
+    /// Rate-limit headers on every answer to a limited token.
+    #[arg(long, value_enum, default_value_t = HeadersArg::None, requires = "rate_limit")]
+    rate_limit_headers: HeadersArg,
+}
+
+/// `--rate-limit-retry-after`, in kebab-case as command lines are.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum RetryAfterArg {
+    Seconds,
+    HttpDate,
+    None,
+}
+
+/// `--rate-limit-headers`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum HeadersArg {
+    None,
+    #[value(name = "x-ratelimit")]
+    XRateLimit,
+    Ietf,
+    Both,
+}
+
+impl Args {
+    /// The limit the flags ask for, if any, checked.
+    fn rate_limit(&self) -> Result<Option<RateLimit>, String> {
+        let Some(rate) = self.rate_limit else {
+            return Ok(None);
+        };
+        let limit = RateLimit {
+            rate,
+            burst: self.rate_limit_burst,
+            retry_after: match self.rate_limit_retry_after {
+                RetryAfterArg::Seconds => RetryAfterStyle::Seconds,
+                RetryAfterArg::HttpDate => RetryAfterStyle::HttpDate,
+                RetryAfterArg::None => RetryAfterStyle::None,
+            },
+            retry_after_secs: None,
+            headers: match self.rate_limit_headers {
+                HeadersArg::None => RateLimitHeaders::None,
+                HeadersArg::XRateLimit => RateLimitHeaders::XRateLimit,
+                HeadersArg::Ietf => RateLimitHeaders::Ietf,
+                HeadersArg::Both => RateLimitHeaders::Both,
+            },
+        };
+        // The library's message names the members of a limit; here they are flags.
+        limit.validate().map_err(|reason| {
+            reason
+                .replace("`rate`", "--rate-limit")
+                .replace("`burst`", "--rate-limit-burst")
+        })?;
+        Ok(Some(limit))
+    }
 }
 
 /// The id of the first account `--extra-accounts` adds.
@@ -79,6 +147,8 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    // Checked before anything starts, so a bad flag fails fast.
+    let rate_limit = args.rate_limit()?;
     let token = match std::env::var(TOKEN_ENV) {
         Ok(token) if !token.trim().is_empty() => token,
         _ => {
@@ -120,7 +190,19 @@ async fn run(args: Args) -> Result<(), String> {
     let identities = config.send_identities();
     let targets = config.demo_targets();
     let accounts = targets.accounts.clone();
+    let limited_tokens = config.management_tokens.len();
     let sim = Simulator::new(config);
+    if let Some(limit) = rate_limit {
+        tracing::info!(
+            rate = limit.rate,
+            burst = limit.effective_burst(),
+            retry_after = ?limit.retry_after,
+            headers = ?limit.headers,
+            tokens = limited_tokens,
+            "Management API rate limit: every management token has its own token bucket"
+        );
+        sim.set_rate_limit(None, Some(limit))?;
+    }
 
     let listener = TcpListener::bind(&args.listen)
         .await

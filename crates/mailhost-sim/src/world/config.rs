@@ -1,8 +1,10 @@
-//! What a simulator starts with: management tokens, Delivery accounts and their send tokens,
-//! migrations and mailboxes.
+//! What a simulator starts with: management tokens and their rate limits, Delivery accounts and
+//! their send tokens, migrations and mailboxes.
 
 use std::fmt;
 use std::time::Duration;
+
+use super::rate_limit::RateLimit;
 
 /// Everything [`crate::Simulator::new`] needs.
 #[derive(Clone, Debug, Default)]
@@ -18,6 +20,9 @@ pub struct SimConfig {
     pub migrations: Vec<MigrationSeed>,
     /// Email accounts (mailboxes) served by `GET /api/domains/{domain}/email_accounts/{code}`.
     pub mailboxes: Vec<MailboxSeed>,
+    /// Per-token limits of the Management API in force from the start; each names one of
+    /// `management_tokens`.
+    pub rate_limits: Vec<TokenRateLimit>,
 }
 
 /// A Management API token (`X-Api-Token`).
@@ -33,6 +38,23 @@ impl fmt::Debug for ManagementToken {
         f.debug_struct("ManagementToken")
             .field("token", &"[redacted]")
             .field("accounts", &self.accounts)
+            .finish()
+    }
+}
+
+/// The rate limit of one management token.
+#[derive(Clone)]
+pub struct TokenRateLimit {
+    /// One of [`SimConfig::management_tokens`].
+    pub token: String,
+    pub limit: RateLimit,
+}
+
+impl fmt::Debug for TokenRateLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenRateLimit")
+            .field("token", &"[redacted]")
+            .field("limit", &self.limit)
             .finish()
     }
 }
@@ -272,6 +294,10 @@ mod tests {
                     allow_nets: vec![],
                 }],
                 ..AccountSeed::default()
+            }],
+            rate_limits: vec![TokenRateLimit {
+                token: "very-secret-management".into(),
+                limit: RateLimit::per_second(1.0),
             }],
             ..SimConfig::default()
         };

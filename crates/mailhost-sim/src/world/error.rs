@@ -31,4 +31,7 @@ pub enum SimConfigError {
     BadMigration { code: String, reason: String },
     #[error("mailbox {code:?}: {reason}")]
     BadMailbox { code: String, reason: String },
+    /// The reason never contains the token.
+    #[error("rate_limits entry {index}: {reason}")]
+    BadRateLimit { index: usize, reason: String },
 }

@@ -161,6 +161,7 @@ impl SimConfig {
             history: true,
             migrations: demo_migrations(),
             mailboxes: demo_mailboxes(),
+            rate_limits: Vec::new(),
         }
     }
 

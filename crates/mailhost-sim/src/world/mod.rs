@@ -1,5 +1,6 @@
 //! The provider's state and its rules: accounts, tokens, domains, the suppression list, sending
-//! statistics, migrations, mailboxes, the clock, the demo fleet and the traffic model. Nothing here
+//! statistics, migrations, mailboxes, per-token rate limits, the clock, the demo fleet and the
+//! traffic model. Nothing here
 //! knows HTTP: the `api` module reads and changes this state, never the other way round.
 
 pub(crate) mod accounts;
@@ -10,6 +11,7 @@ pub(crate) mod error;
 pub(crate) mod fleet;
 pub(crate) mod mailboxes;
 pub(crate) mod migrations;
+pub(crate) mod rate_limit;
 pub(crate) mod sending;
 pub(crate) mod stats;
 pub(crate) mod tracemail;
@@ -28,7 +30,8 @@ pub use accounts::{
 };
 pub use clock::{SimClock, format_datetime};
 pub use config::{
-    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SendIdentity, SimConfig, TokenSeed,
+    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SendIdentity, SimConfig,
+    TokenRateLimit, TokenSeed,
 };
 pub use error::SimConfigError;
 pub use fleet::{
@@ -39,6 +42,10 @@ pub use fleet::{
 pub use mailboxes::{
     ARCHIVE_STATUSES, DELEGATE_RECORD_FIELDS, MAILBOX_RECORD_FIELDS, MailboxState,
     OUTBOUND_PERIOD_HOURS,
+};
+pub use rate_limit::{
+    MAX_BURST, MAX_RATE, MAX_RETRY_AFTER_SECS, MIN_RATE, RECENT_REQUESTS, RateLimit,
+    RateLimitHeaders, RateLimitStats, RetryAfterStyle,
 };
 pub use sending::BOUNCE_DOMAIN;
 pub use stats::{OUTCOMES, Outcome};

@@ -1,0 +1,597 @@
+//! Per-token rate limits of the Management API on the wire: the bucket, its 429s and headers,
+//! runtime changes, isolation between tokens, hit counts, the control plane and configuration.
+//! Every test runs on paused tokio time, so a slow machine cannot refill a bucket behind its back.
+
+use crate::helpers::*;
+
+use tokio::time::advance;
+
+/// The simulator clock every test here is frozen at, for exact HTTP dates.
+const NOW: &str = "2026-11-22T10:00:00Z";
+
+fn limit(rate: f64, burst: f64) -> RateLimit {
+    RateLimit {
+        burst: Some(burst),
+        ..RateLimit::per_second(rate)
+    }
+}
+
+/// The test fleet on a frozen clock with `limit` on the unrestricted token only.
+fn limited(limit: RateLimit) -> (Simulator, Router) {
+    let sim = frozen_sim(NOW);
+    sim.set_rate_limit(Some(TOKEN), Some(limit))
+        .expect("valid limit");
+    let app = loopback_app(&sim);
+    (sim, app)
+}
+
+/// The status of `n` requests for account 1 with the unrestricted token.
+async fn statuses(app: &Router, n: usize) -> Vec<u16> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(call(app, get_account("1")).await.status.as_u16());
+    }
+    out
+}
+
+fn header<'a>(answer: &'a Answer, name: &str) -> Option<&'a str> {
+    answer.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The three `X-RateLimit-*` values of an answer: limit, remaining, reset.
+fn x_ratelimit(answer: &Answer) -> (Option<&str>, Option<&str>, Option<&str>) {
+    (
+        header(answer, "x-ratelimit-limit"),
+        header(answer, "x-ratelimit-remaining"),
+        header(answer, "x-ratelimit-reset"),
+    )
+}
+
+fn ietf(answer: &Answer) -> (Option<&str>, Option<&str>) {
+    (
+        header(answer, "ratelimit-policy"),
+        header(answer, "ratelimit"),
+    )
+}
+
+const NO_X_RATELIMIT: (Option<&str>, Option<&str>, Option<&str>) = (None, None, None);
+
+#[tokio::test(start_paused = true)]
+async fn the_bucket_refills_at_its_rate_and_caps_at_its_burst() {
+    let (_sim, app) = limited(limit(2.0, 3.0));
+    assert_eq!(statuses(&app, 4).await, [200, 200, 200, 429]);
+    // Two tokens a second: one after half a second, not before.
+    advance(Duration::from_millis(499)).await;
+    assert_eq!(statuses(&app, 1).await, [429]);
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(statuses(&app, 2).await, [200, 429]);
+    // An hour idle fills the bucket to its burst and no further.
+    advance(Duration::from_secs(3600)).await;
+    assert_eq!(statuses(&app, 4).await, [200, 200, 200, 429]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_is_answered_429_with_retry_after_in_each_style() {
+    let cases = [
+        (RetryAfterStyle::Seconds, None, Some("2")),
+        (
+            RetryAfterStyle::HttpDate,
+            None,
+            Some("Sun, 22 Nov 2026 10:00:02 GMT"),
+        ),
+        (RetryAfterStyle::None, None, None),
+        (RetryAfterStyle::Seconds, Some(30), Some("30")),
+        (
+            RetryAfterStyle::HttpDate,
+            Some(30),
+            Some("Sun, 22 Nov 2026 10:00:30 GMT"),
+        ),
+    ];
+    for (style, fixed, expected) in cases {
+        let (_sim, app) = limited(RateLimit {
+            retry_after: style,
+            retry_after_secs: fixed,
+            ..limit(0.5, 2.0)
+        });
+        assert_eq!(statuses(&app, 2).await, [200, 200], "{style:?}");
+        let refused = call(&app, get_account("1")).await;
+        let message = refused.error(StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.json()["code"], "rate_limited");
+        assert!(message.contains("rate limit exceeded"), "{message}");
+        assert_eq!(
+            header(&refused, "retry-after"),
+            expected,
+            "{style:?} {fixed:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_counts_the_seconds_until_the_next_token_rounded_up() {
+    let (_sim, app) = limited(limit(0.5, 1.0));
+    assert_eq!(statuses(&app, 1).await, [200]);
+    let answer = call(&app, get_account("1")).await;
+    assert_eq!(header(&answer, "retry-after"), Some("2"));
+    advance(Duration::from_millis(1500)).await;
+    // Three quarters of a token earned: half a second to go, told as one.
+    let answer = call(&app, get_account("1")).await;
+    assert_eq!(answer.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&answer, "retry-after"), Some("1"));
+    advance(Duration::from_secs(1)).await;
+    assert_eq!(statuses(&app, 1).await, [200]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn x_ratelimit_headers_give_the_limit_the_tokens_left_and_the_seconds_until_full() {
+    let (_sim, app) = limited(RateLimit {
+        headers: RateLimitHeaders::XRateLimit,
+        ..limit(0.5, 3.0)
+    });
+    for (remaining, reset) in [("2", "2"), ("1", "4"), ("0", "6")] {
+        let answer = call(&app, get_account("1")).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(
+            x_ratelimit(&answer),
+            (Some("3"), Some(remaining), Some(reset))
+        );
+        assert_eq!(ietf(&answer), (None, None));
+    }
+    let refused = call(&app, get_account("1")).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(x_ratelimit(&refused), (Some("3"), Some("0"), Some("6")));
+    advance(Duration::from_secs(1)).await;
+    // Half a token earned: still refused, five seconds from full.
+    let refused = call(&app, get_account("1")).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(x_ratelimit(&refused), (Some("3"), Some("0"), Some("5")));
+    assert_eq!(header(&refused, "retry-after"), Some("1"));
+    advance(Duration::from_secs(60)).await;
+    let full = call(&app, get_account("1")).await;
+    assert_eq!(x_ratelimit(&full), (Some("3"), Some("2"), Some("2")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn ietf_headers_give_the_policy_and_the_tokens_left_as_structured_fields() {
+    let (_sim, app) = limited(RateLimit {
+        headers: RateLimitHeaders::Ietf,
+        ..limit(0.5, 3.0)
+    });
+    let policy = Some("\"default\";q=3;w=6");
+    for state in [
+        "\"default\";r=2;t=2",
+        "\"default\";r=1;t=4",
+        "\"default\";r=0;t=6",
+    ] {
+        let answer = call(&app, get_account("1")).await;
+        assert_eq!(answer.status, StatusCode::OK);
+        assert_eq!(ietf(&answer), (policy, Some(state)));
+        assert_eq!(x_ratelimit(&answer), NO_X_RATELIMIT);
+    }
+    let refused = call(&app, get_account("1")).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(ietf(&refused), (policy, Some("\"default\";r=0;t=6")));
+    // The window is at least a second, even when the burst refills faster.
+    let (_sim, app) = limited(RateLimit {
+        headers: RateLimitHeaders::Ietf,
+        ..limit(50.0, 10.0)
+    });
+    let answer = call(&app, get_account("1")).await;
+    assert_eq!(
+        ietf(&answer),
+        (Some("\"default\";q=10;w=1"), Some("\"default\";r=9;t=1"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn both_styles_together_give_all_five_headers_on_every_answer() {
+    let (_sim, app) = limited(RateLimit {
+        headers: RateLimitHeaders::Both,
+        ..limit(1.0, 2.0)
+    });
+    let ok = call(&app, get_account("1")).await;
+    assert_eq!(ok.status, StatusCode::OK);
+    assert_eq!(x_ratelimit(&ok), (Some("2"), Some("1"), Some("1")));
+    assert_eq!(
+        ietf(&ok),
+        (Some("\"default\";q=2;w=2"), Some("\"default\";r=1;t=1"))
+    );
+    // The handler's own errors carry them too.
+    let missing = call(&app, get_account("999")).await;
+    missing.error(StatusCode::NOT_FOUND);
+    assert_eq!(x_ratelimit(&missing), (Some("2"), Some("0"), Some("2")));
+    assert_eq!(
+        ietf(&missing),
+        (Some("\"default\";q=2;w=2"), Some("\"default\";r=0;t=2"))
+    );
+    let refused = call(&app, get_account("1")).await;
+    refused.error(StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(x_ratelimit(&refused), (Some("2"), Some("0"), Some("2")));
+    assert_eq!(ietf(&refused).1, Some("\"default\";r=0;t=2"));
+    assert_eq!(header(&refused, "retry-after"), Some("1"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_header_style_answers_carry_no_rate_limit_headers() {
+    let (_sim, app) = limited(limit(1.0, 1.0));
+    for expected in [StatusCode::OK, StatusCode::TOO_MANY_REQUESTS] {
+        let answer = call(&app, get_account("1")).await;
+        assert_eq!(answer.status, expected);
+        assert_eq!(x_ratelimit(&answer), NO_X_RATELIMIT);
+        assert_eq!(ietf(&answer), (None, None));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limit_changed_at_runtime_applies_at_once_with_the_tokens_clamped() {
+    let (sim, app) = limited(limit(1.0, 10.0));
+    assert_eq!(statuses(&app, 2).await, [200, 200]);
+    // Eight tokens left; a burst of three clamps them to three.
+    let smaller = RateLimit {
+        headers: RateLimitHeaders::XRateLimit,
+        ..limit(1.0, 3.0)
+    };
+    sim.set_rate_limit(Some(TOKEN), Some(smaller))
+        .expect("valid");
+    let answer = call(&app, get_account("1")).await;
+    assert_eq!(x_ratelimit(&answer), (Some("3"), Some("2"), Some("1")));
+    assert_eq!(statuses(&app, 3).await, [200, 200, 429]);
+    // A faster rate keeps the empty bucket empty, then refills at the new rate.
+    sim.set_rate_limit(Some(TOKEN), Some(limit(1000.0, 3.0)))
+        .expect("valid");
+    assert_eq!(statuses(&app, 1).await, [429]);
+    advance(Duration::from_millis(2)).await;
+    assert_eq!(statuses(&app, 3).await, [200, 200, 429]);
+    let stats = sim.rate_limit_stats(TOKEN).expect("limited");
+    assert_eq!(
+        (stats.allowed, stats.limited),
+        (7, 3),
+        "counts survive a change"
+    );
+    // Lifted: nothing is limited or counted any more; set again, the bucket starts full.
+    sim.set_rate_limit(Some(TOKEN), None).expect("lift");
+    assert_eq!(statuses(&app, 20).await, [200; 20]);
+    assert_eq!(sim.rate_limit_stats(TOKEN), None);
+    sim.set_rate_limit(Some(TOKEN), Some(limit(1.0, 2.0)))
+        .expect("valid");
+    assert_eq!(statuses(&app, 3).await, [200, 200, 429]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn limits_are_per_token_and_unknown_tokens_get_401_without_a_bucket() {
+    let (sim, app) = limited(limit(1.0, 1.0));
+    assert_eq!(statuses(&app, 2).await, [200, 429]);
+    // The scoped token has no limit.
+    for _ in 0..10 {
+        assert_eq!(
+            call(&app, get("/api/delivery/accounts/2", SCOPED))
+                .await
+                .status,
+            StatusCode::OK
+        );
+    }
+    for _ in 0..10 {
+        call(&app, get("/api/delivery/accounts/1", "made-up-token"))
+            .await
+            .error(StatusCode::UNAUTHORIZED);
+        call(
+            &app,
+            request(Method::GET, "/api/delivery/accounts/1", None, None),
+        )
+        .await
+        .error(StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(sim.rate_limit_stats("made-up-token"), None);
+    let message = sim
+        .set_rate_limit(Some("made-up-token"), Some(limit(1.0, 1.0)))
+        .expect_err("unknown token");
+    assert!(
+        message.contains("name one of `SimConfig::management_tokens`"),
+        "{message}"
+    );
+    assert!(!message.contains("made-up-token"), "{message}");
+    // Every token limited: each has its own bucket, the first keeping its empty one.
+    sim.set_rate_limit(None, Some(limit(1.0, 1.0)))
+        .expect("valid");
+    assert_eq!(statuses(&app, 1).await, [429]);
+    let scoped = |app: Router| async move {
+        call(&app, get("/api/delivery/accounts/2", SCOPED))
+            .await
+            .status
+            .as_u16()
+    };
+    assert_eq!(scoped(app.clone()).await, 200);
+    assert_eq!(scoped(app.clone()).await, 429);
+    advance(Duration::from_secs(1)).await;
+    assert_eq!(statuses(&app, 1).await, [200]);
+    assert_eq!(scoped(app.clone()).await, 200);
+    assert_eq!(sim.rate_limit_stats(SCOPED).map(|s| s.allowed), Some(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_send_api_and_the_control_plane_are_never_limited() {
+    let (_sim, app) = limited(limit(1.0, 1.0));
+    assert_eq!(statuses(&app, 2).await, [200, 429]);
+    for _ in 0..3 {
+        // Even with the limited management token beside the bearer token.
+        let mut send = send_req(
+            "/v1/send",
+            SEND_1,
+            mail("shop@shop.example", &["r@example.net"]),
+        );
+        send.headers_mut().insert(
+            MANAGEMENT_TOKEN_HEADER,
+            TOKEN.parse().expect("header value"),
+        );
+        let answer = call(&app, send).await;
+        assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.json());
+        assert_eq!(header(&answer, "x-ratelimit-limit"), None);
+        let hits = call(&app, get("/_sim/hits", TOKEN)).await;
+        assert_eq!(hits.status, StatusCode::OK);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_limiter_answers_before_authentication_and_before_faults() {
+    let (sim, app) = limited(limit(1.0, 1.0));
+    sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            error_rate: 1.0,
+            error_status: Some(503),
+            ..FaultSpec::default()
+        },
+    );
+    call(&app, get_account("1"))
+        .await
+        .error(StatusCode::SERVICE_UNAVAILABLE);
+    let refused = call(&app, get_account("1")).await;
+    refused.error(StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(refused.json()["code"], "rate_limited");
+    sim.clear_faults();
+    // A scoped token asking for an account it may not see: 403 while it has tokens, then 429.
+    sim.set_rate_limit(Some(SCOPED), Some(limit(1.0, 1.0)))
+        .expect("valid");
+    for expected in [StatusCode::FORBIDDEN, StatusCode::TOO_MANY_REQUESTS] {
+        call(&app, get("/api/delivery/accounts/1", SCOPED))
+            .await
+            .error(expected);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn limited_requests_are_counted_in_hits_exactly_once() {
+    let (sim, app) = limited(limit(1.0, 1.0));
+    sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            numbers_as_strings: true,
+            ..FaultSpec::default()
+        },
+    );
+    assert_eq!(statuses(&app, 5).await, [200, 429, 429, 429, 429]);
+    assert_eq!(sim.hits("/api/delivery/accounts/1"), 5);
+    let hits = call(&app, get("/_sim/hits", TOKEN)).await.json();
+    assert_eq!(hits["hits"]["/api/delivery/accounts/1"], 5);
+    // Unlimited requests are still counted once each.
+    call(&app, get("/api/delivery/accounts/2", SCOPED)).await;
+    assert_eq!(sim.hits("/api/delivery/accounts/2"), 1);
+    let stats = sim.rate_limit_stats(TOKEN).expect("limited");
+    assert_eq!((stats.allowed, stats.limited), (1, 4));
+    assert_eq!(
+        stats
+            .recent
+            .iter()
+            .map(|(_, allowed)| *allowed)
+            .collect::<Vec<_>>(),
+        [true, false, false, false, false]
+    );
+    assert!(stats.recent.windows(2).all(|w| w[0].0 <= w[1].0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_control_plane_sets_lists_masked_and_lifts_rate_limits() {
+    let sim = frozen_sim(NOW);
+    let app = loopback_app(&sim);
+    let put = |body: Value| mgmt(Method::PUT, "/_sim/rate_limit", TOKEN, Some(body));
+    let answer = call(
+        &app,
+        put(json!({"token": TOKEN, "rate": 1, "burst": 2, "headers": "x_ratelimit"})),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.json());
+    assert_eq!(
+        answer.json(),
+        json!({"rate_limits": [{
+            "token": "test…",
+            "limit": {"rate": 1.0, "burst": 2.0, "retry_after": "seconds",
+                      "retry_after_secs": null, "headers": "x_ratelimit"},
+            "allowed": 0,
+            "limited": 0,
+        }]})
+    );
+    assert_eq!(statuses(&app, 3).await, [200, 200, 429]);
+    let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await;
+    assert_eq!(listed.json()["rate_limits"][0]["allowed"], 2);
+    assert_eq!(listed.json()["rate_limits"][0]["limited"], 1);
+
+    // Without a token: every management token, each its own bucket.
+    let answer = call(&app, put(json!({"rate": 5, "retry_after": "http_date"}))).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await;
+    let text = String::from_utf8_lossy(&listed.bytes).into_owned();
+    assert!(!text.contains(TOKEN) && !text.contains(SCOPED), "{text}");
+    let entries = listed.json()["rate_limits"].clone();
+    let previews: Vec<&str> = entries
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|e| e["token"].as_str())
+        .collect();
+    assert_eq!(previews, ["test…", "scop…"]);
+    assert_eq!(entries[0]["limit"]["retry_after"], "http_date");
+    assert_eq!(
+        entries[0]["allowed"], 2,
+        "the counts of a changed limit stay"
+    );
+    assert_eq!(sim.rate_limit_stats(SCOPED).map(|s| s.allowed), Some(0));
+
+    let delete = |body: Option<Value>| mgmt(Method::DELETE, "/_sim/rate_limit", TOKEN, body);
+    let answer = call(&app, delete(Some(json!({"token": SCOPED})))).await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT);
+    let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await.json();
+    assert_eq!(listed["rate_limits"].as_array().map(Vec::len), Some(1));
+    assert_eq!(listed["rate_limits"][0]["token"], "test…");
+    let answer = call(&app, delete(None)).await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT);
+    let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await.json();
+    assert_eq!(listed, json!({"rate_limits": []}));
+    assert_eq!(statuses(&app, 20).await, [200; 20]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_control_plane_refuses_bad_rate_limit_bodies_and_changes_nothing() {
+    let sim = frozen_sim(NOW);
+    let app = loopback_app(&sim);
+    let cases = [
+        (
+            json!({"rate": 0}),
+            "`rate` must be a number of requests per second",
+        ),
+        (json!({"rate": 1e6}), "to 100000, got 1000000"),
+        (
+            json!({"rate": 1, "burst": 0.5}),
+            "`burst` must be a number of requests from 1",
+        ),
+        (
+            json!({"rate": 1, "retry_after_secs": 86401}),
+            "at most 86400",
+        ),
+        (
+            json!({"rate": 1, "retry_after": "none", "retry_after_secs": 3}),
+            "or drop `retry_after_secs`",
+        ),
+        (
+            json!({"rate": 1, "token": "made-up-token"}),
+            "not one of the simulator's management tokens",
+        ),
+        (json!({"rate": 1, "token": 5}), "`token` must be a string"),
+        (json!({"rate": 1, "brust": 2}), "unknown field `brust`"),
+        (json!({"burst": 2}), "missing field `rate`"),
+        (
+            json!({"rate": 1, "headers": "x-ratelimit"}),
+            "unknown variant `x-ratelimit`",
+        ),
+        (json!({"rate": "fast"}), "invalid rate limit"),
+    ];
+    for (body, expected) in cases {
+        let message = call(
+            &app,
+            mgmt(Method::PUT, "/_sim/rate_limit", TOKEN, Some(body.clone())),
+        )
+        .await
+        .error(StatusCode::BAD_REQUEST);
+        assert!(message.contains(expected), "{body}: {message:?}");
+        assert!(!message.contains("made-up-token"), "{message}");
+    }
+    let empty = call(
+        &app,
+        request(
+            Method::PUT,
+            "/_sim/rate_limit",
+            Some((MANAGEMENT_TOKEN_HEADER, TOKEN.to_owned())),
+            None,
+        ),
+    )
+    .await;
+    empty.error(StatusCode::BAD_REQUEST);
+    for body in [json!({"token": "made-up-token"}), json!({"tok": TOKEN})] {
+        call(
+            &app,
+            mgmt(Method::DELETE, "/_sim/rate_limit", TOKEN, Some(body)),
+        )
+        .await
+        .error(StatusCode::BAD_REQUEST);
+    }
+    // Only an unrestricted management token may use it.
+    let good = json!({"rate": 1});
+    call(
+        &app,
+        mgmt(Method::PUT, "/_sim/rate_limit", SCOPED, Some(good.clone())),
+    )
+    .await
+    .error(StatusCode::FORBIDDEN);
+    call(&app, get("/_sim/rate_limits", SCOPED))
+        .await
+        .error(StatusCode::FORBIDDEN);
+    call(
+        &app,
+        request(Method::DELETE, "/_sim/rate_limit", None, None),
+    )
+    .await
+    .error(StatusCode::UNAUTHORIZED);
+    let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await.json();
+    assert_eq!(listed, json!({"rate_limits": []}));
+    assert_eq!(statuses(&app, 20).await, [200; 20]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limits_of_the_configuration_apply_from_the_start() {
+    let config = SimConfig {
+        rate_limits: vec![TokenRateLimit {
+            token: SCOPED.to_owned(),
+            limit: limit(1.0, 2.0),
+        }],
+        ..config()
+    };
+    let sim = Simulator::try_new(config).expect("valid");
+    let app = loopback_app(&sim);
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.push(
+            call(&app, get("/api/delivery/accounts/2", SCOPED))
+                .await
+                .status
+                .as_u16(),
+        );
+    }
+    assert_eq!(seen, [200, 200, 429]);
+    assert_eq!(statuses(&app, 5).await, [200; 5], "the other token is free");
+}
+
+#[test]
+fn bad_rate_limits_in_the_configuration_are_refused_without_showing_the_token() {
+    let with = |token: &str, limit: RateLimit| SimConfig {
+        rate_limits: vec![
+            TokenRateLimit {
+                token: TOKEN.to_owned(),
+                limit: RateLimit::per_second(1.0),
+            },
+            TokenRateLimit {
+                token: token.to_owned(),
+                limit,
+            },
+        ],
+        ..config()
+    };
+    let error = Simulator::try_new(with("made-up-token", RateLimit::per_second(1.0)))
+        .expect_err("unknown token");
+    assert!(matches!(
+        error,
+        SimConfigError::BadRateLimit { index: 1, .. }
+    ));
+    let message = error.to_string();
+    assert!(
+        message.starts_with("rate_limits entry 1: `token` is not one"),
+        "{message}"
+    );
+    assert!(!message.contains("made-up-token"), "{message}");
+    let message = Simulator::try_new(with(SCOPED, RateLimit::per_second(-1.0)))
+        .expect_err("bad rate")
+        .to_string();
+    assert!(message.contains("`rate` must be"), "{message}");
+    let printed = format!("{:?}", with(SCOPED, RateLimit::per_second(1.0)));
+    assert!(
+        !printed.contains(TOKEN) && !printed.contains(SCOPED),
+        "{printed}"
+    );
+}

@@ -32,6 +32,9 @@
       mailbox_quota_ratio: 0.90,
       // Values older than this many collector intervals are stale.
       stale_intervals: 3,
+      // Share of an endpoint's calls answered 429 (over 5 minutes) above which the exporter is
+      // warned: below it, the pacer's occasional probe for a raised limit.
+      rate_limited_ratio: 0.05,
     },
 
     // Per-account thresholds: a list of { account_id: '1001', <threshold>: value, ... } using
@@ -66,6 +69,7 @@
       MailhostCollectorFailing: '10m',
       MailhostDataStale: '1m',
       MailhostApiRateLimited: '10m',
+      MailhostTenantFleetExceedsRateLimit: '15m',
     },
     // A running migration whose migrated count stays put this long is stalled.
     migrationStallWindow: '30m',

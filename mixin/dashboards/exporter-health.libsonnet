@@ -1,7 +1,7 @@
 // The exporter-health dashboard without the fields _config sets (dashboards.libsonnet adds them).
 {
   id: null,
-  description: 'Is the exporter getting its data? Collector and target success, data age, upstream requests, failures by reason, latency, parse problems, build.',
+  description: 'Is the exporter getting its data? Collector and target success, data age, upstream requests, failures by reason, latency, parse problems, provider rate limits, build.',
   schemaVersion: 39,
   version: 1,
   editable: true,
@@ -948,11 +948,421 @@
     },
     {
       type: 'row',
-      title: 'Build',
+      title: 'Provider rate limits',
       collapsed: false,
       gridPos: {
         x: 0,
         y: 40,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 16,
+    },
+    {
+      type: 'timeseries',
+      title: 'Allowed and needed request rate',
+      description: "Per tenant: the requests per second its collectors need to refresh every target once per interval (needed: mailhost_api_pacer_demand), and the rate its pacer lets through (allowed, dashed: mailhost_api_pacer_rate), learned from the provider's 429s and rate-limit headers or set by rate_limit. No allowed line while the provider has never limited the token. Needed above allowed: each account is refreshed every ceil(needed / allowed) intervals.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 41,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'reqps',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [
+          {
+            matcher: {
+              id: 'byRegexp',
+              options: '.*allowed$',
+            },
+            properties: [
+              {
+                id: 'custom.lineStyle',
+                value: {
+                  fill: 'dash',
+                  dash: [
+                    10,
+                    10,
+                  ],
+                },
+              },
+            ],
+          },
+        ],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'label_replace(mailhost_api_pacer_demand{job=~"$job",instance=~"$instance"}, "series", "needed", "", "")\nor\nlabel_replace(mailhost_api_pacer_rate{job=~"$job",instance=~"$instance"}, "series", "allowed", "", "")',
+          legendFormat: '{{tenant}} {{series}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 17,
+    },
+    {
+      type: 'timeseries',
+      title: 'Time waiting on the pacer',
+      description: "Seconds per second that each tenant's calls spent waiting for its pacer: its rate, and pauses the provider asked for (mailhost_api_pacer_wait_seconds_total). Calls waiting at the same time add up, so it can exceed one second per second.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 41,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 's',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (tenant) (rate(mailhost_api_pacer_wait_seconds_total{job=~"$job",instance=~"$instance"}[$__rate_interval]))',
+          legendFormat: '{{tenant}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 18,
+    },
+    {
+      type: 'timeseries',
+      title: '429 answers per tenant',
+      description: 'Answers HTTP 429 per second, per tenant (mailhost_api_request_failures_total, reason rate_limited). The pacer probes for a raised limit now and then, so an occasional 429 is expected; a steady share of the calls is what the rate-limit alert watches.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 49,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'reqps',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (tenant) (rate(mailhost_api_request_failures_total{job=~"$job",instance=~"$instance",reason="rate_limited"}[$__rate_interval]))',
+          legendFormat: '{{tenant}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 19,
+    },
+    {
+      type: 'timeseries',
+      title: 'Tokens paused by the provider',
+      description: 'Tokens the provider has paused (a Retry-After, or an exhausted X-RateLimit-Remaining or RateLimit r=0) at any time in each interval, stacked: the height is how many tenants were paused (mailhost_api_pacer_paused).',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 8,
+        y: 49,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'none',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+          decimals: 0,
+          custom: {
+            drawStyle: 'line',
+            lineInterpolation: 'stepAfter',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'normal',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'max by (tenant) (max_over_time(mailhost_api_pacer_paused{job=~"$job",instance=~"$instance"}[$__rate_interval]))',
+          legendFormat: '{{tenant}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 20,
+    },
+    {
+      type: 'timeseries',
+      title: 'Deferred targets',
+      description: "Targets the last run of each collector did not reach before its deadline because of the tenant's rate limit (mailhost_collector_deferred_targets); they keep their values and go first next run.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 16,
+        y: 49,
+        w: 8,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          min: 0,
+          decimals: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              mode: 'none',
+              group: 'A',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (tenant, collector) (mailhost_collector_deferred_targets{job=~"$job",instance=~"$instance"})',
+          legendFormat: '{{tenant}} {{collector}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 21,
+    },
+    {
+      type: 'row',
+      title: 'Build',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 57,
         w: 24,
         h: 1,
       },
@@ -969,7 +1379,7 @@
       },
       gridPos: {
         x: 0,
-        y: 41,
+        y: 58,
         w: 24,
         h: 5,
       },

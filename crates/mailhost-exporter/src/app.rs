@@ -22,6 +22,7 @@ use crate::telemetry::Telemetry;
 use crate::tenant::TenantName;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::error::Endpoint;
+use crate::upstream::pacer::Pacer;
 use crate::upstream::{BuildError, Client};
 use crate::web::serve::ServeOptions;
 use crate::web::web_config::{LiveWebConfig, WebConfig};
@@ -31,14 +32,26 @@ use crate::web::{self, AppState, ReloadRequest, SharedUpstream, Upstream};
 /// failure, so that ten thousand tenants do not cost a million idle series.
 const ZERO_INIT_TENANTS: usize = 100;
 
-/// One tenant's way to the provider: its own client (token, concurrency, connection pool) and
-/// its own circuits, so that a revoked, rate-limited or slow tenant fails alone.
+/// One tenant's way to the provider: its own client (token, connection pool), pacer
+/// (concurrency, the token's learned pace) and circuits, so that a revoked, rate-limited or slow
+/// tenant fails alone.
 struct TenantClient {
     /// The settings the client was built with: a reload that keeps them keeps the client.
     api: ApiConfig,
     client: Client,
     /// Circuit state outlives a reload for the targets it keeps.
     breakers: Arc<Breakers>,
+    /// What the pacer learned outlives a reload that keeps the token and the address.
+    pacer: Pacer,
+}
+
+impl TenantClient {
+    /// Whether `api` calls the same provider with the same token: the same limit applies.
+    fn same_token(&self, api: &ApiConfig) -> bool {
+        use secrecy::ExposeSecret;
+        self.api.base_url == api.base_url
+            && self.api.token.expose_secret() == api.token.expose_secret()
+    }
 }
 
 /// How long shutdown waits for open HTTP requests before giving up on them.
@@ -142,7 +155,19 @@ impl App {
         let mut tenants = HashMap::with_capacity(config.tenants.len());
         for t in &config.tenants {
             let breakers = Arc::new(Breakers::new(t.api.breaker));
-            let client = Client::new(&t.api, t.name.clone(), telemetry.clone(), breakers.clone())?;
+            let pacer = Pacer::new(
+                t.name.clone(),
+                t.api.concurrency,
+                t.api.rate_limit,
+                telemetry.clone(),
+            );
+            let client = Client::new(
+                &t.api,
+                t.name.clone(),
+                telemetry.clone(),
+                breakers.clone(),
+                pacer.clone(),
+            )?;
             let api = t.api.clone();
             tenants.insert(
                 t.name.clone(),
@@ -150,6 +175,7 @@ impl App {
                     api,
                     client,
                     breakers,
+                    pacer,
                 },
             );
         }
@@ -307,10 +333,26 @@ impl App {
                 Some(old) if old.api.base_url == api.base_url => old.breakers.clone(),
                 _ => Arc::new(Breakers::new(api.breaker)),
             };
+            // The same token at the same address meets the same limit: what was learned stays.
+            let pacer = match old {
+                Some(old) if old.same_token(&api) => old.pacer.clone(),
+                _ => Pacer::new(
+                    name.clone(),
+                    api.concurrency,
+                    api.rate_limit,
+                    telemetry.clone(),
+                ),
+            };
             let client = match kept {
                 Some(c) => c,
                 None => {
-                    match Client::new(&api, name.clone(), telemetry.clone(), breakers.clone()) {
+                    match Client::new(
+                        &api,
+                        name.clone(),
+                        telemetry.clone(),
+                        breakers.clone(),
+                        pacer.clone(),
+                    ) {
                         Ok(c) => c,
                         Err(e) => {
                             telemetry.observe_reload(false);
@@ -326,8 +368,12 @@ impl App {
                     api,
                     client,
                     breakers,
+                    pacer,
                 },
             );
+        }
+        for t in tenants.values() {
+            t.pacer.configure(t.api.concurrency, t.api.rate_limit);
         }
         telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
         for (name, t) in &tenants {
@@ -347,6 +393,13 @@ impl App {
         self.state.poll_sets.reconfigure(&config, &specs);
         let work = with_contexts(specs, &tenants, &self.state.poll_sets, &self.clock);
         scraper.reconfigure(work.clone()).await;
+        // Its collectors have stopped: no call of a tenant no longer configured is left to put
+        // its pacer's series back.
+        for name in self.tenants.keys() {
+            if !tenants.contains_key(name) {
+                telemetry.remove_pacer(name);
+            }
+        }
         self.work = work;
         self.tenants = tenants;
         let url = crate::redact::redact_url(&config.api.base_url);

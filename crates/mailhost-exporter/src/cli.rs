@@ -110,6 +110,32 @@ pub struct Cli {
     /// Run against a built-in simulator of the provider with a demo fleet; needs no token.
     #[arg(long, conflicts_with = "config_file")]
     pub demo: bool,
+
+    /// In demo mode, the simulated provider rate-limits the demo token to this many requests
+    /// per second, as real providers do without saying how (429 with Retry-After past it), and
+    /// the exporter learns the limit; try 2 to see a fleet that does not fit, 0 for no limit.
+    /// It can be changed at runtime through the simulator's /_sim/rate_limit (logged at start).
+    #[arg(
+        long = "demo.rate-limit",
+        value_name = "RPS",
+        default_value_t = crate::demo::DEFAULT_RATE_LIMIT,
+        value_parser = demo_rate
+    )]
+    pub demo_rate_limit: f64,
+}
+
+/// A demo rate limit: requests per second the simulator accepts (0: no limit).
+fn demo_rate(value: &str) -> Result<f64, String> {
+    let rate: f64 = value
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number of requests per second, e.g. 2"))?;
+    if rate == 0.0 || (rate.is_finite() && (0.1..=10_000.0).contains(&rate)) {
+        Ok(rate)
+    } else {
+        Err(format!(
+            "{rate} is out of range: use 0.1 to 10000 requests per second, e.g. 2, or 0 for no limit"
+        ))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -214,5 +240,27 @@ mod tests {
             ),
             (64, Duration::from_secs(2), Duration::from_secs(30))
         );
+    }
+
+    #[test]
+    fn the_demo_rate_limit_takes_zero_or_a_rate_in_range() {
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["mailhost_exporter", "--demo"][..], args].concat())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            parse(&[]).unwrap().demo_rate_limit,
+            crate::demo::DEFAULT_RATE_LIMIT
+        );
+        assert_eq!(parse(&["--demo.rate-limit=0"]).unwrap().demo_rate_limit, 0.0);
+        assert_eq!(parse(&["--demo.rate-limit=2.5"]).unwrap().demo_rate_limit, 2.5);
+        for bad in ["0.05", "1e9", "NaN", "-1", "lots"] {
+            let e = parse(&[&format!("--demo.rate-limit={bad}")]).unwrap_err();
+            assert!(
+                e.contains("0.1 to 10000 requests per second")
+                    || e.contains("is not a number of requests per second"),
+                "{bad}: {e}"
+            );
+        }
     }
 }

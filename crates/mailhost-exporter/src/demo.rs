@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, AppError, WebOptions};
 use crate::config::Config;
-use mailhost_sim::{DemoTargets, SimConfig, Simulator, traffic};
+use mailhost_sim::{DemoTargets, RateLimit, SimConfig, Simulator, traffic};
 
 /// The simulator's management token in demo mode; it never leaves this process.
 const DEMO_TOKEN: &str = "demo-management-token";
@@ -19,13 +19,37 @@ const TRAFFIC_TICK: Duration = Duration::from_secs(1);
 /// Upper bound of demo send requests (about a day at one tick a second per account).
 const TRAFFIC_MAX_REQUESTS: u64 = 400_000;
 
-pub async fn run(web: WebOptions, shutdown: CancellationToken) -> Result<(), AppError> {
+/// Requests per second the simulated provider allows the demo token unless told otherwise
+/// (its burst is as many): twice what the demo fleet needs on average, but below the two dozen
+/// calls its collectors make at once when they start, so the first refresh always meets the
+/// limit and the pacer's series and panels show a learned one.
+pub const DEFAULT_RATE_LIMIT: f64 = 10.0;
+
+/// Runs the demo until `shutdown`; the simulated provider limits the demo token to
+/// `rate_limit` requests per second (0: no limit).
+pub async fn run(
+    web: WebOptions,
+    rate_limit: f64,
+    shutdown: CancellationToken,
+) -> Result<(), AppError> {
     let sim_config = SimConfig::demo(DEMO_TOKEN);
     let identities = sim_config.send_identities();
     let targets = sim_config.demo_targets();
     let sim = Simulator::new(sim_config);
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let sim_url = format!("http://{}", listener.local_addr()?);
+    if rate_limit > 0.0 {
+        let rate = rate_limit;
+        sim.set_rate_limit(None, Some(RateLimit::per_second(rate)))
+            .map_err(|e| std::io::Error::other(format!("--demo.rate-limit: {e}")))?;
+        // The demo token is well known and the simulator listens on loopback only.
+        tracing::info!(
+            rate,
+            change = %format!("curl -X PUT -H 'X-Api-Token: {DEMO_TOKEN}' -d '{{\"rate\": 5}}' {sim_url}/_sim/rate_limit"),
+            lift = %format!("curl -X DELETE -H 'X-Api-Token: {DEMO_TOKEN}' {sim_url}/_sim/rate_limit"),
+            "demo mode: the simulated provider rate-limits the demo token (429 with Retry-After past it)"
+        );
+    }
     let sim_task = tokio::spawn(sim.serve(listener, shutdown.clone()));
     tokio::spawn(traffic::run(
         sim_url.clone(),

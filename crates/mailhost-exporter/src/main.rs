@@ -94,7 +94,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 tracing::info!(address = %app.local_addr(), version = env!("CARGO_PKG_VERSION"), "mailhost_exporter listening");
                 app.run(token).await?;
             }
-            None => demo::run(web, token).await?,
+            None => demo::run(web, cli.demo_rate_limit, token).await?,
         }
         Ok(())
     })

@@ -17,10 +17,11 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::collector::{CollectorKey, CollectorSpec, Context, Target, TargetData};
+use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData};
 use crate::poll_set::PollSet;
 use crate::store::Store;
 use crate::upstream::error::{FailureReason, UpstreamError};
+use crate::upstream::pacer::{Demand, Pacer};
 
 /// Slack given to a collector past its deadline before its work is abandoned.
 const DEADLINE_GRACE: Duration = Duration::from_millis(100);
@@ -222,6 +223,88 @@ async fn expire(store: Arc<Store>, shutdown: CancellationToken) {
     }
 }
 
+/// The order targets are tried in, from what their last attempts said.
+#[derive(Default)]
+struct Turns {
+    /// Targets that failed their last attempt for a reason of their own (not the token's rate
+    /// limit): queued behind the others, so a slow broken account never holds a connection slot
+    /// a healthy one is waiting for.
+    failing: HashSet<Target>,
+    /// When each target was last fetched successfully: the oldest go first, so that a fleet the
+    /// provider's rate limit does not let through in one run is refreshed in turn.
+    fetched: HashMap<Target, Instant>,
+}
+
+impl Turns {
+    /// `targets` in the order to try them: healthy before failing, each group oldest data
+    /// first (never fetched first of all), then in the order given.
+    fn order(&self, targets: &mut [Target]) {
+        targets.sort_by_key(|t| (self.failing.contains(t), self.fetched.get(t).copied()));
+    }
+
+    fn learn(&mut self, results: &[(Target, Result<TargetData, UpstreamError>)], now: Instant) {
+        for (target, result) in results {
+            match result {
+                Ok(_) => {
+                    self.failing.remove(target);
+                    self.fetched.insert(target.clone(), now);
+                }
+                // Not tried, or refused by the token's limit: the target itself is fine.
+                Err(e) if e.deferred || e.reason == FailureReason::RateLimited => {
+                    self.failing.remove(target);
+                }
+                Err(_) => {
+                    self.failing.insert(target.clone());
+                }
+            }
+        }
+    }
+
+    fn retain(&mut self, known: &HashSet<Target>) {
+        self.failing.retain(|t| known.contains(t));
+        self.fetched.retain(|t, _| known.contains(t));
+    }
+}
+
+/// What the collector asks of its tenant's pacer, withdrawn when the collector stops or moves
+/// to another pacer (a reload that changed the token).
+struct DemandOf {
+    pacer: Option<Pacer>,
+    name: CollectorName,
+}
+
+impl DemandOf {
+    fn set(&mut self, work: &Work, targets: usize) {
+        let pacer = work.ctx.client.pacer();
+        if let Some(old) = &self.pacer
+            && !old.same(pacer)
+        {
+            old.set_demand(self.name, None);
+        }
+        let calls = (targets as u64).saturating_mul(work.spec.calls_per_target());
+        pacer.set_demand(
+            self.name,
+            Some(Demand {
+                calls,
+                interval: work.spec.schedule.interval,
+            }),
+        );
+        self.pacer = Some(pacer.clone());
+    }
+}
+
+impl Drop for DemandOf {
+    fn drop(&mut self) {
+        if let Some(p) = &self.pacer {
+            p.set_demand(self.name, None);
+        }
+    }
+}
+
+/// The shortest wait between two catch-up runs that got nothing done, so that a token the
+/// provider keeps pausing never makes the collector spin.
+const MIN_CATCH_UP_GAP: Duration = Duration::from_secs(1);
+
 async fn run_collector(
     mut plan: watch::Receiver<Plan>,
     store: Arc<Store>,
@@ -231,19 +314,30 @@ async fn run_collector(
     let mut ticker = tokio::time::interval(interval);
     // A run that overran (it cannot: the deadline is shorter) would not cause a burst.
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // Targets that failed their last attempt are queued behind the others, so a slow broken
-    // account never holds a connection slot a healthy one is waiting for.
-    let mut failing: HashSet<Target> = HashSet::new();
+    let mut turns = Turns::default();
     let mut known: HashSet<Target> = HashSet::new();
     let mut probed = plan.borrow().poll_set.as_ref().map(|p| p.subscribe());
+    let mut demand = DemandOf {
+        pacer: None,
+        name: plan.borrow().spec.name,
+    };
+    // Targets the last run did not reach because of the token's rate limit: fetched by a
+    // catch-up run as soon as the pacer can take them, not at the next tick, so that a fleet
+    // larger than the rate allows per interval uses all of it.
+    let mut backlog: Vec<Target> = Vec::new();
+    let mut catch_up_at: Option<tokio::time::Instant> = None;
     loop {
-        let current = tokio::select! {
+        let (p, mut targets, urgent) = tokio::select! {
+            biased;
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {
                 let p = plan.borrow_and_update().clone();
                 let targets = p.targets(Instant::now());
                 known = targets.iter().cloned().collect();
-                (p, targets)
+                turns.retain(&known);
+                demand.set(&p, targets.len());
+                backlog.clear();
+                (p, targets, false)
             }
             changed = plan.changed() => {
                 if changed.is_err() {
@@ -253,24 +347,27 @@ async fn run_collector(
                 let p = plan.borrow_and_update().clone();
                 probed = p.poll_set.as_ref().map(|p| p.subscribe());
                 let targets = p.targets(Instant::now());
+                demand.set(&p, targets.len());
                 let added: Vec<Target> = targets
                     .iter()
                     .filter(|t| !known.contains(t))
                     .cloned()
                     .collect();
                 known = targets.into_iter().collect();
-                failing.retain(|t| known.contains(t));
+                turns.retain(&known);
+                backlog.retain(|t| known.contains(t));
                 if added.is_empty() {
                     continue;
                 }
-                (p, added)
+                (p, added, true)
             }
             () = registered(&mut probed) => {
                 // A probe registered an account, or discovery found a target: fetch it now, so
                 // that a probe waiting for it is answered within its scrape timeout.
                 let p = plan.borrow().clone();
-                let added: Vec<Target> = p
-                    .targets(Instant::now())
+                let targets = p.targets(Instant::now());
+                demand.set(&p, targets.len());
+                let added: Vec<Target> = targets
                     .into_iter()
                     .filter(|t| !known.contains(t))
                     .collect();
@@ -278,57 +375,76 @@ async fn run_collector(
                 if added.is_empty() {
                     continue;
                 }
-                (p, added)
+                (p, added, true)
+            }
+            () = catch_up(catch_up_at), if !backlog.is_empty() => {
+                let p = plan.borrow().clone();
+                let targets = std::mem::take(&mut backlog);
+                (p, targets, false)
             }
         };
-        let (p, mut targets) = current;
-        // Stable: healthy first, each group in configured order.
-        targets.sort_by_key(|t| failing.contains(t));
+        turns.order(&mut targets);
         let started = Instant::now();
-        let run = run_targets(&p.ctx, &p.spec, targets);
-        tokio::pin!(run);
-        let results = loop {
-            tokio::select! {
-                // A run cut short by shutdown is dropped whole: never a half-built snapshot.
-                _ = stop.cancelled() => return,
-                r = &mut run => break r,
-                () = registered(&mut probed) => {
-                    // Added while a long run is under way (a first probe waiting within its
-                    // scrape timeout): fetched now, beside the run, not after it.
-                    let added: Vec<Target> = plan
-                        .borrow()
-                        .targets(Instant::now())
-                        .into_iter()
-                        .filter(|t| !known.contains(t))
-                        .collect();
-                    if !added.is_empty() {
-                        known.extend(added.iter().cloned());
-                        side_run(&p, added, plan.clone(), store.clone(), stop.clone());
+        let ctx = if urgent {
+            Context {
+                client: p.ctx.client.urgent(),
+                ..p.ctx.clone()
+            }
+        } else {
+            p.ctx.clone()
+        };
+        let results = {
+            let run = run_targets(&ctx, &p.spec, targets, &turns.fetched);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    // A run cut short by shutdown is dropped whole: never a half-built snapshot.
+                    _ = stop.cancelled() => return,
+                    r = &mut run => break r,
+                    () = registered(&mut probed) => {
+                        // Added while a long run is under way (a first probe waiting within its
+                        // scrape timeout): fetched now, beside the run, not after it.
+                        let added: Vec<Target> = plan
+                            .borrow()
+                            .targets(Instant::now())
+                            .into_iter()
+                            .filter(|t| !known.contains(t))
+                            .collect();
+                        if !added.is_empty() {
+                            known.extend(added.iter().cloned());
+                            side_run(&p, added, plan.clone(), store.clone(), stop.clone());
+                        }
                     }
                 }
             }
         };
-        let failed = results.iter().filter(|(_, r)| r.is_err()).count();
+        let failed = results
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(|e| !e.deferred))
+            .count();
+        let deferred: Vec<Target> = results
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(|e| e.deferred))
+            .map(|(t, _)| t.clone())
+            .collect();
         tracing::debug!(
             tenant = p.spec.tenant.as_str(),
             collector = p.spec.name.as_str(),
             targets = results.len(),
             failed,
+            deferred = deferred.len(),
             elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "collector run finished"
         );
         for (target, result) in &results {
-            match result {
-                Ok(_) => {
-                    failing.remove(target);
-                }
-                Err(e) => {
-                    failing.insert(target.clone());
-                    tracing::debug!(tenant = p.spec.tenant.as_str(),
+            if let Err(e) = result
+                && !e.deferred
+            {
+                tracing::debug!(tenant = p.spec.tenant.as_str(),
                 collector = p.spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
-                }
             }
         }
+        turns.learn(&results, Instant::now());
         p.learn(&results);
         for failure in summarize_failures(&results) {
             tracing::warn!(
@@ -341,12 +457,51 @@ async fn run_collector(
                 "targets failed"
             );
         }
+        // A catch-up that got nothing done waits a little before the next, whatever the pacer
+        // says: the provider may keep extending its pause.
+        let progressed = deferred.len() < results.len();
+        let pacer = p.ctx.client.pacer();
+        catch_up_at = pacer.resumes_at().map(|at| {
+            if progressed {
+                at
+            } else {
+                at.max(tokio::time::Instant::now() + MIN_CATCH_UP_GAP)
+            }
+        });
+        if !progressed {
+            catch_up_at.get_or_insert(tokio::time::Instant::now() + MIN_CATCH_UP_GAP);
+        }
+        backlog.extend(deferred);
         // The latest plan decides which targets are still configured (or probed).
-        let latest = plan.borrow().polled(Instant::now());
+        let mut latest = plan.borrow().polled(Instant::now());
+        latest.keep_for = keep_for(&latest, pacer.refresh_intervals());
         let elapsed = started.elapsed();
         let store = store.clone();
         off_the_workers(move || store.apply_run(&latest, results, elapsed)).await;
     }
+}
+
+/// Waits until a catch-up run may start (at once without an instant).
+async fn catch_up(at: Option<tokio::time::Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+/// How long values are kept while the tenant's fleet does not fit its rate limit: each target
+/// is refreshed every `intervals` intervals, oldest first, so its values must outlive that
+/// (plus one interval for a run's own length), however short `max_age` is; at most
+/// [`crate::config::limits::MAX_AGE`].
+fn keep_for(spec: &CollectorSpec, intervals: Option<u64>) -> Option<Duration> {
+    let k = u32::try_from(intervals?)
+        .unwrap_or(u32::MAX)
+        .saturating_add(1);
+    let longer = spec
+        .schedule
+        .interval
+        .saturating_mul(k)
+        .min(crate::config::limits::MAX_AGE);
+    (longer > spec.schedule.max_age).then_some(longer)
 }
 
 /// Fetches `targets` of `work` on their own and applies them, unless `stop` comes first: the
@@ -361,9 +516,15 @@ fn side_run(
     let work = work.clone();
     tokio::spawn(async move {
         let started = Instant::now();
+        // First fetches, which a probe may be waiting for: before the run's queue.
+        let ctx = Context {
+            client: work.ctx.client.urgent(),
+            ..work.ctx.clone()
+        };
+        let none = HashMap::new();
         let results = tokio::select! {
             _ = stop.cancelled() => return,
-            r = run_targets(&work.ctx, &work.spec, targets) => r,
+            r = run_targets(&ctx, &work.spec, targets, &none) => r,
         };
         work.learn(&results);
         let latest = plan.borrow().polled(Instant::now());
@@ -423,7 +584,11 @@ struct Failures {
 fn summarize_failures(results: &[(Target, Result<TargetData, UpstreamError>)]) -> Vec<Failures> {
     let mut out: Vec<(Failures, Vec<String>)> = Vec::new();
     for (target, result) in results {
+        // A deferred target did not fail: the pacer tells once when the fleet does not fit.
         let Err(e) = result else { continue };
+        if e.deferred {
+            continue;
+        }
         let i = match out.iter().position(|(f, _)| f.reason == e.reason) {
             Some(i) => i,
             None => {
@@ -462,7 +627,7 @@ pub async fn run_once(
     ctx: &Context,
     spec: &CollectorSpec,
 ) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
-    run_targets(ctx, spec, spec.targets.clone()).await
+    run_targets(ctx, spec, spec.targets.clone(), &HashMap::new()).await
 }
 
 /// One run: targets concurrently, started in the order given and at most
@@ -473,6 +638,7 @@ async fn run_targets(
     ctx: &Context,
     spec: &CollectorSpec,
     targets: Vec<Target>,
+    fetched: &HashMap<Target, Instant>,
 ) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
     let deadline = spec.schedule.deadline;
     let now = tokio::time::Instant::now();
@@ -501,7 +667,14 @@ async fn run_targets(
         if set.len() >= window {
             collect_one(&mut set, &mut results, spec).await;
         }
-        let fetch = job.run(ctx.clone());
+        // The token's calls wait oldest data first, across the tenant's collectors.
+        let rank = fetched
+            .get(&job.target)
+            .map(|at| tokio::time::Instant::from_std(*at));
+        let fetch = job.run(Context {
+            client: ctx.client.ranked(rank),
+            ..ctx.clone()
+        });
         set.spawn(async move {
             // The client stops its calls at the deadline; this only guards against a
             // collector that would keep working after it.
@@ -559,6 +732,14 @@ mod tests {
             .map(|id| fail(id, FailureReason::Timeout, "no answer within 2s"))
             .collect();
         results.insert(3, fail(5000, FailureReason::NotFound, "HTTP 404"));
+        // Deferred targets were not tried: no warning names them.
+        results.push((
+            Target::DeliveryAccount(6000),
+            Err(UpstreamError {
+                deferred: true,
+                ..UpstreamError::new(FailureReason::RateLimited, "not called")
+            }),
+        ));
         let summary = summarize_failures(&results);
         assert_eq!(
             summary,

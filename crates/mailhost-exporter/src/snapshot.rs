@@ -24,6 +24,9 @@ pub struct TargetState {
     pub last_attempt: Option<Timestamp>,
     pub last_success: Option<Timestamp>,
     pub last_error: Option<UpstreamError>,
+    /// The latest run did not reach it (the tenant's rate limit gave it no turn before the
+    /// deadline); the next run takes it first.
+    pub deferred: bool,
 }
 
 /// The latest run of a collector.
@@ -44,6 +47,12 @@ pub struct CollectorState {
     pub targets: Vec<TargetState>,
     pub last_run: Option<RunSummary>,
     pub last_success: Option<Timestamp>,
+    /// Targets whose latest run did not reach them before its deadline because of the tenant's
+    /// rate limit: not failed, kept as they were, first in the next run.
+    pub deferred: usize,
+    /// How long values are kept while the tenant's fleet does not fit its rate limit (longer
+    /// than `max_age`: each target waits several intervals for its turn); `None` otherwise.
+    pub keep_for: Option<Duration>,
     /// Where each target is in `targets`: `/probe` finds one target of a large fleet at once.
     index: HashMap<Target, usize>,
 }
@@ -58,8 +67,17 @@ impl CollectorState {
             targets: Vec::new(),
             last_run: None,
             last_success: None,
+            deferred: 0,
+            keep_for: None,
             index: HashMap::new(),
         }
+    }
+
+    /// How long a value is kept now: `max_age`, or longer while the tenant's fleet does not fit
+    /// its rate limit.
+    pub fn max_age(&self) -> Duration {
+        self.keep_for
+            .map_or(self.schedule.max_age, |k| k.max(self.schedule.max_age))
     }
 
     /// The state of one target, if it is known.
@@ -76,6 +94,8 @@ impl CollectorState {
             targets,
             last_run: self.last_run,
             last_success: self.last_success,
+            deferred: self.deferred,
+            keep_for: self.keep_for,
             index: HashMap::new(),
         };
         c.reindex();
@@ -126,7 +146,8 @@ impl Snapshot {
     /// targets it added). Targets no longer in `spec` are forgotten; the others keep their state
     /// until a result of theirs comes. A target that failed keeps its last good data (expired
     /// later by [`Snapshot::expire`]), except on `not_found`: the provider says it is gone, so
-    /// its values go at once.
+    /// its values go at once. A target the run deferred (the tenant's rate limit gave it no turn)
+    /// was not tried: it stays exactly as it was, and is only counted.
     pub fn apply_run(
         &mut self,
         spec: &CollectorSpec,
@@ -140,6 +161,7 @@ impl Snapshot {
                 .or_insert_with(|| Arc::new(CollectorState::new(spec))),
         );
         entry.schedule = spec.schedule;
+        entry.keep_for = spec.keep_for;
         // Sets and an index, not scans: a run over a large fleet is applied in linear time.
         let configured: HashSet<&Target> = spec.targets.iter().collect();
         let before = entry.targets.len();
@@ -161,10 +183,16 @@ impl Snapshot {
                     last_attempt: None,
                     last_success: None,
                     last_error: None,
+                    deferred: false,
                 });
                 entry.targets.len() - 1
             });
             let state = &mut entry.targets[i];
+            if matches!(&result, Err(e) if e.deferred) {
+                state.deferred = true;
+                continue;
+            }
+            state.deferred = false;
             state.last_attempt = Some(now);
             match result {
                 Ok(data) => {
@@ -184,6 +212,7 @@ impl Snapshot {
                 }
             }
         }
+        entry.deferred = entry.targets.iter().filter(|t| t.deferred).count();
         entry.last_run = Some(RunSummary {
             success,
             duration,
@@ -203,11 +232,19 @@ impl Snapshot {
         let mut changed = false;
         let mut next: Option<Timestamp> = None;
         for shared in self.collectors.values_mut() {
-            let max_age = shared.schedule.max_age;
-            let max_age_signed =
-                jiff::SignedDuration::try_from(max_age).unwrap_or(jiff::SignedDuration::MAX);
+            // A target waiting for its turn keeps its values longer while its tenant's fleet does
+            // not fit the rate limit; one whose turn came and failed has `max_age`, as always.
+            let waiting = shared.max_age();
+            let failing = shared.schedule.max_age;
+            let max_age_of = |t: &TargetState| {
+                if t.last_ok == Some(false) {
+                    failing
+                } else {
+                    waiting
+                }
+            };
             // A clock that went back gives a negative age: not expired.
-            let too_old = |at: Timestamp| {
+            let too_old = |at: Timestamp, max_age: Duration| {
                 let age = now.duration_since(at);
                 age.is_positive() && age.unsigned_abs() > max_age
             };
@@ -217,7 +254,10 @@ impl Snapshot {
                 let Some((_, fetched)) = &t.data else {
                     continue;
                 };
-                if too_old(*fetched) {
+                let max_age = max_age_of(t);
+                let max_age_signed =
+                    jiff::SignedDuration::try_from(max_age).unwrap_or(jiff::SignedDuration::MAX);
+                if too_old(*fetched, max_age) {
                     due = true;
                 } else if let Ok(at) = fetched.checked_add(max_age_signed) {
                     next = Some(next.map_or(at, |n| n.min(at)));
@@ -229,15 +269,16 @@ impl Snapshot {
             changed = true;
             let c = Arc::make_mut(shared);
             for t in &mut c.targets {
+                let max_age = max_age_of(t);
                 if !t
                     .data
                     .as_ref()
-                    .is_some_and(|(_, fetched)| too_old(*fetched))
+                    .is_some_and(|(_, fetched)| too_old(*fetched, max_age))
                 {
                     continue;
                 }
                 t.data = None;
-                let last_attempt_too_old = t.last_attempt.is_none_or(too_old);
+                let last_attempt_too_old = t.last_attempt.is_none_or(|at| too_old(at, max_age));
                 if t.last_ok == Some(true) && last_attempt_too_old {
                     t.last_ok = Some(false);
                     t.last_error = Some(UpstreamError::new(
@@ -259,6 +300,7 @@ impl CollectorState {
     pub fn retain_configured(&mut self, spec: &CollectorSpec) {
         let configured: HashSet<&Target> = spec.targets.iter().collect();
         self.targets.retain(|t| configured.contains(&t.target));
+        self.deferred = self.targets.iter().filter(|t| t.deferred).count();
         self.reindex();
     }
 }
@@ -310,6 +352,81 @@ mod tests {
                 .data
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_deferred_target_stays_as_it_was_and_keeps_its_values_while_the_fleet_does_not_fit() {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let key = (CollectorName::DeliveryAccount, TenantName::default());
+        s.apply_run(
+            &spec(),
+            vec![
+                (Target::DeliveryAccount(1), Ok(data(5.0))),
+                (Target::DeliveryAccount(2), Ok(data(6.0))),
+            ],
+            Duration::ZERO,
+            t0,
+        );
+        // The fleet does not fit: values are kept for 80 s instead of max_age's 30 s.
+        let waiting = CollectorSpec {
+            keep_for: Some(Duration::from_secs(80)),
+            ..spec()
+        };
+        let deferred = UpstreamError {
+            deferred: true,
+            ..err(FailureReason::RateLimited)
+        };
+        let t1 = t0 + jiff::SignedDuration::from_secs(20);
+        s.apply_run(
+            &waiting,
+            vec![
+                (Target::DeliveryAccount(1), Err(deferred.clone())),
+                (
+                    Target::DeliveryAccount(2),
+                    Err(err(FailureReason::ServerError)),
+                ),
+            ],
+            Duration::ZERO,
+            t1,
+        );
+        let c = &s.collectors[&key];
+        assert_eq!(c.deferred, 1);
+        assert!(!c.last_run.unwrap().success, "account 2 failed");
+        let one = c.target(&Target::DeliveryAccount(1)).unwrap();
+        assert!(one.deferred && one.last_ok == Some(true) && one.last_error.is_none());
+        assert_eq!(one.last_attempt, Some(t0), "not tried, so not attempted");
+        // At 40 s the failing account's values are past max_age; the waiting one's are not.
+        s.expire(t0 + jiff::SignedDuration::from_secs(40));
+        let c = &s.collectors[&key];
+        assert!(
+            c.target(&Target::DeliveryAccount(1))
+                .unwrap()
+                .data
+                .is_some()
+        );
+        assert!(
+            c.target(&Target::DeliveryAccount(2))
+                .unwrap()
+                .data
+                .is_none()
+        );
+        s.expire(t0 + jiff::SignedDuration::from_secs(81));
+        let c = &s.collectors[&key];
+        assert!(
+            c.target(&Target::DeliveryAccount(1))
+                .unwrap()
+                .data
+                .is_none()
+        );
+        // Its turn comes: tried again, it is no longer deferred.
+        s.apply_run(
+            &waiting,
+            vec![(Target::DeliveryAccount(1), Ok(data(4.0)))],
+            Duration::ZERO,
+            t0 + jiff::SignedDuration::from_secs(82),
+        );
+        assert_eq!(s.collectors[&key].deferred, 0);
     }
 
     #[test]

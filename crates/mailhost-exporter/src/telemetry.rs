@@ -147,6 +147,26 @@ impl Telemetry {
         self.changed();
     }
 
+    /// A tenant's pacer: the rate the provider allows (`None`: unlimited), what the tenant's
+    /// collectors need, and whether the token is paused.
+    pub fn set_pacer(&self, tenant: &TenantName, allowed: Option<f64>, demand: f64, paused: bool) {
+        if self.metrics.set_pacer(tenant, allowed, demand, paused) {
+            self.changed();
+        }
+    }
+
+    /// Time a tenant's call waited for its pacer.
+    pub fn observe_pacer_wait(&self, tenant: &TenantName, waited: Duration) {
+        self.metrics.pacer_wait(tenant, waited.as_secs_f64());
+        self.changed();
+    }
+
+    /// A tenant no longer configured: its pacer series go.
+    pub fn remove_pacer(&self, tenant: &TenantName) {
+        self.metrics.remove_pacer(tenant);
+        self.changed();
+    }
+
     /// A probe refused: `reason` is `not_allowed` (the tenant's allow-list) or `max_targets`.
     pub fn observe_probe_refused(&self, tenant: &TenantName, reason: &'static str) {
         self.metrics.probe_refused(tenant, reason);

@@ -2,7 +2,9 @@
 //! each case with a faulted ("victim") and an untouched ("good") target per collector. For each:
 //! `/metrics` keeps answering, the failure carries the right reason, good targets are
 //! untouched, the victim's last good values stay until `max_age` and then disappear, and no
-//! value shown is ever wrong.
+//! value shown is ever wrong. A 429 is not a fault of one target but the token's state (it
+//! pauses or paces every call of the token): its cases answer every call of the token, in
+//! `a_429_on_every_call_of_the_token_fails_or_defers_every_target_and_opens_no_circuit`.
 
 use std::time::Duration;
 
@@ -113,34 +115,6 @@ fn cases() -> Vec<(&'static str, FaultSpec, Expect)> {
                 ..f()
             },
             Expect::Fails("connect"),
-        ),
-        (
-            "429 with Retry-After in seconds past the deadline",
-            FaultSpec {
-                rate_limit_rate: 1.0,
-                retry_after_secs: 30,
-                ..f()
-            },
-            Expect::Fails("rate_limited"),
-        ),
-        (
-            "429 with Retry-After as an HTTP date past the deadline",
-            FaultSpec {
-                rate_limit_rate: 1.0,
-                retry_after_secs: 30,
-                retry_after_http_date: true,
-                ..f()
-            },
-            Expect::Fails("rate_limited"),
-        ),
-        (
-            "429 without Retry-After",
-            FaultSpec {
-                rate_limit_rate: 1.0,
-                retry_after_omit: true,
-                ..f()
-            },
-            Expect::Fails("rate_limited"),
         ),
         ("500", status(500), Expect::Fails("server_error")),
         ("502", status(502), Expect::Fails("server_error")),
@@ -500,6 +474,114 @@ async fn retry_after_is_waited_for_within_the_deadline_in_both_forms() {
             took >= 0.9,
             "http_date={http_date}: the run took {took}s, it did not wait"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_on_every_call_of_the_token_fails_or_defers_every_target_and_opens_no_circuit() {
+    let cases = [
+        // Retry-After past the 1.8 s deadline: every call that met a 429 fails at once.
+        (
+            "429 with Retry-After in seconds past the deadline",
+            FaultSpec {
+                rate_limit_rate: 1.0,
+                retry_after_secs: 3,
+                ..FaultSpec::default()
+            },
+        ),
+        (
+            "429 with Retry-After as an HTTP date past the deadline",
+            FaultSpec {
+                rate_limit_rate: 1.0,
+                retry_after_secs: 3,
+                retry_after_http_date: true,
+                ..FaultSpec::default()
+            },
+        ),
+        // No Retry-After: each call tries again at its next turn until the deadline.
+        (
+            "429 without Retry-After",
+            FaultSpec {
+                rate_limit_rate: 1.0,
+                retry_after_omit: true,
+                ..FaultSpec::default()
+            },
+        ),
+    ];
+    let mut set = tokio::task::JoinSet::new();
+    for (case, fault) in cases {
+        set.spawn(async move {
+            let sim = spawn_sim().await;
+            let mut config = config(&sim.url);
+            for t in &mut config.tenants {
+                t.api.breaker.failures = 1;
+            }
+            let exporter = spawn_exporter(config).await;
+            let every = |b: &str, want: f64| {
+                TARGETS.iter().all(|(c, v, g, ..)| {
+                    value(b, &success(c, v)) == Some(want) && value(b, &success(c, g)) == Some(want)
+                })
+            };
+            let before = until(&exporter, case, "every target healthy", |b| every(b, 1.0)).await;
+            for route in ROUTES {
+                sim.sim.set_fault(route, fault.clone());
+            }
+            // Every target either failed rate_limited (a 429, then no turn before its deadline) or
+            // was deferred (the pause or the pace gave it no turn at all): none succeeds.
+            let settled = |b: &str| {
+                TARGETS.iter().all(|(c, v, g, ..)| {
+                    let failed = [v, g]
+                        .into_iter()
+                        .filter(|t| value(b, &success(c, t)) == Some(0.0))
+                        .count() as f64;
+                    let deferred = value(
+                        b,
+                        &format!("mailhost_collector_deferred_targets{{collector=\"{c}\"}}"),
+                    )
+                    .unwrap_or(0.0);
+                    // Each collector has its two targets: with the token paced or paused, one
+                    // that never got a turn is deferred, and keeps its values and last outcome.
+                    failed + deferred >= 2.0
+                })
+            };
+            let throttled = |b: &str| {
+                ENDPOINTS
+                    .iter()
+                    .filter_map(|e| {
+                        value(
+                            b,
+                            &format!(
+                                "mailhost_api_request_failures_total{{endpoint=\"{e}\",reason=\"rate_limited\"}}"
+                            ),
+                        )
+                    })
+                    .sum::<f64>()
+            };
+            let during = until(&exporter, case, "every target failed or deferred", |b| {
+                settled(b) && throttled(b) > throttled(&before)
+            })
+            .await;
+            for e in ENDPOINTS {
+                assert_eq!(
+                    value(&during, &format!("mailhost_api_open_circuits{{endpoint=\"{e}\"}}")),
+                    Some(0.0),
+                    "{case}: a 429 opened a circuit of {e}"
+                );
+            }
+            assert!(
+                value(&during, "mailhost_api_pacer_rate").is_some()
+                    || value(&during, "mailhost_api_pacer_paused") == Some(1.0),
+                "{case}: the pacer took the 429s for the token's"
+            );
+            // Once the provider stops answering 429, every target comes back.
+            sim.sim.clear_faults();
+            until(&exporter, case, "recovery", |b| every(b, 1.0)).await;
+        });
+    }
+    while let Some(result) = set.join_next().await {
+        if let Err(e) = result {
+            std::panic::resume_unwind(e.into_panic());
+        }
     }
 }
 

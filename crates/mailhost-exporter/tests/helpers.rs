@@ -122,6 +122,15 @@ impl Exporter {
         self.client.get(self.url(path)).send().await.unwrap()
     }
 
+    /// `POST /-/reload` (the exporter was started with `enable_lifecycle`).
+    pub async fn reload(&self) -> reqwest::Response {
+        self.client
+            .post(self.url("/-/reload"))
+            .send()
+            .await
+            .unwrap()
+    }
+
     pub async fn scrape(&self) -> String {
         self.get("/metrics").await.text().await.unwrap()
     }

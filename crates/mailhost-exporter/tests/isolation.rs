@@ -184,11 +184,7 @@ async fn deploy(text: &str) -> Deployed {
 }
 
 async fn reload(exporter: &Exporter) -> (u16, String) {
-    let r = reqwest::Client::new()
-        .post(exporter.url("/-/reload"))
-        .send()
-        .await
-        .unwrap();
+    let r = exporter.reload().await;
     (r.status().as_u16(), r.text().await.unwrap())
 }
 

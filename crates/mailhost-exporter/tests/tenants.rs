@@ -236,11 +236,7 @@ async fn a_reload_rotates_one_tenants_token_from_its_file() {
     .await;
     // The simulator knows gamma-token: the customer's token is rotated to it.
     std::fs::write(&token_file, "gamma-token\n").unwrap();
-    let reload = reqwest::Client::new()
-        .post(exporter.url("/-/reload"))
-        .send()
-        .await
-        .unwrap();
+    let reload = exporter.reload().await;
     assert_eq!(reload.status(), 200, "{:?}", reload.text().await);
     wait_for("gamma polled with its new token", || async {
         let body = exporter.scrape().await;

@@ -94,3 +94,7 @@ mod scale_out;
 // Kubernetes: the kustomize base and the /probe overlay render, fit the prometheus-operator and
 // Kubernetes schemas, and carry the shipped rules and a locked-down pod.
 mod kubernetes;
+
+// Pacing: a rate-limited token served at the provider's pace beside a free one, Retry-After
+// pausing the token, a first probe under a limit, a fleet the limit cannot refresh every interval.
+mod pacing;

@@ -363,6 +363,9 @@ pub struct CollectorSpec {
     pub schedule: Schedule,
     pub targets: Vec<Target>,
     pub collector: Collector,
+    /// How long values are kept, when longer than `max_age`: while the tenant's fleet does not
+    /// fit its rate limit, each target waits several intervals for its turn.
+    pub keep_for: Option<std::time::Duration>,
 }
 
 impl CollectorSpec {
@@ -373,7 +376,13 @@ impl CollectorSpec {
             schedule: collector.schedule(),
             targets: collector.targets(),
             collector,
+            keep_for: None,
         }
+    }
+
+    /// Upstream calls one run makes per target (one per endpoint the collector calls).
+    pub fn calls_per_target(&self) -> u64 {
+        self.endpoints().len() as u64
     }
 
     /// Every tenant's collectors, tenant by tenant in configured order.

@@ -82,6 +82,10 @@ pub mod limits {
     pub const MAX_FLOW_DEPTH: usize = 64;
     /// `probe.idle_intervals` at most.
     pub const MAX_IDLE_INTERVALS: u32 = 1000;
+    /// `rate_limit` at least: one call every 100 seconds.
+    pub const MIN_RATE_LIMIT: f64 = 0.01;
+    /// `rate_limit` at most, requests per second.
+    pub const MAX_RATE_LIMIT: f64 = 10_000.0;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +196,10 @@ pub struct ApiConfig {
     pub token: SecretString,
     pub timeout: Duration,
     pub concurrency: usize,
+    /// Requests per second the token may make at most (`rate_limit`): a ceiling the pacer never
+    /// goes past, for providers whose contract states one; `None` leaves the pace to what the
+    /// provider answers.
+    pub rate_limit: Option<f64>,
     pub max_response_bytes: u64,
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,

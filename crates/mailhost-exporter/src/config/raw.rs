@@ -36,6 +36,9 @@ pub(super) struct RawTenant {
     pub(super) base_url: Option<String>,
     #[serde(default)]
     pub(super) concurrency: Option<usize>,
+    /// Requests per second the provider's contract allows this token, at most.
+    #[serde(default)]
+    pub(super) rate_limit: Option<f64>,
     #[serde(default)]
     pub(super) collectors: RawTenantCollectors,
     #[serde(default)]
@@ -137,6 +140,9 @@ pub(super) struct RawApi {
     pub(super) timeout: Option<Duration>,
     #[serde(default)]
     pub(super) concurrency: Option<usize>,
+    /// Requests per second the provider's contract allows each token, at most.
+    #[serde(default)]
+    pub(super) rate_limit: Option<f64>,
     #[serde(default)]
     pub(super) max_response_bytes: Option<u64>,
     #[serde(default)]

@@ -4,7 +4,9 @@
 use std::collections::{BTreeSet, HashSet};
 
 use super::raw::{RawDiscovery, RawProbe, RawTenant, RawTenantProbe};
-use super::validate::{account_list, base_url, codes, concurrency, mailbox_list, token, views};
+use super::validate::{
+    account_list, base_url, codes, concurrency, mailbox_list, rate_limit, token, views,
+};
 use super::{
     ApiConfig, CollectorsConfig, ConfigError, DiscoveryConfig, ProbeConfig, TenantConfig, defaults,
     invalid, limits,
@@ -197,6 +199,9 @@ fn tenant(
     if let Some(url) = &raw.base_url {
         tenant_api.base_url = base_url(&format!("{at}.base_url"), url)?;
     }
+    if raw.rate_limit.is_some() {
+        tenant_api.rate_limit = rate_limit(&format!("{at}.rate_limit"), raw.rate_limit)?;
+    }
     if raw.concurrency.is_some() {
         tenant_api.concurrency = concurrency(&format!("{at}.concurrency"), raw.concurrency)?;
     }
@@ -300,7 +305,7 @@ mod tests {
     #[test]
     fn each_tenant_gets_its_token_settings_and_own_targets() {
         let c = parse(
-            "tenants:\n  - name: acme\n    token_env: ACME\n    concurrency: 2\n    collectors:\n      delivery_account:\n        accounts: [1, 2]\n  - name: bare\n    token_env: ACME\n    base_url: http://127.0.0.1:9/\n",
+            "tenants:\n  - name: acme\n    token_env: ACME\n    concurrency: 2\n    rate_limit: 12.5\n    collectors:\n      delivery_account:\n        accounts: [1, 2]\n  - name: bare\n    token_env: ACME\n    base_url: http://127.0.0.1:9/\n",
         )
         .unwrap();
         assert_eq!(c.tenants.len(), 2);
@@ -308,6 +313,7 @@ mod tests {
         assert_eq!(acme.name.as_str(), "acme");
         assert_eq!(acme.api.token.expose_secret(), "acme-token");
         assert_eq!(acme.api.concurrency, 2);
+        assert_eq!(acme.api.rate_limit, Some(12.5));
         assert_eq!(acme.api.base_url, "https://api.example.net");
         assert_eq!(
             acme.collectors.delivery_account.as_ref().unwrap().accounts,
@@ -316,6 +322,7 @@ mod tests {
         // No static targets: a valid tenant whose targets come from /probe.
         let bare = &c.tenants[1];
         assert_eq!(bare.api.concurrency, 4);
+        assert_eq!(bare.api.rate_limit, None, "no ceiling unless one is given");
         assert_eq!(bare.api.base_url, "http://127.0.0.1:9");
         assert!(
             bare.collectors
@@ -354,6 +361,14 @@ mod tests {
                 "tenants[1].name: a is listed twice",
             ),
             ("tenants:\n  - name: a\n", "tenants[0]: has no token"),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    rate_limit: 0\n",
+                "tenants[0].rate_limit: 0 is out of range: give the requests per second the provider allows the token, from 0.01 to 10000",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    rate_limit: .nan\n",
+                "tenants[0].rate_limit: NaN is out of range",
+            ),
             (
                 "tenants:\n  - name: a\n    token_env: ACME\n    token_file: /x\n",
                 "tenants[0]: give one of token_file and token_env",

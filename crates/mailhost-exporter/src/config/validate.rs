@@ -185,6 +185,7 @@ pub(super) fn api_settings(raw: RawApi, token: SecretString) -> Result<ApiConfig
         "10s",
     )?;
     let concurrency = concurrency("api.concurrency", raw.concurrency)?;
+    let rate_limit = rate_limit("api.rate_limit", raw.rate_limit)?;
     let max_response_bytes = raw
         .max_response_bytes
         .unwrap_or(defaults::MAX_RESPONSE_BYTES);
@@ -247,6 +248,7 @@ pub(super) fn api_settings(raw: RawApi, token: SecretString) -> Result<ApiConfig
         token,
         timeout,
         concurrency,
+        rate_limit,
         max_response_bytes,
         retry: RetryPolicy {
             max_retries,
@@ -267,6 +269,26 @@ pub(super) fn concurrency(field: &str, raw: Option<usize>) -> Result<usize, Conf
         ));
     }
     Ok(concurrency)
+}
+
+/// A ceiling on requests per second, from `MIN_RATE_LIMIT` to `MAX_RATE_LIMIT`, if given.
+pub(super) fn rate_limit(field: &str, raw: Option<f64>) -> Result<Option<f64>, ConfigError> {
+    match raw {
+        None => Ok(None),
+        Some(r)
+            if r.is_finite() && (limits::MIN_RATE_LIMIT..=limits::MAX_RATE_LIMIT).contains(&r) =>
+        {
+            Ok(Some(r))
+        }
+        Some(r) => Err(invalid(
+            field,
+            format!(
+                "{r} is out of range: give the requests per second the provider allows the token, from {} to {}, e.g. 50 (or leave it out: the exporter learns the limit from the provider's answers)",
+                limits::MIN_RATE_LIMIT,
+                limits::MAX_RATE_LIMIT
+            ),
+        )),
+    }
 }
 
 /// The reason an I/O error gives, without the path it concerns.

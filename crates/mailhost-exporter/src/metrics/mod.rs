@@ -423,6 +423,15 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
     )?;
     gauges(
         enc,
+        "mailhost_collector_deferred_targets",
+        "Targets whose latest run did not reach them before its deadline because of the tenant's rate limit: not failed, they keep their values and go first in the next run.",
+        None,
+        collectors
+            .iter()
+            .filter_map(|(l, c)| c.last_run.map(|_| (l, c.deferred as f64))),
+    )?;
+    gauges(
+        enc,
         "mailhost_collector_last_success_timestamp",
         "When the collector last finished a run in which every target succeeded.",
         seconds_unit,

@@ -3,7 +3,15 @@
 //! their rendering as the tail of a scrape (with `# EOF` for OpenMetrics). Counters start at
 //! zero for every known endpoint, so that `rate()` and alerts see them before the first event.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 
 use prometheus_client::encoding::text::encode_registry;
 use prometheus_client::metrics::counter::Counter;
@@ -31,6 +39,118 @@ fn duration_histogram() -> Histogram {
 /// Why `/probe` refuses an account: the `reason` of `mailhost_probe_refused_total`.
 pub const PROBE_REFUSALS: [&str; 2] = ["not_allowed", "max_targets"];
 
+/// What a tenant's pacer shows.
+#[derive(Debug, Default, Clone, Copy)]
+struct PacerFigures {
+    allowed: Option<f64>,
+    demand: f64,
+    paused: bool,
+    /// Seconds waited, summed.
+    waited: f64,
+}
+
+/// Every tenant's pacer series, written by hand: a family whose only label is `tenant` must
+/// have no label set at all for the one tenant of a single-token config (a family of the
+/// library would write `name{}`).
+#[derive(Debug, Default, Clone)]
+struct PacerSeries {
+    /// Shared with the copy in the registry.
+    tenants: Arc<Mutex<BTreeMap<TenantName, PacerFigures>>>,
+}
+
+impl PacerSeries {
+    /// The figures are plain numbers, valid at any point: a poisoned lock is used as it is.
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<TenantName, PacerFigures>> {
+        self.tenants.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// One family: a sample per tenant that has one, unlabelled for the unnamed tenant.
+    fn family<M: EncodeMetric>(
+        encoder: &mut DescriptorEncoder,
+        (name, help, unit, kind): (&str, &str, Option<&Unit>, MetricType),
+        samples: &[(&TenantName, M)],
+    ) -> std::fmt::Result {
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let mut metric = encoder.encode_descriptor(name, help, unit, kind)?;
+        if let [(tenant, sample)] = samples
+            && tenant.is_default()
+        {
+            return sample.encode(metric);
+        }
+        // The unnamed tenant never stands beside named ones but for the moment of a reload
+        // from one token to tenants: it is left out then.
+        for (tenant, sample) in samples.iter().filter(|(t, _)| !t.is_default()) {
+            sample.encode(metric.encode_family(&TenantLabel((*tenant).clone()))?)?;
+        }
+        Ok(())
+    }
+}
+
+impl Collector for PacerSeries {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let all: Vec<(TenantName, PacerFigures)> =
+            self.lock().iter().map(|(t, f)| (t.clone(), *f)).collect();
+        let rates: Vec<_> = all
+            .iter()
+            .filter_map(|(t, f)| f.allowed.map(|r| (t, ConstGauge::new(r))))
+            .collect();
+        PacerSeries::family(
+            &mut encoder,
+            (
+                "mailhost_api_pacer_rate",
+                "Requests per second the provider allows the tenant's token, as its pacer learned it from HTTP 429 answers and rate-limit headers or as rate_limit sets it; absent while the provider has never limited the token.",
+                None,
+                MetricType::Gauge,
+            ),
+            &rates,
+        )?;
+        let demands: Vec<_> = all
+            .iter()
+            .map(|(t, f)| (t, ConstGauge::new(f.demand)))
+            .collect();
+        PacerSeries::family(
+            &mut encoder,
+            (
+                "mailhost_api_pacer_demand",
+                "Requests per second the tenant's collectors need to refresh every target once per interval; above mailhost_api_pacer_rate, targets are refreshed every few intervals, oldest first, and keep their values meanwhile.",
+                None,
+                MetricType::Gauge,
+            ),
+            &demands,
+        )?;
+        let waits: Vec<_> = all
+            .iter()
+            .map(|(t, f)| (t, ConstCounter::new(f.waited)))
+            .collect();
+        PacerSeries::family(
+            &mut encoder,
+            (
+                "mailhost_api_pacer_wait",
+                "Time the tenant's calls spent waiting for its pacer: the learned pace, and pauses the provider asked for.",
+                Some(&Unit::Seconds),
+                MetricType::Counter,
+            ),
+            &waits,
+        )?;
+        let paused: Vec<_> = all
+            .iter()
+            .map(|(t, f)| (t, ConstGauge::new(i64::from(f.paused))))
+            .collect();
+        PacerSeries::family(
+            &mut encoder,
+            (
+                "mailhost_api_pacer_paused",
+                "1 while the provider has paused the tenant's token (a Retry-After, or a used-up quota until its reset), else 0.",
+                None,
+                MetricType::Gauge,
+            ),
+            &paused,
+        )
+    }
+}
+
 /// The families, registered once; the handles here and in the registry share their values.
 pub struct SelfMetrics {
     registry: Registry,
@@ -41,6 +161,7 @@ pub struct SelfMetrics {
     durations: Family<EndpointLabels, Histogram, fn() -> Histogram>,
     parse_problems: Family<EndpointLabels, Counter>,
     probe_refused: Family<ProbeRefusedLabels, Counter>,
+    pacers: PacerSeries,
     reload_success: Gauge,
     reload_time: Gauge<f64, AtomicU64>,
 }
@@ -64,6 +185,7 @@ impl SelfMetrics {
             durations: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
             parse_problems: Family::default(),
             probe_refused: Family::default(),
+            pacers: PacerSeries::default(),
             reload_success: Gauge::default(),
             reload_time: Gauge::default(),
         };
@@ -108,6 +230,7 @@ impl SelfMetrics {
             "Probes refused because the account is not in the tenant's probe.allow list (not_allowed) or the tenant has probe.max_targets probed accounts (max_targets)",
             m.probe_refused.clone(),
         );
+        registry.register_collector(Box::new(m.pacers.clone()));
         registry.register(
             "mailhost_config_last_reload_successful",
             "1 when the last configuration reload succeeded (or none was tried since start), 0 when the new file was refused and the old configuration kept running",
@@ -151,7 +274,7 @@ impl SelfMetrics {
                         reason,
                     });
                 }
-                for reason in FailureReason::TRANSIENT {
+                for reason in FailureReason::RETRIED {
                     let _ = self.retries.get_or_create(&FailureLabels {
                         tenant: tenant.clone(),
                         endpoint,
@@ -213,6 +336,34 @@ impl SelfMetrics {
         self.parse_problems
             .get_or_create(&EndpointLabels { endpoint })
             .inc();
+    }
+
+    /// Sets a tenant's pacer series: the allowed rate (`None`: unlimited, no series), the
+    /// demand, and whether the token is paused. Returns whether anything changed.
+    pub fn set_pacer(
+        &self,
+        tenant: &TenantName,
+        allowed: Option<f64>,
+        demand: f64,
+        paused: bool,
+    ) -> bool {
+        let mut all = self.pacers.lock();
+        let p = all.entry(tenant.clone()).or_default();
+        let before = (p.allowed, p.demand, p.paused);
+        p.allowed = allowed;
+        p.demand = demand;
+        p.paused = paused;
+        before != (allowed, demand, paused)
+    }
+
+    /// Time a tenant's call waited for its pacer.
+    pub fn pacer_wait(&self, tenant: &TenantName, seconds: f64) {
+        self.pacers.lock().entry(tenant.clone()).or_default().waited += seconds;
+    }
+
+    /// Drops the pacer series of a tenant no longer configured.
+    pub fn remove_pacer(&self, tenant: &TenantName) {
+        self.pacers.lock().remove(tenant);
     }
 
     /// Sets the open circuits of a tenant's `endpoint`; returns the number before.
@@ -306,6 +457,44 @@ mod tests {
         assert!(!out.contains("# UNIT") && !out.contains("# EOF"));
         // Requests are counted per code only once one was made.
         assert!(!out.contains("mailhost_api_requests"));
+    }
+
+    #[test]
+    fn pacer_series_carry_the_tenant_label_only_for_named_tenants_and_no_rate_while_unlimited() {
+        let m = metrics();
+        m.set_pacer(&TenantName::default(), None, 4.5, false);
+        m.pacer_wait(&TenantName::default(), 0.25);
+        let out = m.render(Format::Classic);
+        assert!(out.contains("\nmailhost_api_pacer_demand 4.5\n"), "{out}");
+        assert!(
+            out.contains("\nmailhost_api_pacer_wait_seconds_total 0.25\n"),
+            "{out}"
+        );
+        assert!(out.contains("\nmailhost_api_pacer_paused 0\n"), "{out}");
+        assert!(
+            !out.contains("# TYPE mailhost_api_pacer_rate"),
+            "unlimited: no rate\n{out}"
+        );
+        assert!(!out.contains("{}"), "{out}");
+        let m = metrics();
+        let acme = TenantName::parse("acme").unwrap();
+        assert!(m.set_pacer(&acme, Some(12.5), 30.0, true));
+        assert!(
+            !m.set_pacer(&acme, Some(12.5), 30.0, true),
+            "nothing changed"
+        );
+        let out = m.render(Format::OpenMetrics);
+        assert!(
+            out.contains("mailhost_api_pacer_rate{tenant=\"acme\"} 12.5\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("mailhost_api_pacer_paused{tenant=\"acme\"} 1\n"),
+            "{out}"
+        );
+        assert!(out.contains("# TYPE mailhost_api_pacer_wait_seconds counter\n# UNIT mailhost_api_pacer_wait_seconds seconds\n"), "{out}");
+        m.remove_pacer(&acme);
+        assert!(!m.render(Format::OpenMetrics).contains("acme"));
     }
 
     #[test]

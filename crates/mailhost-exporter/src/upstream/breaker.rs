@@ -1,5 +1,6 @@
 //! A circuit breaker per target: after N consecutive failures of the kind that say "this call
-//! is broken" (the retried ones, [`FailureReason::TRANSIENT`]), calls for that one target fail
+//! is broken" ([`FailureReason::TRANSIENT`]; never a 429, which is the token's state and the
+//! pacer's business, see [`super::pacer`]), calls for that one target fail
 //! at once with reason `circuit_open` for a cool-down, then one probe goes through; its outcome
 //! closes or reopens the circuit. A broken account then costs one call per cool-down, and it
 //! never costs a healthy account anything: circuits are keyed by (endpoint, target), the

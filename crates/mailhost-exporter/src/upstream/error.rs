@@ -82,11 +82,20 @@ impl FailureReason {
         FailureReason::CircuitOpen,
     ];
 
-    /// The failures that say "this call is in trouble now, not refused for good": the client
-    /// retries them with back-off, and the breaker counts them towards opening the target's
-    /// circuit. Every other reason is an answer that a retry would only repeat. This list is the
-    /// retry policy: nothing else decides what is retried.
-    pub const TRANSIENT: [FailureReason; 4] = [
+    /// The failures that say "this target's call is in trouble now, not refused for good": the
+    /// client retries them with back-off, and the breaker counts them towards opening the
+    /// target's circuit. A 429 is not among them: it is the token's state, not the target's; the
+    /// call waits for the token's pacer and tries again while its deadline allows, and no
+    /// circuit counts it. Every other reason is an answer that a retry would only repeat. This
+    /// list and that rule are the retry policy: nothing else decides what is retried.
+    pub const TRANSIENT: [FailureReason; 3] = [
+        FailureReason::Timeout,
+        FailureReason::Connect,
+        FailureReason::ServerError,
+    ];
+
+    /// Every reason a call is tried again for: [`Self::TRANSIENT`], and 429.
+    pub const RETRIED: [FailureReason; 4] = [
         FailureReason::Timeout,
         FailureReason::Connect,
         FailureReason::ServerError,
@@ -127,8 +136,11 @@ impl fmt::Display for FailureReason {
 pub struct UpstreamError {
     pub reason: FailureReason,
     pub detail: String,
-    /// From `Retry-After` on a 429, when the provider sent one in seconds.
+    /// From `Retry-After` on a 429, when the provider sent one.
     pub retry_after: Option<Duration>,
+    /// Not called at all: the token's pace gave the call no turn before the deadline (reason
+    /// `rate_limited`). The target keeps its state and goes first next run.
+    pub deferred: bool,
 }
 
 impl UpstreamError {
@@ -137,6 +149,7 @@ impl UpstreamError {
             reason,
             detail: detail.into(),
             retry_after: None,
+            deferred: false,
         }
     }
 
@@ -186,7 +199,7 @@ mod tests {
     }
 
     #[test]
-    fn only_the_transient_reasons_are_retried() {
+    fn only_the_transient_reasons_are_retried_with_back_off_and_a_429_is_not_among_them() {
         let retried: Vec<_> = FailureReason::ALL
             .into_iter()
             .filter(|r| r.is_transient())
@@ -196,9 +209,10 @@ mod tests {
             [
                 FailureReason::Timeout,
                 FailureReason::Connect,
-                FailureReason::RateLimited,
                 FailureReason::ServerError,
             ]
         );
+        assert!(FailureReason::RETRIED.contains(&FailureReason::RateLimited));
+        assert!(!FailureReason::RateLimited.is_transient());
     }
 }

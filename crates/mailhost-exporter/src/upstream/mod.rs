@@ -7,6 +7,7 @@ pub mod breaker;
 pub mod decode;
 pub mod error;
 pub mod model;
+pub mod pacer;
 
 pub use decode::{Fields, first_resource, resources};
 
@@ -16,7 +17,6 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderValue};
 use secrecy::ExposeSecret;
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
 use crate::config::{ApiConfig, RetryPolicy};
 use crate::telemetry::Telemetry;
@@ -27,13 +27,16 @@ use model::{
     DailyParams, DailyStats, Dashboard, DashboardParams, DeliveryAccount, DomainsRank, Mailbox,
     Migration, Model,
 };
+use pacer::Pacer;
+use pacer::headers::{self, QuotaInfo};
 use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the HTTP client: {0}")]
 pub struct BuildError(String);
 
-/// The Management API client: one connection pool, bounded concurrency, per-request timeout.
+/// The Management API client of one token: one connection pool, the token's pacer (bounded
+/// concurrency, the provider's pace), per-request timeout.
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -42,7 +45,14 @@ pub struct Client {
     /// The token as the header carries it, marked sensitive so that no debug output shows it;
     /// built once, here, from the configured secret.
     token: HeaderValue,
-    limiter: Arc<Semaphore>,
+    /// Every call of this token waits for its turn here.
+    pacer: Pacer,
+    /// Whether this client's calls go before the others of the token (a target's first fetch,
+    /// which a probe may be waiting for).
+    urgent: bool,
+    /// When the target of this client's calls was last fetched: the token's waiting calls go
+    /// oldest data first.
+    rank: pacer::Rank,
     telemetry: Arc<Telemetry>,
     /// When set, no call of this client goes past it (the collector run's deadline).
     deadline: Option<Instant>,
@@ -52,13 +62,15 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `api`. The breakers are passed in because they outlive a client: a reload
-    /// that changes nothing about a target keeps its circuit's state.
+    /// A client for `api`. The breakers and the pacer are passed in because they outlive a
+    /// client: a reload that changes nothing about a target keeps its circuit's state, and one
+    /// that keeps the token and address keeps what the pacer learned.
     pub fn new(
         api: &ApiConfig,
         tenant: TenantName,
         telemetry: Arc<Telemetry>,
         breakers: Arc<Breakers>,
+        pacer: Pacer,
     ) -> Result<Self, BuildError> {
         let mut headers = HeaderMap::new();
         headers.insert(
@@ -83,7 +95,9 @@ impl Client {
             http,
             api: Arc::new(api.clone()),
             token,
-            limiter: Arc::new(Semaphore::new(api.concurrency)),
+            pacer,
+            urgent: false,
+            rank: None,
             telemetry,
             deadline: None,
             breakers,
@@ -106,6 +120,29 @@ impl Client {
             && a.concurrency == api.concurrency
             && a.max_response_bytes == api.max_response_bytes
             && a.retry == api.retry
+            && a.rate_limit == api.rate_limit
+    }
+
+    /// The token's pacer.
+    pub fn pacer(&self) -> &Pacer {
+        &self.pacer
+    }
+
+    /// This client, with its calls going before the token's other waiting calls.
+    pub fn urgent(&self) -> Client {
+        Client {
+            urgent: true,
+            ..self.clone()
+        }
+    }
+
+    /// This client, for calls of a target last fetched at `rank` (`None`: never): among the
+    /// token's waiting calls, the oldest data goes first.
+    pub fn ranked(&self, rank: pacer::Rank) -> Client {
+        Client {
+            rank,
+            ..self.clone()
+        }
     }
 
     /// This client, with every call cut at `deadline`: waiting for a slot included.
@@ -244,13 +281,15 @@ impl Client {
         }
     }
 
-    /// Makes a read call: attempts within the concurrency bound, the timeout and the deadline,
-    /// retried with exponential back-off and jitter on the reasons of
-    /// [`FailureReason::TRANSIENT`] (honouring `Retry-After`), never on other answers; behind the
-    /// target's
-    /// circuit breaker. All our calls are reads (GETs and the dashboard POST, which changes
-    /// nothing), so retrying them is safe. `target` names the circuit: the account id, view,
-    /// migration or mailbox code.
+    /// Makes a read call behind the target's circuit breaker: attempts admitted by the token's
+    /// pacer, each within the timeout and the deadline. A 429 is the token's state, not the
+    /// target's: the pacer learns from it and the call waits for its next turn, again and again
+    /// while the deadline allows, and it never counts towards the circuit. The reasons of
+    /// [`FailureReason::TRANSIENT`] are retried with exponential back-off and jitter, up to
+    /// `api.max_retries`; no other answer is retried. All our calls are reads (GETs and the
+    /// dashboard POST, which changes nothing), so retrying them is safe. `target` names the
+    /// circuit: the account id, view, migration or mailbox code. A call the pacer never let
+    /// out before the deadline fails `deferred`: nothing was asked of the provider.
     async fn call(
         &self,
         endpoint: Endpoint,
@@ -273,6 +312,9 @@ impl Client {
             done: false,
         };
         let mut retries = 0;
+        let mut throttled = 0u32;
+        // The last answer 429, once there was one.
+        let mut last_429: Option<UpstreamError> = None;
         let result = loop {
             let Some(attempt) = request.try_clone() else {
                 break Err(UpstreamError::new(
@@ -282,33 +324,48 @@ impl Client {
             };
             let e = match self.attempt(endpoint, attempt).await {
                 Ok(v) => break Ok(v),
-                Err(e) => e,
+                Err(Attempt::NotSent(e)) => {
+                    break Err(match (e.reason, last_429.take()) {
+                        // Refused by the pace after a 429: the target fails rate_limited.
+                        (FailureReason::RateLimited, Some(throttled)) => UpstreamError {
+                            detail: format!(
+                                "{}; the token's pace left no turn to try again before the collector deadline",
+                                throttled.detail
+                            ),
+                            deferred: false,
+                            ..throttled
+                        },
+                        (_, _) => e,
+                    });
+                }
+                Err(Attempt::Failed(e)) => e,
             };
+            if e.reason == FailureReason::RateLimited {
+                throttled += 1;
+                // Without a deadline nothing bounds the turns: the retry budget does.
+                if self.deadline.is_none() && throttled > self.api.retry.max_retries {
+                    break Err(e);
+                }
+                self.telemetry
+                    .observe_retry(&self.tenant, endpoint, e.reason);
+                last_429 = Some(e);
+                continue;
+            }
             if !e.reason.is_transient() || retries >= self.api.retry.max_retries {
                 break Err(e);
             }
-            let wait = match e.retry_after {
-                Some(after) => after,
-                None => backoff(&self.api.retry, retries),
-            };
-            // An absurd Retry-After (years) must not overflow the clock: past the end of it is
-            // past the deadline.
+            let wait = backoff(&self.api.retry, retries);
             let resume = Instant::now().checked_add(wait);
             let past_deadline = match (self.deadline, resume) {
                 (_, None) => true,
                 (Some(d), Some(resume)) => resume >= d,
-                // Without a deadline, a Retry-After beyond the longest back-off is not waited for.
-                (None, Some(_)) => wait > self.api.retry.max_backoff,
+                (None, Some(_)) => false,
             };
             if past_deadline {
-                let detail = match e.retry_after {
-                    Some(after) => format!(
-                        "Retry-After of {} points past the deadline",
-                        humantime::format_duration(after)
-                    ),
-                    None => format!("{}; no time left to retry", e.detail),
-                };
-                break Err(UpstreamError { detail, ..e });
+                break Err(UpstreamError {
+                    detail: format!("{}; no time left to retry", e.detail),
+                    ..e
+                });
             }
             self.telemetry
                 .observe_retry(&self.tenant, endpoint, e.reason);
@@ -322,38 +379,58 @@ impl Client {
             retries += 1;
         };
         admitted.done = true;
-        let open = self.breakers.record(
-            &key,
-            result.as_ref().map(|_| ()).map_err(|e| e.reason),
-            Instant::now(),
-        );
-        self.telemetry
-            .set_open_circuits(&self.tenant, endpoint, open);
+        match &result {
+            // Neither a sign of a broken target nor of a healthy one: the circuit is left as it
+            // was (a probe in flight is given up, so the next call may probe again).
+            Err(e) if e.reason == FailureReason::RateLimited || e.deferred => {
+                self.breakers.abandon(&key);
+            }
+            _ => {
+                let open = self.breakers.record(
+                    &key,
+                    result.as_ref().map(|_| ()).map_err(|e| e.reason),
+                    Instant::now(),
+                );
+                self.telemetry
+                    .set_open_circuits(&self.tenant, endpoint, open);
+            }
+        }
         result
     }
 
-    /// One attempt: waits for a slot, sends the request with the token, reads the answer within
-    /// the timeout and the deadline; records the request, its failure and its latency.
+    /// One attempt: waits for its turn at the pacer, sends the request with the token, reads
+    /// the answer within the timeout and the deadline, tells the pacer how it went; records the
+    /// request, its failure and its latency.
     async fn attempt(
         &self,
         endpoint: Endpoint,
         request: reqwest::RequestBuilder,
-    ) -> Result<Body, UpstreamError> {
+    ) -> Result<Body, Attempt> {
         let deadline_error =
             || UpstreamError::new(FailureReason::Timeout, "collector deadline reached");
-        let permit = match self.deadline {
-            // Waiting for a slot until the deadline is a failed call too: count it.
-            Some(d) => tokio::time::timeout_at(d, self.limiter.acquire())
-                .await
-                .map_err(|_| {
-                    self.telemetry
-                        .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
-                    deadline_error()
-                })?,
-            None => self.limiter.acquire().await,
+        let permit = match self
+            .pacer
+            .admit(self.urgent, self.rank, self.deadline)
+            .await
+        {
+            Ok(p) => p,
+            Err(denied) if denied.paced => {
+                // Nothing was asked of the provider: not a failure of the target's own.
+                return Err(Attempt::NotSent(UpstreamError {
+                    deferred: true,
+                    ..UpstreamError::new(
+                        FailureReason::RateLimited,
+                        "not called: the token's rate limit left no turn before the collector deadline; it goes first next run",
+                    )
+                }));
+            }
+            Err(_) => {
+                // Waiting for a connection slot until the deadline is a failed call: count it.
+                self.telemetry
+                    .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
+                return Err(Attempt::NotSent(deadline_error()));
+            }
         };
-        let _permit = permit
-            .map_err(|_| UpstreamError::new(FailureReason::Connect, "client is shutting down"))?;
         let started = Instant::now();
         // The config bounds the timeout; saturate anyway rather than panic.
         let own_limit = started
@@ -365,11 +442,12 @@ impl Client {
             self.exchange(request.header("X-Api-Token", self.token.clone())),
         )
         .await;
-        let (code, result) = match result {
-            Ok((code, r)) => (code, r),
-            Err(_) if limit < own_limit => (None, Err(deadline_error())),
+        let (code, quota, result) = match result {
+            Ok(answer) => answer,
+            Err(_) if limit < own_limit => (None, QuotaInfo::default(), Err(deadline_error())),
             Err(_) => (
                 None,
+                QuotaInfo::default(),
                 Err(UpstreamError::new(
                     FailureReason::Timeout,
                     format!(
@@ -379,6 +457,15 @@ impl Client {
                 )),
             ),
         };
+        let outcome = match &result {
+            Ok(_) => pacer::Outcome::Success,
+            Err(e) if e.reason == FailureReason::RateLimited => {
+                pacer::Outcome::Throttled(e.retry_after)
+            }
+            Err(_) => pacer::Outcome::Other,
+        };
+        self.pacer.observe(&permit, outcome, &quota);
+        drop(permit);
         self.telemetry
             .observe_request(endpoint, code, started.elapsed());
         if let Err(e) = &result {
@@ -386,7 +473,7 @@ impl Client {
                 .observe_failure(&self.tenant, endpoint, e.reason);
             tracing::debug!(endpoint = endpoint.as_str(), reason = e.reason.as_str(), detail = %e.detail, "upstream call failed");
         }
-        result
+        result.map_err(Attempt::Failed)
     }
 
     /// Sends the request and reads a successful answer's body into one buffer, refused as soon
@@ -394,12 +481,24 @@ impl Client {
     async fn exchange(
         &self,
         request: reqwest::RequestBuilder,
-    ) -> (Option<u16>, Result<Body, UpstreamError>) {
+    ) -> (Option<u16>, QuotaInfo, Result<Body, UpstreamError>) {
         let mut response = match request.send().await {
             Ok(r) => r,
-            Err(e) => return (None, Err(transport_error(e))),
+            Err(e) => return (None, QuotaInfo::default(), Err(transport_error(e))),
         };
         let status = response.status().as_u16();
+        let now_unix = u64::try_from(jiff::Timestamp::now().as_second()).unwrap_or(0);
+        let quota = headers::read(response.headers(), now_unix);
+        let (code, result) = self.read_answer(status, &mut response).await;
+        (code, quota, result)
+    }
+
+    /// The body of a successful answer, or the error its status means.
+    async fn read_answer(
+        &self,
+        status: u16,
+        response: &mut reqwest::Response,
+    ) -> (Option<u16>, Result<Body, UpstreamError>) {
         if !response.status().is_success() {
             let mut err = UpstreamError::from_status(status);
             if status == 429 {
@@ -439,6 +538,12 @@ impl Client {
 
 /// A successful answer's body, read whole (at most `api.max_response_bytes`), not yet decoded.
 pub type Body = Vec<u8>;
+
+/// How an attempt failed: refused before it went out, or failed on the way or in its answer.
+enum Attempt {
+    NotSent(UpstreamError),
+    Failed(UpstreamError),
+}
 
 /// The longest `Retry-After` kept: any deadline or back-off cap is far shorter, and a longer
 /// one (up to `u64::MAX` seconds) would overflow the `Instant` it is added to.

@@ -89,11 +89,12 @@ pub(super) async fn probe(
                 if view.collectors.values().any(|c| !c.targets.is_empty()) {
                     return answer(&view, format);
                 }
-                return (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("the first fetch of account {id} has not finished within the scrape timeout; it is polled now, and a later scrape will have it\n"),
-                )
-                    .into_response();
+                let text = if waits_for_rate_limit(&state.store.prepared().snapshot, &tenant, id) {
+                    format!("the first fetch of account {id} is waiting for the tenant's rate limit (the provider paces or has paused the token); it goes first in the next run, and a later scrape will have it\n")
+                } else {
+                    format!("the first fetch of account {id} has not finished within the scrape timeout; it is polled now, and a later scrape will have it\n")
+                };
+                return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
             }
         }
     }
@@ -139,6 +140,23 @@ fn one_account(snapshot: &Snapshot, tenant: &TenantName, id: i32) -> (Snapshot, 
         }
     }
     (view, complete)
+}
+
+/// Whether a run of the tenant deferred account `id`: the token's rate limit gave it no turn.
+fn waits_for_rate_limit(snapshot: &Snapshot, tenant: &TenantName, id: i32) -> bool {
+    [
+        CollectorName::DeliveryAccount,
+        CollectorName::TracemailDaily,
+    ]
+    .into_iter()
+    .any(|area| {
+        snapshot
+            .collectors
+            .get(&(area, tenant.clone()))
+            .zip(Target::of_account(area, id))
+            .and_then(|(c, t)| c.target(&t))
+            .is_some_and(|t| t.deferred)
+    })
 }
 
 /// How long to wait for a first fetch: the scrape timeout Prometheus sends, less a margin.

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Rate-limit benchmark: one token polling 1,000 Delivery accounts against the simulator, which
+limits the token with a token bucket, on loopback, release binaries.
+
+Scenarios (pick with --scenario, default all):
+
+  none         50 requests/s, 429 without Retry-After, no rate-limit headers
+  retry-after  50 requests/s, 429 with Retry-After (whole seconds, as the simulator computes it)
+  headers      50 requests/s, Retry-After and both X-RateLimit-* and IETF RateLimit headers
+  drop         100 requests/s, dropped to 25 in the middle of a run, raised back to 100 in the
+               middle of a later one (Retry-After, no headers)
+  overload     50 requests/s against 1,000 accounts every 15 s: N / rate (20 s) does not fit
+
+For each run of the collector it prints the run's duration against N / rate (the physical limit
+of a refresh at the rate in force), the calls let through and answered 429 during the run (from
+the simulator's own counts), and how many accounts have values. For `overload` it prints the
+oldest value served (time since the oldest account's last success, sampled every 0.5 s) against
+the bound ceil(N / (rate x interval)) x interval. Everything it starts is stopped at the end;
+every wait is bounded.
+
+    python3 bench/ratelimit.py [--scenario none] [--accounts 1000] [--runs 5]
+
+Build first (`cargo build --release --bins`) or pass --build.
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+
+from common import http, start_sim, stop, wait_log
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "target", "release")
+FIRST = 100_001
+DURATION = 'mailhost_collector_duration_seconds{collector="delivery_account"}'
+LAST_OK = "mailhost_target_last_success_timestamp_seconds{"
+REMAINING = "mailhost_delivery_remaining_messages{"
+
+SCENARIOS = {
+    # name: (rate, retry_after, headers, interval)
+    "none": (50.0, "none", "none", 30),
+    "retry-after": (50.0, "seconds", "none", 30),
+    "headers": (50.0, "seconds", "both", 30),
+    "drop": (100.0, "seconds", "none", 60),
+    "overload": (50.0, "seconds", "none", 15),
+}
+
+
+def value(body, series):
+    for line in body.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def limiter_counts(sim, token):
+    """(let through, answered 429) for the token, from the simulator's control plane."""
+    listing = json.loads(http("GET", f"{sim}/_sim/rate_limits", token))
+    entry = listing["rate_limits"][0]
+    return entry["allowed"], entry["limited"]
+
+
+def set_limit(sim, token, rate, retry_after, headers):
+    body = {"rate": rate, "burst": rate, "retry_after": retry_after, "headers": headers}
+    http("PUT", f"{sim}/_sim/rate_limit", token, json.dumps(body).encode())
+
+
+def run_scenario(name, args):
+    rate, retry_after, headers, interval = SCENARIOS[name]
+    n = args.accounts
+    work = tempfile.mkdtemp(prefix=f"mailhost-ratelimit-{name}-")
+    token = "bench-" + secrets.token_hex(12)
+    procs = []
+    rows = []
+    try:
+        sim = start_sim(BIN, work, token, n, procs)
+        set_limit(sim, token, rate, retry_after, headers)
+        with open(os.path.join(work, "token"), "w") as f:
+            f.write(token)
+        ids = ", ".join(str(i) for i in range(FIRST, FIRST + n))
+        config = os.path.join(work, "config.yml")
+        with open(config, "w") as f:
+            f.write(
+                f"api:\n  base_url: {sim}\n  token_file: {work}/token\n  timeout: 10s\n"
+                f"collectors:\n  delivery_account:\n    interval: {interval}s\n"
+                f"    deadline: {interval * 9 // 10}s\n    max_age: {interval * 3}s\n"
+                f"    accounts: [{ids}]\n")
+        log = os.path.join(work, "exporter.log")
+        procs.append(subprocess.Popen(
+            [os.path.join(BIN, "mailhost_exporter"), f"--config.file={config}",
+             "--web.listen-address=127.0.0.1:0"],
+            stdout=subprocess.DEVNULL, stderr=open(log, "w")))
+        exporter = "http://" + wait_log(log, r"address=([0-9.:]+)", 60)
+
+        runs = args.runs if name != "drop" else max(args.runs, 6)
+        in_force = rate
+        seen = None
+        counts = limiter_counts(sim, token)
+        oldest = 0.0
+        started = time.time()
+        deadline = started + (runs + 2) * interval * 2 + 60
+        while len(rows) < runs and time.time() < deadline:
+            body = http("GET", f"{exporter}/metrics")
+            now = time.time()
+            if name == "overload" and len(rows) >= 2:
+                stamps = [float(l.rsplit(" ", 1)[1]) for l in body.splitlines()
+                          if l.startswith(LAST_OK)]
+                if len(stamps) == n:
+                    oldest = max(oldest, now - min(stamps))
+            took = value(body, DURATION)
+            if took is not None and took != seen:
+                seen = took
+                after = limiter_counts(sim, token)
+                allowed, limited = after[0] - counts[0], after[1] - counts[1]
+                counts = after
+                shown = sum(1 for l in body.splitlines() if l.startswith(REMAINING))
+                deferred = value(body, 'mailhost_collector_deferred_targets{collector="delivery_account"}')
+                learned = value(body, "mailhost_api_pacer_rate")
+                rows.append((len(rows) + 1, in_force, took, allowed, limited, shown, deferred, learned))
+                # The drop: a quarter into run 3; back up a quarter into run 5.
+                if name == "drop" and len(rows) in (2, 4):
+                    target = 25.0 if len(rows) == 2 else rate
+                    wait_until = time.time() + interval * 2
+                    while time.time() < wait_until:
+                        now_counts = limiter_counts(sim, token)
+                        if now_counts[0] - counts[0] >= n // 4:
+                            break
+                        time.sleep(0.1)
+                    set_limit(sim, token, target, retry_after, headers)
+                    in_force = target
+            time.sleep(0.5)
+        warns = [l.strip() for l in open(log, encoding="utf-8", errors="replace")
+                 if "level=warn" in l]
+    finally:
+        stop(procs)
+
+    print(f"\n## {name}: {n} accounts, {rate:g} requests/s (burst {rate:g}), Retry-After "
+          f"{retry_after}, headers {headers}, interval {interval}s (deadline {interval * 9 // 10}s)")
+    print("| run | limit in force | run took | N / rate | ratio | calls let through | 429 | 429 share "
+          "| accounts with values | deferred | learned rate |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for run, force, took, allowed, limited, shown, deferred, learned in rows:
+        ideal = n / force
+        share = limited / max(allowed + limited, 1)
+        print(f"| {run} | {force:g}/s | {took:.1f} s | {ideal:.1f} s | {took / ideal:.2f}x "
+              f"| {allowed} | {limited} | {share:.1%} | {shown} | "
+              f"{'' if deferred is None else int(deferred)} | "
+              f"{'' if learned is None else f'{learned:.1f}/s'} |")
+    if name == "overload":
+        bound = math.ceil(n / (rate * interval)) * interval
+        print(f"oldest value served after the first two runs: {oldest:.1f} s "
+              f"(bound ceil(N / (rate x interval)) x interval = {bound} s)")
+    print(f"warn lines: {len(warns)}")
+    for w in warns[:5]:
+        print("  " + re.sub(r"^ts=\S+ ", "", w)[:400])
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenario", choices=sorted(SCENARIOS) + ["all"], default="all")
+    ap.add_argument("--accounts", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=5, help="collector runs to watch per scenario")
+    ap.add_argument("--build", action="store_true")
+    args = ap.parse_args()
+    if args.build:
+        subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
+    if not os.path.exists(os.path.join(BIN, "mailhost_exporter")):
+        sys.exit("build first: cargo build --release --bins (or pass --build)")
+    names = sorted(SCENARIOS) if args.scenario == "all" else [args.scenario]
+    for name in names:
+        run_scenario(name, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,665 @@
+//! What the pacer knows of a token's limit, as plain state driven by explicit instants: the rate
+//! learned from 429s, the quota and pauses the provider states, the configured ceiling, and so
+//! when the next call may go. No clock, no lock, no I/O: [`super::Pacer`] drives it.
+//!
+//! Learning follows TCP CUBIC, with calls for packets. Until the provider first answers 429 the
+//! token is unlimited (or at its configured ceiling). A 429 is a congestion event: the rate
+//! falls to [`BETA`] times an estimate of what the provider accepted since the last event (its
+//! successes over the time there was demand, which for a token bucket is its refill rate), and
+//! then grows again along a cubic curve: quickly back towards that estimate, flat around it,
+//! and faster and faster past it, so a raised limit is found again. The curve's clock only runs
+//! while calls wait for the pace, so an idle token does not drift upwards between runs. 429s of
+//! calls sent before the last event belong to it and do not cut the rate again.
+//!
+//! An estimate resting on too few successes (a storm of 429s, a `Retry-After` that was too
+//! short) says little: such an event cuts the rate by half at most, and the rate known to work
+//! before it is remembered. Below it, the rate doubles every second of waiting demand (TCP's
+//! slow start) until it is back near that rate, and the cubic takes over from there: a token the
+//! provider blocked for a minute is back at its pace within seconds of the block ending.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::headers::QuotaInfo;
+
+/// The lowest rate learned from 429s: one call every five seconds still notices a lifted limit.
+pub const MIN_RATE: f64 = 0.2;
+/// A learned rate that grows past this is dropped: the token counts as unlimited again.
+pub const MAX_RATE: f64 = 10_000.0;
+/// The longest pause the provider can impose with one answer (`Retry-After`, a quota reset);
+/// after it, one call finds out whether the pause goes on.
+pub const MAX_PAUSE: Duration = Duration::from_secs(3600);
+/// The share of the estimate the rate falls to at a congestion event.
+pub const BETA: f64 = 0.9;
+/// Seconds (of waiting demand) the cubic takes to climb from `BETA` times the estimate back to
+/// it; the plateau around the estimate is about this wide on each side.
+const PLATEAU_SECS: f64 = 8.0;
+/// A congestion event never cuts the rate by more than half: a 429 right after a pause (whose
+/// `Retry-After` was too short) says little about the sustainable rate.
+const MAX_CUT: f64 = 0.5;
+
+/// An estimate resting on fewer successes than this is not trusted to say what works.
+const CONFIDENT_SUCCESSES: u64 = 10;
+/// Seconds of waiting demand in which slow start doubles the rate.
+const DOUBLING_SECS: f64 = 1.0;
+
+/// The cubic's constant, from [`PLATEAU_SECS`]: r(t) = r_max (1 + C (t - K)^3).
+fn growth_constant() -> f64 {
+    (1.0 - BETA) / PLATEAU_SECS.powi(3)
+}
+
+/// Successes over the last second, in ten slots of 100 ms: the first estimate; and the most
+/// seen in any second, the rate known to work before the first 429.
+#[derive(Clone, Debug)]
+struct Window {
+    origin: Instant,
+    slots: [(u64, u32); 10],
+    peak: u64,
+}
+
+impl Window {
+    fn new(origin: Instant) -> Self {
+        Window {
+            origin,
+            slots: [(u64::MAX, 0); 10],
+            peak: 0,
+        }
+    }
+
+    fn slot(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.origin).as_millis() / 100)
+            .unwrap_or(u64::MAX - 1)
+    }
+
+    fn add(&mut self, now: Instant) {
+        let i = self.slot(now);
+        let s = &mut self.slots[(i % 10) as usize];
+        if s.0 != i {
+            *s = (i, 0);
+        }
+        s.1 = s.1.saturating_add(1);
+        self.peak = self.peak.max(self.count(now));
+    }
+
+    fn count(&self, now: Instant) -> u64 {
+        let i = self.slot(now);
+        self.slots
+            .iter()
+            .filter(|(at, _)| *at <= i && at.saturating_add(10) > i)
+            .map(|(_, n)| u64::from(*n))
+            .sum()
+    }
+}
+
+/// The rate learned since the last congestion event.
+#[derive(Clone, Debug)]
+struct Learned {
+    /// The estimate at the event: the plateau of the curve.
+    r_max: f64,
+    /// The rate right after the event.
+    r0: f64,
+    /// The last rate known to work: slow start climbs back towards it.
+    recall: f64,
+    /// Seconds of waiting demand the curve takes to climb back to `r_max`.
+    k: f64,
+    at: Instant,
+    /// Successes since the event.
+    successes: u64,
+    /// Seconds since the event with calls waiting or in flight (a pause included): what the
+    /// successes were spread over.
+    active: f64,
+    /// Seconds since the event with calls waiting for the pace, outside pauses: the curve's
+    /// clock.
+    growth: f64,
+}
+
+impl Learned {
+    fn new(r_max: f64, r0: f64, recall: f64, at: Instant) -> Self {
+        let k = ((1.0 - r0 / r_max).max(0.0) / growth_constant()).cbrt();
+        Learned {
+            r_max,
+            r0,
+            recall,
+            k,
+            at,
+            successes: 0,
+            active: 0.0,
+            growth: 0.0,
+        }
+    }
+
+    /// Where slow start stops: just below the rate known to work.
+    fn slow_start_cap(&self) -> f64 {
+        BETA * self.recall
+    }
+
+    fn slow_starting(&self) -> bool {
+        self.r0 < self.slow_start_cap()
+    }
+
+    fn rate(&self) -> f64 {
+        let t = self.growth - self.k;
+        let cubic = self.r_max * (1.0 + growth_constant() * t * t * t);
+        let rate = if self.slow_starting() {
+            let doubled = self.r0 * (self.growth / DOUBLING_SECS).min(64.0).exp2();
+            cubic.max(doubled.min(self.slow_start_cap()))
+        } else {
+            cubic
+        };
+        rate.max(MIN_RATE)
+    }
+
+    /// Slow start done: the cubic starts again from the rate known to work, the event and its
+    /// counts kept.
+    fn reanchor(&mut self) {
+        let recall = self.recall;
+        *self = Learned {
+            successes: self.successes,
+            active: self.active,
+            ..Learned::new(recall, self.slow_start_cap(), recall, self.at)
+        };
+    }
+}
+
+/// The provider's quota as the latest answers state it.
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    /// Requests left, less the calls sent since the answer that said so.
+    remaining: i64,
+    reset_at: Instant,
+    /// The call whose answer set it: an older answer arriving late does not overwrite it.
+    seq: u64,
+}
+
+/// What a 429 did to the learned rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Event {
+    /// The 429 belonged to a congestion event already reacted to.
+    Absorbed,
+    /// A new congestion event: the rate fell to this many requests per second.
+    Cut(f64),
+}
+
+#[derive(Clone, Debug)]
+pub struct Control {
+    /// `rate_limit` of the config, requests per second.
+    ceiling: Option<f64>,
+    learned: Option<Learned>,
+    /// The rate the provider's headers state (`RateLimit-Policy`, or `X-RateLimit-Limit` over
+    /// the longest reset seen): shown and compared with the fleet's needs, never paced at (the
+    /// quota itself is followed call by call).
+    stated: Option<f64>,
+    /// `X-RateLimit-Limit` and the longest reset seen with it: the window, for `stated`.
+    limit_window: Option<(u64, Duration)>,
+    paused_until: Option<Instant>,
+    budget: Option<Budget>,
+    /// When the next paced call may go.
+    next_slot: Option<Instant>,
+    window: Window,
+    last_tick: Instant,
+    active: bool,
+    saturated: bool,
+}
+
+impl Control {
+    pub fn new(now: Instant, ceiling: Option<f64>) -> Self {
+        Control {
+            ceiling,
+            learned: None,
+            stated: None,
+            limit_window: None,
+            paused_until: None,
+            budget: None,
+            next_slot: None,
+            window: Window::new(now),
+            last_tick: now,
+            active: false,
+            saturated: false,
+        }
+    }
+
+    pub fn set_ceiling(&mut self, ceiling: Option<f64>) {
+        self.ceiling = ceiling;
+    }
+
+    /// Moves the clocks on to `now`; `active` and `saturated` describe the gate from now on
+    /// (calls waiting or in flight; calls waiting for the pace).
+    pub fn tick(&mut self, now: Instant, active: bool, saturated: bool) {
+        let dt = now.saturating_duration_since(self.last_tick).as_secs_f64();
+        let paused = self.paused(self.last_tick);
+        if let Some(l) = &mut self.learned {
+            if self.active {
+                l.active += dt;
+            }
+            if self.saturated && !paused {
+                l.growth += dt;
+            }
+            if l.slow_starting() && l.rate() >= l.slow_start_cap() {
+                l.reanchor();
+            }
+            if l.rate() >= MAX_RATE {
+                tracing::debug!(
+                    "the learned rate passed its maximum: the token counts as unlimited again"
+                );
+                self.learned = None;
+            }
+        }
+        self.last_tick = self.last_tick.max(now);
+        self.active = active;
+        self.saturated = saturated;
+    }
+
+    /// The rate calls are paced at, requests per second; `None` when unlimited.
+    pub fn rate(&self) -> Option<f64> {
+        let learned = self.learned.as_ref().map(Learned::rate);
+        min_opt(learned, self.ceiling)
+    }
+
+    /// The rate the provider allows as far as the pacer knows: learned, stated or configured.
+    pub fn allowed(&self) -> Option<f64> {
+        min_opt(self.rate(), self.stated)
+    }
+
+    /// Whether the provider has asked for a pause that is still running at `now`: a
+    /// `Retry-After`, or a quota used up until its reset.
+    pub fn paused(&self, now: Instant) -> bool {
+        self.paused_until.is_some_and(|p| p > now)
+            || self
+                .budget
+                .is_some_and(|b| b.remaining <= 0 && b.reset_at > now)
+    }
+
+    /// Whether the pacer holds calls back at all (a rate, a pause or a used-up quota).
+    pub fn limiting(&self, now: Instant) -> bool {
+        self.rate().is_some() || self.paused(now)
+    }
+
+    /// The earliest instant the next call may go.
+    pub fn ready_at(&self, now: Instant) -> Instant {
+        let mut at = now;
+        if let Some(p) = self.paused_until {
+            at = at.max(p);
+        }
+        if let Some(b) = self.budget
+            && b.remaining <= 0
+        {
+            at = at.max(b.reset_at);
+        }
+        if self.rate().is_some()
+            && let Some(slot) = self.next_slot
+        {
+            at = at.max(slot);
+        }
+        at
+    }
+
+    /// A call goes now.
+    pub fn admitted(&mut self, now: Instant) {
+        if let Some(r) = self.rate() {
+            let gap = Duration::from_secs_f64(1.0 / r.max(MIN_RATE));
+            // A slot missed by a late wake-up may be caught up, one at most: the average holds
+            // and no burst follows an idle time.
+            let from = self
+                .next_slot
+                .map_or(now, |s| s.max(now.checked_sub(gap).unwrap_or(now)));
+            self.next_slot = from.checked_add(gap).or(Some(now));
+        } else {
+            self.next_slot = None;
+        }
+        if let Some(b) = &mut self.budget {
+            if b.reset_at <= now {
+                self.budget = None;
+            } else {
+                b.remaining -= 1;
+            }
+        }
+    }
+
+    /// A call answered successfully.
+    pub fn succeeded(&mut self, now: Instant) {
+        self.window.add(now);
+        if let Some(l) = &mut self.learned {
+            l.successes = l.successes.saturating_add(1);
+        }
+    }
+
+    /// A call was answered 429. `sent_at` is when it went out, `retry_after` what the answer
+    /// asked for.
+    pub fn throttled(
+        &mut self,
+        now: Instant,
+        sent_at: Instant,
+        retry_after: Option<Duration>,
+    ) -> Event {
+        if let Some(wait) = retry_after {
+            self.pause(now, wait);
+        }
+        if self.learned.as_ref().is_some_and(|l| sent_at < l.at) {
+            return Event::Absorbed;
+        }
+        let current = self.rate().unwrap_or(f64::INFINITY);
+        let (estimate, successes) = match &self.learned {
+            Some(l) if l.active > 0.0 => (l.successes as f64 / l.active, l.successes),
+            Some(l) => (0.0, l.successes),
+            // The first event: what went through in the last second.
+            None => {
+                let n = self.window.count(now);
+                (n as f64, n)
+            }
+        };
+        let floor = if current.is_finite() {
+            current * MAX_CUT
+        } else {
+            0.0
+        };
+        let r_max = current.min(estimate.max(floor)).clamp(MIN_RATE, MAX_RATE);
+        let r0 = (BETA * r_max).max(MIN_RATE.min(r_max));
+        // A well-founded estimate is what works now; a thin one keeps the memory of the last,
+        // and the first event remembers the busiest second before it.
+        let recall = match &self.learned {
+            Some(l) if successes < CONFIDENT_SUCCESSES => l.recall.max(r_max),
+            Some(_) => r_max,
+            None if successes < CONFIDENT_SUCCESSES => {
+                r_max.max((self.window.peak as f64).min(MAX_RATE))
+            }
+            None => r_max,
+        };
+        self.learned = Some(Learned::new(r_max, r0, recall, now));
+        Event::Cut(self.rate().unwrap_or(r0))
+    }
+
+    /// Pauses the token until `now + wait` (at most [`MAX_PAUSE`]), or longer if already paused.
+    pub fn pause(&mut self, now: Instant, wait: Duration) {
+        let until = now.checked_add(wait.min(MAX_PAUSE)).unwrap_or(now);
+        self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
+    }
+
+    /// The quota fields of the answer to call `seq`, `sent_after` calls having gone out since.
+    /// Returns whether the stated rate changed.
+    pub fn quota(&mut self, now: Instant, info: &QuotaInfo, seq: u64, sent_after: u64) -> bool {
+        if let (Some(remaining), Some(reset)) = (info.remaining, info.reset)
+            && self.budget.is_none_or(|b| b.seq <= seq)
+        {
+            let left = i64::try_from(remaining)
+                .unwrap_or(i64::MAX)
+                .saturating_sub(i64::try_from(sent_after).unwrap_or(i64::MAX));
+            self.budget = Some(Budget {
+                remaining: left,
+                reset_at: now.checked_add(reset.min(MAX_PAUSE)).unwrap_or(now),
+                seq,
+            });
+        }
+        if let (Some(limit), Some(reset)) = (info.limit, info.reset) {
+            let window = match self.limit_window {
+                Some((l, w)) if l == limit => w.max(reset),
+                _ => reset,
+            };
+            self.limit_window = Some((limit, window));
+        }
+        let stated = match (info.policy, self.limit_window) {
+            (Some(p), _) => Some(p.rate()),
+            (None, Some((limit, window))) if !window.is_zero() => {
+                Some(limit as f64 / window.as_secs_f64().max(1.0))
+            }
+            _ => self.stated,
+        };
+        let changed = stated != self.stated;
+        self.stated = stated;
+        changed
+    }
+
+    /// When the running pause ends, if one runs at `now`.
+    pub fn resumes_at(&self, now: Instant) -> Option<Instant> {
+        self.paused(now).then(|| self.ready_at(now))
+    }
+}
+
+fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: f64) -> Duration {
+        Duration::from_secs_f64(s)
+    }
+
+    /// A token bucket: the provider of these tests.
+    struct Bucket {
+        rate: f64,
+        burst: f64,
+        tokens: f64,
+        at: Instant,
+    }
+
+    impl Bucket {
+        fn new(rate: f64, burst: f64, at: Instant) -> Self {
+            Bucket {
+                rate,
+                burst,
+                tokens: burst,
+                at,
+            }
+        }
+
+        fn take(&mut self, now: Instant) -> bool {
+            let dt = now.saturating_duration_since(self.at).as_secs_f64();
+            self.tokens = (self.tokens + dt * self.rate).min(self.burst);
+            self.at = now;
+            if self.tokens >= 1.0 {
+                self.tokens -= 1.0;
+                true
+            } else {
+                false
+            }
+        }
+    }
+
+    /// Sends `calls` calls as fast as the control lets them go against `bucket` (answers are
+    /// instant, demand never runs out), from `start`; returns (429s, end instant).
+    fn drive(
+        c: &mut Control,
+        bucket: &mut Bucket,
+        start: Instant,
+        calls: u32,
+        retry_after: Option<Duration>,
+    ) -> (u32, Instant) {
+        let mut now = start;
+        let mut throttled = 0;
+        let mut sent = 0;
+        while sent < calls {
+            c.tick(now, true, true);
+            now = c.ready_at(now).max(now);
+            c.tick(now, true, true);
+            c.admitted(now);
+            sent += 1;
+            if bucket.take(now) {
+                c.succeeded(now);
+            } else {
+                throttled += 1;
+                c.throttled(now, now, retry_after);
+            }
+            // Unlimited: back to back, a millisecond apart.
+            if c.rate().is_none() && !c.paused(now) {
+                now += Duration::from_millis(1);
+            }
+        }
+        (throttled, now)
+    }
+
+    #[test]
+    fn an_unlimited_token_is_never_held_back() {
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, None);
+        assert_eq!(c.rate(), None);
+        assert_eq!(c.ready_at(t0), t0);
+        c.admitted(t0);
+        assert_eq!(c.ready_at(t0), t0);
+        assert!(!c.limiting(t0));
+    }
+
+    #[test]
+    fn a_configured_ceiling_spaces_calls_evenly() {
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, Some(4.0));
+        c.admitted(t0);
+        assert_eq!(c.ready_at(t0), t0 + secs(0.25));
+        c.admitted(t0 + secs(0.25));
+        assert_eq!(c.ready_at(t0 + secs(0.25)), t0 + secs(0.5));
+        // After an idle time, no burst: at most one slot is caught up.
+        let later = t0 + secs(100.0);
+        c.admitted(later);
+        c.admitted(c.ready_at(later));
+        assert!(
+            c.ready_at(later) >= later + secs(0.24),
+            "{:?}",
+            c.ready_at(later) - later
+        );
+    }
+
+    #[test]
+    fn the_learned_rate_settles_near_a_token_buckets_rate_with_few_429s() {
+        for retry_after in [None, Some(Duration::from_secs(1))] {
+            let t0 = Instant::now();
+            let mut c = Control::new(t0, None);
+            let mut bucket = Bucket::new(50.0, 50.0, t0);
+            // Learning: the first 2000 calls.
+            let (_, learned) = drive(&mut c, &mut bucket, t0, 2000, retry_after);
+            // A steady stretch of 3000 calls: 60 s at the bucket's rate.
+            let (throttled, end) = drive(&mut c, &mut bucket, learned, 3000, retry_after);
+            let took = (end - learned).as_secs_f64();
+            let ideal = 3000.0 / 50.0;
+            assert!(
+                took <= ideal * 1.2,
+                "{retry_after:?}: 3000 calls took {took:.1}s, ideal {ideal}s"
+            );
+            assert!(
+                f64::from(throttled) <= 3000.0 * 0.05,
+                "{retry_after:?}: {throttled} of 3000 answered 429"
+            );
+            let r = c.rate().unwrap();
+            assert!((35.0..=70.0).contains(&r), "{retry_after:?}: rate {r}");
+        }
+    }
+
+    #[test]
+    fn a_lowered_limit_is_followed_within_a_few_events_and_a_raised_one_is_found_again() {
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, None);
+        let mut bucket = Bucket::new(100.0, 100.0, t0);
+        let (_, t1) = drive(&mut c, &mut bucket, t0, 3000, None);
+        assert!(c.rate().unwrap() > 70.0, "{:?}", c.rate());
+        bucket.rate = 25.0;
+        bucket.burst = 25.0;
+        bucket.tokens = bucket.tokens.min(25.0);
+        let (throttled, t2) = drive(&mut c, &mut bucket, t1, 1000, None);
+        let r = c.rate().unwrap();
+        assert!((15.0..=35.0).contains(&r), "after the drop: {r}");
+        assert!(throttled < 200, "{throttled} 429s while following the drop");
+        bucket.rate = 100.0;
+        bucket.burst = 100.0;
+        // Found again: within two minutes of demand the rate is back near 100.
+        let (_, t3) = drive(&mut c, &mut bucket, t2, 9000, None);
+        assert!(c.rate().unwrap() > 70.0, "after the raise: {:?}", c.rate());
+        assert!(t3 - t2 < Duration::from_secs(160), "{:?}", t3 - t2);
+    }
+
+    #[test]
+    fn after_a_storm_of_429s_the_rate_known_to_work_is_back_within_seconds() {
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, None);
+        let mut bucket = Bucket::new(50.0, 50.0, t0);
+        let (_, t1) = drive(&mut c, &mut bucket, t0, 2000, None);
+        let before = c.rate().unwrap();
+        // The provider answers 429 to everything for a while: the rate falls to the floor.
+        let mut now = t1;
+        for _ in 0..60 {
+            c.tick(now, true, true);
+            now = c.ready_at(now).max(now);
+            c.tick(now, true, true);
+            c.admitted(now);
+            c.throttled(now, now, None);
+        }
+        assert!(c.rate().unwrap() < 1.0, "{:?}", c.rate());
+        // It ends: within seconds of demand (slow start doubles the rate every second from the
+        // floor) the rate is back near what worked before.
+        bucket.tokens = bucket.burst;
+        bucket.at = now;
+        let (_, back) = drive(&mut c, &mut bucket, now, 250, None);
+        assert!(back - now < Duration::from_secs(15), "{:?}", back - now);
+        let after = c.rate().unwrap();
+        assert!(
+            after > before * 0.6,
+            "{after} against {before} before the storm"
+        );
+    }
+
+    #[test]
+    fn a_retry_after_pauses_the_token_and_429s_of_the_same_event_cut_once() {
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, None);
+        for i in 0..50 {
+            c.admitted(t0);
+            c.succeeded(t0 + Duration::from_millis(i));
+        }
+        let at = t0 + secs(0.1);
+        assert!(matches!(
+            c.throttled(at, t0, Some(secs(2.0))),
+            Event::Cut(_)
+        ));
+        let rate = c.rate().unwrap();
+        assert!((40.0..=50.0).contains(&rate), "{rate}");
+        // Calls sent before the event answer 429 too: absorbed, the rate stays.
+        assert_eq!(c.throttled(at, t0, None), Event::Absorbed);
+        assert_eq!(c.rate(), Some(rate));
+        assert!(c.paused(at + secs(1.9)));
+        assert_eq!(c.ready_at(at), at + secs(2.0));
+        assert!(!c.paused(at + secs(2.0)));
+        assert_eq!(c.resumes_at(at), Some(at + secs(2.0)));
+        // A pause is never longer than MAX_PAUSE.
+        c.pause(at, Duration::from_secs(1_000_000));
+        assert_eq!(c.ready_at(at), at + MAX_PAUSE);
+    }
+
+    #[test]
+    fn a_used_up_quota_pauses_until_its_reset_and_calls_sent_since_are_counted() {
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, None);
+        let info = QuotaInfo {
+            limit: Some(10),
+            remaining: Some(3),
+            reset: Some(secs(5.0)),
+            policy: None,
+        };
+        // The answer to call 1 arrives after calls 2 and 3 went: one call left.
+        c.quota(t0, &info, 1, 2);
+        assert_eq!(c.ready_at(t0), t0);
+        c.admitted(t0);
+        assert!(c.paused(t0));
+        assert_eq!(c.ready_at(t0), t0 + secs(5.0));
+        // An older answer arriving late changes nothing.
+        c.quota(
+            t0,
+            &QuotaInfo {
+                remaining: Some(9),
+                ..info
+            },
+            0,
+            0,
+        );
+        assert_eq!(c.ready_at(t0), t0 + secs(5.0));
+        // The stated rate: the limit over the longest reset seen.
+        assert_eq!(c.allowed(), Some(2.0));
+        // After the reset the quota is unknown until the next answer.
+        let later = t0 + secs(5.0);
+        assert!(!c.paused(later));
+        c.admitted(later);
+        assert_eq!(c.ready_at(later), later);
+    }
+}

@@ -252,8 +252,14 @@ mod tests {
             parse(&[]).unwrap().demo_rate_limit,
             crate::demo::DEFAULT_RATE_LIMIT
         );
-        assert_eq!(parse(&["--demo.rate-limit=0"]).unwrap().demo_rate_limit, 0.0);
-        assert_eq!(parse(&["--demo.rate-limit=2.5"]).unwrap().demo_rate_limit, 2.5);
+        assert_eq!(
+            parse(&["--demo.rate-limit=0"]).unwrap().demo_rate_limit,
+            0.0
+        );
+        assert_eq!(
+            parse(&["--demo.rate-limit=2.5"]).unwrap().demo_rate_limit,
+            2.5
+        );
         for bad in ["0.05", "1e9", "NaN", "-1", "lots"] {
             let e = parse(&[&format!("--demo.rate-limit={bad}")]).unwrap_err();
             assert!(

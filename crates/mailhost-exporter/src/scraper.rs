@@ -321,9 +321,10 @@ async fn run_collector(
         pacer: None,
         name: plan.borrow().spec.name,
     };
-    // Targets the last run did not reach because of the token's rate limit: fetched by a
-    // catch-up run as soon as the pacer can take them, not at the next tick, so that a fleet
-    // larger than the rate allows per interval uses all of it.
+    // Targets the last run did not fetch because of the token's rate limit (deferred, or left
+    // without a turn after a 429): fetched by a catch-up run as soon as the pacer can take them,
+    // not at the next tick, so that a fleet larger than the rate allows per interval uses all
+    // of it.
     let mut backlog: Vec<Target> = Vec::new();
     let mut catch_up_at: Option<tokio::time::Instant> = None;
     loop {
@@ -471,7 +472,18 @@ async fn run_collector(
         if !progressed {
             catch_up_at.get_or_insert(tokio::time::Instant::now() + MIN_CATCH_UP_GAP);
         }
+        // The catch-up run takes the deferred targets and those a 429 left without a turn: both
+        // wait for the token, not for a fault of their own.
         backlog.extend(deferred);
+        backlog.extend(
+            results
+                .iter()
+                .filter(|(_, r)| {
+                    r.as_ref()
+                        .is_err_and(|e| !e.deferred && e.reason == FailureReason::RateLimited)
+                })
+                .map(|(t, _)| t.clone()),
+        );
         // The latest plan decides which targets are still configured (or probed).
         let mut latest = plan.borrow().polled(Instant::now());
         latest.keep_for = keep_for(&latest, pacer.refresh_intervals());

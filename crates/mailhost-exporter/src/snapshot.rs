@@ -213,6 +213,10 @@ impl Snapshot {
             }
         }
         entry.deferred = entry.targets.iter().filter(|t| t.deferred).count();
+        // A run of some targets (a catch-up of deferred ones, a probe's first fetch) speaks for
+        // the whole collector: it succeeded when, after it, no target's last attempt failed. A
+        // catch-up that could call nothing does not turn a failing collector into a healthy one.
+        let success = success && entry.targets.iter().all(|t| t.last_ok != Some(false));
         entry.last_run = Some(RunSummary {
             success,
             duration,

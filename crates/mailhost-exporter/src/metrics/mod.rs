@@ -397,7 +397,7 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
     gauges(
         enc,
         "mailhost_collector_success",
-        "1 when the collector's last run succeeded for every target, else 0.",
+        "1 when, after the collector's last run, the last attempt of every target succeeded (targets deferred by the tenant's rate limit keep theirs), else 0.",
         None,
         collectors
             .iter()

@@ -315,6 +315,8 @@ impl Client {
         let mut throttled = 0u32;
         // The last answer 429, once there was one.
         let mut last_429: Option<UpstreamError> = None;
+        // The call's place in the token's queue: kept when it comes back after a 429.
+        let mut place = None;
         let result = loop {
             let Some(attempt) = request.try_clone() else {
                 break Err(UpstreamError::new(
@@ -322,7 +324,7 @@ impl Client {
                     "request cannot be repeated",
                 ));
             };
-            let e = match self.attempt(endpoint, attempt).await {
+            let e = match self.attempt(endpoint, attempt, &mut place).await {
                 Ok(v) => break Ok(v),
                 Err(Attempt::NotSent(e)) => {
                     break Err(match (e.reason, last_429.take()) {
@@ -405,15 +407,19 @@ impl Client {
         &self,
         endpoint: Endpoint,
         request: reqwest::RequestBuilder,
+        place: &mut Option<u64>,
     ) -> Result<Body, Attempt> {
         let deadline_error =
             || UpstreamError::new(FailureReason::Timeout, "collector deadline reached");
         let permit = match self
             .pacer
-            .admit(self.urgent, self.rank, self.deadline)
+            .admit(self.urgent, self.rank, *place, self.deadline)
             .await
         {
-            Ok(p) => p,
+            Ok(p) => {
+                *place = Some(p.place());
+                p
+            }
             Err(denied) if denied.paced => {
                 // Nothing was asked of the provider: not a failure of the target's own.
                 return Err(Attempt::NotSent(UpstreamError {

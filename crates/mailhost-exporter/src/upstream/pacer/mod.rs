@@ -40,7 +40,7 @@ impl Demand {
     }
 }
 
-/// How the fleet compares with what the provider allows, as last told to the operator.
+/// How the fleet compares with what the provider allows.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Fit {
     Fits,
@@ -79,12 +79,20 @@ struct State {
     /// Calls admitted so far: a call's sequence number says which answers are newer.
     seq: u64,
     demand: BTreeMap<CollectorName, Demand>,
+    /// The fit now (with hysteresis): how long values are kept follows it at once.
     fit: Fit,
-    /// The allowed rate when the operator was last told about the fit.
-    told_allowed: Option<f64>,
+    /// Since when `fit` has held.
+    fit_since: Instant,
+    /// The fit as last told to the operator: told once it has held for the longest interval of
+    /// the tenant's collectors, so the first runs, while the pacer is still learning, say
+    /// nothing they would take back.
+    told: Fit,
     /// A call was refused for want of a turn since the last one admitted: demand the pace does
     /// not meet, even with no call waiting (its run will come back for it).
     backlogged: bool,
+    /// How long answers take (an average of the recent ones), seconds: a paced call is not
+    /// started when less than twice that is left before its deadline, as it would only be cut.
+    latency: f64,
 }
 
 impl State {
@@ -133,6 +141,20 @@ impl State {
         let active = self.waiting() || self.in_flight > 0 || self.backlogged;
         let saturated = (self.waiting() || self.backlogged) && self.in_flight < self.concurrency;
         self.control.tick(now, active, saturated);
+    }
+
+    /// Whether a call starting at `at` has time left before `deadline`: while the pacer holds
+    /// calls back, at least twice the recent answer time (at least 5 ms, at most 2 s), so that
+    /// a call let out at the last moment is not merely cut by the deadline.
+    fn time_for(&self, at: Instant, deadline: Option<Instant>) -> bool {
+        let Some(d) = deadline else {
+            return true;
+        };
+        if !self.control.limiting(at) {
+            return at <= d;
+        }
+        let margin = Duration::from_secs_f64((2.0 * self.latency).clamp(0.005, 2.0));
+        at.checked_add(margin).is_some_and(|end| end <= d)
     }
 
     /// A call was refused before its deadline; `paced` when the pace (not the connection
@@ -235,6 +257,7 @@ pub struct Permit {
     pacer: Pacer,
     seq: u64,
     sent_at: Instant,
+    place: u64,
 }
 
 impl Drop for Permit {
@@ -293,8 +316,10 @@ impl Pacer {
                     seq: 0,
                     demand: BTreeMap::new(),
                     fit: Fit::Fits,
-                    told_allowed: None,
+                    fit_since: Instant::now(),
+                    told: Fit::Fits,
                     backlogged: false,
+                    latency: 0.0,
                 }),
             }),
         };
@@ -335,23 +360,30 @@ impl Pacer {
     }
 
     /// Waits for this call's turn, at most until `deadline`. `urgent` calls go before the
-    /// others, which go oldest `rank` first.
+    /// others, which go oldest `rank` first, then in the order they first came: a call back
+    /// after a 429 passes its `place` (from [`Permit::place`]) and keeps its turn among equals.
     pub async fn admit(
         &self,
         urgent: bool,
         rank: Rank,
+        place: Option<u64>,
         deadline: Option<Instant>,
     ) -> Result<Permit, Denied> {
         let started = Instant::now();
         let mut ticket = {
             let mut s = self.lock();
             s.tick(started);
-            if !s.waiting() && s.in_flight < s.concurrency && s.control.ready_at(started) <= started
+            let id = place.unwrap_or_else(|| {
+                s.next_id += 1;
+                s.next_id
+            });
+            if !s.waiting()
+                && s.in_flight < s.concurrency
+                && s.control.ready_at(started) <= started
+                && s.time_for(started, deadline)
             {
-                return Ok(self.grant(&mut s, started, started));
+                return Ok(self.grant(&mut s, started, started, id));
             }
-            let id = s.next_id;
-            s.next_id += 1;
             let notify = Arc::new(Notify::new());
             let lane = if urgent {
                 Lane::Urgent
@@ -375,14 +407,14 @@ impl Pacer {
                 s.tick(now);
                 if s.head() == Some(ticket.id) && s.in_flight < s.concurrency {
                     let at = s.control.ready_at(now);
-                    if at <= now {
+                    if at <= now && s.time_for(now, deadline) {
                         s.dequeue(ticket.lane, ticket.id);
                         ticket.queued = false;
-                        let permit = self.grant(&mut s, now, started);
+                        let permit = self.grant(&mut s, now, started, ticket.id);
                         s.wake_head();
                         return Ok(permit);
                     }
-                    if deadline.is_some_and(|d| at > d) {
+                    if !s.time_for(at, deadline) {
                         // Nothing will let it through in time: refused now, not at the deadline.
                         let paced = s.control.limiting(now);
                         s.refused(paced);
@@ -428,8 +460,8 @@ impl Pacer {
         }
     }
 
-    /// Admits a call now (under the lock).
-    fn grant(&self, s: &mut State, now: Instant, started: Instant) -> Permit {
+    /// Admits a call now (under the lock); `place` is its place in the queue.
+    fn grant(&self, s: &mut State, now: Instant, started: Instant, place: u64) -> Permit {
         let limiting = s.control.limiting(now);
         s.in_flight += 1;
         s.seq += 1;
@@ -444,6 +476,7 @@ impl Pacer {
             pacer: self.clone(),
             seq: s.seq,
             sent_at: now,
+            place,
         }
     }
 
@@ -476,6 +509,12 @@ impl Pacer {
             let event = match outcome {
                 Outcome::Success => {
                     s.control.succeeded(now);
+                    let took = now.saturating_duration_since(permit.sent_at).as_secs_f64();
+                    s.latency = if s.latency == 0.0 {
+                        took
+                    } else {
+                        0.8 * s.latency + 0.2 * took
+                    };
                     None
                 }
                 Outcome::Throttled(retry_after) => {
@@ -552,6 +591,15 @@ impl Pacer {
         }
     }
 
+    /// The refresh period the operator was last told of (`None`: that the fleet fits).
+    #[cfg(test)]
+    fn told(&self) -> Option<u64> {
+        match self.lock().told {
+            Fit::Over(k) => Some(k),
+            Fit::Fits => None,
+        }
+    }
+
     /// When the pause the provider asked for ends, if one is running.
     pub fn resumes_at(&self) -> Option<Instant> {
         self.lock().control.resumes_at(Instant::now())
@@ -574,20 +622,29 @@ impl Pacer {
         );
     }
 
-    /// Compares the fleet's needs with the allowed rate; what to tell if the fit changed.
+    /// Compares the fleet's needs with the allowed rate; what to tell if the fit changed and
+    /// has held long enough.
     fn check_fit(&self, s: &mut State) -> Option<Told> {
+        let now = Instant::now();
         let fit = s.fit_now();
-        let allowed = s.control.allowed();
-        // Told again when the allowed rate moved by a quarter while the fleet does not fit.
-        let moved = match (allowed, s.told_allowed) {
-            (Some(a), Some(b)) => (a - b).abs() > b * 0.25,
-            _ => false,
-        };
-        if fit == s.fit && !(moved && matches!(fit, Fit::Over(_))) {
+        if fit != s.fit {
+            s.fit = fit;
+            s.fit_since = now;
+        }
+        let settle = s
+            .demand
+            .values()
+            .map(|d| d.interval)
+            .max()
+            .unwrap_or(Duration::ZERO);
+        if fit == s.told || now.saturating_duration_since(s.fit_since) < settle {
             return None;
         }
-        s.fit = fit;
-        s.told_allowed = allowed;
+        let was = std::mem::replace(&mut s.told, fit);
+        if fit == Fit::Fits && was == Fit::Fits {
+            return None;
+        }
+        let allowed = s.control.allowed();
         let needed = s.demand();
         let allowed = allowed.unwrap_or(f64::INFINITY);
         Some(match fit {
@@ -648,6 +705,11 @@ impl Permit {
     pub fn sent_at(&self) -> Instant {
         self.sent_at
     }
+
+    /// The call's place in the queue, to keep when it comes back after a 429.
+    pub fn place(&self) -> u64 {
+        self.place
+    }
 }
 
 #[cfg(test)]
@@ -666,14 +728,22 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn calls_beyond_the_concurrency_wait_for_a_slot_and_time_out_without_a_pace() {
         let p = pacer(2, None);
-        let a = p.admit(false, None, None).await.unwrap();
-        let _b = p.admit(false, None, None).await.unwrap();
+        let a = p.admit(false, None, None, None).await.unwrap();
+        let _b = p.admit(false, None, None, None).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(1);
-        let denied = p.admit(false, None, Some(deadline)).await.err().unwrap();
+        let denied = p
+            .admit(false, None, None, Some(deadline))
+            .await
+            .err()
+            .unwrap();
         assert_eq!(denied, Denied { paced: false });
         assert_eq!(Instant::now(), deadline);
         drop(a);
-        assert!(p.admit(false, None, Some(Instant::now())).await.is_ok());
+        assert!(
+            p.admit(false, None, None, Some(Instant::now()))
+                .await
+                .is_ok()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -682,7 +752,7 @@ mod tests {
         let t0 = Instant::now();
         let mut sent = Vec::new();
         for _ in 0..5 {
-            let permit = p.admit(false, None, None).await.unwrap();
+            let permit = p.admit(false, None, None, None).await.unwrap();
             sent.push(permit.sent_at() - t0);
         }
         // 100 ms apart (the first catches up one slot).
@@ -690,7 +760,7 @@ mod tests {
         let d = Instant::now() + Duration::from_millis(10);
         let before = Instant::now();
         assert_eq!(
-            p.admit(false, None, Some(d)).await.err(),
+            p.admit(false, None, None, Some(d)).await.err(),
             Some(Denied { paced: true })
         );
         assert_eq!(
@@ -703,13 +773,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn urgent_calls_go_first_then_the_oldest_data_then_the_order_of_arrival() {
         let p = pacer(1, Some(10.0));
-        let first = p.admit(false, None, None).await.unwrap();
+        let first = p.admit(false, None, None, None).await.unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..5 {
             let (p, order) = (p.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
-                let _permit = p.admit(false, None, None).await.unwrap();
+                let _permit = p.admit(false, None, None, None).await.unwrap();
                 order.lock().unwrap().push(i);
             }));
             tokio::task::yield_now().await;
@@ -720,14 +790,14 @@ mod tests {
             let (p, order) = (p.clone(), order.clone());
             let rank = Some(t0 - Duration::from_secs(age));
             tasks.push(tokio::spawn(async move {
-                let _permit = p.admit(false, rank, None).await.unwrap();
+                let _permit = p.admit(false, rank, None, None).await.unwrap();
                 order.lock().unwrap().push(i);
             }));
             tokio::task::yield_now().await;
         }
         let (p2, order2) = (p.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
-            let _permit = p2.admit(true, None, None).await.unwrap();
+            let _permit = p2.admit(true, None, None, None).await.unwrap();
             order2.lock().unwrap().push(99);
         }));
         tokio::task::yield_now().await;
@@ -739,9 +809,58 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_call_back_after_a_429_keeps_its_place_among_equals() {
+        let p = pacer(1, Some(10.0));
+        let first = p.admit(false, None, None, None).await.unwrap();
+        let place = first.place();
+        drop(first);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        let held = p.admit(false, None, None, None).await.unwrap();
+        for i in 0..3 {
+            let (p, order) = (p.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let _permit = p.admit(false, None, None, None).await.unwrap();
+                order.lock().unwrap().push(i);
+            }));
+            tokio::task::yield_now().await;
+        }
+        // The first call comes back (its answer was 429): it goes before the later ones.
+        let (p2, order2) = (p.clone(), order.clone());
+        tasks.push(tokio::spawn(async move {
+            let _permit = p2.admit(false, None, Some(place), None).await.unwrap();
+            order2.lock().unwrap().push(99);
+        }));
+        tokio::task::yield_now().await;
+        drop(held);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![99, 0, 1, 2]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_call_is_not_started_when_its_deadline_leaves_no_time_for_an_answer() {
+        let p = pacer(4, Some(10.0));
+        let permit = p.admit(false, None, None, None).await.unwrap();
+        // Answers take 300 ms.
+        tokio::time::advance(Duration::from_millis(300)).await;
+        p.observe(&permit, Outcome::Success, &QuotaInfo::default());
+        drop(permit);
+        // The next turn is now, but only 100 ms are left: not started, deferred.
+        let d = Instant::now() + Duration::from_millis(100);
+        assert_eq!(
+            p.admit(false, None, None, Some(d)).await.err(),
+            Some(Denied { paced: true })
+        );
+        let d = Instant::now() + Duration::from_secs(1);
+        assert!(p.admit(false, None, None, Some(d)).await.is_ok());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_retry_after_pauses_every_call_of_the_token() {
         let p = pacer(4, None);
-        let permit = p.admit(false, None, None).await.unwrap();
+        let permit = p.admit(false, None, None, None).await.unwrap();
         p.observe(
             &permit,
             Outcome::Throttled(Some(Duration::from_secs(3))),
@@ -750,7 +869,7 @@ mod tests {
         drop(permit);
         let t = Instant::now();
         assert!(p.resumes_at().is_some());
-        let _next = p.admit(false, None, None).await.unwrap();
+        let _next = p.admit(false, None, None, None).await.unwrap();
         assert!(Instant::now() - t >= Duration::from_secs(3));
         // Within a deadline shorter than the pause: refused at once, as paced.
         p.observe(
@@ -760,7 +879,7 @@ mod tests {
         );
         let d = Instant::now() + Duration::from_secs(1);
         assert_eq!(
-            p.admit(false, None, Some(d)).await.err(),
+            p.admit(false, None, None, Some(d)).await.err(),
             Some(Denied { paced: true })
         );
     }
@@ -768,15 +887,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_dropped_waiter_passes_its_turn_on() {
         let p = pacer(1, None);
-        let held = p.admit(false, None, None).await.unwrap();
+        let held = p.admit(false, None, None, None).await.unwrap();
         let waiting = {
             let p = p.clone();
-            tokio::spawn(async move { p.admit(false, None, None).await.map(|_| ()) })
+            tokio::spawn(async move { p.admit(false, None, None, None).await.map(|_| ()) })
         };
         tokio::task::yield_now().await;
         let behind = {
             let p = p.clone();
-            tokio::spawn(async move { p.admit(false, None, None).await.map(|_| ()) })
+            tokio::spawn(async move { p.admit(false, None, None, None).await.map(|_| ()) })
         };
         tokio::task::yield_now().await;
         waiting.abort();
@@ -785,6 +904,37 @@ mod tests {
         let s = p.lock();
         assert!(!s.waiting());
         assert_eq!(s.in_flight, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_operator_is_told_of_a_fit_once_it_has_held_for_an_interval() {
+        let p = pacer(1, Some(10.0));
+        let d = |calls| {
+            Some(Demand {
+                calls,
+                interval: Duration::from_secs(30),
+            })
+        };
+        p.set_demand(CollectorName::DeliveryAccount, d(600));
+        assert_eq!(p.refresh_intervals(), Some(2), "kept values follow at once");
+        assert_eq!(
+            p.told(),
+            None,
+            "not told yet: the pacer may still be learning"
+        );
+        // A blip back under the limit within the interval is never told.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        p.set_demand(CollectorName::DeliveryAccount, d(100));
+        tokio::time::advance(Duration::from_secs(10)).await;
+        p.set_demand(CollectorName::DeliveryAccount, d(600));
+        assert_eq!(p.told(), None);
+        tokio::time::advance(Duration::from_secs(31)).await;
+        p.set_demand(CollectorName::DeliveryAccount, d(601));
+        assert_eq!(p.told(), Some(2), "held for an interval: told");
+        p.set_demand(CollectorName::DeliveryAccount, d(100));
+        tokio::time::advance(Duration::from_secs(31)).await;
+        p.set_demand(CollectorName::DeliveryAccount, d(101));
+        assert_eq!(p.told(), None, "fits again, and told so");
     }
 
     #[test]

@@ -6,6 +6,11 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":19587";
+/// Requests per second the simulated provider of `--demo` allows the demo token unless told
+/// otherwise (its burst is as many): twice what the demo fleet needs on average, but below the
+/// two dozen calls its collectors make at once when they start, so the first refresh always
+/// meets the limit and the pacer's series and panels show a learned one.
+pub const DEFAULT_DEMO_RATE_LIMIT: f64 = 10.0;
 /// Concurrent scrapes served at most, as Prometheus' own default.
 pub const DEFAULT_MAX_REQUESTS: usize = 40;
 /// Open connections at most, as Prometheus' own `--web.max-connections`.
@@ -118,7 +123,7 @@ pub struct Cli {
     #[arg(
         long = "demo.rate-limit",
         value_name = "RPS",
-        default_value_t = crate::demo::DEFAULT_RATE_LIMIT,
+        default_value_t = DEFAULT_DEMO_RATE_LIMIT,
         value_parser = demo_rate
     )]
     pub demo_rate_limit: f64,
@@ -248,10 +253,7 @@ mod tests {
             Cli::try_parse_from([&["mailhost_exporter", "--demo"][..], args].concat())
                 .map_err(|e| e.to_string())
         };
-        assert_eq!(
-            parse(&[]).unwrap().demo_rate_limit,
-            crate::demo::DEFAULT_RATE_LIMIT
-        );
+        assert_eq!(parse(&[]).unwrap().demo_rate_limit, DEFAULT_DEMO_RATE_LIMIT);
         assert_eq!(
             parse(&["--demo.rate-limit=0"]).unwrap().demo_rate_limit,
             0.0

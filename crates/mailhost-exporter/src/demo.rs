@@ -19,14 +19,9 @@ const TRAFFIC_TICK: Duration = Duration::from_secs(1);
 /// Upper bound of demo send requests (about a day at one tick a second per account).
 const TRAFFIC_MAX_REQUESTS: u64 = 400_000;
 
-/// Requests per second the simulated provider allows the demo token unless told otherwise
-/// (its burst is as many): twice what the demo fleet needs on average, but below the two dozen
-/// calls its collectors make at once when they start, so the first refresh always meets the
-/// limit and the pacer's series and panels show a learned one.
-pub const DEFAULT_RATE_LIMIT: f64 = 10.0;
-
 /// Runs the demo until `shutdown`; the simulated provider limits the demo token to
-/// `rate_limit` requests per second (0: no limit).
+/// `rate_limit` requests per second (0: no limit; `--demo.rate-limit`, default
+/// [`crate::cli::DEFAULT_DEMO_RATE_LIMIT`]).
 pub async fn run(
     web: WebOptions,
     rate_limit: f64,

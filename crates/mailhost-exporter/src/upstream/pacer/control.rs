@@ -21,15 +21,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+pub use super::headers::MAX_PAUSE;
 use super::headers::QuotaInfo;
 
 /// The lowest rate learned from 429s: one call every five seconds still notices a lifted limit.
 pub const MIN_RATE: f64 = 0.2;
 /// A learned rate that grows past this is dropped: the token counts as unlimited again.
 pub const MAX_RATE: f64 = 10_000.0;
-/// The longest pause the provider can impose with one answer (`Retry-After`, a quota reset);
-/// after it, one call finds out whether the pause goes on.
-pub const MAX_PAUSE: Duration = Duration::from_secs(3600);
 /// The share of the estimate the rate falls to at a congestion event.
 pub const BETA: f64 = 0.9;
 /// Seconds (of waiting demand) the cubic takes to climb from `BETA` times the estimate back to

@@ -4,13 +4,15 @@
 //!
 //! Every value is untrusted: a field longer than [`MAX_FIELD_BYTES`] or with more than
 //! [`MAX_MEMBERS`] members is ignored past that point, numbers are whole and bounded, and a reset
-//! is never further away than [`super::control::MAX_PAUSE`].
+//! is never further away than [`MAX_PAUSE`].
 
 use std::time::Duration;
 
 use reqwest::header::HeaderMap;
 
-use super::control::MAX_PAUSE;
+/// The longest pause the provider can impose with one answer (`Retry-After`, a quota reset);
+/// after it, one call finds out whether the pause goes on.
+pub const MAX_PAUSE: Duration = Duration::from_secs(3600);
 
 /// Longest header value read; a longer one is ignored.
 pub const MAX_FIELD_BYTES: usize = 512;

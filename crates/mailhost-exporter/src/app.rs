@@ -97,9 +97,7 @@ pub enum AppError {
         "cannot listen on {address}: the port is already in use, perhaps by another mailhost_exporter (stop it, or choose another --web.listen-address)"
     )]
     PortInUse { address: String },
-    #[error(
-        "--web.telemetry-path {0:?} must start with / and must not be /, /probe, /sd or under /-/"
-    )]
+    #[error("--web.telemetry-path: {0}")]
     TelemetryPath(String),
     #[error(transparent)]
     Client(#[from] BuildError),
@@ -141,13 +139,8 @@ impl App {
         web: WebOptions,
         clock: Clock,
     ) -> Result<App, AppError> {
-        let path = web.telemetry_path;
-        if !path.starts_with('/')
-            || ["/", "/probe", "/sd"].contains(&path.as_str())
-            || path.starts_with("/-/")
-        {
-            return Err(AppError::TelemetryPath(path));
-        }
+        let path =
+            crate::cli::telemetry_path(&web.telemetry_path).map_err(AppError::TelemetryPath)?;
         let Plan { specs, endpoints } = plan(&config);
         log_shard(&config, &specs);
         let telemetry = Arc::new(Telemetry::new(&[]));
@@ -196,8 +189,10 @@ impl App {
                 telemetry_path: path,
                 reload: reload_tx,
                 enable_lifecycle: web.enable_lifecycle,
-                scrape_limit: (web.max_requests > 0)
-                    .then(|| Arc::new(Semaphore::new(web.max_requests))),
+                // The flag is bounded; a caller of the library is held to the semaphore's own.
+                scrape_limit: (web.max_requests > 0).then(|| {
+                    Arc::new(Semaphore::new(web.max_requests.min(Semaphore::MAX_PERMITS)))
+                }),
                 tails: Arc::default(),
                 poll_sets,
             },

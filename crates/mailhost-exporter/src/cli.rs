@@ -57,11 +57,13 @@ pub struct Cli {
     #[arg(long = "web.listen-address", value_name = "ADDR", default_value = DEFAULT_LISTEN_ADDRESS)]
     pub listen_address: String,
 
-    /// Path under which to expose metrics.
+    /// Path under which to expose metrics: letters, digits, `-`, `.`, `_` and `~` between
+    /// slashes; not `/`, `/probe`, `/sd` or under `/-/`.
     #[arg(
         long = "web.telemetry-path",
         value_name = "PATH",
-        default_value = "/metrics"
+        default_value = "/metrics",
+        value_parser = telemetry_path
     )]
     pub telemetry_path: String,
 
@@ -74,8 +76,8 @@ pub struct Cli {
     #[arg(long = "web.enable-lifecycle")]
     pub enable_lifecycle: bool,
 
-    /// Scrapes served at once at most; more get 503. 0 means no limit.
-    #[arg(long = "web.max-requests", value_name = "N", default_value_t = DEFAULT_MAX_REQUESTS)]
+    /// Scrapes served at once at most; more get 503. 0 means no limit; at most 1048576.
+    #[arg(long = "web.max-requests", value_name = "N", default_value_t = DEFAULT_MAX_REQUESTS, value_parser = max_requests)]
     pub max_requests: usize,
 
     /// Open connections at most; at the cap the least recently active connection without a
@@ -170,6 +172,52 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--web.max-requests`: 0 (no limit) up to the most connections there may be.
+fn max_requests(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number; use a count such as 40"))?;
+    if n > *MAX_CONNECTIONS_RANGE.end() {
+        return Err(format!(
+            "{n} is outside 0 to {}; 0 means no limit, 40 suits most setups",
+            MAX_CONNECTIONS_RANGE.end()
+        ));
+    }
+    Ok(n)
+}
+
+/// Longest `--web.telemetry-path`.
+const MAX_TELEMETRY_PATH: usize = 256;
+
+/// A telemetry path the router can take as it is: `/` then segments of letters, digits, `-`,
+/// `.`, `_` and `~` (none empty, none `.` or `..`), never a path of another endpoint. Route
+/// syntax (`{param}`, `*`, `:`) would capture other paths or stop the router from starting.
+pub fn telemetry_path(s: &str) -> Result<String, String> {
+    let fix = "write a path like /metrics: / then letters, digits, -, ., _ and ~ between slashes";
+    let segments_ok = s.strip_prefix('/').is_some_and(|rest| {
+        rest.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg != "."
+                && seg != ".."
+                && seg
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '~'))
+        })
+    });
+    if s.len() > MAX_TELEMETRY_PATH || !segments_ok {
+        return Err(format!(
+            "{} is not a path the exporter can serve; {fix} (at most {MAX_TELEMETRY_PATH} characters)",
+            crate::redact::quote(s)
+        ));
+    }
+    if ["/probe", "/sd"].contains(&s) || s.starts_with("/-/") {
+        return Err(format!(
+            "{s} is taken by another endpoint (/probe, /sd, /-/...); choose another, e.g. /metrics"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
 fn max_connections(s: &str) -> Result<usize, String> {
     let n: usize = s
         .parse()
@@ -245,6 +293,62 @@ mod tests {
             ),
             (64, Duration::from_secs(2), Duration::from_secs(30))
         );
+    }
+
+    #[test]
+    fn route_syntax_and_odd_characters_in_the_telemetry_path_are_refused_with_the_fix() {
+        for good in ["/metrics", "/a/b-c.d_e~f", "/x"] {
+            assert_eq!(telemetry_path(good).as_deref(), Ok(good));
+        }
+        for bad in [
+            "",
+            "/",
+            "metrics",
+            "//",
+            "/a//b",
+            "/a/",
+            "/*x",
+            "/:x",
+            "/{x}",
+            "/a/{*rest}",
+            "/%",
+            "/a b",
+            "/é",
+            "/..",
+            "/./x",
+            "/a?b",
+            "/a#b",
+        ] {
+            let e = telemetry_path(bad).unwrap_err();
+            assert!(e.contains("write a path like /metrics"), "{bad:?}: {e}");
+        }
+        for taken in ["/probe", "/sd", "/-/healthy", "/-/x"] {
+            let e = telemetry_path(taken).unwrap_err();
+            assert!(e.contains("taken by another endpoint"), "{taken}: {e}");
+        }
+        assert!(telemetry_path(&format!("/{}", "a".repeat(300))).is_err());
+    }
+
+    #[test]
+    fn max_requests_is_bounded_so_the_scrape_semaphore_can_hold_it() {
+        let parse = |v: &str| {
+            Cli::try_parse_from([
+                "mailhost_exporter",
+                "--demo",
+                &format!("--web.max-requests={v}"),
+            ])
+            .map(|c| c.max_requests)
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(parse("0"), Ok(0));
+        assert_eq!(parse("1048576"), Ok(1_048_576));
+        for bad in ["1048577", "18446744073709551615", "-1", "many"] {
+            let e = parse(bad).unwrap_err();
+            assert!(
+                e.contains("is outside 0 to 1048576") || e.contains("is not a whole number"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

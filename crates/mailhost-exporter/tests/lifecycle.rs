@@ -323,3 +323,58 @@ async fn sigterm_during_a_refresh_exits_at_once_and_a_run_is_only_ever_shown_who
     );
     assert!(elapsed < Duration::from_secs(2), "took {elapsed:?}");
 }
+
+#[tokio::test]
+async fn a_token_file_replaced_by_a_fifo_is_refused_on_reload_and_sigterm_still_stops() {
+    let sim = spawn_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let config = dir.path().join("config.yml");
+    let text = config_text(&sim.url, "1001").replace(
+        "  timeout: 2s\n",
+        &format!("  timeout: 2s\n  token_file: {}\n", token.display()),
+    );
+    std::fs::write(&config, &text).unwrap();
+    let file_flag = format!("--config.file={}", config.display());
+    let mut exporter = Running::start(&[
+        &file_flag,
+        "--web.listen-address=127.0.0.1:0",
+        "--web.enable-lifecycle",
+    ]);
+    let base = format!(
+        "http://{}",
+        exporter
+            .logged("mailhost_exporter listening", "address")
+            .await
+    );
+    scrape_until(&base, "1001", |b| value(b, &remaining(1001)).is_some()).await;
+    // Nobody ever writes to it: opening it for reading the usual way would wait forever.
+    std::fs::remove_file(&token).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(&token)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let reload = tokio::time::timeout(PATIENCE, post_reload(&base))
+        .await
+        .expect("a reload reading a FIFO must not hang");
+    assert_eq!(reload.0, 500, "{}", reload.1);
+    assert!(
+        reload.1.contains("api.token_file") && reload.1.contains("not a regular file"),
+        "{}",
+        reload.1
+    );
+    // The old config keeps running.
+    let body = scrape(&base).await;
+    assert_eq!(
+        value(&body, "mailhost_config_last_reload_successful"),
+        Some(0.0)
+    );
+    assert!(value(&body, &remaining(1001)).is_some());
+    let (took, clean) = exporter.terminate();
+    assert!(clean, "SIGTERM stops it cleanly");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}

@@ -98,3 +98,7 @@ mod kubernetes;
 // Pacing: a rate-limited token served at the provider's pace beside a free one, Retry-After
 // pausing the token, a first probe under a limit, a fleet the limit cannot refresh every interval.
 mod pacing;
+
+// Every flag and every config field against hostile values: a clear error naming it, or a clean
+// start; never a panic.
+mod flags_and_fields;

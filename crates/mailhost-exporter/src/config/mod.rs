@@ -602,6 +602,42 @@ mod tests {
     }
 
     #[test]
+    fn a_bad_token_is_named_by_where_it_came_from_and_never_shown() {
+        let yaml = "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account:\n    accounts: [1]\n";
+        let e = Config::parse(yaml, Some("two words".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("MAILHOST_API_TOKEN: the token contains spaces"),
+            "{e}"
+        );
+        assert!(!e.contains("two words"));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "T".repeat(1500)).unwrap();
+        let with_file = yaml.replace(
+            "api.example.net\n",
+            &format!("api.example.net\n  token_file: {}\n", file.display()),
+        );
+        let e = Config::parse(&with_file, None).unwrap_err().to_string();
+        assert!(
+            e.starts_with("api.token_file: the token is longer than 1024 characters"),
+            "{e}"
+        );
+        assert!(!e.contains("TTTTTTTTTT"));
+        // A directory named as the token file: refused, saying what it is.
+        let dir_named = yaml.replace(
+            "api.example.net\n",
+            &format!("api.example.net\n  token_file: {}\n", dir.path().display()),
+        );
+        let e = Config::parse(&dir_named, None).unwrap_err().to_string();
+        assert!(
+            e.contains("api.token_file") && e.contains("not a regular file"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn no_duration_reaches_a_panic_whatever_its_size() {
         let durations = [
             "0s",

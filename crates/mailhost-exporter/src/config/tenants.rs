@@ -297,6 +297,9 @@ mod tests {
         let env = |name: &str| match name {
             "ACME" => Some("acme-token".to_owned()),
             "EMPTY" => Some("  ".to_owned()),
+            "SPACED" => Some("acme token".to_owned()),
+            "BELL" => Some("acme\u{7}token".to_owned()),
+            "HUGE" => Some("t".repeat(2000)),
             _ => None,
         };
         Config::parse_with_env(&format!("{BASE}{tenants}"), &env).map_err(|e| e.to_string())
@@ -361,6 +364,19 @@ mod tests {
                 "tenants[1].name: a is listed twice",
             ),
             ("tenants:\n  - name: a\n", "tenants[0]: has no token"),
+            // A bad token names its tenant and where it came from, never itself.
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n  - name: b\n    token_env: ACME\n  - name: c\n    token_env: SPACED\n",
+                "tenants[2].token_env: the token contains spaces or control characters",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: BELL\n",
+                "tenants[0].token_env: the token contains spaces or control characters",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: HUGE\n",
+                "tenants[0].token_env: the token is longer than 1024 characters",
+            ),
             (
                 "tenants:\n  - name: a\n    token_env: ACME\n    rate_limit: 0\n",
                 "tenants[0].rate_limit: 0 is out of range: give the requests per second the provider allows the token, from 0.01 to 10000",
@@ -413,7 +429,9 @@ mod tests {
         for (tenants, expected) in cases {
             let e = parse(tenants).unwrap_err();
             assert!(e.starts_with(expected), "{tenants}\n{e}");
-            assert!(!e.contains("acme-token"));
+            for secret in ["acme-token", "acme token", "ttttttttttttttttttttttttt"] {
+                assert!(!e.contains(secret), "{e}");
+            }
         }
     }
 

@@ -3,7 +3,6 @@
 //! hold a secret.
 
 use std::collections::HashSet;
-use std::io::Read as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,13 +16,9 @@ use super::{
     MailboxTarget, RetryPolicy, Schedule, TOKEN_ENV, View, defaults, invalid, limits,
 };
 
-/// Reads a file, or `None` when it is larger than `limit` bytes (only `limit + 1` are read).
+/// Reads a regular file without blocking, or `None` when it is larger than `limit` bytes.
 pub(super) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+    crate::files::read_bounded(path, limit)
 }
 
 /// A YAML error of a config file (this one or `--web.config.file`), as shown to the operator:
@@ -139,22 +134,37 @@ pub(super) fn token(
             t
         }
     };
+    // Where the token came from names it in a message; the token itself never appears.
+    let source = match file {
+        Some(_) => file_field.to_owned(),
+        None => env_field(file_field),
+    };
     if token.chars().any(|c| c.is_control() || c == ' ') {
         return Err(invalid(
-            "api token",
-            "contains spaces or control characters; a token is one word",
+            source,
+            "the token contains spaces or control characters; a token is one word",
         ));
     }
     if token.chars().count() > limits::TOKEN_CHARS {
         return Err(invalid(
-            "api token",
+            source,
             format!(
-                "is longer than {} characters; is it the token?",
+                "the token is longer than {} characters; is it the token?",
                 limits::TOKEN_CHARS
             ),
         ));
     }
     Ok(SecretString::from(token))
+}
+
+/// What names a token that came from the environment: the variable of the single token, or the
+/// tenant's `token_env`.
+fn env_field(file_field: &str) -> String {
+    if file_field == "api.token_file" {
+        TOKEN_ENV.to_owned()
+    } else {
+        file_field.replace("token_file", "token_env")
+    }
 }
 
 fn from_env_empty(file_field: &str) -> ConfigError {
@@ -297,6 +307,8 @@ pub(super) fn io_reason(e: &std::io::Error) -> String {
         std::io::ErrorKind::NotFound => "no such file".to_owned(),
         std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
         std::io::ErrorKind::IsADirectory => "it is a directory".to_owned(),
+        // Our own refusal of what is not a regular file: its text says why, without the path.
+        std::io::ErrorKind::InvalidInput => e.to_string(),
         kind => kind.to_string(),
     }
 }

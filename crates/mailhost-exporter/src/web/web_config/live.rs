@@ -16,14 +16,18 @@ use crate::web::auth::{self};
 
 use super::WebConfig;
 
-/// A digest of the config text and the files it names; a file that cannot be read counts as
-/// empty (the reload that follows refuses it anyway).
+/// A digest of the config text and the files it names; a file that cannot be read (or is no
+/// regular file, or too large) counts as empty: the reload that follows refuses it anyway.
 pub(super) fn fingerprint(text: &str, files: &[PathBuf]) -> u64 {
     let mut h = DefaultHasher::new();
     text.hash(&mut h);
     for file in files {
         file.hash(&mut h);
-        std::fs::read(file).unwrap_or_default().hash(&mut h);
+        crate::files::read_bounded(file, crate::files::MAX_WEB_FILE_BYTES)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .hash(&mut h);
     }
     h.finish()
 }

@@ -84,10 +84,20 @@ impl WebConfig {
     /// Reads and validates the file, and reads the certificates and keys it names (relative
     /// paths are taken from the file's folder), so that every error surfaces at start.
     pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| WebConfigError::Read {
+        let read = |source| WebConfigError::Read {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let bytes = crate::files::read_bounded(path, crate::files::MAX_WEB_FILE_BYTES)
+            .map_err(read)?
+            .ok_or_else(|| {
+                read(std::io::Error::other(format!(
+                    "it is larger than {} bytes",
+                    crate::files::MAX_WEB_FILE_BYTES
+                )))
+            })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| read(std::io::Error::other("it is not UTF-8 text")))?;
         let dir = path.parent().unwrap_or(Path::new(""));
         let mut config = Self::parse(&text, dir)?;
         config.source = Some(path.to_owned());

@@ -103,12 +103,20 @@ fn required(
 }
 
 fn read(path: &Path, field: &str, what: &str) -> Result<Vec<u8>, WebConfigError> {
-    std::fs::read(path).map_err(|e| {
+    let refused = |why: String| {
         invalid(
             format!("tls_server_config.{field}"),
-            format!("cannot read {}: {e}; point it at {what}", path.display()),
+            format!("cannot read {}: {why}; point it at {what}", path.display()),
         )
-    })
+    };
+    crate::files::read_bounded(path, crate::files::MAX_WEB_FILE_BYTES)
+        .map_err(|e| refused(e.to_string()))?
+        .ok_or_else(|| {
+            refused(format!(
+                "it is larger than {} bytes",
+                crate::files::MAX_WEB_FILE_BYTES
+            ))
+        })
 }
 
 fn certificates(

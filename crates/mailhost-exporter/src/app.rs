@@ -193,6 +193,11 @@ impl App {
                 scrape_limit: (web.max_requests > 0).then(|| {
                     Arc::new(Semaphore::new(web.max_requests.min(Semaphore::MAX_PERMITS)))
                 }),
+                probe_limit: (web.max_requests > 0).then(|| {
+                    let shared = web.max_requests - web::metrics_reserve(web.max_requests);
+                    Arc::new(Semaphore::new(shared.min(Semaphore::MAX_PERMITS)))
+                }),
+                probe_waits: Arc::new(Semaphore::new(web::probe_waits(web.max_requests))),
                 tails: Arc::default(),
                 poll_sets,
             },

@@ -5,6 +5,13 @@
 //! poll set, and drops a target once it has not been probed or seen for `probe.idle_intervals`
 //! intervals, or at once when the provider answers 404 for it. A probe never fetches: however
 //! many Prometheus servers probe an account, it costs one upstream call per interval.
+//!
+//! A probe can name any id, so what strangers and typos can cost is bounded whatever the
+//! provider answers: at most `probe.new_per_interval` new accounts per interval and
+//! `probe.first_fetches` first fetches in flight; an id the provider refused (404, 403) is
+//! answered from a short cache with no call; an account that never succeeded leaves after its
+//! idle time however often it is probed, and `/sd` lists only accounts configured, discovered,
+//! or probed and fetched successfully at least once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -15,6 +22,10 @@ use tokio::sync::watch;
 use crate::collector::{CollectorName, CollectorSpec, Target};
 use crate::config::{Config, DiscoveryConfig, ProbeConfig, View};
 use crate::tenant::TenantName;
+use crate::upstream::error::FailureReason;
+
+/// Ids the provider refused that are remembered per tenant at most (the newest).
+pub const MAX_REFUSED: usize = 10_000;
 
 /// Every tenant's poll set; a reload keeps those of the tenants it keeps.
 #[derive(Default)]
@@ -35,6 +46,26 @@ pub enum Registration {
     NotAllowed,
     /// The tenant has `probe.max_targets` registered targets already.
     Full,
+    /// The provider refused this id (404 or 403) within the last interval: not polled.
+    Refused(FailureReason),
+    /// The tenant registered `probe.new_per_interval` new accounts this interval already; the
+    /// next interval starts in this long.
+    TooManyNew(Duration),
+    /// The tenant has `probe.first_fetches` first fetches in flight already.
+    TooManyFirstFetches,
+}
+
+/// A probed account.
+#[derive(Clone, Copy, Debug)]
+struct Probed {
+    /// When it was registered: an account that never succeeded leaves this long after it.
+    since: Instant,
+    /// When it was last probed: a confirmed account leaves this long after it.
+    seen: Instant,
+    /// Its first fetch has ended.
+    attempted: bool,
+    /// A fetch of it has succeeded.
+    confirmed: bool,
 }
 
 /// Where a target comes from, as `/sd` says.
@@ -78,12 +109,23 @@ struct Inner {
     domains_idle: Duration,
     /// Whether an account collector is enabled at all; if not, nothing can be probed.
     takes_accounts: bool,
+    /// The longest interval of the account collectors: the window of `new_per_interval` and
+    /// how long a refusal is remembered.
+    account_interval: Duration,
     /// This process's configured account targets (of any account collector).
     configured: BTreeSet<i32>,
+    /// Each account collector's configured accounts: a probe waits only for the collectors
+    /// that poll its account.
+    configured_in: BTreeMap<CollectorName, BTreeSet<i32>>,
     /// This process's configured dashboard domain views.
     configured_domains: BTreeSet<String>,
-    probed: Seen<i32>,
+    probed: HashMap<i32, Probed>,
     discovered: Seen<i32>,
+    /// Ids the provider refused, when and why: probes of them are answered from here, with no
+    /// call, for an interval. At most [`MAX_REFUSED`].
+    refused: HashMap<i32, (Instant, FailureReason)>,
+    /// New registrations in the current window: when it started, and how many.
+    window: (Instant, usize),
     domains: Seen<String>,
     /// Accounts the provider answered 404 for, and when: a top list that still names one does
     /// not bring it back until it has been gone for the discovery idle time.
@@ -120,6 +162,14 @@ impl PollSets {
                 .iter()
                 .flat_map(|s| s.targets.iter().filter_map(Target::account_id))
                 .collect();
+            let configured_in = own
+                .iter()
+                .filter(|s| s.name.polls_accounts())
+                .map(|s| {
+                    let ids = s.targets.iter().filter_map(Target::account_id).collect();
+                    (s.name, ids)
+                })
+                .collect();
             let configured_domains = own
                 .iter()
                 .flat_map(|s| s.targets.iter())
@@ -140,7 +190,9 @@ impl PollSets {
                 inner.accounts_idle = idle(interval_of(CollectorName::TracemailDashboard));
                 inner.domains_idle = idle(interval_of(CollectorName::TracemailDaily));
                 inner.takes_accounts = account_interval.is_some();
+                inner.account_interval = account_interval.unwrap_or_default();
                 inner.configured = configured;
+                inner.configured_in = configured_in;
                 inner.configured_domains = configured_domains;
                 inner.trim();
             }
@@ -175,7 +227,12 @@ impl Inner {
         let probe = &self.probe;
         self.probed
             .retain(|id, _| probe.allow.as_ref().is_none_or(|a| a.contains(id)));
-        keep_newest(&mut self.probed, probe.max_targets);
+        if self.probed.len() > probe.max_targets {
+            let mut by_age: Vec<(i32, Probed)> = self.probed.drain().collect();
+            by_age.sort_by_key(|(_, p)| std::cmp::Reverse(p.seen));
+            by_age.truncate(probe.max_targets);
+            self.probed = by_age.into_iter().collect();
+        }
         let d = &self.discovery;
         if !d.accounts {
             self.discovered.clear();
@@ -240,10 +297,14 @@ impl PollSet {
                 accounts_idle: Duration::ZERO,
                 domains_idle: Duration::ZERO,
                 takes_accounts: false,
+                account_interval: Duration::ZERO,
                 configured: BTreeSet::new(),
+                configured_in: BTreeMap::new(),
                 configured_domains: BTreeSet::new(),
                 probed: HashMap::new(),
                 discovered: HashMap::new(),
+                refused: HashMap::new(),
+                window: (Instant::now(), 0),
                 domains: HashMap::new(),
                 gone: HashMap::new(),
             }),
@@ -274,24 +335,124 @@ impl PollSet {
             if inner.configured.contains(&id) {
                 return Registration::Configured;
             }
-            if let Some(at) = inner.probed.get_mut(&id) {
-                *at = now;
+            if let Some(p) = inner.probed.get_mut(&id) {
+                p.seen = now;
                 return Registration::Known;
             }
             if inner.probe.allow.as_ref().is_some_and(|a| !a.contains(&id)) {
                 return Registration::NotAllowed;
             }
-            if inner.probed.len() >= inner.probe.max_targets {
-                Registration::Full
-            } else {
-                inner.probed.insert(id, now);
-                Registration::Added
+            let ttl = inner.account_interval;
+            if let Some((at, reason)) = inner.refused.get(&id).copied() {
+                if now.saturating_duration_since(at) < ttl {
+                    return Registration::Refused(reason);
+                }
+                inner.refused.remove(&id);
             }
+            if inner.probed.len() >= inner.probe.max_targets {
+                return Registration::Full;
+            }
+            let (start, count) = inner.window;
+            let elapsed = now.saturating_duration_since(start);
+            if elapsed >= ttl {
+                inner.window = (now, 0);
+            } else if count >= inner.probe.new_per_interval {
+                return Registration::TooManyNew(ttl - elapsed);
+            }
+            let in_flight = inner.probed.values().filter(|p| !p.attempted).count();
+            if in_flight >= inner.probe.first_fetches {
+                return Registration::TooManyFirstFetches;
+            }
+            inner.window.1 += 1;
+            inner.probed.insert(
+                id,
+                Probed {
+                    since: now,
+                    seen: now,
+                    attempted: false,
+                    confirmed: false,
+                },
+            );
+            Registration::Added
         };
         if outcome == Registration::Added {
             self.notify();
         }
         outcome
+    }
+
+    /// Why the provider refused `id` (404 or 403), if it did within the last interval.
+    pub fn refusal(&self, id: i32, now: Instant) -> Option<FailureReason> {
+        let inner = self.lock();
+        inner
+            .refused
+            .get(&id)
+            .filter(|(at, _)| now.saturating_duration_since(*at) < inner.account_interval)
+            .map(|(_, reason)| *reason)
+    }
+
+    /// The account collectors that poll account `id`: those that list it, or all of them for
+    /// an account probed or discovered. A probe waits for these and no other.
+    pub fn polled_by(&self, id: i32) -> Vec<CollectorName> {
+        let inner = self.lock();
+        let everywhere = inner.probed.contains_key(&id) || inner.discovered.contains_key(&id);
+        inner
+            .configured_in
+            .iter()
+            .filter(|(_, ids)| everywhere || ids.contains(&id))
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    /// What a run learned of the accounts it fetched: `ok` succeeded (a probed one is
+    /// confirmed: `/sd` lists it from now on), `failed` failed for another reason (its first
+    /// fetch has ended), `refused` were refused by the provider (404, 403): they leave, and
+    /// probes of them are answered from a cache for an interval.
+    pub fn record(
+        &self,
+        ok: &[i32],
+        failed: &[i32],
+        refused: &[(i32, FailureReason)],
+        now: Instant,
+    ) {
+        let mut inner = self.lock();
+        for id in ok {
+            if let Some(p) = inner.probed.get_mut(id) {
+                p.attempted = true;
+                p.confirmed = true;
+            }
+        }
+        for id in failed {
+            if let Some(p) = inner.probed.get_mut(id) {
+                p.attempted = true;
+            }
+        }
+        for &(id, reason) in refused {
+            if inner.probed.remove(&id).is_some() {
+                if inner.refused.len() >= MAX_REFUSED {
+                    let oldest = inner
+                        .refused
+                        .iter()
+                        .min_by_key(|(_, (at, _))| *at)
+                        .map(|(k, _)| *k);
+                    if let Some(oldest) = oldest {
+                        inner.refused.remove(&oldest);
+                    }
+                }
+                inner.refused.insert(id, (now, reason));
+            }
+            if reason == FailureReason::NotFound
+                && inner.discovered.remove(&id).is_some()
+                && inner.gone.len() < inner.discovery.max_accounts
+            {
+                inner.gone.insert(id, now);
+            }
+        }
+        // Refusals older than an interval are of no use any more.
+        let ttl = inner.account_interval;
+        inner
+            .refused
+            .retain(|_, (at, _)| now.saturating_duration_since(*at) < ttl);
     }
 
     /// Accounts the dashboard's top lists named: each passing the allow and deny lists is
@@ -382,8 +543,9 @@ impl PollSet {
         }
     }
 
-    /// The live accounts, probed and discovered, in id order.
-    fn live_accounts(&self, now: Instant) -> Vec<(i32, Source)> {
+    /// The live accounts, probed and discovered, in id order, each with whether it has been
+    /// fetched successfully (a discovered one counts as such: the provider named it).
+    fn live_accounts(&self, now: Instant) -> Vec<(i32, Source, bool)> {
         let mut inner = self.lock();
         let Inner {
             probed,
@@ -392,16 +554,28 @@ impl PollSet {
             accounts_idle,
             ..
         } = &mut *inner;
-        let probed = live(probed, *probe_idle, now);
+        // A confirmed account lives while it is probed; one that never succeeded leaves its
+        // idle time after it came, however often it is probed.
+        probed.retain(|_, p| {
+            let from = if p.confirmed { p.seen } else { p.since };
+            now.saturating_duration_since(from) <= *probe_idle
+        });
+        let mut probed: Vec<(i32, bool)> =
+            probed.iter().map(|(id, p)| (*id, p.confirmed)).collect();
+        probed.sort_unstable();
         let discovered = live(discovered, *accounts_idle, now);
-        let mut all: Vec<(i32, Source)> = probed
+        let mut all: Vec<(i32, Source, bool)> = probed
             .into_iter()
-            .map(|id| (id, Source::Probe))
-            .chain(discovered.into_iter().map(|id| (id, Source::Discovered)))
+            .map(|(id, confirmed)| (id, Source::Probe, confirmed))
+            .chain(
+                discovered
+                    .into_iter()
+                    .map(|id| (id, Source::Discovered, true)),
+            )
             .collect();
         // Probed before discovered for an account that is both: one entry each.
-        all.sort_unstable();
-        all.dedup_by_key(|(id, _)| *id);
+        all.sort_unstable_by_key(|(id, source, _)| (*id, *source));
+        all.dedup_by_key(|(id, ..)| *id);
         all
     }
 
@@ -420,7 +594,7 @@ impl PollSet {
             name if name.polls_accounts() => self
                 .live_accounts(now)
                 .into_iter()
-                .filter_map(|(id, _)| Target::of_account(name, id))
+                .filter_map(|(id, ..)| Target::of_account(name, id))
                 .collect(),
             _ => Vec::new(),
         }
@@ -432,7 +606,9 @@ impl PollSet {
     }
 
     /// Every account this process knows for the tenant, with where it comes from: configured
-    /// ones, then live probed or discovered ones, each in id order.
+    /// ones, then live discovered ones and probed ones fetched successfully at least once, each
+    /// in id order. A probed id that never succeeded is not listed: `/sd` must not turn a
+    /// stranger's typo into a target that some scraper keeps probing.
     pub fn known(&self, now: Instant) -> Vec<(i32, Source)> {
         let extra = self.live_accounts(now);
         let inner = self.lock();
@@ -440,8 +616,19 @@ impl PollSet {
             .configured
             .iter()
             .map(|id| (*id, Source::Configured))
-            .chain(extra)
+            .chain(
+                extra
+                    .into_iter()
+                    .filter(|(_, _, confirmed)| *confirmed)
+                    .map(|(id, source, _)| (id, source)),
+            )
             .collect()
+    }
+
+    /// Whether the remembered refusals are within their bound.
+    #[cfg(test)]
+    fn record_size_is_bounded(&self) -> bool {
+        self.lock().refused.len() <= MAX_REFUSED
     }
 
     /// Wakes when a target is added.
@@ -491,7 +678,10 @@ mod tests {
             accounts(t0),
             [Target::DeliveryAccount(5), Target::DeliveryAccount(6)]
         );
-        // Idle is 2 x the longest account interval (20s): 6 probed again at 30s stays.
+        // 6 was fetched successfully: from now on it lives while it is probed. Idle is 2 x the
+        // longest account interval (20s): 6 probed again at 30s stays, 5 (never confirmed)
+        // leaves 40s after it came.
+        a.record(&[6], &[5], &[], t0);
         let t30 = t0 + Duration::from_secs(30);
         assert_eq!(a.register(6, t30), Registration::Known);
         assert_eq!(
@@ -544,6 +734,7 @@ mod tests {
         // 1 is configured, 4 denied, -3 is no id; 5, 6 and 7 fill the cap of 3, 8 waits.
         a.discover_accounts([1, 4, -3, 5, 6, 7, 8], t0);
         a.register(6, t0);
+        a.record(&[6], &[], &[], t0);
         assert_eq!(
             a.known(t0),
             [
@@ -555,7 +746,7 @@ mod tests {
             ]
         );
         // The provider says 5 is gone: a top list naming it again does not bring it back.
-        a.forget(&Target::DeliveryAccount(5), t0);
+        a.record(&[], &[], &[(5, FailureReason::NotFound)], t0);
         a.discover_accounts([5, 8], t0);
         assert_eq!(
             a.targets(CollectorName::DeliveryAccount, t0),
@@ -586,6 +777,86 @@ mod tests {
                 Target::DashboardView(View::Domain("x.example".into()))
             ]
         );
+    }
+
+    #[test]
+    fn strangers_cost_a_bounded_number_of_new_accounts_and_refused_ids_are_answered_from_a_cache() {
+        let (config, specs) =
+            config("probe:\n  max_targets: 20\n  new_per_interval: 5\n  first_fetches: 3\n");
+        let sets = PollSets::default();
+        sets.reconfigure(&config, &specs);
+        let a = tenant_a(&sets);
+        let t0 = Instant::now();
+        // Three first fetches in flight at most.
+        for id in 100..103 {
+            assert_eq!(a.register(id, t0), Registration::Added);
+        }
+        assert_eq!(a.register(103, t0), Registration::TooManyFirstFetches);
+        // Their fetches end: 100 is unknown to the provider, 101 forbidden, 102 answers.
+        a.record(
+            &[102],
+            &[],
+            &[
+                (100, FailureReason::NotFound),
+                (101, FailureReason::Forbidden),
+            ],
+            t0,
+        );
+        assert_eq!(a.refusal(100, t0), Some(FailureReason::NotFound));
+        assert_eq!(
+            a.register(101, t0),
+            Registration::Refused(FailureReason::Forbidden)
+        );
+        // The budget counts registrations, whatever their fetch said: 2 more this interval.
+        assert_eq!(a.register(103, t0), Registration::Added);
+        assert_eq!(a.register(104, t0), Registration::Added);
+        assert!(matches!(a.register(105, t0), Registration::TooManyNew(_)));
+        // /sd lists only the account that answered.
+        let probed: Vec<_> = a
+            .known(t0)
+            .into_iter()
+            .filter(|(_, s)| *s == Source::Probe)
+            .collect();
+        assert_eq!(probed, [(102, Source::Probe)]);
+        // The next interval (20s, the longest account interval): a new budget, and the
+        // refusals are forgotten, so a refused id may be tried again once.
+        let t20 = t0 + Duration::from_secs(20);
+        a.record(&[], &[103, 104], &[], t20);
+        assert_eq!(a.refusal(100, t20), None);
+        assert_eq!(a.register(100, t20), Registration::Added);
+        // An account that never answers leaves its idle time (3 x 20s) after it came, however
+        // often it is probed; one that answered stays while it is probed.
+        for t in [30, 50, 61] {
+            let at = t0 + Duration::from_secs(t);
+            a.register(103, at);
+            a.register(102, at);
+        }
+        let ids: Vec<i32> = a
+            .targets(CollectorName::DeliveryAccount, t0 + Duration::from_secs(61))
+            .iter()
+            .filter_map(Target::account_id)
+            .collect();
+        assert!(ids.contains(&102) && !ids.contains(&103), "{ids:?}");
+        assert!(a.record_size_is_bounded());
+    }
+
+    #[test]
+    fn a_probe_waits_only_for_the_collectors_that_poll_its_account() {
+        let (config, specs) = config("");
+        let sets = PollSets::default();
+        sets.reconfigure(&config, &specs);
+        let a = tenant_a(&sets);
+        // 1 is configured in delivery_account only; a probed account is polled by both.
+        assert_eq!(a.polled_by(1), [CollectorName::DeliveryAccount]);
+        assert_eq!(a.register(7, Instant::now()), Registration::Added);
+        assert_eq!(
+            a.polled_by(7),
+            [
+                CollectorName::DeliveryAccount,
+                CollectorName::TracemailDaily
+            ]
+        );
+        assert!(a.polled_by(99).is_empty());
     }
 
     #[test]

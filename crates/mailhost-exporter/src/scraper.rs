@@ -55,17 +55,37 @@ impl Work {
         targets
     }
 
-    /// Feeds a run's results to the poll set: the accounts of the dashboard's top lists and the
-    /// domains of the daily statistics are discovered (when the tenant asks for it), and a
-    /// target the provider answered 404 for leaves.
+    /// Feeds a run's results to the poll set: what each account's fetch said (a probed
+    /// account is confirmed by a success; one the provider refused, 404 or 403, leaves and is
+    /// remembered), the accounts of the dashboard's top lists and the domains of the daily
+    /// statistics (discovered when the tenant asks for it); a view answered 404 leaves.
     fn learn(&self, results: &[(Target, Result<TargetData, UpstreamError>)]) {
         let Some(set) = &self.poll_set else {
             return;
         };
         let now = Instant::now();
+        let (mut ok, mut failed, mut refused) = (Vec::new(), Vec::new(), Vec::new());
         for (target, result) in results {
+            if let Some(id) = target.account_id() {
+                match result {
+                    Ok(_) => ok.push(id),
+                    Err(e)
+                        if matches!(
+                            e.reason,
+                            FailureReason::NotFound | FailureReason::Forbidden
+                        ) =>
+                    {
+                        refused.push((id, e.reason));
+                    }
+                    // Not tried: its first fetch has not ended.
+                    Err(e) if e.deferred => {}
+                    Err(_) => failed.push(id),
+                }
+            }
             match result {
-                Err(e) if e.reason == FailureReason::NotFound => set.forget(target, now),
+                Err(e) if e.reason == FailureReason::NotFound && target.account_id().is_none() => {
+                    set.forget(target, now)
+                }
                 Ok(TargetData::Dashboard(d)) => set.discover_accounts(
                     d.dashboard
                         .top_accounts
@@ -79,6 +99,7 @@ impl Work {
                 _ => {}
             }
         }
+        set.record(&ok, &failed, &refused, now);
     }
 
     /// The spec with the targets polled now, as the snapshot is to keep them.
@@ -327,6 +348,7 @@ async fn run_collector(
     // of it.
     let mut backlog: Vec<Target> = Vec::new();
     let mut catch_up_at: Option<tokio::time::Instant> = None;
+    let mut warnings = Warnings::default();
     loop {
         let (p, mut targets, urgent) = tokio::select! {
             biased;
@@ -447,17 +469,7 @@ async fn run_collector(
         }
         turns.learn(&results, Instant::now());
         p.learn(&results);
-        for failure in summarize_failures(&results) {
-            tracing::warn!(
-                tenant = p.spec.tenant.as_str(),
-                collector = p.spec.name.as_str(),
-                reason = failure.reason.as_str(),
-                failed = failure.count,
-                targets = %failure.examples,
-                detail = %failure.detail,
-                "targets failed"
-            );
-        }
+        warnings.say(&p.spec, summarize_failures(&results), Instant::now());
         // A catch-up that got nothing done waits a little before the next, whatever the pacer
         // says: the provider may keep extending its pause.
         let progressed = deferred.len() < results.len();
@@ -574,6 +586,50 @@ async fn collect_one(
             tracing::error!(collector = spec.name.as_str(), error = %e, "collector task panicked")
         }
         None => {}
+    }
+}
+
+/// The warn lines of a collector: one per failure reason per interval, however many runs it
+/// makes (first fetches of probed accounts, catch-ups, reloads), so that strangers probing
+/// made-up ids cannot fill the log; the failures of the runs not logged are counted into the
+/// next line of their reason.
+#[derive(Default)]
+struct Warnings {
+    /// Per reason: when its last line was written, and failures since that were not.
+    last: HashMap<FailureReason, (Instant, usize)>,
+}
+
+impl Warnings {
+    fn say(&mut self, spec: &CollectorSpec, failures: Vec<Failures>, now: Instant) {
+        for failure in failures {
+            let entry = self.last.entry(failure.reason);
+            let held_back = match entry {
+                std::collections::hash_map::Entry::Occupied(mut e) => {
+                    let (at, held) = e.get_mut();
+                    if now.saturating_duration_since(*at) < spec.schedule.interval {
+                        *held += failure.count;
+                        continue;
+                    }
+                    let held_back = *held;
+                    *e.get_mut() = (now, 0);
+                    held_back
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert((now, 0));
+                    0
+                }
+            };
+            tracing::warn!(
+                tenant = spec.tenant.as_str(),
+                collector = spec.name.as_str(),
+                reason = failure.reason.as_str(),
+                failed = failure.count,
+                targets = %failure.examples,
+                detail = %failure.detail,
+                also_failed_since_the_last_line = held_back,
+                "targets failed"
+            );
+        }
     }
 }
 
@@ -731,6 +787,36 @@ async fn run_targets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_collector_logs_one_line_per_reason_per_interval_however_many_runs_it_makes() {
+        let spec = CollectorSpec::delivery_accounts(vec![1], Duration::from_secs(10));
+        let failures = |n| {
+            vec![Failures {
+                reason: FailureReason::NotFound,
+                count: n,
+                examples: "1".to_owned(),
+                detail: "HTTP 404".to_owned(),
+            }]
+        };
+        let mut w = Warnings::default();
+        let t0 = Instant::now();
+        w.say(&spec, failures(1), t0);
+        for i in 1..100 {
+            w.say(&spec, failures(2), t0 + Duration::from_millis(50 * i));
+        }
+        assert_eq!(
+            w.last[&FailureReason::NotFound],
+            (t0, 198),
+            "held back, counted"
+        );
+        w.say(&spec, failures(1), t0 + Duration::from_secs(10));
+        assert_eq!(
+            w.last[&FailureReason::NotFound],
+            (t0 + Duration::from_secs(10), 0),
+            "one line an interval later, with what was held back"
+        );
+    }
 
     #[test]
     fn a_run_logs_one_line_per_failure_reason_naming_a_few_targets() {

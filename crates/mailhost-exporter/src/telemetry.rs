@@ -167,7 +167,7 @@ impl Telemetry {
         self.changed();
     }
 
-    /// A probe refused: `reason` is `not_allowed` (the tenant's allow-list) or `max_targets`.
+    /// A probe refused, for one of [`crate::metrics::self_metrics::PROBE_REFUSALS`].
     pub fn observe_probe_refused(&self, tenant: &TenantName, reason: &'static str) {
         self.metrics.probe_refused(tenant, reason);
         self.changed();

@@ -246,3 +246,166 @@ async fn a_first_probe_during_a_long_run_is_fetched_beside_it_within_the_scrape_
         body.contains("mailhost_delivery_remaining_messages{tenant=\"alpha\",account_id=\"2\"}")
     );
 }
+
+/// A tenant whose token sees accounts 1 to 5; the provider knows no other id. Account 1 is
+/// configured in `delivery_account` only.
+fn stranger_config(base_url: &str) -> Config {
+    let yaml = format!(
+        "api:\n  base_url: {base_url}\n  timeout: 2s\ncollectors:\n  delivery_account:\n    interval: 2s\n    max_age: 30s\n  tracemail_daily:\n    interval: 2s\n    max_age: 30s\nprobe:\n  new_per_interval: 10\n  first_fetches: 4\ntenants:\n  - name: alpha\n    token_env: ALPHA\n    collectors:\n      delivery_account:\n        accounts: [1]\n"
+    );
+    Config::parse_with_env(&yaml, &|_| Some("alpha-token".to_owned())).unwrap()
+}
+
+/// A probe with a long scrape timeout, and how long its answer took.
+async fn probe_timed(exporter: &Exporter, query: &str) -> (u16, String, Duration) {
+    let started = std::time::Instant::now();
+    let response = reqwest::Client::new()
+        .get(exporter.url(&format!("/probe?{query}")))
+        .header("X-Prometheus-Scrape-Timeout-Seconds", "20")
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap();
+    (status, body, started.elapsed())
+}
+
+#[tokio::test]
+async fn made_up_ids_cost_a_bounded_number_of_calls_and_a_refused_first_fetch_is_answered_at_once()
+{
+    let sim = spawn_sim_with(sim_config()).await;
+    let exporter = spawn_exporter(stranger_config(&sim.url)).await;
+    // An id the tenant's token may not see (the simulator answers 403 for any id outside a
+    // token's scope, known or not): answered as soon as its first fetch ends, not after the
+    // 20 s the scrape timeout would allow.
+    let (status, body, took) = probe_timed(&exporter, "tenant=alpha&target=900").await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("HTTP 403"), "{body}");
+    assert!(took < Duration::from_secs(10), "answered after {took:?}");
+    // Asked again: answered from the refusal, with no call.
+    let calls = hits(&sim.sim, 900);
+    assert_eq!(probe(&exporter, "tenant=alpha&target=900").await.0, 403);
+    assert_eq!(hits(&sim.sim, 900), calls);
+    // A stranger probing 300 made-up ids: at most 10 new accounts per 2 s interval reach the
+    // provider, whatever it answers; the others are refused at once and counted.
+    let started = std::time::Instant::now();
+    let mut statuses = std::collections::BTreeMap::new();
+    for id in 1000..1300 {
+        let (status, _, _) = probe_timed(&exporter, &format!("tenant=alpha&target={id}")).await;
+        *statuses.entry(status).or_insert(0) += 1;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let made_up_calls: u64 = (1000..1300).map(|id| hits(&sim.sim, id)).sum();
+    let most = ((elapsed / 2.0).ceil() as u64 + 1) * 10;
+    assert!(
+        made_up_calls <= most,
+        "{made_up_calls} calls for made-up ids in {elapsed:.1}s; at most {most}"
+    );
+    assert!(
+        statuses.get(&429).is_some_and(|n| *n > 0),
+        "the budget refused some: {statuses:?}"
+    );
+    let body = exporter.scrape().await;
+    for reason in ["new_accounts", "provider_refused"] {
+        let series =
+            format!("mailhost_probe_refused_total{{tenant=\"alpha\",reason=\"{reason}\"}}");
+        assert!(value(&body, &series).is_some_and(|n| n > 0.0), "{series}");
+    }
+    // None of them is listed by /sd: a typo never becomes a target a scraper keeps alive.
+    let groups: Vec<serde_json::Value> = exporter.get("/sd").await.json().await.unwrap();
+    let listed: Vec<String> = groups
+        .iter()
+        .map(|g| g["labels"]["__param_target"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, ["1"], "{listed:?}");
+}
+
+#[tokio::test]
+async fn a_probe_of_an_account_configured_in_one_collector_never_waits_for_the_other() {
+    let sim = spawn_sim_with(sim_config()).await;
+    let exporter = spawn_exporter(stranger_config(&sim.url)).await;
+    exporter
+        .scrape_until("account 1 polled", |b| {
+            value(
+                b,
+                "mailhost_delivery_remaining_messages{tenant=\"alpha\",account_id=\"1\"}",
+            )
+            .is_some()
+        })
+        .await;
+    // tracemail_daily never fetches account 1: every probe is answered at once, from
+    // delivery_account alone.
+    for _ in 0..3 {
+        let (status, body, took) = probe_timed(&exporter, "tenant=alpha&target=1").await;
+        assert_eq!(status, 200, "{body}");
+        assert!(took < Duration::from_secs(10), "answered after {took:?}");
+        assert!(
+            body.contains(
+                "mailhost_delivery_remaining_messages{tenant=\"alpha\",account_id=\"1\"}"
+            )
+        );
+        assert!(!body.contains("collector=\"tracemail_daily\""), "{body}");
+    }
+    // A probed account is polled by both, and answered once both have fetched it.
+    let (status, body, _) = probe_timed(&exporter, "tenant=alpha&target=2").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("collector=\"tracemail_daily\""), "{body}");
+}
+
+#[tokio::test]
+async fn strangers_waiting_on_first_fetches_never_crowd_out_metrics() {
+    let sim = spawn_sim_with(sim_config()).await;
+    // Every account of the stranger's waves answers after 5 s: each probe waits on its fetch.
+    sim.sim.add_fault(
+        mailhost_sim::Route::DeliveryAccountGet,
+        mailhost_sim::FaultSpec {
+            latency: Some(Duration::from_secs(5)),
+            only_ids: Some(vec!["2".into(), "3".into(), "4".into(), "5".into()]),
+            ..mailhost_sim::FaultSpec::default()
+        },
+    );
+    let exporter = spawn_exporter(stranger_config(&sim.url)).await;
+    exporter
+        .scrape_until("the first run", |b| b.contains("account_id=\"1\""))
+        .await;
+    // Three waves of 20 probes each (the default --web.max-requests is 40), unauthenticated,
+    // of accounts whose first fetch takes 5 s, while /metrics is scraped.
+    let client = reqwest::Client::new();
+    let mut waves = Vec::new();
+    for wave in 0..3 {
+        for i in 0..20 {
+            let url = exporter.url(&format!(
+                "/probe?tenant=alpha&target={}",
+                2 + (wave * 20 + i) % 4
+            ));
+            let client = client.clone();
+            waves.push(tokio::spawn(async move {
+                client
+                    .get(url)
+                    .header("X-Prometheus-Scrape-Timeout-Seconds", "10")
+                    .send()
+                    .await
+                    .map(|r| r.status().as_u16())
+                    .unwrap_or(0)
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..20 {
+        let r = exporter.get("/metrics").await;
+        assert_eq!(r.status(), 200, "a scrape of /metrics was crowded out");
+        assert_eq!(exporter.get("/-/healthy").await.status(), 200);
+        assert_eq!(exporter.get("/-/ready").await.status(), 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut statuses = std::collections::BTreeMap::new();
+    for w in waves {
+        *statuses.entry(w.await.unwrap()).or_insert(0) += 1;
+    }
+    // Some waited and got their account; the rest were told at once to come back.
+    assert!(statuses.get(&200).is_some_and(|n| *n > 0), "{statuses:?}");
+    assert!(
+        statuses.keys().all(|s| [200, 503].contains(s)),
+        "{statuses:?}"
+    );
+}

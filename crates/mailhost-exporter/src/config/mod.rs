@@ -49,6 +49,11 @@ pub mod defaults {
     pub const PROBE_IDLE_INTERVALS: u32 = 3;
     /// Probe-registered targets per tenant at most.
     pub const PROBE_MAX_TARGETS: usize = 10_000;
+    /// Accounts `/probe` may register per tenant within one interval of its account collectors,
+    /// whatever the provider then answers for them.
+    pub const PROBE_NEW_PER_INTERVAL: usize = 100;
+    /// Accounts `/probe` registered whose first fetch has not ended yet, per tenant, at most.
+    pub const PROBE_FIRST_FETCHES: usize = 16;
     /// Discovered accounts per tenant at most.
     pub const DISCOVERY_MAX_ACCOUNTS: usize = 1000;
     /// Discovered sending domains (dashboard views) per tenant at most.
@@ -82,6 +87,8 @@ pub mod limits {
     pub const MAX_FLOW_DEPTH: usize = 64;
     /// `probe.idle_intervals` at most.
     pub const MAX_IDLE_INTERVALS: u32 = 1000;
+    /// `probe.first_fetches` at most.
+    pub const MAX_FIRST_FETCHES: usize = 10_000;
     /// `rate_limit` at least: one call every 100 seconds.
     pub const MIN_RATE_LIMIT: f64 = 0.01;
     /// `rate_limit` at most, requests per second.
@@ -176,6 +183,11 @@ impl Default for DiscoveryConfig {
 pub struct ProbeConfig {
     /// Probe-registered targets at most (0: `/probe` registers none).
     pub max_targets: usize,
+    /// New accounts registered per interval of the account collectors at most, counted when
+    /// registered, whatever their fetch then says.
+    pub new_per_interval: usize,
+    /// Registered accounts whose first fetch has not ended yet, at most.
+    pub first_fetches: usize,
     /// When set, only these accounts may be probed.
     pub allow: Option<std::collections::BTreeSet<i32>>,
 }
@@ -184,6 +196,8 @@ impl Default for ProbeConfig {
     fn default() -> Self {
         ProbeConfig {
             max_targets: defaults::PROBE_MAX_TARGETS,
+            new_per_interval: defaults::PROBE_NEW_PER_INTERVAL,
+            first_fetches: defaults::PROBE_FIRST_FETCHES,
             allow: None,
         }
     }

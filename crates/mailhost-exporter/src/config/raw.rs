@@ -100,6 +100,10 @@ pub(super) struct RawProbe {
     #[serde(default)]
     pub(super) max_targets: Option<usize>,
     #[serde(default)]
+    pub(super) new_per_interval: Option<usize>,
+    #[serde(default)]
+    pub(super) first_fetches: Option<usize>,
+    #[serde(default)]
     pub(super) allow: Option<Vec<i64>>,
 }
 
@@ -126,6 +130,10 @@ pub(super) struct RawDiscovery {
 pub(super) struct RawTenantProbe {
     #[serde(default)]
     pub(super) max_targets: Option<usize>,
+    #[serde(default)]
+    pub(super) new_per_interval: Option<usize>,
+    #[serde(default)]
+    pub(super) first_fetches: Option<usize>,
     #[serde(default)]
     pub(super) allow: Option<Vec<i64>>,
 }

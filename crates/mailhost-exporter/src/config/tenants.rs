@@ -36,6 +36,8 @@ pub(super) fn probe(raw: Option<RawProbe>) -> Result<(u32, ProbeConfig), ConfigE
         "probe",
         RawTenantProbe {
             max_targets: raw.max_targets,
+            new_per_interval: raw.new_per_interval,
+            first_fetches: raw.first_fetches,
             allow: raw.allow,
         },
         &ProbeConfig::default(),
@@ -58,6 +60,26 @@ fn tenant_probe(
             ),
         ));
     }
+    let new_per_interval = raw.new_per_interval.unwrap_or(defaults.new_per_interval);
+    if new_per_interval > limits::MAX_TARGETS {
+        return Err(invalid(
+            format!("{field}.new_per_interval"),
+            format!(
+                "{new_per_interval} is out of range: use 0 (no probe registers a new account) to {}, e.g. 100",
+                limits::MAX_TARGETS
+            ),
+        ));
+    }
+    let first_fetches = raw.first_fetches.unwrap_or(defaults.first_fetches);
+    if !(1..=limits::MAX_FIRST_FETCHES).contains(&first_fetches) {
+        return Err(invalid(
+            format!("{field}.first_fetches"),
+            format!(
+                "{first_fetches} is out of range: use 1 to {}, e.g. 16",
+                limits::MAX_FIRST_FETCHES
+            ),
+        ));
+    }
     let allow = match raw.allow {
         Some(ids) => Some(
             account_list(&format!("{field}.allow"), &ids, false)?
@@ -66,7 +88,12 @@ fn tenant_probe(
         ),
         None => defaults.allow.clone(),
     };
-    Ok(ProbeConfig { max_targets, allow })
+    Ok(ProbeConfig {
+        max_targets,
+        new_per_interval,
+        first_fetches,
+        allow,
+    })
 }
 
 /// A `discovery:` block over `defaults`; `field` names it in messages.

@@ -37,7 +37,13 @@ fn duration_histogram() -> Histogram {
 }
 
 /// Why `/probe` refuses an account: the `reason` of `mailhost_probe_refused_total`.
-pub const PROBE_REFUSALS: [&str; 2] = ["not_allowed", "max_targets"];
+pub const PROBE_REFUSALS: [&str; 5] = [
+    "not_allowed",
+    "max_targets",
+    "new_accounts",
+    "first_fetches",
+    "provider_refused",
+];
 
 /// What a tenant's pacer shows.
 #[derive(Debug, Default, Clone, Copy)]
@@ -227,7 +233,7 @@ impl SelfMetrics {
         );
         registry.register(
             "mailhost_probe_refused",
-            "Probes refused because the account is not in the tenant's probe.allow list (not_allowed) or the tenant has probe.max_targets probed accounts (max_targets)",
+            "Probes refused: the account is not in the tenant's probe.allow list (not_allowed), the tenant has probe.max_targets probed accounts (max_targets), took probe.new_per_interval new accounts this interval (new_accounts) or has probe.first_fetches first fetches in flight (first_fetches), or the provider refused the account (provider_refused: 404 or 403)",
             m.probe_refused.clone(),
         );
         registry.register_collector(Box::new(m.pacers.clone()));

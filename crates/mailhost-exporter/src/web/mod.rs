@@ -50,15 +50,37 @@ pub struct AppState {
     pub enable_lifecycle: bool,
     /// Scrapes served at once at most (`--web.max-requests`); `None`: no limit.
     pub scrape_limit: Option<Arc<Semaphore>>,
+    /// `/probe` and `/sd` at once at most: `--web.max-requests` less a reserve that only
+    /// `/metrics` can take, so strangers probing made-up ids cannot crowd it out.
+    pub probe_limit: Option<Arc<Semaphore>>,
+    /// Probes waiting for an account's first fetch, at most; past it a probe gets 503 at once.
+    pub probe_waits: Arc<Semaphore>,
     /// The self-metrics as last rendered, per format.
     pub tails: Arc<scrape::TailCache>,
     /// What `/probe` registers and `/sd` lists, per tenant.
     pub poll_sets: Arc<PollSets>,
 }
 
+/// The share of `--web.max-requests` only `/metrics` can take: a quarter (none below 4).
+pub fn metrics_reserve(max_requests: usize) -> usize {
+    max_requests / 4
+}
+
+/// Probes waiting for a first fetch at once at most: a quarter of `--web.max-requests` (at
+/// least one), or 256 without a limit.
+pub fn probe_waits(max_requests: usize) -> usize {
+    if max_requests == 0 {
+        256
+    } else {
+        (max_requests / 4).max(1)
+    }
+}
+
 /// The exporter's router; tests drive it with `tower::ServiceExt::oneshot`.
 pub fn router(state: AppState) -> Router {
     let limited = middleware::from_fn_with_state(state.scrape_limit.clone(), limit_scrapes);
+    // /probe and /sd take a slot of their own share first, then one of all scrapes.
+    let shared = middleware::from_fn_with_state(state.probe_limit.clone(), limit_scrapes);
     // The layer wraps only the routes added before it: /metrics negotiates gzip itself, with
     // its body gzipped once per refresh rather than per scrape.
     Router::new()
@@ -67,13 +89,16 @@ pub fn router(state: AppState) -> Router {
         .route("/-/ready", get(ready))
         .route("/-/reload", post(reload))
         // A listing of every known account can be megabytes: bounded like a scrape.
-        .route("/sd", get(sd::sd).layer(limited.clone()))
+        .route(
+            "/sd",
+            get(sd::sd).layer(limited.clone()).layer(shared.clone()),
+        )
         .layer(CompressionLayer::new().gzip(true))
         .route(
             &state.telemetry_path,
             get(scrape::metrics).layer(limited.clone()),
         )
-        .route("/probe", get(probe::probe).layer(limited))
+        .route("/probe", get(probe::probe).layer(limited).layer(shared))
         .with_state(state)
 }
 

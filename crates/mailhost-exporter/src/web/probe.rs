@@ -16,6 +16,7 @@ use crate::poll_set::Registration;
 use crate::redact::quote;
 use crate::snapshot::Snapshot;
 use crate::tenant::TenantName;
+use crate::upstream::error::FailureReason;
 use crate::web::{AppState, negotiate};
 
 /// How long a first probe waits for its fetch when Prometheus sends no scrape timeout.
@@ -55,27 +56,88 @@ pub(super) async fn probe(
     let refused = match probes.register(id, Instant::now()) {
         Registration::NotAllowed => Some((
             "not_allowed",
+            StatusCode::FORBIDDEN,
+            None,
             format!("account {id} is not in the tenant's probe.allow list\n"),
         )),
         Registration::Full => Some((
             "max_targets",
+            StatusCode::FORBIDDEN,
+            None,
             format!(
                 "the tenant has probe.max_targets probed accounts already; account {id} is not polled (raise probe.max_targets, or let idle ones expire)\n"
             ),
         )),
+        Registration::Refused(reason) => Some((
+            "provider_refused",
+            refusal_status(reason),
+            None,
+            refusal_text(id, reason),
+        )),
+        Registration::TooManyNew(wait) => Some((
+            "new_accounts",
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(wait),
+            format!(
+                "the tenant took probe.new_per_interval new accounts this interval already; account {id} is not polled (try again in {}s, or raise probe.new_per_interval)\n",
+                wait.as_secs().max(1)
+            ),
+        )),
+        Registration::TooManyFirstFetches => Some((
+            "first_fetches",
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(Duration::from_secs(1)),
+            format!(
+                "the tenant has probe.first_fetches first fetches in flight already; account {id} is not polled yet (try again in a moment)\n"
+            ),
+        )),
         Registration::Configured | Registration::Known | Registration::Added => None,
     };
-    if let Some((reason, text)) = refused {
+    if let Some((reason, status, retry, text)) = refused {
         state.telemetry.observe_probe_refused(&tenant, reason);
-        return (StatusCode::FORBIDDEN, text).into_response();
+        let mut response = (status, text).into_response();
+        if let Some(wait) = retry
+            && let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        return response;
     }
+    // The account collectors that poll this account: the probe waits for them and no other.
+    let polled_by = probes.polled_by(id);
     let format = negotiate::format(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    // Answered at once when its account is there already; a probe that must wait for a first
+    // fetch takes one of a few places, so waiting probes never hold every scrape slot.
+    let _waiting = {
+        let prepared = state.store.prepared();
+        let (view, complete) = one_account(&prepared.snapshot, &tenant, id, &polled_by);
+        if complete {
+            return answer(&view, format);
+        }
+        match state.probe_waits.clone().try_acquire_owned() {
+            Ok(place) => place,
+            Err(_) => {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("too many probes are waiting for first fetches; account {id} is polled, and a later scrape will have it\n"),
+                )
+                    .into_response();
+            }
+        }
+    };
     let deadline = tokio::time::Instant::now() + wait(&headers);
     // Subscribed before the first look, so that a publication in between is not missed.
     let mut published = state.store.subscribe();
     loop {
+        // Its first fetch ended in a refusal (404, 403): said at once, not at the timeout.
+        if let Some(reason) = probes.refusal(id, Instant::now()) {
+            state
+                .telemetry
+                .observe_probe_refused(&tenant, "provider_refused");
+            return (refusal_status(reason), refusal_text(id, reason)).into_response();
+        }
         let prepared = state.store.prepared();
-        let (view, complete) = one_account(&prepared.snapshot, &tenant, id);
+        let (view, complete) = one_account(&prepared.snapshot, &tenant, id, &polled_by);
         if complete {
             return answer(&view, format);
         }
@@ -114,15 +176,36 @@ fn answer(view: &Snapshot, format: Format) -> Response {
     response
 }
 
-/// The account's state in each account collector of the tenant, as a snapshot of its own, and
-/// whether every one of them has attempted it.
-fn one_account(snapshot: &Snapshot, tenant: &TenantName, id: i32) -> (Snapshot, bool) {
+/// How a probe answers for an account the provider refused.
+fn refusal_status(reason: FailureReason) -> StatusCode {
+    match reason {
+        FailureReason::Forbidden => StatusCode::FORBIDDEN,
+        _ => StatusCode::NOT_FOUND,
+    }
+}
+
+fn refusal_text(id: i32, reason: FailureReason) -> String {
+    match reason {
+        FailureReason::Forbidden => format!(
+            "the provider refused account {id} to the tenant's token (HTTP 403): it is not polled, and probes of it are answered from this refusal for an interval\n"
+        ),
+        _ => format!(
+            "the provider does not know account {id} (HTTP 404): it is not polled, and probes of it are answered from this refusal for an interval\n"
+        ),
+    }
+}
+
+/// The account's state in each account collector of the tenant that polls it (`polled_by`),
+/// as a snapshot of its own, and whether every one of them has attempted it.
+fn one_account(
+    snapshot: &Snapshot,
+    tenant: &TenantName,
+    id: i32,
+    polled_by: &[CollectorName],
+) -> (Snapshot, bool) {
     let mut view = Snapshot::default();
     let mut complete = true;
-    for area in [
-        CollectorName::DeliveryAccount,
-        CollectorName::TracemailDaily,
-    ] {
+    for &area in polled_by {
         let Some(c) = snapshot.collectors.get(&(area, tenant.clone())) else {
             continue;
         };

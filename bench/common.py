@@ -70,6 +70,17 @@ def start_sim(bin_dir, work, token, accounts, procs, patience=120, tenants=0):
     return wait_log(log, r"url=(http://[0-9.:]+)", patience)
 
 
+def start_exporter(bin_dir, config, log, procs, extra=()):
+    """Starts `mailhost_exporter` with `config` on a loopback port, its standard error into the
+    file `log`, appends it to `procs` and returns the process (not waiting for it to listen)."""
+    proc = subprocess.Popen(
+        [os.path.join(bin_dir, "mailhost_exporter"), f"--config.file={config}",
+         "--web.listen-address=127.0.0.1:0", *extra],
+        stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+    procs.append(proc)
+    return proc
+
+
 def stop(procs):
     """Stops every process started, politely first, then for good after 10 s."""
     for p in procs:

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 
-from common import first_member, http, http_gzip, start_sim, status_kib, stop, wait_log
+from common import first_member, http, http_gzip, start_exporter, start_sim, status_kib, stop, wait_log
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "target", "release")
@@ -112,11 +112,7 @@ def main():
             f.write(fleet_config(work, sim, token, args))
         exp_log = os.path.join(work, "exporter.log")
         started = time.time()
-        exporter_proc = subprocess.Popen(
-            [os.path.join(BIN, "mailhost_exporter"), f"--config.file={config}",
-             "--web.listen-address=127.0.0.1:0"],
-            stdout=subprocess.DEVNULL, stderr=open(exp_log, "w"))
-        procs.append(exporter_proc)
+        exporter_proc = start_exporter(BIN, config, exp_log, procs)
         exporter = "http://" + wait_log(exp_log, r"address=([0-9.:]+)", 60)
 
         finished = ([RUN_FINISHED] if args.tenants == 0 else

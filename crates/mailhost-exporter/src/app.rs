@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collector::{Clock, CollectorSpec, Context};
 use crate::config::{ApiConfig, Config};
+use crate::descriptors;
 use crate::poll_set::PollSets;
 use crate::scraper::{Scraper, Work};
 use crate::store::Store;
@@ -23,6 +24,7 @@ use crate::tenant::TenantName;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::error::Endpoint;
 use crate::upstream::pacer::Pacer;
+use crate::upstream::transport::Transport;
 use crate::upstream::{BuildError, Client};
 use crate::web::serve::ServeOptions;
 use crate::web::web_config::{LiveWebConfig, WebConfig};
@@ -115,6 +117,10 @@ pub struct App {
     tenants: HashMap<TenantName, TenantClient>,
     /// Every collector with its tenant's context.
     work: Vec<Work>,
+    /// The pool and the cap on upstream calls in flight that every tenant shares.
+    transport: Transport,
+    /// How the open-file limit is shared, made at start; a reload is held to it.
+    descriptors: descriptors::Plan,
     /// Read again on every reload.
     web_config: LiveWebConfig,
     serve: ServeOptions,
@@ -145,6 +151,14 @@ impl App {
         log_shard(&config, &specs);
         let telemetry = Arc::new(Telemetry::new(&[]));
         telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
+        let plan_fds = descriptors::Plan::now(
+            web.serve.max_connections,
+            descriptors::asked_upstream(&config),
+        );
+        if let Some(told) = plan_fds.shortfall() {
+            tracing::warn!("{told}");
+        }
+        let transport = Transport::new(plan_fds.upstream)?;
         let mut tenants = HashMap::with_capacity(config.tenants.len());
         for t in &config.tenants {
             let breakers = Arc::new(Breakers::new(t.api.breaker));
@@ -160,6 +174,7 @@ impl App {
                 telemetry.clone(),
                 breakers.clone(),
                 pacer.clone(),
+                transport.clone(),
             )?;
             let api = t.api.clone();
             tenants.insert(
@@ -205,7 +220,12 @@ impl App {
             tenants,
             work,
             web_config: LiveWebConfig::new(web.web_config),
-            serve: web.serve,
+            serve: ServeOptions {
+                max_connections: plan_fds.serving,
+                ..web.serve
+            },
+            transport,
+            descriptors: plan_fds,
             config_file: None,
             shard: config.shard,
             reloads,
@@ -352,6 +372,7 @@ impl App {
                         telemetry.clone(),
                         breakers.clone(),
                         pacer.clone(),
+                        self.transport.clone(),
                     ) {
                         Ok(c) => c,
                         Err(e) => {
@@ -374,6 +395,17 @@ impl App {
         }
         for t in tenants.values() {
             t.pacer.configure(t.api.concurrency, t.api.rate_limit);
+        }
+        // The plan made at start holds: tell when the new config asks for more than it has.
+        let asked = descriptors::asked_upstream(&config);
+        if asked != self.descriptors.asked_upstream {
+            self.descriptors = descriptors::Plan {
+                asked_upstream: asked,
+                ..self.descriptors.clone()
+            };
+            if let Some(told) = self.descriptors.shortfall() {
+                tracing::warn!("{told}");
+            }
         }
         telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
         for (name, t) in &tenants {

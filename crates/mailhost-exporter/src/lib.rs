@@ -10,6 +10,7 @@ pub mod cli;
 pub mod collector;
 pub mod config;
 pub mod demo;
+pub mod descriptors;
 pub mod files;
 pub mod logging;
 pub mod metrics;

@@ -9,7 +9,7 @@ use mailhost_exporter::cli::Cli;
 use mailhost_exporter::config::{Config, TOKEN_ENV};
 use mailhost_exporter::web::serve::ServeOptions;
 use mailhost_exporter::web::web_config::WebConfig;
-use mailhost_exporter::{App, WebOptions, demo, logging, shutdown};
+use mailhost_exporter::{App, WebOptions, demo, descriptors, logging, shutdown};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
@@ -20,7 +20,14 @@ fn main() -> ExitCode {
             .as_deref()
             .expect("clap requires --config.file with --config.check");
         return match Config::load_with_env_token(path) {
-            Ok(_) => {
+            Ok(config) => {
+                let plan = descriptors::Plan::at_start(
+                    cli.max_connections,
+                    descriptors::asked_upstream(&config),
+                );
+                if let Some(told) = plan.shortfall() {
+                    eprintln!("{}: warning: {told}", path.display());
+                }
                 println!("ok");
                 ExitCode::SUCCESS
             }
@@ -50,6 +57,11 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Threads for blocking work at most (publishing the snapshot, expiry, reading files on a
+/// reload, name lookups of new upstream connections): the process's threads do not grow with the
+/// number of tenants or of calls in flight; work beyond waits for a thread.
+const MAX_BLOCKING_THREADS: usize = 16;
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let web_config = match &cli.web_config_file {
@@ -83,6 +95,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()?;
     runtime.block_on(async move {
         let token = CancellationToken::new();

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData};
 use crate::poll_set::PollSet;
-use crate::store::Store;
+use crate::store::{Finished, Publisher, Store};
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::pacer::{Demand, Pacer};
 
@@ -122,9 +122,12 @@ struct Running {
 /// The running collectors and the expiry timer.
 pub struct Scraper {
     store: Arc<Store>,
+    /// Where finished runs go: applied together, published with one rendering.
+    publisher: Publisher,
     shutdown: CancellationToken,
     running: HashMap<CollectorKey, Running>,
     expiry: JoinHandle<()>,
+    publishing: JoinHandle<()>,
 }
 
 impl Scraper {
@@ -132,11 +135,14 @@ impl Scraper {
     /// all stop when `shutdown` is cancelled.
     pub fn start(work: Vec<Work>, store: Arc<Store>, shutdown: CancellationToken) -> Scraper {
         let expiry = tokio::spawn(expire(store.clone(), shutdown.clone()));
+        let (publisher, publishing) = Publisher::start(store.clone(), shutdown.clone());
         let mut scraper = Scraper {
             store,
+            publisher,
             shutdown,
             running: HashMap::new(),
             expiry,
+            publishing,
         };
         for w in work {
             scraper.spawn(w);
@@ -148,7 +154,7 @@ impl Scraper {
         let name = work.spec.key();
         let stop = self.shutdown.child_token();
         let (plan, rx) = watch::channel(work);
-        let task = tokio::spawn(run_collector(rx, self.store.clone(), stop.clone()));
+        let task = tokio::spawn(run_collector(rx, self.publisher.clone(), stop.clone()));
         self.running.insert(name, Running { plan, stop, task });
     }
 
@@ -203,6 +209,8 @@ impl Scraper {
             let _ = r.task.await;
         }
         let _ = self.expiry.await;
+        drop(self.publisher);
+        let _ = self.publishing.await;
     }
 }
 
@@ -328,7 +336,7 @@ const MIN_CATCH_UP_GAP: Duration = Duration::from_secs(1);
 
 async fn run_collector(
     mut plan: watch::Receiver<Plan>,
-    store: Arc<Store>,
+    publisher: Publisher,
     stop: CancellationToken,
 ) {
     let interval = plan.borrow().spec.schedule.interval;
@@ -349,6 +357,7 @@ async fn run_collector(
     let mut backlog: Vec<Target> = Vec::new();
     let mut catch_up_at: Option<tokio::time::Instant> = None;
     let mut warnings = Warnings::default();
+    let mut first_run = true;
     loop {
         let (p, mut targets, urgent) = tokio::select! {
             biased;
@@ -407,6 +416,8 @@ async fn run_collector(
             }
         };
         turns.order(&mut targets);
+        // The first run's values are what readiness waits for: published as first fetches are.
+        let publish_soon = urgent || std::mem::replace(&mut first_run, false);
         let started = Instant::now();
         let ctx = if urgent {
             Context {
@@ -416,6 +427,7 @@ async fn run_collector(
         } else {
             p.ctx.clone()
         };
+        let under_way = publisher.begin();
         let results = {
             let run = run_targets(&ctx, &p.spec, targets, &turns.fetched);
             tokio::pin!(run);
@@ -435,7 +447,7 @@ async fn run_collector(
                             .collect();
                         if !added.is_empty() {
                             known.extend(added.iter().cloned());
-                            side_run(&p, added, plan.clone(), store.clone(), stop.clone());
+                            side_run(&p, added, plan.clone(), publisher.clone(), stop.clone());
                         }
                     }
                 }
@@ -499,9 +511,17 @@ async fn run_collector(
         // The latest plan decides which targets are still configured (or probed).
         let mut latest = plan.borrow().polled(Instant::now());
         latest.keep_for = keep_for(&latest, pacer.refresh_intervals());
-        let elapsed = started.elapsed();
-        let store = store.clone();
-        off_the_workers(move || store.apply_run(&latest, results, elapsed)).await;
+        publisher
+            .hand_over(
+                Finished {
+                    spec: latest,
+                    results,
+                    duration: started.elapsed(),
+                    urgent: publish_soon,
+                },
+                under_way,
+            )
+            .await;
     }
 }
 
@@ -534,10 +554,11 @@ fn side_run(
     work: &Work,
     targets: Vec<Target>,
     plan: watch::Receiver<Plan>,
-    store: Arc<Store>,
+    publisher: Publisher,
     stop: CancellationToken,
 ) {
     let work = work.clone();
+    let under_way = publisher.begin();
     tokio::spawn(async move {
         let started = Instant::now();
         // First fetches, which a probe may be waiting for: before the run's queue.
@@ -552,8 +573,17 @@ fn side_run(
         };
         work.learn(&results);
         let latest = plan.borrow().polled(Instant::now());
-        let elapsed = started.elapsed();
-        off_the_workers(move || store.apply_run(&latest, results, elapsed)).await;
+        publisher
+            .hand_over(
+                Finished {
+                    spec: latest,
+                    results,
+                    duration: started.elapsed(),
+                    urgent: true,
+                },
+                under_way,
+            )
+            .await;
     });
 }
 

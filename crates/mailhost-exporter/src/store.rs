@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +13,9 @@ use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use jiff::Timestamp;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::metrics::{self, Format, Section};
@@ -282,17 +285,28 @@ impl Store {
         results: Vec<(Target, Result<TargetData, UpstreamError>)>,
         duration: Duration,
     ) {
+        self.apply_runs(vec![Finished {
+            spec: spec.clone(),
+            results,
+            duration,
+            urgent: false,
+        }]);
+    }
+
+    /// Applies finished runs, expires old data once and publishes the new exposition once.
+    fn apply_runs(&self, runs: Vec<Finished>) {
         let now = Timestamp::now();
         {
             let mut snapshot = self.lock();
-            snapshot.apply_run(spec, results, duration, now);
-            let (expired, _) = snapshot.expire(now);
-            // Expiry may touch any collector; a run alone touches its own.
             let mut pending = self.pending();
+            for run in runs {
+                snapshot.apply_run(&run.spec, run.results, run.duration, now);
+                pending.area(run.spec.name);
+            }
+            // Expiry may touch any collector; a run alone touches its own.
+            let (expired, _) = snapshot.expire(now);
             if expired {
                 pending.everything();
-            } else {
-                pending.area(spec.name);
             }
         }
         self.publish_pending();
@@ -383,6 +397,208 @@ impl Store {
 
     pub fn prepared(&self) -> Arc<Prepared> {
         self.prepared.load_full()
+    }
+}
+
+/// A collector's finished run, on its way to the store.
+pub struct Finished {
+    pub spec: CollectorSpec,
+    pub results: Vec<(Target, Result<TargetData, UpstreamError>)>,
+    pub duration: Duration,
+    /// First fetches (of targets a probe, discovery or a reload added), which a probe may be
+    /// waiting for: published within [`URGENT_GAP`].
+    pub urgent: bool,
+}
+
+/// Runs one publication takes at most; more go into the next. A publication gathers for at
+/// most [`MAX_GAP`], so this is reached only by a fleet whose runs end faster than that.
+pub const MAX_BATCH: usize = 65_536;
+
+/// Finished runs waiting for the publisher, at most; a collector whose run does not fit waits.
+const QUEUE: usize = 1024;
+
+/// The longest wait between a finished run and its publication.
+pub const MAX_GAP: Duration = Duration::from_secs(5);
+
+/// The longest wait between a run of first fetches and its publication, so that a probe waiting
+/// for one is answered within its scrape timeout.
+pub const URGENT_GAP: Duration = Duration::from_secs(1);
+
+/// How many times its own length the publisher rests after a publication before the next. The
+/// exposition of a large fleet takes long to render (about 0.6 s for ten thousand tenants), and
+/// the runs of its tenants, finishing one after another over seconds, would otherwise render it
+/// again and again, using a core for nothing. Rendering then takes at most a tenth of a core
+/// however the runs arrive, and a small fleet, rendered in a millisecond, sees no wait.
+const REST_PER_RENDER: u32 = 10;
+
+/// The way finished runs reach the store: through one task that applies the runs that arrived
+/// together and publishes them with one rendering, on one blocking thread, whatever the number
+/// of collectors. A batch is published once the publisher has rested after the last
+/// publication ([`REST_PER_RENDER`]) and, for runs on schedule, once the first run of the batch
+/// has waited as long as a rendering takes, so that the runs of one tick (all tenants of a
+/// fleet start together) are gathered rather than the first rendered alone.
+/// When every run under way has arrived, a batch is published without waiting longer.
+#[derive(Clone)]
+pub struct Publisher {
+    runs: mpsc::Sender<Handed>,
+    under_way: Arc<AtomicUsize>,
+}
+
+/// A finished run as the publisher receives it: with the sender to tell its collector it is
+/// published, and its place among the runs under way, given up once received.
+type Handed = (Finished, oneshot::Sender<()>, UnderWay);
+
+impl Publisher {
+    /// Starts the publishing task of `store`; it ends when every `Publisher` is dropped or
+    /// `shutdown` is cancelled.
+    pub fn start(store: Arc<Store>, shutdown: CancellationToken) -> (Publisher, JoinHandle<()>) {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let under_way = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn(publish_runs(store, rx, under_way.clone(), shutdown));
+        (
+            Publisher {
+                runs: tx,
+                under_way,
+            },
+            task,
+        )
+    }
+
+    /// A run starts: the publisher counts it as under way until it is handed over (or dropped).
+    pub fn begin(&self) -> UnderWay {
+        self.under_way.fetch_add(1, Ordering::Relaxed);
+        UnderWay(self.under_way.clone())
+    }
+
+    /// Hands a finished run to the store; returns once it is published (or the publisher
+    /// stopped).
+    #[cfg(test)]
+    pub async fn apply_run(&self, run: Finished, under_way: UnderWay) {
+        let (done, published) = oneshot::channel();
+        if self.runs.send((run, done, under_way)).await.is_ok() {
+            let _ = published.await;
+        }
+    }
+
+    /// Hands a finished run to the store; returns once the publisher has taken it (at once,
+    /// unless [`QUEUE`] runs are waiting already), not when it is published, so that the
+    /// collector can go on with the targets added meanwhile.
+    pub async fn hand_over(&self, run: Finished, under_way: UnderWay) {
+        let (done, _) = oneshot::channel();
+        let _ = self.runs.send((run, done, under_way)).await;
+    }
+}
+
+/// A run under way, counted by the publisher until this is dropped.
+pub struct UnderWay(Arc<AtomicUsize>);
+
+impl Drop for UnderWay {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// When a batch is published: see [`Publisher`].
+#[derive(Clone, Copy, Debug)]
+struct Pace {
+    /// When the last publication ended, and how long its rendering took.
+    ended: tokio::time::Instant,
+    took: Duration,
+}
+
+impl Pace {
+    /// When a batch whose first run arrived at `first` is published.
+    fn publish_at(&self, first: tokio::time::Instant, urgent: bool) -> tokio::time::Instant {
+        let rest = self.took.saturating_mul(REST_PER_RENDER);
+        if urgent {
+            return (self.ended + rest.min(URGENT_GAP)).max(first);
+        }
+        (self.ended + rest.min(MAX_GAP)).max(first + self.took.min(MAX_GAP))
+    }
+}
+
+/// The runs of one publication.
+#[derive(Default)]
+struct Batch {
+    runs: Vec<(Finished, oneshot::Sender<()>)>,
+    urgent: bool,
+}
+
+impl Batch {
+    /// Takes a run; it is no longer under way.
+    fn take(&mut self, (run, done, under_way): Handed) {
+        drop(under_way);
+        self.urgent |= run.urgent;
+        self.runs.push((run, done));
+    }
+}
+
+async fn publish_runs(
+    store: Arc<Store>,
+    mut rx: mpsc::Receiver<Handed>,
+    under_way: Arc<AtomicUsize>,
+    shutdown: CancellationToken,
+) {
+    let mut pace = Pace {
+        ended: tokio::time::Instant::now(),
+        took: Duration::ZERO,
+    };
+    loop {
+        let first = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            run = rx.recv() => match run {
+                Some(run) => run,
+                None => return,
+            },
+        };
+        let arrived = tokio::time::Instant::now();
+        let mut batch = Batch::default();
+        batch.take(first);
+        // Every run that arrives until then goes into this publication.
+        loop {
+            while batch.runs.len() < MAX_BATCH
+                && let Ok(run) = rx.try_recv()
+            {
+                batch.take(run);
+            }
+            let at = if under_way.load(Ordering::Relaxed) == 0 {
+                // Nothing else is coming soon: the rest after the last publication is enough.
+                pace.publish_at(pace.ended, batch.urgent)
+            } else {
+                pace.publish_at(arrived, batch.urgent)
+            };
+            if tokio::time::Instant::now() >= at || batch.runs.len() >= MAX_BATCH {
+                break;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                () = tokio::time::sleep_until(at) => {}
+                run = rx.recv() => match run {
+                    Some(run) => batch.take(run),
+                    None => break,
+                },
+            }
+        }
+        let (runs, done): (Vec<Finished>, Vec<oneshot::Sender<()>>) =
+            batch.runs.into_iter().unzip();
+        let store = store.clone();
+        let took = tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            store.apply_runs(runs);
+            started.elapsed()
+        })
+        .await
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "publishing the snapshot failed");
+            Duration::ZERO
+        });
+        for d in done {
+            let _ = d.send(());
+        }
+        pace = Pace {
+            ended: tokio::time::Instant::now(),
+            took,
+        };
     }
 }
 
@@ -493,5 +709,101 @@ mod tests {
             after.body(Format::OpenMetrics),
             fresh.body(Format::OpenMetrics)
         );
+    }
+}
+
+#[cfg(test)]
+mod publisher_tests {
+    use super::*;
+    use crate::tenant::TenantName;
+
+    #[tokio::test]
+    async fn runs_that_finish_together_are_published_together() {
+        let specs: Vec<CollectorSpec> = (0..200)
+            .map(|i| CollectorSpec {
+                tenant: TenantName::parse(&format!("t{i}")).unwrap(),
+                ..CollectorSpec::delivery_accounts(vec![i], Duration::from_secs(10))
+            })
+            .collect();
+        let store = Store::new(&specs);
+        let before = *store.subscribe().borrow();
+        let shutdown = CancellationToken::new();
+        let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
+        let mut runs = tokio::task::JoinSet::new();
+        for spec in specs {
+            let publisher = publisher.clone();
+            let under_way = publisher.begin();
+            runs.spawn(async move {
+                let id = spec.targets[0].clone();
+                publisher
+                    .apply_run(
+                        Finished {
+                            spec,
+                            results: vec![(id, Ok(TargetData::delivery_remaining(7.0)))],
+                            duration: Duration::ZERO,
+                            urgent: false,
+                        },
+                        under_way,
+                    )
+                    .await
+            });
+        }
+        runs.join_all().await;
+        // Every run is published by the time its collector is told...
+        let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
+        let shown = body
+            .lines()
+            .filter(|l| l.starts_with("mailhost_delivery_remaining_messages{"))
+            .count();
+        assert_eq!(shown, 200);
+        // ...with far fewer renderings than runs (the first alone, the rest together).
+        let publications = store.subscribe().borrow().wrapping_sub(before);
+        assert!(
+            (1..=10).contains(&publications),
+            "{publications} publications"
+        );
+        drop(publisher);
+        task.await.unwrap();
+        let _ = shutdown;
+    }
+
+    #[test]
+    fn a_publication_rests_ten_times_its_rendering_within_the_gaps() {
+        let now = tokio::time::Instant::now();
+        let ms = Duration::from_millis;
+        let pace = |took| Pace { ended: now, took };
+        // A small fleet renders in a millisecond: its runs wait 10 ms at most.
+        assert_eq!(pace(ms(1)).publish_at(now, false), now + ms(10));
+        assert_eq!(pace(ms(1)).publish_at(now + ms(50), false), now + ms(51));
+        // A large one rests ten renderings, within MAX_GAP; first fetches within URGENT_GAP.
+        assert_eq!(pace(ms(200)).publish_at(now, false), now + ms(2000));
+        assert_eq!(pace(ms(900)).publish_at(now, false), now + MAX_GAP);
+        assert_eq!(pace(ms(900)).publish_at(now, true), now + URGENT_GAP);
+        // A batch's first run waits as long as a rendering, to gather the runs of its tick.
+        let later = now + Duration::from_secs(60);
+        assert_eq!(pace(ms(600)).publish_at(later, false), later + ms(600));
+        assert_eq!(pace(ms(600)).publish_at(later, true), later);
+    }
+
+    #[tokio::test]
+    async fn a_run_handed_over_after_shutdown_returns_at_once() {
+        let spec = CollectorSpec::delivery_accounts(vec![1], Duration::from_secs(10));
+        let store = Store::new(std::slice::from_ref(&spec));
+        let shutdown = CancellationToken::new();
+        let (publisher, task) = Publisher::start(store, shutdown.clone());
+        shutdown.cancel();
+        task.await.unwrap();
+        let under_way = publisher.begin();
+        publisher
+            .apply_run(
+                Finished {
+                    spec,
+                    results: Vec::new(),
+                    duration: Duration::ZERO,
+                    urgent: false,
+                },
+                under_way,
+            )
+            .await;
     }
 }

@@ -238,3 +238,56 @@ fn without_config_or_demo_it_says_how_to_start() {
         "{stderr}"
     );
 }
+
+/// `--config.check` under an open-file limit of `limit`.
+fn check_under_limit(config: &str, limit: u32) -> (bool, String, String) {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn {limit} -Hn {limit} && exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .arg(format!("--config.file={config}"))
+        .arg("--config.check")
+        .env_remove("MAILHOST_API_TOKEN")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_config_asking_for_more_upstream_calls_than_the_open_file_limit_allows_is_told_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "t").unwrap();
+    let mut yaml = String::from(
+        "api:\n  base_url: http://127.0.0.1:9\n  concurrency: 8\ncollectors:\n  delivery_account:\n    interval: 60s\ntenants:\n",
+    );
+    for t in 0..300 {
+        yaml.push_str(&format!(
+            "  - name: t{t}\n    token_file: {}\n    collectors:\n      delivery_account:\n        accounts: [{}]\n",
+            token.display(),
+            t + 1
+        ));
+    }
+    let path = dir.path().join("many.yml");
+    std::fs::write(&path, yaml).unwrap();
+    let path = path.to_str().unwrap();
+    // A warning, not an error: the calls beyond wait for a turn.
+    let (ok, stdout, stderr) = check_under_limit(path, 1024);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "ok\n");
+    assert!(
+        stderr.contains("warning: the open-file limit (1024) leaves room for 240 upstream calls")
+            && stderr.contains("adds up to 2400")
+            && stderr.contains("Raise the limit to at least 3424"),
+        "{stderr}"
+    );
+    // Under a limit where everything fits, nothing is said.
+    let (ok, _, stderr) = check_under_limit(path, 8192);
+    assert!(ok && stderr.is_empty(), "{stderr}");
+}

@@ -246,3 +246,158 @@ async fn a_reload_rotates_one_tenants_token_from_its_file() {
     })
     .await;
 }
+
+/// Tenants, accounts per tenant and `api.concurrency` of the descriptor test: 2,400 calls asked
+/// for at once, under an open-file limit of 1,024.
+const MANY: usize = 300;
+const EACH: usize = 8;
+
+/// A child's open descriptors and threads.
+fn descriptors_and_threads(pid: u32) -> (usize, u64) {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Threads:")
+                .map(|v| v.trim().parse().unwrap_or(0))
+        })
+        .unwrap_or(0);
+    (fds, threads)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_hundred_tenants_under_a_small_open_file_limit_keep_metrics_and_health_answering() {
+    use crate::helpers::{PATIENCE, Running};
+    let first = 1_000;
+    let config = SimConfig {
+        management_tokens: (0..MANY)
+            .map(|t| ManagementToken {
+                token: format!("many-{t}"),
+                accounts: Some((0..EACH).map(|a| first + (t * EACH + a) as i32).collect()),
+            })
+            .collect(),
+        accounts: (0..MANY * EACH)
+            .map(|i| AccountSeed {
+                id: first + i as i32,
+                ..AccountSeed::default()
+            })
+            .collect(),
+        ..SimConfig::default()
+    };
+    let sim = spawn_sim_with(config).await;
+    // Every answer takes 1 s: the tenants' calls pile up, each asking for a connection (the
+    // 240 calls the plan allows at once take 10 s for the 2,400 accounts).
+    sim.sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            latency: Some(Duration::from_secs(1)),
+            ..FaultSpec::default()
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut yaml = format!(
+        "api:\n  base_url: {}\n  timeout: 5s\n  concurrency: {EACH}\ncollectors:\n  delivery_account:\n    interval: 20s\n    deadline: 18s\n    max_age: 60s\ntenants:\n",
+        sim.url
+    );
+    for t in 0..MANY {
+        let path = dir.path().join(format!("token-{t}"));
+        std::fs::write(&path, format!("many-{t}")).unwrap();
+        let ids: Vec<String> = (0..EACH)
+            .map(|a| (first + (t * EACH + a) as i32).to_string())
+            .collect();
+        yaml.push_str(&format!(
+            "  - name: t{t}\n    token_file: {}\n    collectors:\n      delivery_account:\n        accounts: [{}]\n",
+            path.display(),
+            ids.join(", ")
+        ));
+    }
+    let path = dir.path().join("config.yml");
+    std::fs::write(&path, yaml).unwrap();
+
+    let limit = 1024;
+    let mut command = std::process::Command::new("bash");
+    command
+        .arg("-c")
+        .arg(format!(
+            "ulimit -Sn {limit} -Hn {limit} && exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .arg(format!("--config.file={}", path.display()))
+        .arg("--web.listen-address=127.0.0.1:0");
+    let exporter = Running::spawn(command);
+    let address = exporter
+        .logged("mailhost_exporter listening", "address")
+        .await;
+    // Told once at start, with the figures and the fix.
+    let told: Vec<String> = exporter
+        .log()
+        .into_iter()
+        .filter(|l| l.contains("open-file limit (1024)"))
+        .collect();
+    assert_eq!(told.len(), 1, "{:?}", exporter.log());
+    assert!(
+        told[0].contains("level=warn") && told[0].contains("2400"),
+        "{}",
+        told[0]
+    );
+
+    // While every tenant's calls wait on the slow provider, /metrics and /-/healthy answer, and
+    // the process stays within its descriptors with threads that do not grow with tenants.
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let (mut most_fds, mut most_threads) = (0, 0);
+    for round in 0..20 {
+        for route in ["/-/healthy", "/metrics"] {
+            let r = client
+                .get(format!("http://{address}{route}"))
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{route} in round {round}: {e}"));
+            assert_eq!(r.status(), 200, "{route} in round {round}");
+        }
+        let (fds, threads) = descriptors_and_threads(exporter.pid());
+        most_fds = most_fds.max(fds);
+        most_threads = most_threads.max(threads);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        most_fds > 200,
+        "calls were in flight: {most_fds} descriptors"
+    );
+    assert!(most_fds < limit, "{most_fds} descriptors of {limit}");
+    assert!(
+        most_threads <= 40,
+        "{most_threads} threads for {MANY} tenants"
+    );
+
+    // Every account gets its values: the calls beyond the cap waited for a turn.
+    let started = std::time::Instant::now();
+    loop {
+        let body = client
+            .get(format!("http://{address}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let shown = body
+            .lines()
+            .filter(|l| l.starts_with("mailhost_delivery_remaining_messages{"))
+            .count();
+        if shown == MANY * EACH {
+            break;
+        }
+        assert!(
+            started.elapsed() < PATIENCE,
+            "{shown} of {} accounts shown",
+            MANY * EACH
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -8,13 +8,14 @@ pub mod decode;
 pub mod error;
 pub mod model;
 pub mod pacer;
+pub mod transport;
 
 pub use decode::{Fields, first_resource, resources};
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue};
+use reqwest::header::HeaderValue;
 use secrecy::ExposeSecret;
 use serde_json::Value;
 
@@ -30,16 +31,18 @@ use model::{
 use pacer::Pacer;
 use pacer::headers::{self, QuotaInfo};
 use tokio::time::Instant;
+use transport::Transport;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the HTTP client: {0}")]
 pub struct BuildError(String);
 
-/// The Management API client of one token: one connection pool, the token's pacer (bounded
-/// concurrency, the provider's pace), per-request timeout.
+/// The Management API client of one token: the token's pacer (bounded concurrency, the
+/// provider's pace), per-request timeout, over the transport all tenants share.
 #[derive(Clone)]
 pub struct Client {
-    http: reqwest::Client,
+    /// The pool and the cap on calls in flight, shared by every tenant.
+    transport: Transport,
     /// The settings this client was built with.
     api: Arc<ApiConfig>,
     /// The token as the header carries it, marked sensitive so that no debug output shows it;
@@ -71,28 +74,15 @@ impl Client {
         telemetry: Arc<Telemetry>,
         breakers: Arc<Breakers>,
         pacer: Pacer,
+        transport: Transport,
     ) -> Result<Self, BuildError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            reqwest::header::ACCEPT,
-            HeaderValue::from_static("application/json"),
-        );
-        let http = reqwest::Client::builder()
-            .default_headers(headers)
-            .user_agent(concat!("mailhost_exporter/", env!("CARGO_PKG_VERSION")))
-            // A redirect could carry the token header to another host: never follow one.
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(api.timeout)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build()
-            .map_err(|e| BuildError(e.without_url().to_string()))?;
         // The config refuses control characters, so this only fails on a config built by hand;
         // the message never quotes the token.
         let mut token = HeaderValue::from_str(api.token.expose_secret())
             .map_err(|_| BuildError("the API token is not a valid header value".to_owned()))?;
         token.set_sensitive(true);
         Ok(Client {
-            http,
+            transport,
             api: Arc::new(api.clone()),
             token,
             pacer,
@@ -160,7 +150,8 @@ impl Client {
     /// `GET /api/delivery/accounts/{id}`: the account.
     pub async fn delivery_account(&self, id: i32) -> Result<DeliveryAccount, UpstreamError> {
         let request = self
-            .http
+            .transport
+            .pool()
             .get(self.url(&format!("/api/delivery/accounts/{id}")));
         self.get(Endpoint::DeliveryAccount, id.to_string(), request, &())
             .await
@@ -175,7 +166,8 @@ impl Client {
         params: &DashboardParams,
     ) -> Result<Dashboard, UpstreamError> {
         let request = self
-            .http
+            .transport
+            .pool()
             .post(self.url("/api/delivery/tracemail/dashboard"))
             .json(body);
         self.get(Endpoint::TracemailDashboard, view, request, params)
@@ -190,7 +182,8 @@ impl Client {
         params: &DailyParams,
     ) -> Result<DailyStats, UpstreamError> {
         let request = self
-            .http
+            .transport
+            .pool()
             .get(self.url(&format!("/api/delivery/tracemail/daily/{account}")))
             .query(&[("type", "account")]);
         self.get(
@@ -210,7 +203,8 @@ impl Client {
         top: usize,
     ) -> Result<DomainsRank, UpstreamError> {
         let request = self
-            .http
+            .transport
+            .pool()
             .get(self.url(&format!("/api/delivery/tracemail/daily/{account}")))
             .query(&[("type", "domains-rank")]);
         self.get(
@@ -226,7 +220,8 @@ impl Client {
     /// digits) by the config, so it is safe in a path.
     pub async fn migration_stats(&self, code: &str) -> Result<Migration, UpstreamError> {
         let request = self
-            .http
+            .transport
+            .pool()
             .get(self.url(&format!("/api/migrations/{code}/stats")));
         self.get(Endpoint::MigrationStats, code.to_owned(), request, &())
             .await
@@ -240,7 +235,8 @@ impl Client {
         code: &str,
     ) -> Result<Mailbox, UpstreamError> {
         let request = self
-            .http
+            .transport
+            .pool()
             .get(self.url(&format!("/api/domains/{domain_code}/email_accounts/{code}")));
         self.get(Endpoint::EmailAccount, code.to_owned(), request, &())
             .await
@@ -437,6 +433,14 @@ impl Client {
                 return Err(Attempt::NotSent(deadline_error()));
             }
         };
+        // A turn among the calls in flight of every tenant (the descriptor plan's cap): waiting
+        // for one is waiting for a slot, as at the pacer.
+        let Ok(connection) = self.transport.connection(self.deadline).await else {
+            drop(permit);
+            self.telemetry
+                .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
+            return Err(Attempt::NotSent(deadline_error()));
+        };
         let started = Instant::now();
         // The config bounds the timeout; saturate anyway rather than panic.
         let own_limit = started
@@ -472,6 +476,7 @@ impl Client {
         };
         self.pacer.observe(&permit, outcome, &quota);
         drop(permit);
+        drop(connection);
         self.telemetry
             .observe_request(endpoint, code, started.elapsed());
         if let Err(e) = &result {

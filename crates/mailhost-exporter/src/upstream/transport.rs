@@ -1,0 +1,137 @@
+//! The way to the provider that every tenant shares: the HTTP connection pool, and the caps on
+//! upstream calls in flight, idle connections and connections being made across all tenants,
+//! which the descriptor plan ([`crate::descriptors`]) sizes from the open-file limit. A tenant's token rides on each
+//! request, never on a connection, so tenants sharing a pool share nothing else; and ten thousand
+//! tenants cost one pool, not ten thousand, each with its own idle connections and TLS setup.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderValue};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::BuildError;
+use crate::descriptors::{MAX_CONNECTING, MAX_IDLE, Upstream};
+
+/// How long an idle connection is kept for the next call.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+
+/// The shared way to the provider; cloning shares it.
+#[derive(Clone)]
+pub struct Transport {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// One pool for every tenant. It sets no connect timeout of its own: each attempt, connect
+    /// included, is bounded by its tenant's `api.timeout` and the run's deadline.
+    pool: reqwest::Client,
+    /// Calls in flight across all tenants, at most; `None`: no cap (no open-file limit).
+    connections: Option<Arc<Semaphore>>,
+    cap: Option<usize>,
+}
+
+impl Transport {
+    /// A transport within the upstream side of the descriptor plan (`None`: no cap on calls
+    /// in flight).
+    pub fn new(plan: Option<Upstream>) -> Result<Transport, BuildError> {
+        let cap = plan.map(|p| p.calls.clamp(1, Semaphore::MAX_PERMITS));
+        Ok(Transport {
+            inner: Arc::new(Inner {
+                pool: build(plan)?,
+                connections: cap.map(|c| Arc::new(Semaphore::new(c))),
+                cap,
+            }),
+        })
+    }
+
+    /// The cap on calls in flight across all tenants.
+    pub fn cap(&self) -> Option<usize> {
+        self.inner.cap
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &reqwest::Client {
+        &self.inner.pool
+    }
+
+    /// A turn to have a call in flight, once one is free; `None` if `deadline` comes first.
+    pub async fn connection(&self, deadline: Option<Instant>) -> Result<Connection, ()> {
+        let Some(connections) = &self.inner.connections else {
+            return Ok(Connection(None));
+        };
+        let acquire = connections.clone().acquire_owned();
+        let permit = match deadline {
+            Some(d) => tokio::time::timeout_at(d, acquire).await.map_err(|_| ())?,
+            None => acquire.await,
+        };
+        // The semaphore is never closed.
+        permit.map(|p| Connection(Some(p))).map_err(|_| ())
+    }
+}
+
+/// A call's turn to be in flight; the turn is given back when this is dropped.
+pub struct Connection(#[allow(dead_code)] Option<OwnedSemaphorePermit>);
+
+fn build(plan: Option<Upstream>) -> Result<reqwest::Client, BuildError> {
+    let idle = plan.map_or(MAX_IDLE, |p| p.idle);
+    let connecting = plan.map_or(MAX_CONNECTING, |p| p.connecting.max(1));
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        reqwest::header::ACCEPT,
+        HeaderValue::from_static("application/json"),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .user_agent(concat!("mailhost_exporter/", env!("CARGO_PKG_VERSION")))
+        // A redirect could carry the token header to another host: never follow one.
+        .redirect(reqwest::redirect::Policy::none())
+        .pool_idle_timeout(POOL_IDLE)
+        // A burst of calls at the tick of ten thousand tenants would otherwise keep thousands of
+        // connections open (and their buffers) all interval for the next burst.
+        .pool_max_idle_per_host(idle)
+        // Connections being made, which the cap on calls does not bound: the pool may hand a
+        // call an idle connection while the one it started connecting goes on.
+        .connector_layer(tower::limit::ConcurrencyLimitLayer::new(connecting))
+        .build()
+        .map_err(|e| BuildError(e.without_url().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn calls_past_the_cap_wait_for_a_turn_until_their_deadline() {
+        let t = Transport::new(Some(Upstream {
+            calls: 2,
+            idle: 1,
+            connecting: 1,
+        }))
+        .unwrap();
+        let a = t.connection(None).await.unwrap();
+        let _b = t.connection(None).await.unwrap();
+        let soon = Instant::now() + Duration::from_millis(50);
+        assert!(
+            t.connection(Some(soon)).await.is_err(),
+            "a third call waits"
+        );
+        drop(a);
+        assert!(
+            t.connection(Some(soon)).await.is_ok(),
+            "a freed turn is taken"
+        );
+        let free = Transport::new(None).unwrap();
+        let held: Vec<_> = take(&free, 100).await;
+        assert_eq!(held.len(), 100, "no cap: nobody waits");
+    }
+
+    async fn take(t: &Transport, n: usize) -> Vec<Connection> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            out.push(t.connection(None).await.unwrap());
+        }
+        out
+    }
+}

@@ -29,7 +29,6 @@ struct Inner {
     pool: reqwest::Client,
     /// Calls in flight across all tenants, at most; `None`: no cap (no open-file limit).
     connections: Option<Arc<Semaphore>>,
-    cap: Option<usize>,
 }
 
 impl Transport {
@@ -41,14 +40,8 @@ impl Transport {
             inner: Arc::new(Inner {
                 pool: build(plan)?,
                 connections: cap.map(|c| Arc::new(Semaphore::new(c))),
-                cap,
             }),
         })
-    }
-
-    /// The cap on calls in flight across all tenants.
-    pub fn cap(&self) -> Option<usize> {
-        self.inner.cap
     }
 
     /// The connection pool.

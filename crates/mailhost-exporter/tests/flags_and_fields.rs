@@ -277,6 +277,8 @@ collectors:
 probe:
   idle_intervals: 3
   max_targets: 100
+  new_per_interval: 100
+  first_fetches: 16
   allow: [1001]
 discovery:
   accounts: true
@@ -309,6 +311,8 @@ tenants:
         accounts: [1001]
     probe:
       max_targets: 10
+      new_per_interval: 5
+      first_fetches: 2
       allow: [1001]
     discovery:
       accounts: true

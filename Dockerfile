@@ -13,24 +13,21 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 
 # Dependencies first, in their own layer: it is rebuilt only when a manifest or Cargo.lock change.
-COPY Cargo.toml Cargo.lock ./
-COPY crates/mailhost-exporter/Cargo.toml crates/mailhost-exporter/build.rs crates/mailhost-exporter/
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY crates/mailhost-sim/Cargo.toml crates/mailhost-sim/
-RUN for c in mailhost-exporter mailhost-sim; do \
-        mkdir -p crates/$c/src/bin crates/$c/tests \
-        && echo 'fn main() {}' > crates/$c/src/main.rs \
-        && touch crates/$c/src/lib.rs crates/$c/tests/tests.rs; \
-    done \
+RUN mkdir -p src tests crates/mailhost-sim/src/bin crates/mailhost-sim/tests \
+    && echo 'fn main() {}' > src/main.rs \
     && echo 'fn main() {}' > crates/mailhost-sim/src/bin/mailhost_sim.rs \
+    && touch src/lib.rs tests/tests.rs crates/mailhost-sim/src/lib.rs crates/mailhost-sim/tests/tests.rs \
     && cargo build --release --locked --bin mailhost_exporter \
-    && rm -rf crates/mailhost-exporter/src crates/mailhost-sim/src
+    && rm -rf src crates/mailhost-sim/src
 
 # Then the sources; the revision comes from a build argument (there is no .git in the context).
 ARG REVISION=unknown
 ENV MAILHOST_BUILD_REVISION=${REVISION}
-COPY crates/mailhost-exporter/src crates/mailhost-exporter/src
+COPY src src
 COPY crates/mailhost-sim/src crates/mailhost-sim/src
-RUN touch crates/mailhost-exporter/src/main.rs crates/mailhost-exporter/src/lib.rs \
+RUN touch src/main.rs src/lib.rs \
         crates/mailhost-sim/src/lib.rs \
     && cargo build --release --locked --bin mailhost_exporter
 

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::helpers::{GrafanaPackages, grafana_packages, repo_root};
 
 fn checker() -> PathBuf {
-    repo_root().join("crates/mailhost-exporter/tests/grafana/check_dashboards.py")
+    repo_root().join("tests/grafana/check_dashboards.py")
 }
 
 fn dashboards() -> Vec<PathBuf> {

@@ -82,7 +82,7 @@ impl Drop for Exporter {
             assert_eq!(
                 panics_in_src(),
                 0,
-                "code under crates/*/src/ panicked during the tests (see the output above)"
+                "code under src/ or crates/*/src/ panicked during the tests (see the output above)"
             );
         }
     }
@@ -565,7 +565,7 @@ impl Drop for Running {
     }
 }
 
-/// Panics in the exporter's or the simulator's own code (`crates/*/src/`) since the test process started;
+/// Panics in the exporter's or the simulator's own code (`src/`, `crates/*/src/`) since the test process started;
 /// the test's own assertions are not counted. In-process exporters check it when dropped.
 pub fn panics_in_src() -> usize {
     static WATCH: std::sync::OnceLock<Arc<std::sync::atomic::AtomicUsize>> =
@@ -575,10 +575,10 @@ pub fn panics_in_src() -> usize {
         let seen = count.clone();
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if info
-                .location()
-                .is_some_and(|l| l.file().starts_with("crates/") && l.file().contains("/src/"))
-            {
+            if info.location().is_some_and(|l| {
+                let file = l.file();
+                file.starts_with("src/") || (file.starts_with("crates/") && file.contains("/src/"))
+            }) {
                 seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
             default(info);
@@ -588,13 +588,10 @@ pub fn panics_in_src() -> usize {
     count.load(std::sync::atomic::Ordering::SeqCst)
 }
 
-/// The workspace root, where the shipped files (README, `prometheus/`, `dashboards/`, `docs/`,
-/// `examples/`, the Dockerfile) live; tests run in the crate's own directory.
+/// The repository root, the exporter's package and the workspace root, where the shipped files
+/// (README, `prometheus/`, `dashboards/`, `docs/`, `examples/`, the Dockerfile) live.
 pub fn repo_root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Memory of a child in KiB, as `/proc/<pid>/status` reports `field` (`VmHWM`, `VmRSS`).

@@ -25,10 +25,11 @@ fn citations(text: &str) -> Vec<(String, String)> {
                 }
             } else if !path.ends_with(".rs") {
                 continue;
-            } else if path.starts_with("crates/") {
+            } else if ["crates/", "src/", "tests/"]
+                .iter()
+                .any(|root| path.starts_with(root))
+            {
                 path.to_owned()
-            } else if path.starts_with("src/") || path.starts_with("tests/") {
-                format!("crates/mailhost-exporter/{path}")
             } else {
                 continue;
             };
@@ -78,9 +79,9 @@ fn a_citation_is_read_with_its_file_and_continuations() {
     assert_eq!(
         citations(line),
         [
-            ("crates/mailhost-exporter/tests/a.rs", "one"),
-            ("crates/mailhost-exporter/tests/a.rs", "two"),
-            ("crates/mailhost-exporter/src/b.rs", "three"),
+            ("tests/a.rs", "one"),
+            ("tests/a.rs", "two"),
+            ("src/b.rs", "three"),
             ("crates/mailhost-sim/tests/c.rs", "four"),
         ]
         .map(|(f, n)| (f.to_owned(), n.to_owned()))

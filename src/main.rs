@@ -65,8 +65,9 @@ const MAX_BLOCKING_THREADS: usize = 16;
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let web_config = match &cli.web_config_file {
-        Some(path) => WebConfig::load(path)
-            .with_context(|| format!("invalid web config {}", path.display()))?,
+        Some(path) => WebConfig::load(path).with_context(|| {
+            format!("invalid web config {} (--web.config.file)", path.display())
+        })?,
         None => WebConfig::default(),
     };
     let web = WebOptions {

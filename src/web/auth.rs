@@ -15,8 +15,12 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use secrecy::zeroize::Zeroize as _;
 use secrecy::{ExposeSecret as _, SecretSlice};
+use subtle::ConstantTimeEq as _;
 use tokio::sync::oneshot;
 
 /// The realm sent with a 401.
@@ -173,7 +177,9 @@ impl Users {
             let key = self.key(user, hash, password.expose_secret());
             let cache = inner.cache.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(cached) = cache.get(&key)
-                && constant_time_eq(cached.expose_secret(), password.expose_secret())
+                // Constant time, so the time taken does not tell how much of a guess was
+                // right (the length still shows).
+                && bool::from(cached.expose_secret().ct_eq(password.expose_secret()))
             {
                 return Verdict::Allowed;
             }
@@ -385,16 +391,6 @@ fn decoy_hash(cost: u32) -> String {
     bcrypt::hash(seed, cost).unwrap_or_default()
 }
 
-/// Compares every byte whatever the first difference, so the time taken does not tell how
-/// much of a guess was right (the length still shows).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-
 /// Demands HTTP basic auth on every route of `router` (fallback included) when `users` is not
 /// empty: a 401 with `WWW-Authenticate: Basic realm="mailhost_exporter"` otherwise.
 pub fn require_basic_auth(router: Router, users: Users) -> Router {
@@ -477,41 +473,25 @@ fn credentials(headers: &HeaderMap) -> Option<(String, SecretSlice<u8>)> {
     parsed
 }
 
-/// Standard base64 with optional padding, as browsers and HTTP clients send it.
+/// Standard base64, padded or not, as browsers and HTTP clients send it. Loose trailing bits
+/// are let through (as Go's decoder does by default), so a client that was let in before is
+/// still let in.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true),
+);
+
+/// Decodes the header's credentials. The header is already bounded by the server's head limit
+/// ([`MAX_HEADER_BYTES`](crate::web::serve::MAX_HEADER_BYTES)), so the buffer is too.
 fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
-    fn value(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    }
-    let body = match input {
-        [rest @ .., b'=', b'='] => rest,
-        [rest @ .., b'='] => rest,
-        all => all,
-    };
-    // Padding, when present, must complete the last group of four.
-    if body.len() != input.len() && input.len() % 4 != 0 {
+    // Padding, when present, must complete the last group of four: the engine would also
+    // take a partial one, which was refused before it came in.
+    if input.last() == Some(&b'=') && input.len() % 4 != 0 {
         return None;
     }
-    let mut out = Vec::with_capacity(body.len() * 3 / 4);
-    for chunk in body.chunks(4) {
-        if chunk.len() == 1 {
-            return None;
-        }
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= value(c)? << (18 - 6 * i);
-        }
-        let bytes = n.to_be_bytes();
-        out.extend_from_slice(&bytes[1..chunk.len()]);
-        n.zeroize();
-    }
-    Some(out)
+    BASE64.decode(input).ok()
 }
 
 #[cfg(test)]
@@ -543,6 +523,17 @@ mod tests {
         assert_eq!(base64_decode(b"").unwrap(), b"");
         assert!(base64_decode(b"YWxp!2U6").is_none());
         assert!(base64_decode(b"Y").is_none());
+    }
+
+    #[test]
+    fn base64_refuses_incomplete_padding_and_lets_loose_trailing_bits_through() {
+        assert!(base64_decode(b"YQ=").is_none());
+        assert!(base64_decode(b"YWJj=").is_none());
+        assert!(base64_decode(b"YQ===").is_none());
+        assert!(base64_decode(b"A===").is_none());
+        assert!(base64_decode(b"YWJj YQ==").is_none());
+        assert_eq!(base64_decode(b"YR==").unwrap(), b"a");
+        assert_eq!(base64_decode(b"YR").unwrap(), b"a");
     }
 
     #[test]

@@ -297,28 +297,74 @@ fn curves(names: &[String]) -> Result<Vec<&'static dyn SupportedKxGroup>, WebCon
     Ok(out)
 }
 
+/// The rustls server config of `tls_server_config`. The checks run in this order so that a
+/// mistake in the file itself is named before any certificate or key is read.
 pub(super) fn server_config(
     raw: RawTls,
     dir: &Path,
     http2: bool,
 ) -> Result<ServerConfig, WebConfigError> {
-    let auth_name = raw.client_auth_type.clone().unwrap_or_default();
-    let client_auth = ClientAuth::parse(&auth_name).ok_or_else(|| {
+    let client_auth = client_auth_type(raw.client_auth_type.as_deref())?;
+    let cert_path = required(dir, raw.cert_file, "cert_file", CERT_WHAT)?;
+    let key_path = required(dir, raw.key_file, "key_file", KEY_WHAT)?;
+    let ca_path = client_ca_path(dir, raw.client_ca_file, client_auth)?;
+    let (versions, max) =
+        protocol_versions(raw.min_version.as_deref(), raw.max_version.as_deref())?;
+    let provider = crypto_provider(
+        raw.cipher_suites.as_deref(),
+        raw.curve_preferences.as_deref(),
+        max,
+    )?;
+
+    let certs = certificates(&cert_path, "cert_file", CERT_WHAT)?;
+    let key = private_key(&key_path)?;
+    let verifier = client_verifier(client_auth, ca_path.as_deref(), &provider)?;
+
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| {
+            invalid(
+                "tls_server_config",
+                format!("the TLS versions and cipher suites do not fit together ({e}); check min_version, max_version and cipher_suites"),
+            )
+        })?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| unusable_key(e, &key_path, &cert_path))?;
+    // Go prefers the server's order by default; so do we unless told otherwise.
+    config.ignore_client_order = raw.prefer_server_cipher_suites.unwrap_or(true);
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(config)
+}
+
+/// `client_auth_type`; unset or empty is `NoClientCert`, as in the toolkit.
+fn client_auth_type(name: Option<&str>) -> Result<ClientAuth, WebConfigError> {
+    let auth_name = name.unwrap_or_default();
+    ClientAuth::parse(auth_name).ok_or_else(|| {
         invalid(
             "tls_server_config.client_auth_type",
             format!(
                 "{auth_name:?} is not a client auth type; use NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert"
             ),
         )
-    })?;
-    let cert_path = required(dir, raw.cert_file, "cert_file", CERT_WHAT)?;
-    let key_path = required(dir, raw.key_file, "key_file", KEY_WHAT)?;
-    let ca_path = raw
-        .client_ca_file
+    })
+}
+
+/// The resolved `client_ca_file`. A verifying `client_auth_type` without one, or one beside
+/// `NoClientCert`, is refused at load: either way the file asks for something the server
+/// would not do.
+fn client_ca_path(
+    dir: &Path,
+    file: Option<PathBuf>,
+    client_auth: ClientAuth,
+) -> Result<Option<PathBuf>, WebConfigError> {
+    let ca_path = file
         .filter(|p| !p.as_os_str().is_empty())
         .map(|p| resolve(dir, &p));
-
-    // Checks of the file alone come before any certificate is read.
     if client_auth.verifies() && ca_path.is_none() {
         return Err(invalid(
             "tls_server_config.client_ca_file",
@@ -331,9 +377,19 @@ pub(super) fn server_config(
             "client_ca_file is set but client_auth_type is NoClientCert; set client_auth_type to RequireAndVerifyClientCert (or VerifyClientCertIfGiven), or remove client_ca_file",
         ));
     }
+    Ok(ca_path)
+}
 
-    let (min, min_old) = version("min_version", raw.min_version.as_deref(), TlsVersion::Tls12)?;
-    let (max, max_old) = version("max_version", raw.max_version.as_deref(), TlsVersion::Tls13)?;
+/// The versions from `min_version` to `max_version`, and the maximum, which decides whether
+/// the cipher suites must hold a TLS 1.2 one. TLS10 and TLS11, which the toolkit accepts and
+/// rustls does not speak, are raised to TLS12 as a minimum (with a warning) and refused as a
+/// maximum, where nothing could be spoken.
+fn protocol_versions(
+    min: Option<&str>,
+    max: Option<&str>,
+) -> Result<(Vec<&'static SupportedProtocolVersion>, TlsVersion), WebConfigError> {
+    let (min, min_old) = version("min_version", min, TlsVersion::Tls12)?;
+    let (max, max_old) = version("max_version", max, TlsVersion::Tls13)?;
     if max_old {
         return Err(invalid(
             "tls_server_config.max_version",
@@ -351,14 +407,23 @@ pub(super) fn server_config(
             "TLS13 is above max_version TLS12; raise max_version or lower min_version",
         ));
     }
-    let versions: Vec<&'static SupportedProtocolVersion> = [TlsVersion::Tls12, TlsVersion::Tls13]
+    let versions = [TlsVersion::Tls12, TlsVersion::Tls13]
         .into_iter()
         .filter(|v| (min..=max).contains(v))
         .map(TlsVersion::rustls)
         .collect();
+    Ok((versions, max))
+}
 
+/// The ring provider narrowed to `cipher_suites` and `curve_preferences`. One provider serves
+/// the handshake and the client certificate checks, so both accept the same algorithms.
+fn crypto_provider(
+    cipher_suite_names: Option<&[String]>,
+    curve_names: Option<&[String]>,
+    max: TlsVersion,
+) -> Result<Arc<CryptoProvider>, WebConfigError> {
     let mut provider = rustls::crypto::ring::default_provider();
-    if let Some(names) = raw.cipher_suites.as_deref().filter(|n| !n.is_empty()) {
+    if let Some(names) = cipher_suite_names.filter(|n| !n.is_empty()) {
         provider.cipher_suites = cipher_suites(names)?;
         let tls12 = provider
             .cipher_suites
@@ -371,37 +436,43 @@ pub(super) fn server_config(
             ));
         }
     }
-    if let Some(names) = raw.curve_preferences.as_deref().filter(|n| !n.is_empty()) {
+    if let Some(names) = curve_names.filter(|n| !n.is_empty()) {
         provider.kx_groups = curves(names)?;
     }
-    let provider = Arc::new(provider);
+    Ok(Arc::new(provider))
+}
 
-    let certs = certificates(&cert_path, "cert_file", CERT_WHAT)?;
-    let key = private_key(&key_path)?;
+/// The CAs of `client_ca_file`; one that is not a usable CA is named by its place in the file,
+/// which may hold many.
+fn client_roots(path: &Path) -> Result<Arc<RootCertStore>, WebConfigError> {
+    let mut roots = RootCertStore::empty();
+    for (i, cert) in certificates(path, "client_ca_file", CA_WHAT)?
+        .into_iter()
+        .enumerate()
+    {
+        roots.add(cert).map_err(|e| {
+            invalid(
+                "tls_server_config.client_ca_file",
+                format!(
+                    "certificate {} in {} is not a usable CA certificate ({e}); point it at {CA_WHAT}",
+                    i + 1,
+                    path.display()
+                ),
+            )
+        })?;
+    }
+    Ok(Arc::new(roots))
+}
 
-    let roots = match &ca_path {
-        Some(path) => {
-            let mut roots = RootCertStore::empty();
-            for (i, cert) in certificates(path, "client_ca_file", CA_WHAT)?
-                .into_iter()
-                .enumerate()
-            {
-                roots.add(cert).map_err(|e| {
-                    invalid(
-                        "tls_server_config.client_ca_file",
-                        format!(
-                            "certificate {} in {} is not a usable CA certificate ({e}); point it at {CA_WHAT}",
-                            i + 1,
-                            path.display()
-                        ),
-                    )
-                })?;
-            }
-            Some(Arc::new(roots))
-        }
-        None => None,
-    };
-    let verifier: Arc<dyn ClientCertVerifier> = match client_auth {
+/// The client certificate check for `client_auth_type`. A `client_ca_file` is read whenever it
+/// is set, even where nothing checks against it, so a broken one is found before it is needed.
+fn client_verifier(
+    client_auth: ClientAuth,
+    ca_path: Option<&Path>,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, WebConfigError> {
+    let roots = ca_path.map(client_roots).transpose()?;
+    Ok(match client_auth {
         ClientAuth::NoClientCert => WebPkiClientVerifier::no_client_auth(),
         ClientAuth::RequestClientCert | ClientAuth::RequireAnyClientCert => {
             Arc::new(AnyClientCert {
@@ -410,7 +481,8 @@ pub(super) fn server_config(
             })
         }
         ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
-            let roots = roots.expect("a verifying client_auth_type without a CA is refused above");
+            let roots = roots
+                .expect("a verifying client_auth_type without a CA is refused by client_ca_path");
             let builder = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
             let builder = if client_auth == ClientAuth::VerifyClientCertIfGiven {
                 builder.allow_unauthenticated()
@@ -426,44 +498,30 @@ pub(super) fn server_config(
                 )
             })?
         }
-    };
+    })
+}
 
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_protocol_versions(&versions)
-        .map_err(|e| {
-            invalid(
-                "tls_server_config",
-                format!("the TLS versions and cipher suites do not fit together ({e}); check min_version, max_version and cipher_suites"),
-            )
-        })?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs, key)
-        .map_err(|e| match e {
-            rustls::Error::InconsistentKeys(_) => invalid(
-                "tls_server_config.key_file",
-                format!(
-                    "the key in {} does not match the certificate in {}; use the key the certificate was issued for",
-                    key_path.display(),
-                    cert_path.display()
-                ),
+/// Why the key cannot serve the certificate. The key of another certificate is the usual slip,
+/// so it gets its own message and fix.
+fn unusable_key(e: rustls::Error, key_path: &Path, cert_path: &Path) -> WebConfigError {
+    match e {
+        rustls::Error::InconsistentKeys(_) => invalid(
+            "tls_server_config.key_file",
+            format!(
+                "the key in {} does not match the certificate in {}; use the key the certificate was issued for",
+                key_path.display(),
+                cert_path.display()
             ),
-            other => invalid(
-                "tls_server_config.key_file",
-                format!(
-                    "cannot use the key in {} with the certificate in {} ({other}); use an RSA, ECDSA or Ed25519 key that matches the certificate",
-                    key_path.display(),
-                    cert_path.display()
-                ),
+        ),
+        other => invalid(
+            "tls_server_config.key_file",
+            format!(
+                "cannot use the key in {} with the certificate in {} ({other}); use an RSA, ECDSA or Ed25519 key that matches the certificate",
+                key_path.display(),
+                cert_path.display()
             ),
-        })?;
-    // Go prefers the server's order by default; so do we unless told otherwise.
-    config.ignore_client_order = raw.prefer_server_cipher_suites.unwrap_or(true);
-    config.alpn_protocols = if http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
-    Ok(config)
+        ),
+    }
 }
 
 /// `RequestClientCert` and `RequireAnyClientCert`: a client certificate is asked for (or

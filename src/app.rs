@@ -16,13 +16,14 @@ use tokio_util::sync::CancellationToken;
 use crate::collector::{Clock, CollectorSpec, Context};
 use crate::config::{ApiConfig, Config};
 use crate::descriptors;
+use crate::metrics::self_metrics::Telemetry;
 use crate::poll_set::PollSets;
 use crate::scraper::{Scraper, Work};
 use crate::store::Store;
-use crate::telemetry::Telemetry;
 use crate::tenant::TenantName;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::error::Endpoint;
+use crate::upstream::observe::Observer as _;
 use crate::upstream::pacer::Pacer;
 use crate::upstream::transport::Transport;
 use crate::upstream::{BuildError, Client};
@@ -336,92 +337,20 @@ impl App {
         log_shard(&config, &specs);
         // Every client first: a tenant whose client cannot be built refuses the whole reload
         // before anything has changed.
-        let mut clients: Vec<(TenantName, ApiConfig, Option<Client>)> = Vec::new();
-        for t in &config.tenants {
-            let kept = self
-                .tenants
-                .get(&t.name)
-                .filter(|old| old.client.calls_as(&t.api))
-                .map(|old| old.client.clone());
-            clients.push((t.name.clone(), t.api.clone(), kept));
-        }
-        let mut tenants = HashMap::with_capacity(clients.len());
-        for (name, api, kept) in clients {
-            let old = self.tenants.get(&name);
-            // Another provider address is another world: no circuit state carries over to it.
-            let breakers = match old {
-                Some(old) if old.api.base_url == api.base_url => old.breakers.clone(),
-                _ => Arc::new(Breakers::new(api.breaker)),
-            };
-            // The same token at the same address meets the same limit: what was learned stays.
-            let pacer = match old {
-                Some(old) if old.same_token(&api) => old.pacer.clone(),
-                _ => Pacer::new(
-                    name.clone(),
-                    api.concurrency,
-                    api.rate_limit,
-                    telemetry.clone(),
-                ),
-            };
-            let client = match kept {
-                Some(c) => c,
-                None => {
-                    match Client::new(
-                        &api,
-                        name.clone(),
-                        telemetry.clone(),
-                        breakers.clone(),
-                        pacer.clone(),
-                        self.transport.clone(),
-                    ) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            telemetry.observe_reload(false);
-                            tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
-                            return Err(e.to_string());
-                        }
-                    }
-                }
-            };
-            tenants.insert(
-                name,
-                TenantClient {
-                    api,
-                    client,
-                    breakers,
-                    pacer,
-                },
-            );
-        }
+        let tenants = match self.tenant_clients(&config) {
+            Ok(t) => t,
+            Err(e) => {
+                telemetry.observe_reload(false);
+                tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
+                return Err(e);
+            }
+        };
         for t in tenants.values() {
             t.pacer.configure(t.api.concurrency, t.api.rate_limit);
         }
-        // The plan made at start holds: tell when the new config asks for more than it has.
-        let asked = descriptors::asked_upstream(&config);
-        if asked != self.descriptors.asked_upstream {
-            self.descriptors = descriptors::Plan {
-                asked_upstream: asked,
-                ..self.descriptors.clone()
-            };
-            if let Some(told) = self.descriptors.shortfall() {
-                tracing::warn!("{told}");
-            }
-        }
+        self.replan_descriptors(&config);
         telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
-        for (name, t) in &tenants {
-            let keep = circuit_keys(specs.iter().filter(|s| &s.tenant == name));
-            for (endpoint, open) in t.breakers.reconfigure(t.api.breaker, |k| keep.contains(k)) {
-                telemetry.set_open_circuits(name, endpoint, open);
-            }
-        }
-        // A tenant no longer configured has no circuit open any more.
-        for (name, old) in &self.tenants {
-            if !tenants.contains_key(name) {
-                for (endpoint, _) in old.breakers.reconfigure(old.api.breaker, |_| false) {
-                    telemetry.set_open_circuits(name, endpoint, 0);
-                }
-            }
-        }
+        self.reconfigure_circuits(&tenants, &specs);
         self.state.poll_sets.reconfigure(&config, &specs);
         let work = with_contexts(specs, &tenants, &self.state.poll_sets, &self.clock);
         scraper.reconfigure(work.clone()).await;
@@ -445,6 +374,93 @@ impl App {
         telemetry.observe_reload(true);
         tracing::info!("configuration reloaded");
         Ok(())
+    }
+
+    /// The client of every tenant of `config`: kept when it calls as the config asks, else
+    /// built anew over the circuits and pacer that still hold for it.
+    fn tenant_clients(&self, config: &Config) -> Result<HashMap<TenantName, TenantClient>, String> {
+        let telemetry = &self.state.telemetry;
+        let mut tenants = HashMap::with_capacity(config.tenants.len());
+        for t in &config.tenants {
+            let (name, api) = (t.name.clone(), t.api.clone());
+            let old = self.tenants.get(&name);
+            // Another provider address is another world: no circuit state carries over to it.
+            let breakers = match old {
+                Some(old) if old.api.base_url == api.base_url => old.breakers.clone(),
+                _ => Arc::new(Breakers::new(api.breaker)),
+            };
+            // The same token at the same address meets the same limit: what was learned stays.
+            let pacer = match old {
+                Some(old) if old.same_token(&api) => old.pacer.clone(),
+                _ => Pacer::new(
+                    name.clone(),
+                    api.concurrency,
+                    api.rate_limit,
+                    telemetry.clone(),
+                ),
+            };
+            let client = match old.filter(|old| old.client.calls_as(&api)) {
+                Some(old) => old.client.clone(),
+                None => Client::new(
+                    &api,
+                    name.clone(),
+                    telemetry.clone(),
+                    breakers.clone(),
+                    pacer.clone(),
+                    self.transport.clone(),
+                )
+                .map_err(|e| e.to_string())?,
+            };
+            tenants.insert(
+                name,
+                TenantClient {
+                    api,
+                    client,
+                    breakers,
+                    pacer,
+                },
+            );
+        }
+        Ok(tenants)
+    }
+
+    /// The plan of descriptors made at start holds: tells when `config` asks for more upstream
+    /// sockets than it has.
+    fn replan_descriptors(&mut self, config: &Config) {
+        let asked = descriptors::asked_upstream(config);
+        if asked != self.descriptors.asked_upstream {
+            self.descriptors = descriptors::Plan {
+                asked_upstream: asked,
+                ..self.descriptors.clone()
+            };
+            if let Some(told) = self.descriptors.shortfall() {
+                tracing::warn!("{told}");
+            }
+        }
+    }
+
+    /// Keeps the circuits of the targets `specs` still poll, and closes those of tenants no
+    /// longer configured.
+    fn reconfigure_circuits(
+        &self,
+        tenants: &HashMap<TenantName, TenantClient>,
+        specs: &[CollectorSpec],
+    ) {
+        let telemetry = &self.state.telemetry;
+        for (name, t) in tenants {
+            let keep = circuit_keys(specs.iter().filter(|s| &s.tenant == name));
+            for (endpoint, open) in t.breakers.reconfigure(t.api.breaker, |k| keep.contains(k)) {
+                telemetry.set_open_circuits(name, endpoint, open);
+            }
+        }
+        // A tenant no longer configured has no circuit open any more.
+        for (name, old) in &self.tenants {
+            if !tenants.contains_key(name) {
+                for (endpoint, _) in old.breakers.reconfigure(old.api.breaker, |_| false) {
+                    telemetry.set_open_circuits(name, endpoint, 0);
+                }
+            }
+        }
     }
 }
 

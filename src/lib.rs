@@ -6,6 +6,7 @@
 //! by [`demo`] mode, the tests and the benchmarks.
 
 pub mod app;
+pub mod area;
 pub mod cli;
 pub mod collector;
 pub mod config;
@@ -16,12 +17,12 @@ pub mod logging;
 pub mod metrics;
 pub mod poll_set;
 pub mod redact;
+pub mod replay;
 pub mod scraper;
 pub mod shard;
 pub mod shutdown;
 pub mod snapshot;
 pub mod store;
-pub mod telemetry;
 pub mod tenant;
 pub mod upstream;
 pub mod web;

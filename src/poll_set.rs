@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::area::{Extra, Refers};
 use crate::collector::{CollectorName, CollectorSpec, Target};
-use crate::config::{Config, DiscoveryConfig, ProbeConfig, View};
+use crate::config::{Config, DiscoveryConfig, ProbeConfig};
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
 
@@ -148,10 +149,12 @@ impl PollSets {
                     .saturating_mul(config.probe_idle_intervals)
             };
             let own: Vec<&CollectorSpec> = specs.iter().filter(|s| s.tenant == t.name).collect();
-            let interval_of = |name: CollectorName| {
+            // Discovered accounts and domains live as long as the areas that reveal them run.
+            let interval_of = |reveals: Extra| {
                 own.iter()
-                    .find(|s| s.name == name)
+                    .filter(|s| s.name.reveals() == reveals)
                     .map(|s| s.schedule.interval)
+                    .max()
             };
             let account_interval = own
                 .iter()
@@ -173,8 +176,8 @@ impl PollSets {
             let configured_domains = own
                 .iter()
                 .flat_map(|s| s.targets.iter())
-                .filter_map(|t| match t {
-                    Target::DashboardView(View::Domain(d)) => Some(d.clone()),
+                .filter_map(|t| match t.refers_to() {
+                    Refers::Domain(d) if t.name().extra() == Extra::Domains => Some(d.to_owned()),
                     _ => None,
                 })
                 .collect();
@@ -187,8 +190,8 @@ impl PollSets {
                 inner.probe = t.probe.clone();
                 inner.discovery = t.discovery.clone();
                 inner.probe_idle = idle(account_interval);
-                inner.accounts_idle = idle(interval_of(CollectorName::TracemailDashboard));
-                inner.domains_idle = idle(interval_of(CollectorName::TracemailDaily));
+                inner.accounts_idle = idle(interval_of(Extra::Accounts));
+                inner.domains_idle = idle(interval_of(Extra::Domains));
                 inner.takes_accounts = account_interval.is_some();
                 inner.account_interval = account_interval.unwrap_or_default();
                 inner.configured = configured;
@@ -525,21 +528,19 @@ impl PollSet {
     /// discovery does not take a discovered account back for its idle time.
     pub fn forget(&self, target: &Target, now: Instant) {
         let mut inner = self.lock();
-        match target {
-            Target::DeliveryAccount(id)
-            | Target::DailyAccount(id)
-            | Target::DashboardView(View::Account(id)) => {
-                inner.probed.remove(id);
-                if inner.discovered.remove(id).is_some()
+        match target.refers_to() {
+            Refers::Account(id) => {
+                inner.probed.remove(&id);
+                if inner.discovered.remove(&id).is_some()
                     && inner.gone.len() < inner.discovery.max_accounts
                 {
-                    inner.gone.insert(*id, now);
+                    inner.gone.insert(id, now);
                 }
             }
-            Target::DashboardView(View::Domain(d)) => {
+            Refers::Domain(d) => {
                 inner.domains.remove(d);
             }
-            _ => {}
+            Refers::Other => {}
         }
     }
 
@@ -582,21 +583,21 @@ impl PollSet {
     /// The targets `collector` polls beyond its configured ones now: live accounts for an
     /// account collector, live domains as views for the dashboard.
     pub fn targets(&self, collector: CollectorName, now: Instant) -> Vec<Target> {
-        match collector {
-            CollectorName::TracemailDashboard => {
+        match collector.extra() {
+            Extra::Domains => {
                 let mut inner = self.lock();
                 let idle = inner.domains_idle;
                 live(&mut inner.domains, idle, now)
                     .into_iter()
-                    .map(|d| Target::DashboardView(View::Domain(d)))
+                    .filter_map(|d| Target::of_domain(collector, d))
                     .collect()
             }
-            name if name.polls_accounts() => self
+            Extra::Accounts => self
                 .live_accounts(now)
                 .into_iter()
-                .filter_map(|(id, ..)| Target::of_account(name, id))
+                .filter_map(|(id, ..)| Target::of_account(collector, id))
                 .collect(),
-            _ => Vec::new(),
+            Extra::None => Vec::new(),
         }
     }
 
@@ -686,7 +687,7 @@ mod tests {
         assert_eq!(a.register(6, t30), Registration::Known);
         assert_eq!(
             a.targets(CollectorName::TracemailDaily, t0 + Duration::from_secs(41)),
-            [Target::DailyAccount(6)]
+            [Target::TracemailDaily(6)]
         );
         assert_eq!(
             a.known(t0 + Duration::from_secs(41)),
@@ -773,8 +774,12 @@ mod tests {
         assert_eq!(
             a.targets(CollectorName::TracemailDashboard, t0),
             [
-                Target::DashboardView(View::Domain("news.example".into())),
-                Target::DashboardView(View::Domain("x.example".into()))
+                Target::TracemailDashboard(crate::area::tracemail_dashboard::View::Domain(
+                    "news.example".into()
+                )),
+                Target::TracemailDashboard(crate::area::tracemail_dashboard::View::Domain(
+                    "x.example".into()
+                ))
             ]
         );
     }

@@ -166,6 +166,48 @@ fn hide_quoted(msg: &str) -> String {
     }
 }
 
+/// `text` cut at `max` characters, marked with `…` when cut.
+pub fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Characters of base64, base64url and hex: what tokens and keys are written in.
+fn token_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-')
+}
+
+/// `text` with every token-like run replaced by `[redacted]`: a run of [`token_char`]s of at
+/// least 16 that mixes letters and digits, or of at least 40 of any kind. Field names (letters
+/// and `_`, at most 32 long in this API) and numbers are kept.
+pub fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        let n = run.chars().count();
+        let mixed =
+            run.chars().any(|c| c.is_ascii_digit()) && run.chars().any(|c| c.is_ascii_alphabetic());
+        if (n >= 16 && mixed) || n >= 40 {
+            out.push_str("[redacted]");
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        if token_char(c) {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,5 +376,33 @@ mod tests {
             yaml_error(&e),
             "n: invalid type: string (value hidden), expected usize at line 1 column 4"
         );
+    }
+
+    #[test]
+    fn token_like_runs_are_redacted_and_field_names_and_numbers_kept() {
+        assert_eq!(
+            redact("string \"sentinel-Tok3n-9f2c41d7\""),
+            "string \"[redacted]\""
+        );
+        assert_eq!(
+            redact("daily_activity[1].abcdef0123456789abcdef.count"),
+            "daily_activity[1].[redacted].count"
+        );
+        assert_eq!(
+            redact(&format!("string \"{}\"", "Q".repeat(40))),
+            "string \"[redacted]\""
+        );
+        for kept in [
+            "remaining_extra_messages_bought",
+            "top_accounts_by_delivery_account[0]",
+            "number 1795334400000",
+            "string \"2026-11-22T08:00:00Z\"",
+            "quota (700) against quota_human",
+            "overview.key_123456789",
+        ] {
+            assert_eq!(redact(kept), kept);
+        }
+        assert_eq!(shorten("abcdef", 3), "abc…");
+        assert_eq!(shorten("é漢🦀", 3), "é漢🦀");
     }
 }

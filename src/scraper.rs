@@ -17,6 +17,7 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use crate::area::Revealed;
 use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData};
 use crate::poll_set::PollSet;
 use crate::store::{Finished, Publisher, Store};
@@ -86,17 +87,12 @@ impl Work {
                 Err(e) if e.reason == FailureReason::NotFound && target.account_id().is_none() => {
                     set.forget(target, now)
                 }
-                Ok(TargetData::Dashboard(d)) => set.discover_accounts(
-                    d.dashboard
-                        .top_accounts
-                        .iter()
-                        .filter_map(|(id, _)| id.trim().parse::<i32>().ok()),
-                    now,
-                ),
-                Ok(TargetData::Daily(d)) => {
-                    set.discover_domains(d.domains.iter().map(|dc| dc.domain.as_str()), now)
-                }
-                _ => {}
+                Ok(data) => match data.reveals() {
+                    Revealed::Accounts(ids) => set.discover_accounts(ids, now),
+                    Revealed::Domains(names) => set.discover_domains(names, now),
+                    Revealed::Nothing => {}
+                },
+                Err(_) => {}
             }
         }
         set.record(&ok, &failed, &refused, now);
@@ -334,184 +330,140 @@ impl Drop for DemandOf {
 /// provider keeps pausing never makes the collector spin.
 const MIN_CATCH_UP_GAP: Duration = Duration::from_secs(1);
 
-async fn run_collector(
-    mut plan: watch::Receiver<Plan>,
+async fn run_collector(plan: watch::Receiver<Plan>, publisher: Publisher, stop: CancellationToken) {
+    let mut collector = Loop::new(plan, publisher, stop);
+    while let Some((p, targets, urgent)) = collector.next_run().await {
+        if collector.run(p, targets, urgent).await.is_none() {
+            return;
+        }
+    }
+}
+
+/// One collector's loop and what it keeps from one run to the next.
+struct Loop {
+    plan: watch::Receiver<Plan>,
     publisher: Publisher,
     stop: CancellationToken,
-) {
-    let interval = plan.borrow().spec.schedule.interval;
-    let mut ticker = tokio::time::interval(interval);
-    // A run that overran (it cannot: the deadline is shorter) would not cause a burst.
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut turns = Turns::default();
-    let mut known: HashSet<Target> = HashSet::new();
-    let mut probed = plan.borrow().poll_set.as_ref().map(|p| p.subscribe());
-    let mut demand = DemandOf {
-        pacer: None,
-        name: plan.borrow().spec.name,
-    };
-    // Targets the last run did not fetch because of the token's rate limit (deferred, or left
-    // without a turn after a 429): fetched by a catch-up run as soon as the pacer can take them,
-    // not at the next tick, so that a fleet larger than the rate allows per interval uses all
-    // of it.
-    let mut backlog: Vec<Target> = Vec::new();
-    let mut catch_up_at: Option<tokio::time::Instant> = None;
-    let mut warnings = Warnings::default();
-    let mut first_run = true;
-    loop {
-        let (p, mut targets, urgent) = tokio::select! {
-            biased;
-            _ = stop.cancelled() => return,
-            _ = ticker.tick() => {
-                let p = plan.borrow_and_update().clone();
-                let targets = p.targets(Instant::now());
-                known = targets.iter().cloned().collect();
-                turns.retain(&known);
-                demand.set(&p, targets.len());
-                backlog.clear();
-                (p, targets, false)
-            }
-            changed = plan.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                // A reload: only the targets it added are fetched now; the rest keep their turn.
-                let p = plan.borrow_and_update().clone();
-                probed = p.poll_set.as_ref().map(|p| p.subscribe());
-                let targets = p.targets(Instant::now());
-                demand.set(&p, targets.len());
-                let added: Vec<Target> = targets
-                    .iter()
-                    .filter(|t| !known.contains(t))
-                    .cloned()
-                    .collect();
-                known = targets.into_iter().collect();
-                turns.retain(&known);
-                backlog.retain(|t| known.contains(t));
-                if added.is_empty() {
-                    continue;
-                }
-                (p, added, true)
-            }
-            () = registered(&mut probed) => {
-                // A probe registered an account, or discovery found a target: fetch it now, so
-                // that a probe waiting for it is answered within its scrape timeout.
-                let p = plan.borrow().clone();
-                let targets = p.targets(Instant::now());
-                demand.set(&p, targets.len());
-                let added: Vec<Target> = targets
-                    .into_iter()
-                    .filter(|t| !known.contains(t))
-                    .collect();
-                known.extend(added.iter().cloned());
-                if added.is_empty() {
-                    continue;
-                }
-                (p, added, true)
-            }
-            () = catch_up(catch_up_at), if !backlog.is_empty() => {
-                let p = plan.borrow().clone();
-                let targets = std::mem::take(&mut backlog);
-                (p, targets, false)
-            }
+    ticker: tokio::time::Interval,
+    turns: Turns,
+    /// The targets polled now: a reload or a probe fetches at once only those not among them.
+    known: HashSet<Target>,
+    probed: Option<watch::Receiver<u64>>,
+    demand: DemandOf,
+    /// Targets the last run did not fetch because of the token's rate limit (deferred, or left
+    /// without a turn after a 429): fetched by a catch-up run as soon as the pacer can take
+    /// them, not at the next tick, so that a fleet larger than the rate allows per interval
+    /// uses all of it.
+    backlog: Vec<Target>,
+    catch_up_at: Option<tokio::time::Instant>,
+    warnings: Warnings,
+    first_run: bool,
+}
+
+impl Loop {
+    fn new(plan: watch::Receiver<Plan>, publisher: Publisher, stop: CancellationToken) -> Loop {
+        let interval = plan.borrow().spec.schedule.interval;
+        let mut ticker = tokio::time::interval(interval);
+        // A run that overran (it cannot: the deadline is shorter) would not cause a burst.
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let probed = plan.borrow().poll_set.as_ref().map(|p| p.subscribe());
+        let demand = DemandOf {
+            pacer: None,
+            name: plan.borrow().spec.name,
         };
-        turns.order(&mut targets);
-        // The first run's values are what readiness waits for: published as first fetches are.
-        let publish_soon = urgent || std::mem::replace(&mut first_run, false);
-        let started = Instant::now();
-        let ctx = if urgent {
-            Context {
-                client: p.ctx.client.urgent(),
-                ..p.ctx.clone()
-            }
-        } else {
-            p.ctx.clone()
-        };
-        let under_way = publisher.begin();
-        let results = {
-            let run = run_targets(&ctx, &p.spec, targets, &turns.fetched);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    // A run cut short by shutdown is dropped whole: never a half-built snapshot.
-                    _ = stop.cancelled() => return,
-                    r = &mut run => break r,
-                    () = registered(&mut probed) => {
-                        // Added while a long run is under way (a first probe waiting within its
-                        // scrape timeout): fetched now, beside the run, not after it.
-                        let added: Vec<Target> = plan
-                            .borrow()
-                            .targets(Instant::now())
-                            .into_iter()
-                            .filter(|t| !known.contains(t))
-                            .collect();
-                        if !added.is_empty() {
-                            known.extend(added.iter().cloned());
-                            side_run(&p, added, plan.clone(), publisher.clone(), stop.clone());
-                        }
+        Loop {
+            plan,
+            publisher,
+            stop,
+            ticker,
+            turns: Turns::default(),
+            known: HashSet::new(),
+            probed,
+            demand,
+            backlog: Vec::new(),
+            catch_up_at: None,
+            warnings: Warnings::default(),
+            first_run: true,
+        }
+    }
+
+    /// Waits for what starts the next run, and says which targets it fetches and whether they
+    /// go first: every target at the tick, the targets a reload or a probe added at once, the
+    /// backlog when the pacer can take it. `None`: the collector stops.
+    async fn next_run(&mut self) -> Option<(Plan, Vec<Target>, bool)> {
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return None,
+                _ = self.ticker.tick() => {
+                    let p = self.plan.borrow_and_update().clone();
+                    let targets = p.targets(Instant::now());
+                    self.known = targets.iter().cloned().collect();
+                    self.turns.retain(&self.known);
+                    self.demand.set(&p, targets.len());
+                    self.backlog.clear();
+                    return Some((p, targets, false));
+                }
+                changed = self.plan.changed() => {
+                    changed.ok()?;
+                    // A reload: only the targets it added are fetched now; the rest keep their
+                    // turn.
+                    let p = self.plan.borrow_and_update().clone();
+                    self.probed = p.poll_set.as_ref().map(|p| p.subscribe());
+                    let targets = p.targets(Instant::now());
+                    self.demand.set(&p, targets.len());
+                    let added: Vec<Target> = targets
+                        .iter()
+                        .filter(|t| !self.known.contains(t))
+                        .cloned()
+                        .collect();
+                    self.known = targets.into_iter().collect();
+                    self.turns.retain(&self.known);
+                    let known = &self.known;
+                    self.backlog.retain(|t| known.contains(t));
+                    if !added.is_empty() {
+                        return Some((p, added, true));
                     }
                 }
-            }
-        };
-        let failed = results
-            .iter()
-            .filter(|(_, r)| r.as_ref().is_err_and(|e| !e.deferred))
-            .count();
-        let deferred: Vec<Target> = results
-            .iter()
-            .filter(|(_, r)| r.as_ref().is_err_and(|e| e.deferred))
-            .map(|(t, _)| t.clone())
-            .collect();
-        tracing::debug!(
-            tenant = p.spec.tenant.as_str(),
-            collector = p.spec.name.as_str(),
-            targets = results.len(),
-            failed,
-            deferred = deferred.len(),
-            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "collector run finished"
-        );
-        for (target, result) in &results {
-            if let Err(e) = result
-                && !e.deferred
-            {
-                tracing::debug!(tenant = p.spec.tenant.as_str(),
-                collector = p.spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+                () = registered(&mut self.probed) => {
+                    // A probe registered an account, or discovery found a target: fetch it now,
+                    // so that a probe waiting for it is answered within its scrape timeout.
+                    let p = self.plan.borrow().clone();
+                    let targets = p.targets(Instant::now());
+                    self.demand.set(&p, targets.len());
+                    let added = newly_polled(&mut self.known, targets);
+                    if !added.is_empty() {
+                        return Some((p, added, true));
+                    }
+                }
+                () = catch_up(self.catch_up_at), if !self.backlog.is_empty() => {
+                    let p = self.plan.borrow().clone();
+                    return Some((p, std::mem::take(&mut self.backlog), false));
+                }
             }
         }
-        turns.learn(&results, Instant::now());
+    }
+
+    /// One run of `targets`: fetched in turn, learned from, and handed to the publisher.
+    /// `None`: the collector stops (a run cut short is dropped whole).
+    async fn run(&mut self, p: Plan, mut targets: Vec<Target>, urgent: bool) -> Option<()> {
+        self.turns.order(&mut targets);
+        // The first run's values are what readiness waits for: published as first fetches are.
+        let publish_soon = urgent || std::mem::replace(&mut self.first_run, false);
+        let started = Instant::now();
+        let under_way = self.publisher.begin();
+        let results = self.fetch(&p, targets, urgent).await?;
+        log_run(&p.spec, &results, started);
+        self.turns.learn(&results, Instant::now());
         p.learn(&results);
-        warnings.say(&p.spec, summarize_failures(&results), Instant::now());
-        // A catch-up that got nothing done waits a little before the next, whatever the pacer
-        // says: the provider may keep extending its pause.
-        let progressed = deferred.len() < results.len();
+        self.warnings
+            .say(&p.spec, summarize_failures(&results), Instant::now());
         let pacer = p.ctx.client.pacer();
-        catch_up_at = pacer.resumes_at().map(|at| {
-            if progressed {
-                at
-            } else {
-                at.max(tokio::time::Instant::now() + MIN_CATCH_UP_GAP)
-            }
-        });
-        if !progressed {
-            catch_up_at.get_or_insert(tokio::time::Instant::now() + MIN_CATCH_UP_GAP);
-        }
-        // The catch-up run takes the deferred targets and those a 429 left without a turn: both
-        // wait for the token, not for a fault of their own.
-        backlog.extend(deferred);
-        backlog.extend(
-            results
-                .iter()
-                .filter(|(_, r)| {
-                    r.as_ref()
-                        .is_err_and(|e| !e.deferred && e.reason == FailureReason::RateLimited)
-                })
-                .map(|(t, _)| t.clone()),
-        );
+        self.schedule_catch_up(pacer, &results);
         // The latest plan decides which targets are still configured (or probed).
-        let mut latest = plan.borrow().polled(Instant::now());
+        let mut latest = self.plan.borrow().polled(Instant::now());
         latest.keep_for = keep_for(&latest, pacer.refresh_intervals());
-        publisher
+        self.publisher
             .hand_over(
                 Finished {
                     spec: latest,
@@ -522,6 +474,128 @@ async fn run_collector(
                 under_way,
             )
             .await;
+        Some(())
+    }
+
+    /// Fetches `targets`, and beside them any target a probe adds while they are fetched.
+    /// `None` when the collector stops first.
+    async fn fetch(
+        &mut self,
+        p: &Plan,
+        targets: Vec<Target>,
+        urgent: bool,
+    ) -> Option<Vec<(Target, Result<TargetData, UpstreamError>)>> {
+        let ctx = if urgent {
+            Context {
+                client: p.ctx.client.urgent(),
+                ..p.ctx.clone()
+            }
+        } else {
+            p.ctx.clone()
+        };
+        let run = run_targets(&ctx, &p.spec, targets, &self.turns.fetched);
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                // A run cut short by shutdown is dropped whole: never a half-built snapshot.
+                _ = self.stop.cancelled() => return None,
+                r = &mut run => return Some(r),
+                () = registered(&mut self.probed) => {
+                    // Added while a long run is under way (a first probe waiting within its
+                    // scrape timeout): fetched now, beside the run, not after it.
+                    let targets = self.plan.borrow().targets(Instant::now());
+                    let added = newly_polled(&mut self.known, targets);
+                    if !added.is_empty() {
+                        side_run(
+                            p,
+                            added,
+                            self.plan.clone(),
+                            self.publisher.clone(),
+                            self.stop.clone(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Puts the targets the token's rate limit kept from this run (deferred, or left without a
+    /// turn after a 429) in the backlog, and says when a catch-up run may take them.
+    fn schedule_catch_up(
+        &mut self,
+        pacer: &Pacer,
+        results: &[(Target, Result<TargetData, UpstreamError>)],
+    ) {
+        let deferred: Vec<Target> = results
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(|e| e.deferred))
+            .map(|(t, _)| t.clone())
+            .collect();
+        // A catch-up that got nothing done waits a little before the next, whatever the pacer
+        // says: the provider may keep extending its pause.
+        let progressed = deferred.len() < results.len();
+        self.catch_up_at = pacer.resumes_at().map(|at| {
+            if progressed {
+                at
+            } else {
+                at.max(tokio::time::Instant::now() + MIN_CATCH_UP_GAP)
+            }
+        });
+        if !progressed {
+            self.catch_up_at
+                .get_or_insert(tokio::time::Instant::now() + MIN_CATCH_UP_GAP);
+        }
+        // Both wait for the token, not for a fault of their own.
+        self.backlog.extend(deferred);
+        self.backlog.extend(
+            results
+                .iter()
+                .filter(|(_, r)| {
+                    r.as_ref()
+                        .is_err_and(|e| !e.deferred && e.reason == FailureReason::RateLimited)
+                })
+                .map(|(t, _)| t.clone()),
+        );
+    }
+}
+
+/// The targets of `targets` not among those polled, now counted as polled.
+fn newly_polled(known: &mut HashSet<Target>, targets: Vec<Target>) -> Vec<Target> {
+    let added: Vec<Target> = targets.into_iter().filter(|t| !known.contains(t)).collect();
+    known.extend(added.iter().cloned());
+    added
+}
+
+/// The debug lines of a finished run: its figures, and each target that failed.
+fn log_run(
+    spec: &CollectorSpec,
+    results: &[(Target, Result<TargetData, UpstreamError>)],
+    started: Instant,
+) {
+    let failed = results
+        .iter()
+        .filter(|(_, r)| r.as_ref().is_err_and(|e| !e.deferred))
+        .count();
+    let deferred = results
+        .iter()
+        .filter(|(_, r)| r.as_ref().is_err_and(|e| e.deferred))
+        .count();
+    tracing::debug!(
+        tenant = spec.tenant.as_str(),
+        collector = spec.name.as_str(),
+        targets = results.len(),
+        failed,
+        deferred,
+        elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "collector run finished"
+    );
+    for (target, result) in results {
+        if let Err(e) = result
+            && !e.deferred
+        {
+            tracing::debug!(tenant = spec.tenant.as_str(),
+                collector = spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+        }
     }
 }
 
@@ -820,7 +894,7 @@ mod tests {
 
     #[test]
     fn a_collector_logs_one_line_per_reason_per_interval_however_many_runs_it_makes() {
-        let spec = CollectorSpec::delivery_accounts(vec![1], Duration::from_secs(10));
+        let spec = crate::area::delivery_account::fixtures::accounts(&[1], Duration::from_secs(10));
         let failures = |n| {
             vec![Failures {
                 reason: FailureReason::NotFound,

@@ -313,12 +313,10 @@ impl CollectorState {
 mod tests {
     use super::*;
 
-    fn spec() -> CollectorSpec {
-        CollectorSpec::delivery_accounts(vec![1, 2], Duration::from_secs(10))
-    }
+    use crate::area::delivery_account::fixtures::{accounts, answered};
 
-    fn data(remaining: f64) -> TargetData {
-        TargetData::delivery_remaining(remaining)
+    fn spec() -> CollectorSpec {
+        accounts(&[1, 2], Duration::from_secs(10))
     }
 
     fn err(reason: FailureReason) -> UpstreamError {
@@ -329,12 +327,7 @@ mod tests {
     fn a_failing_target_keeps_its_values_until_max_age() {
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
-        s.apply_run(
-            &spec(),
-            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
         let t1 = t0 + jiff::SignedDuration::from_secs(20);
         s.apply_run(
             &spec(),
@@ -363,15 +356,7 @@ mod tests {
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
         let key = (CollectorName::DeliveryAccount, TenantName::default());
-        s.apply_run(
-            &spec(),
-            vec![
-                (Target::DeliveryAccount(1), Ok(data(5.0))),
-                (Target::DeliveryAccount(2), Ok(data(6.0))),
-            ],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
         // The fleet does not fit: values are kept for 80 s instead of max_age's 30 s.
         let waiting = CollectorSpec {
             keep_for: Some(Duration::from_secs(80)),
@@ -426,7 +411,7 @@ mod tests {
         // Its turn comes: tried again, it is no longer deferred.
         s.apply_run(
             &waiting,
-            vec![(Target::DeliveryAccount(1), Ok(data(4.0)))],
+            answered(&[(1, 4.0)]),
             Duration::ZERO,
             t0 + jiff::SignedDuration::from_secs(82),
         );
@@ -437,22 +422,9 @@ mod tests {
     fn a_run_of_some_targets_leaves_the_others_as_they_were() {
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
-        s.apply_run(
-            &spec(),
-            vec![
-                (Target::DeliveryAccount(1), Ok(data(5.0))),
-                (Target::DeliveryAccount(2), Ok(data(6.0))),
-            ],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
         let t1 = t0 + jiff::SignedDuration::from_secs(5);
-        s.apply_run(
-            &spec(),
-            vec![(Target::DeliveryAccount(2), Ok(data(7.0)))],
-            Duration::ZERO,
-            t1,
-        );
+        s.apply_run(&spec(), answered(&[(2, 7.0)]), Duration::ZERO, t1);
         let targets =
             &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets;
         assert_eq!(targets.len(), 2);
@@ -468,12 +440,7 @@ mod tests {
     fn expiry_says_when_the_next_value_goes_and_fails_a_success_that_old() {
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
-        s.apply_run(
-            &spec(),
-            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
         let (changed, next) = s.expire(t0 + jiff::SignedDuration::from_secs(10));
         assert!(!changed);
         assert_eq!(next, Some(t0 + jiff::SignedDuration::from_secs(30)));
@@ -495,12 +462,7 @@ mod tests {
     fn a_clock_that_goes_back_expires_nothing() {
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
-        s.apply_run(
-            &spec(),
-            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
         let (changed, _) = s.expire(Timestamp::from_second(0).unwrap());
         assert!(!changed);
         let (changed, _) = s.expire(Timestamp::MAX);
@@ -511,12 +473,7 @@ mod tests {
     fn not_found_drops_values_at_once() {
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
-        s.apply_run(
-            &spec(),
-            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
         s.apply_run(
             &spec(),
             vec![(
@@ -535,23 +492,10 @@ mod tests {
     fn a_target_no_longer_configured_is_forgotten() {
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
-        s.apply_run(
-            &spec(),
-            vec![
-                (Target::DeliveryAccount(1), Ok(data(5.0))),
-                (Target::DeliveryAccount(2), Ok(data(6.0))),
-            ],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
         let mut reloaded = spec();
         reloaded.targets = vec![Target::DeliveryAccount(2)];
-        s.apply_run(
-            &reloaded,
-            vec![(Target::DeliveryAccount(2), Ok(data(6.0)))],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&reloaded, answered(&[(2, 6.0)]), Duration::ZERO, t0);
         let targets =
             &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets;
         assert_eq!(targets.len(), 1);

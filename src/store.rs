@@ -606,12 +606,10 @@ async fn publish_runs(
 mod tests {
     use super::*;
 
-    fn spec() -> CollectorSpec {
-        CollectorSpec::delivery_accounts(vec![1, 2], Duration::from_secs(10))
-    }
+    use crate::area::delivery_account::fixtures::{accounts, answered};
 
-    fn data(remaining: f64) -> TargetData {
-        TargetData::delivery_remaining(remaining)
+    fn spec() -> CollectorSpec {
+        accounts(&[1, 2], Duration::from_secs(10))
     }
 
     #[test]
@@ -619,15 +617,7 @@ mod tests {
         use std::io::Read as _;
         let mut s = Snapshot::default();
         let t0 = Timestamp::from_second(1_000_000).unwrap();
-        s.apply_run(
-            &spec(),
-            vec![
-                (Target::DeliveryAccount(1), Ok(data(5.0))),
-                (Target::DeliveryAccount(2), Ok(data(6.0))),
-            ],
-            Duration::ZERO,
-            t0,
-        );
+        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
         let prepared = Prepared::render(s);
         for format in [Format::Classic, Format::OpenMetrics] {
             let body = prepared.body(format);
@@ -671,9 +661,10 @@ mod tests {
         // Any second collector will do: only its name keys its section.
         let migration = CollectorSpec::new(
             crate::tenant::TenantName::default(),
-            crate::collector::Collector::Migration(Arc::new(crate::config::MigrationConfig {
+            crate::collector::Collector::Migration(Arc::new(crate::area::Configured {
                 schedule: delivery.schedule,
-                migrations: vec!["MG1".into()],
+                settings: Arc::new(()),
+                targets: vec!["MG1".into()],
             })),
         );
         let store = Store::new(&[delivery.clone(), migration.clone()]);
@@ -685,11 +676,7 @@ mod tests {
                 .unwrap()
         };
         let before = store.prepared();
-        store.apply_run(
-            &delivery,
-            vec![(Target::DeliveryAccount(1), Ok(data(5.0)))],
-            Duration::ZERO,
-        );
+        store.apply_run(&delivery, answered(&[(1, 5.0)]), Duration::ZERO);
         let after = store.prepared();
         let other = Section::Collector(migration.name);
         assert!(Arc::ptr_eq(
@@ -715,6 +702,7 @@ mod tests {
 #[cfg(test)]
 mod publisher_tests {
     use super::*;
+    use crate::area::delivery_account::fixtures::{accounts, remaining as data};
     use crate::tenant::TenantName;
 
     #[tokio::test]
@@ -722,7 +710,7 @@ mod publisher_tests {
         let specs: Vec<CollectorSpec> = (0..200)
             .map(|i| CollectorSpec {
                 tenant: TenantName::parse(&format!("t{i}")).unwrap(),
-                ..CollectorSpec::delivery_accounts(vec![i], Duration::from_secs(10))
+                ..accounts(&[i], Duration::from_secs(10))
             })
             .collect();
         let store = Store::new(&specs);
@@ -739,7 +727,7 @@ mod publisher_tests {
                     .apply_run(
                         Finished {
                             spec,
-                            results: vec![(id, Ok(TargetData::delivery_remaining(7.0)))],
+                            results: vec![(id, Ok(data(7.0)))],
                             duration: Duration::ZERO,
                             urgent: false,
                         },
@@ -787,7 +775,7 @@ mod publisher_tests {
 
     #[tokio::test]
     async fn a_run_handed_over_after_shutdown_returns_at_once() {
-        let spec = CollectorSpec::delivery_accounts(vec![1], Duration::from_secs(10));
+        let spec = accounts(&[1], Duration::from_secs(10));
         let store = Store::new(std::slice::from_ref(&spec));
         let shutdown = CancellationToken::new();
         let (publisher, task) = Publisher::start(store, shutdown.clone());

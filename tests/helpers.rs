@@ -230,7 +230,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         &[
             "process::the_readme_promtool_commands_succeed",
             "promtool::promtool_finds_nothing_to_complain_about_in_metrics",
-            "properties::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies",
+            "properties::all_areas::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies",
             "rules::promtool_accepts_the_shipped_prometheus_config",
             "rules::promtool_lints_every_rules_file_without_a_finding",
             "rules::promtool_rule_unit_tests_pass",

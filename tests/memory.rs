@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use mailhost_exporter::telemetry::MAX_LOGGED_SHAPES;
+use mailhost_exporter::metrics::self_metrics::MAX_LOGGED_SHAPES;
 use mailhost_sim::{AccountSeed, BodyFault, FaultSpec, Route, SimConfig};
 
 use crate::helpers::{Running, TOKEN, memory_kib, must, spawn_sim_with, value, wait_for};

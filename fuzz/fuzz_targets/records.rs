@@ -1,32 +1,23 @@
-//! Fuzz target: any bytes that are JSON go through the client's bounded decoder and every
-//! lenient reader of upstream records (as an envelope and as a bare record) and the real
-//! snapshot -> metrics -> exposition path; nothing may panic and both formats must be
-//! well-formed, finite and free of duplicates.
+//! Fuzz target: any bytes that are JSON go, through the one seam of the tests
+//! (`mailhost_exporter::replay`), into every area's reading of its answers (the client's bounded
+//! decoder and the lenient readers: the bytes as they are, wrapped in the envelope, as a
+//! migration's aggregate, and the golden files' two daily answers) and the real snapshot ->
+//! metrics -> exposition path; nothing may panic and both formats must be well-formed, finite
+//! and free of duplicates.
 
 #![no_main]
 
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use mailhost_exporter::collector::tracemail_daily::DailyData;
-use mailhost_exporter::collector::tracemail_dashboard::DashboardData;
-use mailhost_exporter::collector::{Collector, CollectorSpec, TargetData};
+use mailhost_exporter::collector::{CollectorSpec, Target};
 use mailhost_exporter::config::Config;
 use mailhost_exporter::metrics::labels::MAX_LABEL_VALUE_LEN;
-use mailhost_exporter::metrics::{self, EOF, Format};
-use mailhost_exporter::snapshot::Snapshot;
-use mailhost_exporter::upstream::decode::aggregate;
-use mailhost_exporter::upstream::model::{
-    DASHBOARD_FIELDS, DeliveryAccount, Mailbox, Migration, read_daily, read_dashboard,
-    read_domains_rank,
-};
-use mailhost_exporter::upstream::{Fields, first_resource, resources};
-use serde_json::Value;
+use mailhost_exporter::metrics::{EOF, Format};
+use mailhost_exporter::replay::Replay;
+use serde_json::{Value, json};
 
-/// One target per reading of the body: the record from the envelope, the body as a record
-/// (and, for the daily statistics, the golden files' two envelopes).
+/// Targets enough for every reading of the body in each area.
 const CONFIG: &str = "api:
   base_url: http://127.0.0.1:1
 collectors:
@@ -52,77 +43,38 @@ fn specs() -> &'static [CollectorSpec] {
     })
 }
 
-/// The body as the client decodes it, and the body itself.
-fn both(bytes: &[u8], body: &Value, fields: Fields) -> [Option<Value>; 2] {
-    [first_resource(bytes, fields).ok(), Some(body.clone())]
+/// The readings of one body: the bytes as they are, the body as the record of an envelope,
+/// the body as a migration's aggregate.
+fn readings(bytes: &[u8], body: &Value) -> [Vec<u8>; 3] {
+    let wrapped = |v: Value| serde_json::to_vec(&v).unwrap_or_default();
+    [
+        bytes.to_vec(),
+        wrapped(json!({ "resources": [body] })),
+        wrapped(json!({ "aggregate": body })),
+    ]
 }
 
-/// The items of a list endpoint: from the envelope, or the body when it is a list itself.
-fn items(bytes: &[u8], body: &Value) -> Vec<Vec<Value>> {
-    let mut out = vec![resources(bytes, Fields::All).unwrap_or_default()];
-    if let Value::Array(list) = body {
-        out.push(list.clone());
-    }
-    // The golden files of the daily collector hold both envelopes in one object.
-    for key in ["daily", "domains_rank"] {
-        if let Some(v) = body.get(key) {
-            let inner = serde_json::to_vec(v).unwrap_or_default();
-            out.push(resources(&inner, Fields::All).unwrap_or_default());
-        }
-    }
-    out
-}
-
-fn data(spec: &CollectorSpec, bytes: &[u8], body: &Value) -> Vec<TargetData> {
-    let today = jiff::civil::Date::constant(2026, 11, 22);
-    let mut out = Vec::new();
-    match &spec.collector {
-        Collector::TracemailDashboard(cfg) => {
-            for r in both(bytes, body, DASHBOARD_FIELDS).into_iter().flatten() {
-                if let Ok((dashboard, _)) =
-                    read_dashboard(&r, &cfg.date_format, today, cfg.limit as usize)
-                {
-                    out.push(TargetData::Dashboard(DashboardData {
-                        dashboard,
-                        day_start: 1_795_305_600.0,
-                    }));
-                }
-            }
-        }
-        Collector::TracemailDaily(cfg) => {
-            for list in items(bytes, body) {
-                let (stats, _) = read_daily(&list, &cfg.date_format, today);
-                let (domains, _) = read_domains_rank(&list, cfg.top_domains);
-                out.push(TargetData::Daily(DailyData { stats, domains }));
-            }
-        }
-        Collector::DeliveryAccount(_) => {
-            for r in both(bytes, body, DeliveryAccount::FIELDS)
-                .into_iter()
-                .flatten()
-            {
-                if let Ok((a, _)) = DeliveryAccount::from_record(&r) {
-                    out.push(TargetData::DeliveryAccount(a));
-                }
-            }
-        }
-        Collector::Migration(_) => {
-            let decoded = aggregate(bytes).ok().flatten();
-            for a in [decoded.as_ref(), Some(body)].into_iter().flatten() {
-                if let Ok((m, _)) = Migration::from_aggregate(a) {
-                    out.push(TargetData::Migration(m));
-                }
-            }
-        }
-        Collector::Mailbox(_) => {
-            for r in both(bytes, body, Mailbox::FIELDS).into_iter().flatten() {
-                if let Ok((m, _)) = Mailbox::from_record(&r) {
-                    out.push(TargetData::Mailbox(m));
-                }
-            }
-        }
-    }
-    out
+/// Each target of `spec` answered with one reading of the body (the next target, the next
+/// reading); a target of a two-endpoint area past the readings gets the golden files' two
+/// answers when the body holds them.
+fn answers(spec: &CollectorSpec, bytes: &[u8], body: &Value) -> Vec<(Target, Vec<Vec<u8>>)> {
+    let readings = readings(bytes, body);
+    let endpoints = spec.collector.endpoints().len();
+    let split: Option<Vec<Vec<u8>>> = ["daily", "domains_rank"]
+        .iter()
+        .map(|k| body.get(k).and_then(|v| serde_json::to_vec(v).ok()))
+        .collect();
+    spec.targets
+        .iter()
+        .enumerate()
+        .map(|(i, target)| {
+            let bodies = match &split {
+                Some(both) if endpoints == 2 && i >= readings.len() => both.clone(),
+                _ => vec![readings[i % readings.len()].clone(); endpoints],
+            };
+            (target.clone(), bodies)
+        })
+        .collect()
 }
 
 /// A cheap well-formedness check: the line grammar, finite values, bounded label values, no
@@ -204,18 +156,12 @@ fuzz_target!(|bytes: &[u8]| {
     let Ok(body) = serde_json::from_slice::<Value>(bytes) else {
         return;
     };
-    let mut snapshot = Snapshot::default();
+    let mut replay = Replay::default();
     let now = jiff::Timestamp::from_second(1_795_334_400).unwrap();
     for spec in specs() {
-        let results: Vec<_> = spec
-            .targets
-            .iter()
-            .cloned()
-            .zip(data(spec, bytes, &body).into_iter().map(Ok))
-            .collect();
-        snapshot.apply_run(spec, results, Duration::from_millis(125), now);
+        replay.run(spec, answers(spec, bytes, &body), now);
     }
-    let exposition = metrics::render(&Arc::new(snapshot));
+    let exposition = replay.render();
     check(&exposition.classic, Format::Classic);
     let mut openmetrics = exposition.openmetrics;
     openmetrics.push_str(EOF);

@@ -1,128 +1,40 @@
 //! Configuration: the strict YAML file, its defaults, and validation whose messages name the
 //! field and the fix.
 
+pub mod date_format;
+pub mod defaults;
+pub mod error;
+pub mod fields;
+pub mod limits;
 mod raw;
+pub mod schedule;
 mod tenants;
-mod validate;
+pub mod validate;
+
+pub use date_format::DateFormat;
+pub use error::{ConfigError, invalid};
+pub use schedule::Schedule;
 
 pub(crate) use validate::describe_yaml_error;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use secrecy::SecretString;
 
+use crate::area::{Collector, RawCollectors};
 use crate::tenant::TenantName;
 use raw::RawConfig;
-use validate::{
-    account_list, api_settings, check_flow_depth, codes, daily, dashboard, mailboxes, read_at_most,
-    schedule, validate_api,
-};
+use validate::{api_settings, check_flow_depth, read_at_most, validate_api};
 
 /// Environment variable that may hold the Management API token instead of `api.token_file`.
 pub const TOKEN_ENV: &str = "MAILHOST_API_TOKEN";
 
-/// Defaults, named so that docs and code agree.
-pub mod defaults {
-    use std::time::Duration;
-
-    pub const TIMEOUT: Duration = Duration::from_secs(10);
-    pub const CONCURRENCY: usize = 8;
-    pub const MAX_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
-    pub const MAX_RETRIES: u32 = 2;
-    pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
-    pub const RETRY_MAX_BACKOFF: Duration = Duration::from_secs(5);
-    pub const BREAKER_FAILURES: u32 = 5;
-    pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(60);
-    pub const INTERVAL: Duration = Duration::from_secs(60);
-    /// `max_age` is this many intervals unless set.
-    pub const MAX_AGE_INTERVALS: u32 = 3;
-    /// Time zone of the mail-tracing collectors' "today".
-    pub const TIMEZONE: &str = "UTC";
-    /// How dates are written in mail-tracing requests.
-    pub const DATE_FORMAT: &str = "YYYY-MM-DD";
-    /// `limit` of the dashboard's top lists.
-    pub const TOP_LIMIT: i64 = 10;
-    /// Domains per account kept from the daily `domains-rank`.
-    pub const TOP_DOMAINS: i64 = 20;
-    /// A probed target leaves the poll set after this many intervals without a probe.
-    pub const PROBE_IDLE_INTERVALS: u32 = 3;
-    /// Probe-registered targets per tenant at most.
-    pub const PROBE_MAX_TARGETS: usize = 10_000;
-    /// Accounts `/probe` may register per tenant within one interval of its account collectors,
-    /// whatever the provider then answers for them.
-    pub const PROBE_NEW_PER_INTERVAL: usize = 100;
-    /// Accounts `/probe` registered whose first fetch has not ended yet, per tenant, at most.
-    pub const PROBE_FIRST_FETCHES: usize = 16;
-    /// Discovered accounts per tenant at most.
-    pub const DISCOVERY_MAX_ACCOUNTS: usize = 1000;
-    /// Discovered sending domains (dashboard views) per tenant at most.
-    pub const DISCOVERY_MAX_DOMAINS: usize = 100;
-}
-
-/// The bounds of every value: what the exporter can run with. Each is named in the message that
-/// refuses a value past it.
-pub mod limits {
-    use std::time::Duration;
-
-    /// Largest config file read (a fleet of a million ids fits).
-    pub const CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
-    /// Largest token file read: it holds one token.
-    pub const TOKEN_FILE_BYTES: u64 = 4096;
-    /// Longest token.
-    pub const TOKEN_CHARS: usize = 1024;
-    pub const MAX_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-    pub const MAX_BACKOFF: Duration = Duration::from_secs(5 * 60);
-    pub const MIN_COOLDOWN: Duration = Duration::from_secs(1);
-    pub const MAX_COOLDOWN: Duration = Duration::from_secs(60 * 60);
-    pub const MAX_BREAKER_FAILURES: u32 = 1000;
-    pub const MIN_RESPONSE_BYTES: u64 = 1024;
-    pub const MAX_RESPONSE_BYTES: u64 = 256 * 1024 * 1024;
-    pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
-    pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 60 * 60);
-    pub const MAX_AGE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
-    /// Targets in one list (accounts, views, migrations, mailboxes).
-    pub const MAX_TARGETS: usize = 1_000_000;
-    /// `[`/`{` nesting depth at most (the schema needs 5); checked before the YAML parser runs.
-    pub const MAX_FLOW_DEPTH: usize = 64;
-    /// `probe.idle_intervals` at most.
-    pub const MAX_IDLE_INTERVALS: u32 = 1000;
-    /// `probe.first_fetches` at most.
-    pub const MAX_FIRST_FETCHES: usize = 10_000;
-    /// `rate_limit` at least: one call every 100 seconds.
-    pub const MIN_RATE_LIMIT: f64 = 0.01;
-    /// `rate_limit` at most, requests per second.
-    pub const MAX_RATE_LIMIT: f64 = 10_000.0;
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "config file {path} is larger than {} MiB; is it the right file?",
-        limits::CONFIG_FILE_BYTES / 1024 / 1024
-    )]
-    TooLarge { path: PathBuf },
-    #[error("{0}")]
-    Syntax(String),
-    #[error("{field}: {problem}")]
-    Invalid { field: String, problem: String },
-}
-
 /// What an empty (or comments-only) config file is told.
 pub const EMPTY_CONFIG: &str = "the config file is empty: start from examples/config.yml; at least api.base_url and one collector are needed";
 
-fn invalid(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        field: field.into(),
-        problem: problem.into(),
-    }
-}
+/// The enabled collectors of a config or a tenant, in the order of the list of areas.
+pub type CollectorsConfig = Vec<Collector>;
 
 /// The validated configuration the exporter runs with.
 #[derive(Debug, Clone)]
@@ -238,127 +150,6 @@ pub struct BreakerPolicy {
     pub cooldown: Duration,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct CollectorsConfig {
-    pub delivery_account: Option<DeliveryAccountConfig>,
-    pub tracemail_dashboard: Option<DashboardConfig>,
-    pub tracemail_daily: Option<DailyConfig>,
-    pub migration: Option<MigrationConfig>,
-    pub mailbox: Option<MailboxConfig>,
-}
-
-/// When a collector runs and how long its values live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Schedule {
-    pub interval: Duration,
-    /// The whole run must finish within this; shorter than `interval`, so runs never pile up.
-    pub deadline: Duration,
-    /// A failing target keeps its last good values this long, then its series are dropped.
-    pub max_age: Duration,
-}
-
-#[derive(Debug, Clone)]
-pub struct DeliveryAccountConfig {
-    pub schedule: Schedule,
-    pub accounts: Vec<i32>,
-}
-
-/// A dashboard view: the whole customer, or filtered by one account or one domain.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum View {
-    All,
-    Account(i32),
-    Domain(String),
-}
-
-#[derive(Debug, Clone)]
-pub struct DashboardConfig {
-    pub schedule: Schedule,
-    pub timezone: jiff::tz::TimeZone,
-    /// The IANA name, as sent in the request body.
-    pub timezone_name: String,
-    pub date_format: DateFormat,
-    pub limit: i32,
-    /// Always starts with [`View::All`].
-    pub views: Vec<View>,
-}
-
-#[derive(Debug, Clone)]
-pub struct DailyConfig {
-    pub schedule: Schedule,
-    pub timezone: jiff::tz::TimeZone,
-    pub date_format: DateFormat,
-    pub top_domains: usize,
-    pub accounts: Vec<i32>,
-}
-
-#[derive(Debug, Clone)]
-pub struct MigrationConfig {
-    pub schedule: Schedule,
-    pub migrations: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct MailboxTarget {
-    pub domain: String,
-    pub mailbox: String,
-}
-
-#[derive(Debug, Clone)]
-pub struct MailboxConfig {
-    pub schedule: Schedule,
-    pub mailboxes: Vec<MailboxTarget>,
-}
-
-/// How dates are written in requests: `YYYY`, `MM` and `DD` in any order with separators,
-/// e.g. `YYYY-MM-DD` (the default) or `DD/MM/YYYY`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DateFormat {
-    strftime: String,
-}
-
-impl DateFormat {
-    pub fn parse(pattern: &str) -> Option<DateFormat> {
-        let ok = pattern.matches("YYYY").count() == 1
-            && pattern.matches("MM").count() == 1
-            && pattern.matches("DD").count() == 1
-            && pattern.len() <= 32;
-        let strftime = pattern
-            .replace('%', "%%")
-            .replace("YYYY", "%Y")
-            .replace("MM", "%m")
-            .replace("DD", "%d");
-        // Nothing but the three fields and separators: no letters left over.
-        let rest = pattern
-            .replace("YYYY", "")
-            .replace("MM", "")
-            .replace("DD", "");
-        (ok && !rest.chars().any(|c| c.is_alphanumeric())).then_some(DateFormat { strftime })
-    }
-
-    pub fn format(&self, date: jiff::civil::Date) -> String {
-        date.strftime(&self.strftime).to_string()
-    }
-
-    /// Reads a date written in this format (or as ISO `YYYY-MM-DD`, or a date-time whose date
-    /// part is one of those).
-    pub fn read(&self, text: &str) -> Option<jiff::civil::Date> {
-        let t = text.trim();
-        jiff::civil::Date::strptime(&self.strftime, t)
-            .ok()
-            .or_else(|| {
-                t.get(..10)
-                    .and_then(|d| d.parse::<jiff::civil::Date>().ok())
-            })
-    }
-}
-
-impl Default for DateFormat {
-    fn default() -> Self {
-        DateFormat::parse(defaults::DATE_FORMAT).expect("the default date format is valid")
-    }
-}
-
 impl Config {
     /// [`Config::load`] with [`TOKEN_ENV`] read from the environment now. This is the one place
     /// the exporter reads the token's variable: at start, for `--config.check` and on every
@@ -469,99 +260,19 @@ impl Config {
     }
 }
 
-/// The `collectors` block: each enabled collector's settings and targets. With `tenants:`
-/// (`lists` false) the targets are each tenant's, so lists here are refused.
-fn collectors(c: raw::RawCollectors, lists: bool) -> Result<CollectorsConfig, ConfigError> {
-    if !lists {
-        let listed = [
-            (
-                "delivery_account.accounts",
-                c.delivery_account
-                    .as_ref()
-                    .is_some_and(|d| !d.accounts.is_empty()),
+/// The `collectors` block: each enabled collector's schedule, settings and targets. With
+/// `tenants:` (`lists` false) the targets are each tenant's, so lists here are refused.
+fn collectors(c: RawCollectors, lists: bool) -> Result<Vec<Collector>, ConfigError> {
+    if !lists && let Some(list) = c.first_list() {
+        return Err(invalid(
+            format!("collectors.{list}"),
+            format!(
+                "with tenants:, targets belong to a tenant: move the list to tenants[].collectors.{list}"
             ),
-            (
-                "tracemail_dashboard.views",
-                c.tracemail_dashboard
-                    .as_ref()
-                    .is_some_and(|d| !d.views.is_empty()),
-            ),
-            (
-                "tracemail_daily.accounts",
-                c.tracemail_daily
-                    .as_ref()
-                    .is_some_and(|d| !d.accounts.is_empty()),
-            ),
-            (
-                "migration.migrations",
-                c.migration
-                    .as_ref()
-                    .is_some_and(|d| !d.migrations.is_empty()),
-            ),
-            (
-                "mailbox.mailboxes",
-                c.mailbox.as_ref().is_some_and(|d| !d.mailboxes.is_empty()),
-            ),
-        ];
-        if let Some((list, _)) = listed.iter().find(|(_, set)| *set) {
-            return Err(invalid(
-                format!("collectors.{list}"),
-                format!(
-                    "with tenants:, targets belong to a tenant: move the list to tenants[].collectors.{list}"
-                ),
-            ));
-        }
+        ));
     }
-    let delivery_account = match c.delivery_account {
-        Some(d) if d.enabled => Some(DeliveryAccountConfig {
-            schedule: schedule(
-                "collectors.delivery_account",
-                d.interval,
-                d.deadline,
-                d.max_age,
-            )?,
-            accounts: account_list("collectors.delivery_account.accounts", &d.accounts, lists)?,
-        }),
-        _ => None,
-    };
-    let tracemail_dashboard = match c.tracemail_dashboard {
-        Some(d) if d.enabled => Some(dashboard(d)?),
-        _ => None,
-    };
-    let tracemail_daily = match c.tracemail_daily {
-        Some(d) if d.enabled => Some(daily(d, lists)?),
-        _ => None,
-    };
-    let migration = match c.migration {
-        Some(m) if m.enabled => Some(MigrationConfig {
-            schedule: schedule("collectors.migration", m.interval, m.deadline, m.max_age)?,
-            migrations: codes(
-                "collectors.migration.migrations",
-                &m.migrations,
-                &[("MG", 8)],
-                "MG followed by 8 digits, e.g. MG00000001",
-                lists,
-            )?,
-        }),
-        _ => None,
-    };
-    let mailbox = match c.mailbox {
-        Some(m) if m.enabled => Some(mailboxes(m, lists)?),
-        _ => None,
-    };
-    let collectors = CollectorsConfig {
-        delivery_account,
-        tracemail_dashboard,
-        tracemail_daily,
-        migration,
-        mailbox,
-    };
-    if collectors.delivery_account.is_none()
-        && collectors.tracemail_dashboard.is_none()
-        && collectors.tracemail_daily.is_none()
-        && collectors.migration.is_none()
-        && collectors.mailbox.is_none()
-    {
+    let collectors = c.validate(lists)?;
+    if collectors.is_empty() {
         return Err(invalid(
             "collectors",
             "no collector is enabled: configure at least one, e.g. collectors.delivery_account.accounts",
@@ -584,11 +295,14 @@ mod tests {
         assert_eq!(c.api.timeout, defaults::TIMEOUT);
         assert_eq!(c.api.concurrency, defaults::CONCURRENCY);
         assert_eq!(c.api.token.expose_secret(), "tok");
-        let d = c.collectors.delivery_account.unwrap();
-        assert_eq!(d.accounts, vec![1001, 1002]);
-        assert_eq!(d.schedule.interval, Duration::from_secs(30));
-        assert_eq!(d.schedule.deadline, Duration::from_secs(24));
-        assert_eq!(d.schedule.max_age, Duration::from_secs(90));
+        let d = &c.collectors[0];
+        assert_eq!(
+            d.targets(),
+            [1001, 1002].map(crate::area::Target::DeliveryAccount)
+        );
+        assert_eq!(d.schedule().interval, Duration::from_secs(30));
+        assert_eq!(d.schedule().deadline, Duration::from_secs(24));
+        assert_eq!(d.schedule().max_age, Duration::from_secs(90));
     }
 
     #[test]
@@ -686,7 +400,7 @@ mod tests {
                 let _ = Config::parse(&text, Some("t".into()));
                 let both = GOOD.replace("interval: 30s", &format!("interval: 24h\n    {key}: {d}"));
                 if let Ok(c) = Config::parse(&both, Some("t".into())) {
-                    let s = c.collectors.delivery_account.unwrap().schedule;
+                    let s = c.collectors[0].schedule();
                     assert!(s.deadline < s.interval && s.max_age <= limits::MAX_AGE);
                 }
             }

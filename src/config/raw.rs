@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::area::{RawCollectors, RawTenantCollectors};
+
 /// The file as written; see [`super::Config`] for the validated form.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,50 +47,6 @@ pub(super) struct RawTenant {
     pub(super) probe: Option<RawTenantProbe>,
     #[serde(default)]
     pub(super) discovery: Option<RawDiscovery>,
-}
-
-/// A tenant's target lists, in the shape of the `collectors` block; settings stay there.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawTenantCollectors {
-    #[serde(default)]
-    pub(super) delivery_account: Option<RawAccountList>,
-    #[serde(default)]
-    pub(super) tracemail_dashboard: Option<RawViewList>,
-    #[serde(default)]
-    pub(super) tracemail_daily: Option<RawAccountList>,
-    #[serde(default)]
-    pub(super) migration: Option<RawMigrationList>,
-    #[serde(default)]
-    pub(super) mailbox: Option<RawMailboxList>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawAccountList {
-    #[serde(default)]
-    pub(super) accounts: Vec<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawViewList {
-    #[serde(default)]
-    pub(super) views: Vec<RawView>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMigrationList {
-    #[serde(default)]
-    pub(super) migrations: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMailboxList {
-    #[serde(default)]
-    pub(super) mailboxes: Vec<RawMailboxTarget>,
 }
 
 /// `/probe` settings; `max_targets` and `allow` are the defaults of every tenant.
@@ -163,128 +121,4 @@ pub(super) struct RawApi {
     pub(super) circuit_breaker_failures: Option<u32>,
     #[serde(default, with = "humantime_serde")]
     pub(super) circuit_breaker_cooldown: Option<Duration>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawCollectors {
-    #[serde(default)]
-    pub(super) delivery_account: Option<RawDeliveryAccount>,
-    #[serde(default)]
-    pub(super) tracemail_dashboard: Option<RawDashboard>,
-    #[serde(default)]
-    pub(super) tracemail_daily: Option<RawDaily>,
-    #[serde(default)]
-    pub(super) migration: Option<RawMigration>,
-    #[serde(default)]
-    pub(super) mailbox: Option<RawMailbox>,
-}
-
-// Each collector repeats enabled/interval/deadline/max_age: serde cannot `flatten` a shared
-// struct into one that denies unknown fields, and unknown keys must be refused.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDashboard {
-    #[serde(default = "yes")]
-    pub(super) enabled: bool,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) interval: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) deadline: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) max_age: Option<Duration>,
-    #[serde(default)]
-    pub(super) timezone: Option<String>,
-    #[serde(default)]
-    pub(super) date_format: Option<String>,
-    #[serde(default)]
-    pub(super) limit: Option<i64>,
-    #[serde(default)]
-    pub(super) views: Vec<RawView>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawView {
-    #[serde(default)]
-    pub(super) account: Option<i64>,
-    #[serde(default)]
-    pub(super) domain: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDaily {
-    #[serde(default = "yes")]
-    pub(super) enabled: bool,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) interval: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) deadline: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) max_age: Option<Duration>,
-    #[serde(default)]
-    pub(super) timezone: Option<String>,
-    #[serde(default)]
-    pub(super) date_format: Option<String>,
-    #[serde(default)]
-    pub(super) top_domains: Option<i64>,
-    #[serde(default)]
-    pub(super) accounts: Vec<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMigration {
-    #[serde(default = "yes")]
-    pub(super) enabled: bool,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) interval: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) deadline: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) max_age: Option<Duration>,
-    #[serde(default)]
-    pub(super) migrations: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMailbox {
-    #[serde(default = "yes")]
-    pub(super) enabled: bool,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) interval: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) deadline: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) max_age: Option<Duration>,
-    #[serde(default)]
-    pub(super) mailboxes: Vec<RawMailboxTarget>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawMailboxTarget {
-    pub(super) domain: String,
-    pub(super) mailbox: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawDeliveryAccount {
-    #[serde(default = "yes")]
-    pub(super) enabled: bool,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) interval: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) deadline: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
-    pub(super) max_age: Option<Duration>,
-    #[serde(default)]
-    pub(super) accounts: Vec<i64>,
-}
-
-fn yes() -> bool {
-    true
 }

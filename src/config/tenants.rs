@@ -3,10 +3,9 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use super::fields::account_list;
 use super::raw::{RawDiscovery, RawProbe, RawTenant, RawTenantProbe};
-use super::validate::{
-    account_list, base_url, codes, concurrency, mailbox_list, rate_limit, token, views,
-};
+use super::validate::{base_url, concurrency, rate_limit, token};
 use super::{
     ApiConfig, CollectorsConfig, ConfigError, DiscoveryConfig, ProbeConfig, TenantConfig, defaults,
     invalid, limits,
@@ -233,68 +232,7 @@ fn tenant(
         tenant_api.concurrency = concurrency(&format!("{at}.concurrency"), raw.concurrency)?;
     }
     let mut own = collectors.clone();
-    let lists = raw.collectors;
-    let not_enabled = |collector: &str| {
-        invalid(
-            format!("{at}.collectors.{collector}"),
-            format!(
-                "the {collector} collector is not enabled; add collectors.{collector} (its settings) to the config"
-            ),
-        )
-    };
-    if let Some(l) = lists.delivery_account {
-        let c = own
-            .delivery_account
-            .as_mut()
-            .ok_or_else(|| not_enabled("delivery_account"))?;
-        c.accounts = account_list(
-            &format!("{at}.collectors.delivery_account.accounts"),
-            &l.accounts,
-            false,
-        )?;
-    }
-    if let Some(l) = lists.tracemail_dashboard {
-        let c = own
-            .tracemail_dashboard
-            .as_mut()
-            .ok_or_else(|| not_enabled("tracemail_dashboard"))?;
-        c.views = views(
-            &format!("{at}.collectors.tracemail_dashboard.views"),
-            l.views,
-        )?;
-    }
-    if let Some(l) = lists.tracemail_daily {
-        let c = own
-            .tracemail_daily
-            .as_mut()
-            .ok_or_else(|| not_enabled("tracemail_daily"))?;
-        c.accounts = account_list(
-            &format!("{at}.collectors.tracemail_daily.accounts"),
-            &l.accounts,
-            false,
-        )?;
-    }
-    if let Some(l) = lists.migration {
-        let c = own
-            .migration
-            .as_mut()
-            .ok_or_else(|| not_enabled("migration"))?;
-        c.migrations = codes(
-            &format!("{at}.collectors.migration.migrations"),
-            &l.migrations,
-            &[("MG", 8)],
-            "MG followed by 8 digits, e.g. MG00000001",
-            false,
-        )?;
-    }
-    if let Some(l) = lists.mailbox {
-        let c = own.mailbox.as_mut().ok_or_else(|| not_enabled("mailbox"))?;
-        c.mailboxes = mailbox_list(
-            &format!("{at}.collectors.mailbox.mailboxes"),
-            l.mailboxes,
-            false,
-        )?;
-    }
+    raw.collectors.apply(&mut own, at)?;
     let probe = match raw.probe {
         Some(p) => tenant_probe(&format!("{at}.probe"), p, probe)?,
         None => probe.clone(),
@@ -346,23 +284,23 @@ mod tests {
         assert_eq!(acme.api.rate_limit, Some(12.5));
         assert_eq!(acme.api.base_url, "https://api.example.net");
         assert_eq!(
-            acme.collectors.delivery_account.as_ref().unwrap().accounts,
-            [1, 2]
+            acme.collectors[0].targets(),
+            [1, 2].map(crate::area::Target::DeliveryAccount)
         );
         // No static targets: a valid tenant whose targets come from /probe.
         let bare = &c.tenants[1];
         assert_eq!(bare.api.concurrency, 4);
         assert_eq!(bare.api.rate_limit, None, "no ceiling unless one is given");
         assert_eq!(bare.api.base_url, "http://127.0.0.1:9");
-        assert!(
-            bare.collectors
-                .delivery_account
-                .as_ref()
-                .unwrap()
-                .accounts
-                .is_empty()
+        let names: Vec<_> = bare.collectors.iter().map(|c| c.name()).collect();
+        assert_eq!(
+            names,
+            [
+                crate::area::CollectorName::DeliveryAccount,
+                crate::area::CollectorName::TracemailDaily
+            ]
         );
-        assert!(bare.collectors.tracemail_daily.is_some());
+        assert!(bare.collectors[0].targets().is_empty());
         assert_eq!(c.probe_idle_intervals, 3);
     }
 

@@ -1,17 +1,18 @@
-//! Every label set the exporter writes, as typed structs, and every bounded label value, in one
-//! place so that the cardinality of each series can be reviewed at a glance.
+//! The label sets every area shares and those of the exporter's own series, as typed structs,
+//! and every bounded label value. An area's own label sets are in its `series.rs`; the table
+//! below gives every label and its bound, so that cardinality can be reviewed at a glance.
 //!
 //! | label        | values                                                  |
 //! |--------------|---------------------------------------------------------|
 //! | `tenant`     | configured tenant names ([`TenantLabel`]); none for a single-token config |
-//! | `collector`  | [`CollectorName`]                                       |
+//! | `collector`  | [`crate::area::CollectorName`]                          |
 //! | `target`     | one per configured target (account id, ...)             |
 //! | `endpoint`   | [`Endpoint`]: a route name, never a raw path            |
 //! | `reason`     | [`FailureReason`]: a fixed vocabulary, never error text |
 //! | `code`       | [`Code`]: HTTP status code of an upstream answer, or `none` |
 //! | `le`         | the fixed buckets of the request latency histogram      |
 //! | `account_id` | configured Delivery account ids; top-list account ids, at most `limit` |
-//! | `account`, `domain` | configured dashboard views ([`ViewLabels`])      |
+//! | `account`, `domain` | configured dashboard views (`area::tracemail_dashboard::series::ViewLabels`) |
 //! | `domain`     | per account, at most `top_domains` sending domains      |
 //! | `status`, `group`, `state`, `archive_status` | names from the API, sanitised by [`crate::upstream::model::names::sanitize`], at most [`crate::upstream::model::names::MAX_NAMES`] per record |
 //! | `migration`, `mailbox` | configured codes                              |
@@ -27,8 +28,6 @@ use prometheus_client::encoding::{
     EncodeLabelKey, EncodeLabelSet, EncodeLabelValue, LabelSetEncoder, LabelValueEncoder,
 };
 
-use crate::collector::name::CollectorName;
-use crate::config::View;
 use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, FailureReason};
 
@@ -87,12 +86,6 @@ impl EncodeLabelValue for Value {
 }
 
 // The vocabularies are defined with the upstream client; their label spelling is `as_str`.
-
-impl EncodeLabelValue for CollectorName {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        encoder.write_str(self.as_str())
-    }
-}
 
 impl EncodeLabelValue for Endpoint {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
@@ -196,180 +189,24 @@ pub struct BuildLabels {
 pub struct CollectorLabels {
     #[prometheus(flatten)]
     pub tenant: TenantLabel,
-    pub collector: CollectorName,
+    /// [`crate::area::CollectorName::as_str`].
+    pub collector: &'static str,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct TargetLabels {
     #[prometheus(flatten)]
     pub tenant: TenantLabel,
-    pub collector: CollectorName,
+    /// [`crate::area::CollectorName::as_str`].
+    pub collector: &'static str,
     pub target: Value,
 }
-
-// ---------------------------------------------------------------------------------------------
-// Delivery accounts and their daily statistics.
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AccountLabels {
     #[prometheus(flatten)]
     pub tenant: TenantLabel,
     pub account_id: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct AccountInfoLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub account_id: Value,
-    pub username: Value,
-    pub plan: Value,
-    pub account_type: Value,
-    pub status_detail: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct AccountStatusLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub account_id: Value,
-    pub status: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct AccountDomainStatusLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub account_id: Value,
-    pub domain: Value,
-    pub status: Value,
-}
-
-// ---------------------------------------------------------------------------------------------
-// The mail-tracing dashboard, per view.
-
-/// The labels a dashboard view adds: none for the whole customer, `account` or `domain` for a
-/// filter.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ViewLabels {
-    All,
-    Account(Value),
-    Domain(Value),
-}
-
-impl From<&View> for ViewLabels {
-    fn from(view: &View) -> Self {
-        match view {
-            View::All => ViewLabels::All,
-            View::Account(id) => ViewLabels::Account(Value(id.to_string())),
-            View::Domain(d) => ViewLabels::Domain(Value::from(d)),
-        }
-    }
-}
-
-impl EncodeLabelSet for ViewLabels {
-    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
-        let (name, value) = match self {
-            ViewLabels::All => return Ok(()),
-            ViewLabels::Account(v) => ("account", v),
-            ViewLabels::Domain(v) => ("domain", v),
-        };
-        let mut label = encoder.encode_label();
-        let mut key = label.encode_label_key()?;
-        EncodeLabelKey::encode(&name, &mut key)?;
-        let mut v = key.encode_label_value()?;
-        EncodeLabelValue::encode(value, &mut v)?;
-        v.finish()
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ViewStatusLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    #[prometheus(flatten)]
-    pub view: ViewLabels,
-    pub status: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ViewGroupLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    #[prometheus(flatten)]
-    pub view: ViewLabels,
-    pub group: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ViewAccountLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    #[prometheus(flatten)]
-    pub view: ViewLabels,
-    pub account_id: Value,
-}
-
-// ---------------------------------------------------------------------------------------------
-// Migrations.
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationStateLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
-    pub state: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationStatusLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
-    pub status: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationKeyLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
-    pub key: Value,
-}
-
-// ---------------------------------------------------------------------------------------------
-// Mailboxes.
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MailboxLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub mailbox: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MailboxArchiveLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub mailbox: Value,
-    pub archive_status: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MailboxInfoLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub mailbox: Value,
-    pub address: Value,
-    pub domain: Value,
-    pub status: Value,
 }
 
 #[cfg(test)]
@@ -398,60 +235,43 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped_and_bounded() {
-        let out = written(&[MailboxLabels {
+        let out = written(&[AccountLabels {
             tenant: TenantLabel::default(),
-            mailbox: Value::from("a\"b\\c\nd\te"),
+            account_id: Value::from("a\"b\\c\nd\te"),
         }]);
-        assert!(out.contains(r#"x{mailbox="a\"b\\c\nd e"} 1"#), "{out}");
-        let out = written(&[MailboxLabels {
+        assert!(out.contains(r#"x{account_id="a\"b\\c\nd e"} 1"#), "{out}");
+        let out = written(&[AccountLabels {
             tenant: TenantLabel::default(),
-            mailbox: Value::from("y".repeat(500)),
+            account_id: Value::from("y".repeat(500)),
         }]);
         let long = out.lines().last().unwrap();
         assert_eq!(
             long,
-            format!("x{{mailbox=\"{}…\"}} 1", "y".repeat(MAX_LABEL_VALUE_LEN))
+            format!("x{{account_id=\"{}…\"}} 1", "y".repeat(MAX_LABEL_VALUE_LEN))
         );
         let exact = "é".repeat(MAX_LABEL_VALUE_LEN);
-        let out = written(&[MailboxLabels {
+        let out = written(&[AccountLabels {
             tenant: TenantLabel::default(),
-            mailbox: Value::from(exact.as_str()),
+            account_id: Value::from(exact.as_str()),
         }]);
         assert!(
-            out.contains(&format!("x{{mailbox=\"{exact}\"}} 1")),
+            out.contains(&format!("x{{account_id=\"{exact}\"}} 1")),
             "{out}"
         );
     }
 
     #[test]
-    fn vocabularies_and_views_are_written_as_their_label_names() {
+    fn vocabularies_are_written_as_their_label_names() {
         let out = written(&[FailureLabels {
             tenant: TenantLabel::default(),
-            endpoint: Endpoint::TracemailDomainsRank,
+            endpoint: Endpoint::new("tracemail_domains_rank"),
             reason: FailureReason::RateLimited,
         }]);
         assert!(out.contains("x{endpoint=\"tracemail_domains_rank\",reason=\"rate_limited\"} 1"));
         let out = written(&[RequestLabels {
-            endpoint: Endpoint::EmailAccount,
+            endpoint: Endpoint::new("email_account"),
             code: Code(None),
         }]);
         assert!(out.contains("x{endpoint=\"email_account\",code=\"none\"} 1"));
-        let out = written(&[
-            ViewStatusLabels {
-                tenant: TenantLabel::default(),
-                view: ViewLabels::All,
-                status: Value::from("sent"),
-            },
-            ViewStatusLabels {
-                tenant: TenantLabel::default(),
-                view: ViewLabels::from(&View::Domain("shop.example".into())),
-                status: Value::from("sent"),
-            },
-        ]);
-        assert!(out.contains("x{status=\"sent\"} 1"), "{out}");
-        assert!(
-            out.contains("x{domain=\"shop.example\",status=\"sent\"} 1"),
-            "{out}"
-        );
     }
 }

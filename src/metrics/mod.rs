@@ -5,30 +5,23 @@
 //! which change between renders, are in [`self_metrics`].
 
 mod classic;
-mod counters;
-mod delivery_account;
+pub mod family;
 pub mod format;
 pub mod labels;
-mod mailbox;
-mod migration;
 pub mod self_metrics;
-mod tracemail;
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::encoding::text::encode_registry;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
-use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::collector::CollectorName;
-use crate::collector::{Target, TargetData};
+use crate::area::{CollectorName, Target, TargetData};
 use crate::snapshot::{CollectorState, Snapshot};
-use labels::{CollectorLabels, Owner, TargetLabels, TenantLabel, Value};
+use family::{flag, gauges, single};
+use labels::{CollectorLabels, TargetLabels, TenantLabel, Value};
 
 pub use format::{EOF, Format};
 
@@ -176,9 +169,11 @@ impl fmt::Write for Pieces<'_> {
 }
 
 fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
-    // The daily counters follow the daily section's other families, written as text.
-    let daily = (collector.section == Section::Collector(CollectorName::TracemailDaily))
-        .then(|| Arc::clone(&collector.snapshot));
+    // An area's families written as text follow its other families.
+    let text = match collector.section {
+        Section::Collector(name) => Some((name, Arc::clone(&collector.snapshot))),
+        Section::Health => None,
+    };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(collector));
     let mut pieces = Pieces {
@@ -188,12 +183,24 @@ fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
     };
     // Writing into the pieces cannot fail, and nothing in the collector fails on its own.
     let _ = encode_registry(&mut pieces, &registry);
-    if let Some(snapshot) = daily {
-        let states: Vec<&CollectorState> =
-            snapshot.of_area(CollectorName::TracemailDaily).collect();
-        let _ = counters::delivery_messages(&states, &mut pieces);
+    if let Some((name, snapshot)) = text {
+        let _ = name.encode_text(&items(&snapshot, name), &mut pieces);
     }
     pieces.finish();
+}
+
+/// The current data of every tenant's targets of an area, with their tenant.
+fn items(snapshot: &Snapshot, name: CollectorName) -> Vec<(TenantLabel, &Target, &TargetData)> {
+    snapshot
+        .of_area(name)
+        .flat_map(|c| {
+            let tenant = TenantLabel(c.tenant.clone());
+            c.targets.iter().filter_map(move |t| {
+                let (data, _) = t.data.as_ref()?;
+                Some((tenant.clone(), &t.target, data))
+            })
+        })
+        .collect()
 }
 
 /// One section of the snapshot's series as const metrics, built at encoding time.
@@ -215,159 +222,11 @@ impl Collector for SnapshotCollector {
             Section::Collector(name) => name,
         };
         // Every tenant's collector of the area: a family holds all tenants' samples.
-        let states: Vec<&CollectorState> = snapshot.of_area(name).collect();
-        let Some(first) = states.first() else {
+        let Some(first) = snapshot.of_area(name).next() else {
             return Ok(());
         };
-        let interval = first.schedule.interval;
-        match name {
-            CollectorName::DeliveryAccount => {
-                let items = current(&states, |d| match d {
-                    TargetData::DeliveryAccount(x) => Some(x),
-                    _ => None,
-                });
-                delivery_account::encode(enc, interval, &items)
-            }
-            CollectorName::TracemailDashboard => {
-                let views: Vec<_> = states
-                    .iter()
-                    .flat_map(|c| {
-                        let tenant = TenantLabel(c.tenant.clone());
-                        c.targets.iter().filter_map(move |t| {
-                            match (&t.target, t.data.as_ref().map(|(d, _)| d)) {
-                                (Target::DashboardView(v), Some(TargetData::Dashboard(x))) => {
-                                    Some((tenant.clone(), v, x))
-                                }
-                                _ => None,
-                            }
-                        })
-                    })
-                    .collect();
-                tracemail::encode_dashboard(enc, interval, &views)
-            }
-            CollectorName::TracemailDaily => {
-                let items = current(&states, |d| match d {
-                    TargetData::Daily(x) => Some(x),
-                    _ => None,
-                });
-                tracemail::encode_daily(enc, interval, &items)
-            }
-            CollectorName::Migration => {
-                let items = current(&states, |d| match d {
-                    TargetData::Migration(x) => Some(x),
-                    _ => None,
-                });
-                migration::encode(enc, interval, &items)
-            }
-            CollectorName::Mailbox => {
-                let items = current(&states, |d| match d {
-                    TargetData::Mailbox(x) => Some(x),
-                    _ => None,
-                });
-                mailbox::encode(enc, interval, &items)
-            }
-        }
+        name.encode(enc, first.schedule.interval, &items(snapshot, name))
     }
-}
-
-/// The current data of the targets of an area's collectors, with their tenant and `target`
-/// label value.
-fn current<'a, T>(
-    states: &[&'a CollectorState],
-    pick: impl Fn(&'a TargetData) -> Option<&'a T> + Copy,
-) -> Vec<(Owner, &'a T)> {
-    states
-        .iter()
-        .flat_map(|c| {
-            let tenant = TenantLabel(c.tenant.clone());
-            c.targets.iter().filter_map(move |t| {
-                let (data, _) = t.data.as_ref()?;
-                pick(data).map(|x| {
-                    let owner = Owner {
-                        tenant: tenant.clone(),
-                        id: Value::from(t.target.to_string()),
-                    };
-                    (owner, x)
-                })
-            })
-        })
-        .collect()
-}
-
-type Getter<T> = fn(&T) -> Option<f64>;
-
-/// A table of plain gauges: name (the unit is added by the encoder), help naming the source
-/// field, unit, value.
-type GaugeTable<T> = [(&'static str, &'static str, Option<Unit>, Getter<T>)];
-
-/// One family per row of `table`, one sample per item that has the row's value.
-fn table<T, S: EncodeLabelSet>(
-    enc: &mut DescriptorEncoder,
-    table: &GaugeTable<T>,
-    interval: Duration,
-    items: &[(S, &T)],
-) -> fmt::Result {
-    for (name, help, unit, get) in table {
-        gauges(
-            enc,
-            name,
-            &refreshed(help, interval),
-            unit.as_ref(),
-            items.iter().filter_map(|(l, x)| get(x).map(|v| (l, v))),
-        )?;
-    }
-    Ok(())
-}
-
-/// One gauge family of const samples, or nothing at all when it has none. A value that is not
-/// finite is left out: readers never yield one, and the encoder would write it as `inf`, which
-/// no parser takes.
-fn gauges<'a, S: EncodeLabelSet + 'a>(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    samples: impl IntoIterator<Item = (&'a S, f64)>,
-) -> fmt::Result {
-    let mut samples = samples
-        .into_iter()
-        .filter(|(_, v)| v.is_finite())
-        .peekable();
-    if samples.peek().is_none() {
-        return Ok(());
-    }
-    let mut metric = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    for (labels, v) in samples {
-        ConstGauge::new(v).encode(metric.encode_family(labels)?)?;
-    }
-    Ok(())
-}
-
-/// A gauge family of one sample without labels.
-fn single(
-    enc: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    unit: Option<&Unit>,
-    value: f64,
-) -> fmt::Result {
-    if !value.is_finite() {
-        return Ok(());
-    }
-    let metric = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
-    ConstGauge::new(value).encode(metric)
-}
-
-/// A business metric's help: what it is, then how often it is refreshed.
-fn refreshed(help: &str, interval: Duration) -> String {
-    format!(
-        "{help} Refreshed in the background every {}.",
-        humantime::format_duration(interval)
-    )
-}
-
-fn flag(b: bool) -> f64 {
-    if b { 1.0 } else { 0.0 }
 }
 
 fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
@@ -388,7 +247,7 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
         .map(|c| {
             let labels = CollectorLabels {
                 tenant: TenantLabel(c.tenant.clone()),
-                collector: c.name,
+                collector: c.name.as_str(),
             };
             (labels, &**c)
         })
@@ -452,7 +311,7 @@ fn target_health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Resul
             c.targets.iter().map(|t| {
                 let labels = TargetLabels {
                     tenant: TenantLabel(c.tenant.clone()),
-                    collector: c.name,
+                    collector: c.name.as_str(),
                     target: Value::from(t.target.to_string()),
                 };
                 (labels, t)
@@ -486,12 +345,13 @@ fn seconds(ts: jiff::Timestamp) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collector::CollectorSpec;
-    use crate::upstream::model::DeliveryAccount;
+    use std::time::Duration;
+
+    use crate::area::delivery_account::Record as DeliveryAccount;
 
     #[test]
     fn values_are_written_as_both_formats_read_them_and_non_finite_ones_are_left_out() {
-        let spec = CollectorSpec::delivery_accounts(vec![1], Duration::from_secs(60));
+        let spec = crate::area::delivery_account::fixtures::accounts(&[1], Duration::from_secs(60));
         let account = DeliveryAccount {
             remaining_messages: Some(-3.0),
             plan_messages_limit: Some(0.25),

@@ -194,7 +194,7 @@ mod tests {
     }
 
     fn key(target: &str) -> CircuitKey {
-        (Endpoint::DeliveryAccount, target.to_owned())
+        (Endpoint::new("delivery_account"), target.to_owned())
     }
 
     /// Three failed calls: the circuit of `target` opens at `t`.
@@ -228,7 +228,7 @@ mod tests {
         assert!(b.admit(&key("healthy"), t).is_ok());
         assert_eq!(b.record(&key("healthy"), Ok(()), t), 1);
         assert!(
-            b.admit(&(Endpoint::TracemailDaily, "broken".to_owned()), t)
+            b.admit(&(Endpoint::new("tracemail_daily"), "broken".to_owned()), t)
                 .is_ok(),
             "the same id on another endpoint is another circuit"
         );
@@ -338,7 +338,7 @@ mod tests {
             },
             |k| k.1 == "kept",
         );
-        assert_eq!(open, vec![(Endpoint::DeliveryAccount, 1)]);
+        assert_eq!(open, vec![(Endpoint::new("delivery_account"), 1)]);
         assert!(b.admit(&key("kept"), t).is_err(), "still open");
         assert!(b.admit(&key("gone"), t).is_ok());
     }

@@ -7,6 +7,7 @@ pub mod breaker;
 pub mod decode;
 pub mod error;
 pub mod model;
+pub mod observe;
 pub mod pacer;
 pub mod transport;
 
@@ -20,14 +21,11 @@ use secrecy::ExposeSecret;
 use serde_json::Value;
 
 use crate::config::{ApiConfig, RetryPolicy};
-use crate::telemetry::Telemetry;
 use crate::tenant::TenantName;
 use breaker::{Breakers, CircuitKey};
 use error::{Endpoint, FailureReason, UpstreamError};
-use model::{
-    DailyParams, DailyStats, Dashboard, DashboardParams, DeliveryAccount, DomainsRank, Mailbox,
-    Migration, Model,
-};
+use model::Model;
+use observe::Observer;
 use pacer::Pacer;
 use pacer::headers::{self, QuotaInfo};
 use tokio::time::Instant;
@@ -36,6 +34,40 @@ use transport::Transport;
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the HTTP client: {0}")]
 pub struct BuildError(String);
+
+/// One upstream operation as an area asks for it: a path under the API's base address, its
+/// query, and for a POST its JSON body. The client adds the address, the token and the rest.
+#[derive(Clone, Debug)]
+pub struct Route {
+    path: String,
+    query: &'static [(&'static str, &'static str)],
+    body: Option<Value>,
+}
+
+impl Route {
+    /// `GET path`.
+    pub fn get(path: String) -> Route {
+        Route {
+            path,
+            query: &[],
+            body: None,
+        }
+    }
+
+    /// `POST path` with a JSON body (a read: the dashboard is asked for with a body).
+    pub fn post(path: String, body: Value) -> Route {
+        Route {
+            path,
+            query: &[],
+            body: Some(body),
+        }
+    }
+
+    /// This route with a fixed query.
+    pub fn query(self, query: &'static [(&'static str, &'static str)]) -> Route {
+        Route { query, ..self }
+    }
+}
 
 /// The Management API client of one token: the token's pacer (bounded concurrency, the
 /// provider's pace), per-request timeout, over the transport all tenants share.
@@ -56,7 +88,7 @@ pub struct Client {
     /// When the target of this client's calls was last fetched: the token's waiting calls go
     /// oldest data first.
     rank: pacer::Rank,
-    telemetry: Arc<Telemetry>,
+    observer: Arc<dyn Observer>,
     /// When set, no call of this client goes past it (the collector run's deadline).
     deadline: Option<Instant>,
     breakers: Arc<Breakers>,
@@ -71,7 +103,7 @@ impl Client {
     pub fn new(
         api: &ApiConfig,
         tenant: TenantName,
-        telemetry: Arc<Telemetry>,
+        observer: Arc<dyn Observer>,
         breakers: Arc<Breakers>,
         pacer: Pacer,
         transport: Transport,
@@ -88,7 +120,7 @@ impl Client {
             pacer,
             urgent: false,
             rank: None,
-            telemetry,
+            observer,
             deadline: None,
             breakers,
             tenant,
@@ -147,99 +179,26 @@ impl Client {
         format!("{}{path}", self.api.base_url)
     }
 
-    /// `GET /api/delivery/accounts/{id}`: the account.
-    pub async fn delivery_account(&self, id: i32) -> Result<DeliveryAccount, UpstreamError> {
-        let request = self
-            .transport
-            .pool()
-            .get(self.url(&format!("/api/delivery/accounts/{id}")));
-        self.get(Endpoint::DeliveryAccount, id.to_string(), request, &())
-            .await
-    }
-
-    /// `POST /api/delivery/tracemail/dashboard` with `body`: the dashboard. `view` names the
-    /// view (its circuit).
-    pub async fn tracemail_dashboard(
+    /// One call of `route`, read as `M` with `params`. `endpoint` names the operation and
+    /// `target` its circuit (the account id, view, migration or mailbox code). The route's path
+    /// holds only values the config validated, so it is safe in a URL.
+    pub async fn fetch<M: Model>(
         &self,
-        view: String,
-        body: &Value,
-        params: &DashboardParams,
-    ) -> Result<Dashboard, UpstreamError> {
-        let request = self
-            .transport
-            .pool()
-            .post(self.url("/api/delivery/tracemail/dashboard"))
-            .json(body);
-        self.get(Endpoint::TracemailDashboard, view, request, params)
-            .await
-    }
-
-    /// `GET /api/delivery/tracemail/daily/{account}?type=account`: today's and yesterday's
-    /// counts.
-    pub async fn tracemail_daily(
-        &self,
-        account: i32,
-        params: &DailyParams,
-    ) -> Result<DailyStats, UpstreamError> {
-        let request = self
-            .transport
-            .pool()
-            .get(self.url(&format!("/api/delivery/tracemail/daily/{account}")))
-            .query(&[("type", "account")]);
-        self.get(
-            Endpoint::TracemailDaily,
-            account.to_string(),
-            request,
-            params,
-        )
-        .await
-    }
-
-    /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`: today's `top` sending
-    /// domains.
-    pub async fn tracemail_domains_rank(
-        &self,
-        account: i32,
-        top: usize,
-    ) -> Result<DomainsRank, UpstreamError> {
-        let request = self
-            .transport
-            .pool()
-            .get(self.url(&format!("/api/delivery/tracemail/daily/{account}")))
-            .query(&[("type", "domains-rank")]);
-        self.get(
-            Endpoint::TracemailDomainsRank,
-            account.to_string(),
-            request,
-            &top,
-        )
-        .await
-    }
-
-    /// `GET /api/migrations/{code}/stats`: the migration. `code` was validated (`MG` + 8
-    /// digits) by the config, so it is safe in a path.
-    pub async fn migration_stats(&self, code: &str) -> Result<Migration, UpstreamError> {
-        let request = self
-            .transport
-            .pool()
-            .get(self.url(&format!("/api/migrations/{code}/stats")));
-        self.get(Endpoint::MigrationStats, code.to_owned(), request, &())
-            .await
-    }
-
-    /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`: the mailbox. Both
-    /// codes were validated by the config.
-    pub async fn email_account(
-        &self,
-        domain_code: &str,
-        code: &str,
-    ) -> Result<Mailbox, UpstreamError> {
-        let request = self
-            .transport
-            .pool()
-            .get(self.url(&format!("/api/domains/{domain_code}/email_accounts/{code}")));
-        self.get(Endpoint::EmailAccount, code.to_owned(), request, &())
-            .await
+        endpoint: Endpoint,
+        target: String,
+        route: Route,
+        params: &M::Params,
+    ) -> Result<M, UpstreamError> {
+        let pool = self.transport.pool();
+        let url = self.url(&route.path);
+        let mut request = match route.body {
+            Some(body) => pool.post(url).json(&body),
+            None => pool.get(url),
+        };
+        if !route.query.is_empty() {
+            request = request.query(route.query);
+        }
+        self.get(endpoint, target, request, params).await
     }
 
     /// A call read as `M`: the body decoded within the bounds of [`decode`] and freed, then
@@ -256,21 +215,21 @@ impl Client {
         let decoded = M::decode(&body);
         drop(body);
         let decoded = decoded.inspect_err(|e| {
-            self.telemetry
+            self.observer
                 .observe_failure(&self.tenant, endpoint, e.reason)
         })?;
         match M::read(&decoded, params) {
             Ok((model, problems)) => {
                 for p in problems {
-                    self.telemetry.parse_problem(endpoint, &p.path, &p.found);
+                    self.observer.parse_problem(endpoint, &p.path, &p.found);
                 }
                 Ok(model)
             }
             Err(unreadable) => {
                 if let Some(p) = unreadable.problem {
-                    self.telemetry.parse_problem(endpoint, &p.path, &p.found);
+                    self.observer.parse_problem(endpoint, &p.path, &p.found);
                 }
-                self.telemetry
+                self.observer
                     .observe_failure(&self.tenant, endpoint, FailureReason::Decode);
                 Err(UpstreamError::new(FailureReason::Decode, unreadable.detail))
             }
@@ -294,7 +253,7 @@ impl Client {
     ) -> Result<Body, UpstreamError> {
         let key: CircuitKey = (endpoint, target);
         if self.breakers.admit(&key, Instant::now()).is_err() {
-            self.telemetry
+            self.observer
                 .observe_failure(&self.tenant, endpoint, FailureReason::CircuitOpen);
             return Err(UpstreamError::new(
                 FailureReason::CircuitOpen,
@@ -344,7 +303,7 @@ impl Client {
                 if self.deadline.is_none() && throttled > self.api.retry.max_retries {
                     break Err(e);
                 }
-                self.telemetry
+                self.observer
                     .observe_retry(&self.tenant, endpoint, e.reason);
                 last_429 = Some(e);
                 continue;
@@ -365,7 +324,7 @@ impl Client {
                     ..e
                 });
             }
-            self.telemetry
+            self.observer
                 .observe_retry(&self.tenant, endpoint, e.reason);
             tracing::debug!(
                 endpoint = endpoint.as_str(),
@@ -389,7 +348,7 @@ impl Client {
                     result.as_ref().map(|_| ()).map_err(|e| e.reason),
                     Instant::now(),
                 );
-                self.telemetry
+                self.observer
                     .set_open_circuits(&self.tenant, endpoint, open);
             }
         }
@@ -428,7 +387,7 @@ impl Client {
             }
             Err(_) => {
                 // Waiting for a connection slot until the deadline is a failed call: count it.
-                self.telemetry
+                self.observer
                     .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
                 return Err(Attempt::NotSent(deadline_error()));
             }
@@ -437,7 +396,7 @@ impl Client {
         // for one is waiting for a slot, as at the pacer.
         let Ok(connection) = self.transport.connection(self.deadline).await else {
             drop(permit);
-            self.telemetry
+            self.observer
                 .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
             return Err(Attempt::NotSent(deadline_error()));
         };
@@ -477,10 +436,10 @@ impl Client {
         self.pacer.observe(&permit, outcome, &quota);
         drop(permit);
         drop(connection);
-        self.telemetry
+        self.observer
             .observe_request(endpoint, code, started.elapsed());
         if let Err(e) = &result {
-            self.telemetry
+            self.observer
                 .observe_failure(&self.tenant, endpoint, e.reason);
             tracing::debug!(endpoint = endpoint.as_str(), reason = e.reason.as_str(), detail = %e.detail, "upstream call failed");
         }

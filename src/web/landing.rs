@@ -11,7 +11,7 @@ use axum::response::Response;
 use jiff::Timestamp;
 
 use super::{AppState, html};
-use crate::telemetry::BuildInfo;
+use crate::metrics::self_metrics::BuildInfo;
 
 /// Target rows shown per collector; the rest are counted, and are all on `/metrics`. A fleet
 /// of thousands must not make a page of megabytes, nor take long to build under the lock-free

@@ -24,9 +24,9 @@ use axum::routing::{get, post};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::compression::CompressionLayer;
 
+use crate::metrics::self_metrics::Telemetry;
 use crate::poll_set::PollSets;
 use crate::store::Store;
-use crate::telemetry::Telemetry;
 use crate::web::web_config::WebReload;
 
 /// A reload request (from `POST /-/reload` or SIGHUP); the answer says what was taken.

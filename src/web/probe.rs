@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::collector::{CollectorName, Target};
 use crate::metrics::{self, EOF, Format};
-use crate::poll_set::Registration;
+use crate::poll_set::{PollSet, Registration};
 use crate::redact::quote;
 use crate::snapshot::Snapshot;
 use crate::tenant::TenantName;
@@ -47,61 +47,25 @@ pub(super) async fn probe(
             .into_response();
     };
     if !probes.takes_accounts() {
+        let areas: Vec<&str> = CollectorName::ALL
+            .iter()
+            .filter(|c| c.polls_accounts())
+            .map(|c| c.as_str())
+            .collect();
         return (
             StatusCode::BAD_REQUEST,
-            "neither delivery_account nor tracemail_daily is enabled: /probe serves Delivery accounts; enable one of them\n",
+            format!(
+                "neither {} is enabled: /probe serves Delivery accounts; enable one of them\n",
+                areas.join(" nor ")
+            ),
         )
             .into_response();
     }
-    let refused = match probes.register(id, Instant::now()) {
-        Registration::NotAllowed => Some((
-            "not_allowed",
-            StatusCode::FORBIDDEN,
-            None,
-            format!("account {id} is not in the tenant's probe.allow list\n"),
-        )),
-        Registration::Full => Some((
-            "max_targets",
-            StatusCode::FORBIDDEN,
-            None,
-            format!(
-                "the tenant has probe.max_targets probed accounts already; account {id} is not polled (raise probe.max_targets, or let idle ones expire)\n"
-            ),
-        )),
-        Registration::Refused(reason) => Some((
-            "provider_refused",
-            refusal_status(reason),
-            None,
-            refusal_text(id, reason),
-        )),
-        Registration::TooManyNew(wait) => Some((
-            "new_accounts",
-            StatusCode::TOO_MANY_REQUESTS,
-            Some(wait),
-            format!(
-                "the tenant took probe.new_per_interval new accounts this interval already; account {id} is not polled (try again in {}s, or raise probe.new_per_interval)\n",
-                wait.as_secs().max(1)
-            ),
-        )),
-        Registration::TooManyFirstFetches => Some((
-            "first_fetches",
-            StatusCode::TOO_MANY_REQUESTS,
-            Some(Duration::from_secs(1)),
-            format!(
-                "the tenant has probe.first_fetches first fetches in flight already; account {id} is not polled yet (try again in a moment)\n"
-            ),
-        )),
-        Registration::Configured | Registration::Known | Registration::Added => None,
-    };
-    if let Some((reason, status, retry, text)) = refused {
-        state.telemetry.observe_probe_refused(&tenant, reason);
-        let mut response = (status, text).into_response();
-        if let Some(wait) = retry
-            && let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string())
-        {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        return response;
+    if let Some(refused) = refusal(probes.register(id, Instant::now()), id) {
+        state
+            .telemetry
+            .observe_probe_refused(&tenant, refused.reason);
+        return refused.response();
     }
     // The account collectors that poll this account: the probe waits for them and no other.
     let polled_by = probes.polled_by(id);
@@ -125,38 +89,133 @@ pub(super) async fn probe(
             }
         }
     };
-    let deadline = tokio::time::Instant::now() + wait(&headers);
-    // Subscribed before the first look, so that a publication in between is not missed.
-    let mut published = state.store.subscribe();
-    loop {
-        // Its first fetch ended in a refusal (404, 403): said at once, not at the timeout.
-        if let Some(reason) = probes.refusal(id, Instant::now()) {
-            state
-                .telemetry
-                .observe_probe_refused(&tenant, "provider_refused");
-            return (refusal_status(reason), refusal_text(id, reason)).into_response();
+    let first = FirstFetch {
+        tenant: &tenant,
+        id,
+        polled_by: &polled_by,
+        format,
+    };
+    first.wait(&state, &probes, wait(&headers)).await
+}
+
+/// Why a probe is refused: the `reason` it is counted under, the status and text it is
+/// answered, and when to try again.
+struct Refused {
+    reason: &'static str,
+    status: StatusCode,
+    retry: Option<Duration>,
+    text: String,
+}
+
+impl Refused {
+    fn response(self) -> Response {
+        let mut response = (self.status, self.text).into_response();
+        if let Some(wait) = self.retry
+            && let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, v);
         }
-        let prepared = state.store.prepared();
-        let (view, complete) = one_account(&prepared.snapshot, &tenant, id, &polled_by);
-        if complete {
-            return answer(&view, format);
-        }
-        tokio::select! {
-            changed = published.changed() => {
-                if changed.is_err() {
-                    return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
-                }
+        response
+    }
+}
+
+/// The refusal of a probe of account `id` that registered as `registration`; `None` when it
+/// is polled.
+fn refusal(registration: Registration, id: i32) -> Option<Refused> {
+    let (reason, status, retry, text) = match registration {
+        Registration::NotAllowed => (
+            "not_allowed",
+            StatusCode::FORBIDDEN,
+            None,
+            format!("account {id} is not in the tenant's probe.allow list\n"),
+        ),
+        Registration::Full => (
+            "max_targets",
+            StatusCode::FORBIDDEN,
+            None,
+            format!(
+                "the tenant has probe.max_targets probed accounts already; account {id} is not polled (raise probe.max_targets, or let idle ones expire)\n"
+            ),
+        ),
+        Registration::Refused(reason) => (
+            "provider_refused",
+            refusal_status(reason),
+            None,
+            refusal_text(id, reason),
+        ),
+        Registration::TooManyNew(wait) => (
+            "new_accounts",
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(wait),
+            format!(
+                "the tenant took probe.new_per_interval new accounts this interval already; account {id} is not polled (try again in {}s, or raise probe.new_per_interval)\n",
+                wait.as_secs().max(1)
+            ),
+        ),
+        Registration::TooManyFirstFetches => (
+            "first_fetches",
+            StatusCode::TOO_MANY_REQUESTS,
+            Some(Duration::from_secs(1)),
+            format!(
+                "the tenant has probe.first_fetches first fetches in flight already; account {id} is not polled yet (try again in a moment)\n"
+            ),
+        ),
+        Registration::Configured | Registration::Known | Registration::Added => return None,
+    };
+    Some(Refused {
+        reason,
+        status,
+        retry,
+        text,
+    })
+}
+
+/// A probe waiting for the first fetch of its account.
+struct FirstFetch<'a> {
+    tenant: &'a TenantName,
+    id: i32,
+    polled_by: &'a [CollectorName],
+    format: Format,
+}
+
+impl FirstFetch<'_> {
+    /// The answer once every collector that polls the account has tried it, or what there is
+    /// after `timeout`, or why there is nothing.
+    async fn wait(&self, state: &AppState, probes: &PollSet, timeout: Duration) -> Response {
+        let (tenant, id) = (self.tenant, self.id);
+        let deadline = tokio::time::Instant::now() + timeout;
+        // Subscribed before the first look, so that a publication in between is not missed.
+        let mut published = state.store.subscribe();
+        loop {
+            // Its first fetch ended in a refusal (404, 403): said at once, not at the timeout.
+            if let Some(reason) = probes.refusal(id, Instant::now()) {
+                state
+                    .telemetry
+                    .observe_probe_refused(tenant, "provider_refused");
+                return (refusal_status(reason), refusal_text(id, reason)).into_response();
             }
-            _ = tokio::time::sleep_until(deadline) => {
-                if view.collectors.values().any(|c| !c.targets.is_empty()) {
-                    return answer(&view, format);
+            let prepared = state.store.prepared();
+            let (view, complete) = one_account(&prepared.snapshot, tenant, id, self.polled_by);
+            if complete {
+                return answer(&view, self.format);
+            }
+            tokio::select! {
+                changed = published.changed() => {
+                    if changed.is_err() {
+                        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+                    }
                 }
-                let text = if waits_for_rate_limit(&state.store.prepared().snapshot, &tenant, id) {
-                    format!("the first fetch of account {id} is waiting for the tenant's rate limit (the provider paces or has paused the token); it goes first in the next run, and a later scrape will have it\n")
-                } else {
-                    format!("the first fetch of account {id} has not finished within the scrape timeout; it is polled now, and a later scrape will have it\n")
-                };
-                return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
+                _ = tokio::time::sleep_until(deadline) => {
+                    if view.collectors.values().any(|c| !c.targets.is_empty()) {
+                        return answer(&view, self.format);
+                    }
+                    let text = if waits_for_rate_limit(&state.store.prepared().snapshot, tenant, id) {
+                        format!("the first fetch of account {id} is waiting for the tenant's rate limit (the provider paces or has paused the token); it goes first in the next run, and a later scrape will have it\n")
+                    } else {
+                        format!("the first fetch of account {id} has not finished within the scrape timeout; it is polled now, and a later scrape will have it\n")
+                    };
+                    return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
+                }
             }
         }
     }
@@ -227,19 +286,18 @@ fn one_account(
 
 /// Whether a run of the tenant deferred account `id`: the token's rate limit gave it no turn.
 fn waits_for_rate_limit(snapshot: &Snapshot, tenant: &TenantName, id: i32) -> bool {
-    [
-        CollectorName::DeliveryAccount,
-        CollectorName::TracemailDaily,
-    ]
-    .into_iter()
-    .any(|area| {
-        snapshot
-            .collectors
-            .get(&(area, tenant.clone()))
-            .zip(Target::of_account(area, id))
-            .and_then(|(c, t)| c.target(&t))
-            .is_some_and(|t| t.deferred)
-    })
+    CollectorName::ALL
+        .iter()
+        .copied()
+        .filter(|c| c.polls_accounts())
+        .any(|area| {
+            snapshot
+                .collectors
+                .get(&(area, tenant.clone()))
+                .zip(Target::of_account(area, id))
+                .and_then(|(c, t)| c.target(&t))
+                .is_some_and(|t| t.deferred)
+        })
 }
 
 /// How long to wait for a first fetch: the scrape timeout Prometheus sends, less a margin.

@@ -15,10 +15,10 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
 use crate::collector::CollectorName;
+use crate::metrics::self_metrics::Telemetry;
 use crate::metrics::{Format, Section};
 use crate::snapshot::Snapshot;
 use crate::store::gzip_member;
-use crate::telemetry::Telemetry;
 use crate::web::AppState;
 use crate::web::negotiate;
 
@@ -103,7 +103,8 @@ fn selection(
     let mut names = Vec::new();
     for value in values {
         let name = CollectorName::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|c| c.as_str() == value)
             .filter(|c| snapshot.areas().contains(c))
             .ok_or_else(|| {
@@ -298,6 +299,7 @@ impl http_body::Body for Chunks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::observe::Observer as _;
 
     fn accepts(values: &[&str]) -> bool {
         let mut h = HeaderMap::new();
@@ -335,7 +337,7 @@ mod tests {
     #[test]
     fn the_self_metrics_are_rendered_again_after_every_change_and_reused_otherwise() {
         use crate::upstream::error::{Endpoint, FailureReason};
-        let telemetry = Telemetry::new(&[Endpoint::DeliveryAccount]);
+        let telemetry = Telemetry::new(&[Endpoint::new("delivery_account")]);
         let cache = TailCache::default();
         let line =
             "mailhost_api_request_failures_total{endpoint=\"delivery_account\",reason=\"timeout\"}";
@@ -351,7 +353,7 @@ mod tests {
         );
         telemetry.observe_failure(
             &crate::tenant::TenantName::default(),
-            Endpoint::DeliveryAccount,
+            Endpoint::new("delivery_account"),
             FailureReason::Timeout,
         );
         let second = cache.get(&telemetry, Format::Classic);
@@ -427,8 +429,10 @@ mod tests {
 
     #[test]
     fn collect_selects_enabled_collectors_and_refuses_other_names_with_the_list() {
-        use crate::collector::CollectorSpec;
-        let spec = CollectorSpec::delivery_accounts(vec![1], std::time::Duration::from_secs(60));
+        let spec = crate::area::delivery_account::fixtures::accounts(
+            &[1],
+            std::time::Duration::from_secs(60),
+        );
         let mut snapshot = Snapshot::default();
         snapshot.collectors.insert(
             spec.key(),

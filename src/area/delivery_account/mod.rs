@@ -1,12 +1,98 @@
-//! Delivery account collector: `GET /api/delivery/accounts/{id}` for each configured id,
-//! giving quota, plan dates and status.
+//! Delivery account: `GET /api/delivery/accounts/{id}` for each configured id, giving quota,
+//! plan dates and status. One call per account per interval.
 
-use super::Context;
-use crate::upstream::error::UpstreamError;
-use crate::upstream::model::DeliveryAccount;
+#[cfg(test)]
+pub(crate) mod fixtures;
+mod model;
+mod series;
 
-pub type AccountData = DeliveryAccount;
+pub use model::Record;
 
-pub async fn collect(ctx: Context, id: i32) -> Result<AccountData, UpstreamError> {
-    ctx.client.delivery_account(id).await
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use prometheus_client::encoding::DescriptorEncoder;
+
+use super::run::Context;
+use super::{Area, Extra, Item, Refers};
+use crate::config::error::ConfigError;
+use crate::config::fields::{AccountList, account_list};
+use crate::config::schedule::collector_block;
+use crate::upstream::Route;
+use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::model::{ParseProblem, read_body};
+
+/// `GET /api/delivery/accounts/{id}`
+pub const ACCOUNT: Endpoint = Endpoint::new("delivery_account");
+
+collector_block! {
+    /// `collectors.delivery_account`: the schedule and the account ids.
+    pub struct Block {
+        #[serde(default)]
+        pub accounts: Vec<i64>,
+    }
+}
+
+/// The area.
+#[derive(Debug)]
+pub struct DeliveryAccount;
+
+impl Area for DeliveryAccount {
+    const ENDPOINTS: &'static [Endpoint] = &[ACCOUNT];
+    const EXTRA: Extra = Extra::Accounts;
+    const LIST: &'static str = "accounts";
+    type Raw = Block;
+    type RawList = AccountList;
+    type Settings = ();
+    type Target = i32;
+    type Data = Record;
+
+    fn listed(raw: &Block) -> bool {
+        !raw.accounts.is_empty()
+    }
+
+    fn settings(_raw: &Block, _field: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
+    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<i32>, ConfigError> {
+        account_list(&format!("{field}.accounts"), &raw.accounts, required)
+    }
+
+    fn tenant_targets(list: AccountList, field: &str) -> Result<Vec<i32>, ConfigError> {
+        account_list(&format!("{field}.accounts"), &list.accounts, false)
+    }
+
+    fn account(id: &i32) -> Option<i32> {
+        Some(*id)
+    }
+
+    fn refers_to(id: &i32) -> Refers<'_> {
+        Refers::Account(*id)
+    }
+
+    fn extra_account(id: i32) -> Option<i32> {
+        Some(id)
+    }
+
+    async fn collect(ctx: Context, _settings: Arc<()>, id: i32) -> Result<Record, UpstreamError> {
+        let route = Route::get(format!("/api/delivery/accounts/{id}"));
+        ctx.client
+            .fetch(ACCOUNT, id.to_string(), route, &())
+            .await
+    }
+
+    fn read(
+        _settings: &(),
+        _id: &i32,
+        bodies: &[&[u8]],
+        _now: Timestamp,
+    ) -> Result<(Record, Vec<ParseProblem>), UpstreamError> {
+        read_body::<Record>(super::body(bodies, 0), &())
+    }
+
+    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
+        series::encode(enc, interval, &crate::metrics::family::owned(items))
+    }
 }

@@ -2,13 +2,13 @@
 
 use serde_json::Value;
 
-use super::{Model, ParseProblem, Reader, Unreadable};
+use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 use crate::upstream::decode::{Fields, first_resource};
 use crate::upstream::error::UpstreamError;
 
 /// The Delivery account figures we export; `None` where the API gave nothing readable.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct DeliveryAccount {
+pub struct Record {
     pub remaining_messages: Option<f64>,
     pub plan_messages_limit: Option<f64>,
     pub plan_messages_used: Option<f64>,
@@ -27,7 +27,7 @@ pub struct DeliveryAccount {
     pub status_detail: Option<String>,
 }
 
-impl DeliveryAccount {
+impl Record {
     /// The members [`Self::from_record`] reads; the decoder skips every other one, and keeps
     /// only the length of `domains`.
     pub const FIELDS: Fields = Fields::Only {
@@ -61,7 +61,7 @@ impl DeliveryAccount {
         let domains = r
             .count("domains_count")
             .or_else(|| r.array_len("domains").map(|n| n as f64));
-        let account = DeliveryAccount {
+        let account = Record {
             remaining_messages: r.count("remaining_messages"),
             plan_messages_limit: r.count("plan_messages_limit"),
             plan_messages_used: r.count("plan_messages_used"),
@@ -84,7 +84,7 @@ impl DeliveryAccount {
 }
 
 /// `GET /api/delivery/accounts/{id}`: the envelope around one account record.
-impl Model for DeliveryAccount {
+impl Model for Record {
     type Decoded = Value;
     type Params = ();
 
@@ -106,7 +106,7 @@ mod tests {
     fn numbers_may_come_as_strings_and_nulls_are_absent() {
         let v =
             json!({"remaining_messages": "1234", "plan_messages_limit": null, "messages_sent": 7});
-        let (a, problems) = DeliveryAccount::from_record(&v).unwrap();
+        let (a, problems) = Record::from_record(&v).unwrap();
         assert_eq!(a.remaining_messages, Some(1234.0));
         assert_eq!(a.plan_messages_limit, None);
         assert_eq!(a.messages_sent, Some(7.0));
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn an_unreadable_value_is_a_problem_not_a_zero() {
         let v = json!({"remaining_messages": "lots", "plan_messages_used": {"n": 1}, "status": "NaN", "plan_expiration_date": "soon"});
-        let (a, problems) = DeliveryAccount::from_record(&v).unwrap();
+        let (a, problems) = Record::from_record(&v).unwrap();
         assert_eq!(a.remaining_messages, None);
         assert_eq!(a.plan_messages_used, None);
         assert_eq!(a.status, None);
@@ -137,7 +137,7 @@ mod tests {
     #[test]
     fn milliseconds_are_recognised() {
         let (a, _) =
-            DeliveryAccount::from_record(&json!({"last_renewal_date": 1_795_334_400_000_u64}))
+            Record::from_record(&json!({"last_renewal_date": 1_795_334_400_000_u64}))
                 .unwrap();
         assert_eq!(a.last_renewal, Some(1_795_334_400.0));
     }
@@ -151,12 +151,12 @@ mod tests {
             (json!("false"), false),
         ] {
             let (a, p) =
-                DeliveryAccount::from_record(&json!({"ignore_suppression_list": v})).unwrap();
+                Record::from_record(&json!({"ignore_suppression_list": v})).unwrap();
             assert_eq!(a.ignore_suppression_list, Some(want));
             assert!(p.is_empty());
         }
         let (a, p) =
-            DeliveryAccount::from_record(&json!({"ignore_suppression_list": "maybe"})).unwrap();
+            Record::from_record(&json!({"ignore_suppression_list": "maybe"})).unwrap();
         assert_eq!(a.ignore_suppression_list, None);
         assert_eq!(p.len(), 1);
     }
@@ -164,11 +164,11 @@ mod tests {
     #[test]
     fn domains_count_wins_over_the_array_length() {
         let (a, _) =
-            DeliveryAccount::from_record(&json!({"domains": [{"name": "a"}, {"name": "b"}]}))
+            Record::from_record(&json!({"domains": [{"name": "a"}, {"name": "b"}]}))
                 .unwrap();
         assert_eq!(a.domains, Some(2.0));
         let (a, _) =
-            DeliveryAccount::from_record(&json!({"domains": [], "domains_count": "3"})).unwrap();
+            Record::from_record(&json!({"domains": [], "domains_count": "3"})).unwrap();
         assert_eq!(a.domains, Some(3.0));
     }
 }

@@ -6,12 +6,14 @@ use std::time::Duration;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
-use super::labels::{AccountInfoLabels, AccountLabels, Owner, Value};
-use super::{GaugeTable, gauges, refreshed, table};
-use crate::upstream::model::DeliveryAccount;
+use prometheus_client::encoding::EncodeLabelSet;
+
+use super::model::Record;
+use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
+use crate::metrics::labels::{AccountLabels, Owner, TenantLabel, Value};
 
 /// Plain gauges and timestamps: name, help (the source field is named), unit, value.
-const GAUGES: &GaugeTable<DeliveryAccount> = &[
+const GAUGES: &GaugeTable<Record> = &[
     (
         "mailhost_delivery_remaining_messages",
         "Messages the Delivery account can still send: plan quota left plus bought extras (remaining_messages).",
@@ -89,9 +91,9 @@ const GAUGES: &GaugeTable<DeliveryAccount> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    accounts: &[(Owner, &DeliveryAccount)],
+    accounts: &[(Owner, &Record)],
 ) -> fmt::Result {
-    let items: Vec<(AccountLabels, &DeliveryAccount)> = accounts
+    let items: Vec<(AccountLabels, &Record)> = accounts
         .iter()
         .map(|(id, a)| {
             let labels = AccountLabels {
@@ -123,4 +125,15 @@ pub fn encode(
         None,
         info.iter().map(|l| (l, 1.0)),
     )
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct AccountInfoLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    pub account_id: Value,
+    pub username: Value,
+    pub plan: Value,
+    pub account_type: Value,
+    pub status_detail: Value,
 }

@@ -1,15 +1,157 @@
-//! Mailbox collector: `GET /api/domains/{domain_code}/email_accounts/{email_account_code}` for
-//! each configured pair: quota, messages, outbound limit, archiving, authentication.
+//! Mailbox: `GET /api/domains/{domain_code}/email_accounts/{email_account_code}` for each
+//! configured mailbox, giving its quota, archive and outbound limits. One call per mailbox per
+//! interval.
 
-use super::Context;
-use crate::config::MailboxTarget;
-use crate::upstream::error::UpstreamError;
-use crate::upstream::model::Mailbox;
+mod model;
+mod series;
 
-pub type MailboxData = Mailbox;
+pub use model::{Record, parse_size};
 
-pub async fn collect(ctx: Context, target: MailboxTarget) -> Result<MailboxData, UpstreamError> {
-    ctx.client
-        .email_account(&target.domain, &target.mailbox)
-        .await
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use prometheus_client::encoding::DescriptorEncoder;
+use serde::Deserialize;
+
+use super::run::Context;
+use super::{Area, Item};
+use crate::config::error::{ConfigError, invalid};
+use crate::config::fields::{at_most, code};
+use crate::config::schedule::collector_block;
+use crate::upstream::Route;
+use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::model::{ParseProblem, read_body};
+
+/// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
+pub const EMAIL_ACCOUNT: Endpoint = Endpoint::new("email_account");
+
+/// A mailbox: its domain's code and its own; the `target` label is the mailbox code.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub domain: String,
+    pub mailbox: String,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.mailbox)
+    }
+}
+
+/// A mailbox as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    pub domain: String,
+    pub mailbox: String,
+}
+
+collector_block! {
+    /// `collectors.mailbox`: the schedule and the mailboxes.
+    pub struct Block {
+        #[serde(default)]
+        pub mailboxes: Vec<RawTarget>,
+    }
+}
+
+/// A tenant's mailboxes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct List {
+    #[serde(default)]
+    pub mailboxes: Vec<RawTarget>,
+}
+
+/// Validates distinct mailboxes; an empty list is refused when `required`.
+fn mailbox_list(
+    field: &str,
+    list: Vec<RawTarget>,
+    required: bool,
+) -> Result<Vec<Target>, ConfigError> {
+    if required && list.is_empty() {
+        return Err(invalid(
+            field,
+            "is empty; list pairs like {domain: D000000101, mailbox: EA00000001}",
+        ));
+    }
+    at_most(field, list.len())?;
+    let mut seen = HashSet::with_capacity(list.len());
+    let mut out: Vec<Target> = Vec::with_capacity(list.len());
+    for (i, t) in list.into_iter().enumerate() {
+        let field = format!("{field}[{i}]");
+        let domain = code(
+            &format!("{field}.domain"),
+            &t.domain,
+            &[("D", 9)],
+            "D followed by 9 digits, e.g. D000000101",
+        )?;
+        let mailbox = code(
+            &format!("{field}.mailbox"),
+            &t.mailbox,
+            &[("EA", 8), ("P", 9)],
+            "EA followed by 8 digits (e.g. EA00000001), or P followed by 9 digits for a postmaster",
+        )?;
+        if !seen.insert(mailbox.clone()) {
+            return Err(invalid(field, format!("mailbox {mailbox} is listed twice")));
+        }
+        out.push(Target { domain, mailbox });
+    }
+    Ok(out)
+}
+
+/// The area.
+#[derive(Debug)]
+pub struct Mailbox;
+
+impl Area for Mailbox {
+    const ENDPOINTS: &'static [Endpoint] = &[EMAIL_ACCOUNT];
+    const LIST: &'static str = "mailboxes";
+    type Raw = Block;
+    type RawList = List;
+    type Settings = ();
+    type Target = Target;
+    type Data = Record;
+
+    fn listed(raw: &Block) -> bool {
+        !raw.mailboxes.is_empty()
+    }
+
+    fn settings(_raw: &Block, _field: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+
+    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<Target>, ConfigError> {
+        mailbox_list(&format!("{field}.mailboxes"), raw.mailboxes, required)
+    }
+
+    fn tenant_targets(list: List, field: &str) -> Result<Vec<Target>, ConfigError> {
+        mailbox_list(&format!("{field}.mailboxes"), list.mailboxes, false)
+    }
+
+    /// Both codes were validated by the config, so they are safe in a path.
+    async fn collect(ctx: Context, _settings: Arc<()>, target: Target) -> Result<Record, UpstreamError> {
+        let route = Route::get(format!(
+            "/api/domains/{}/email_accounts/{}",
+            target.domain, target.mailbox
+        ));
+        ctx.client
+            .fetch(EMAIL_ACCOUNT, target.mailbox, route, &())
+            .await
+    }
+
+    fn read(
+        _settings: &(),
+        _target: &Target,
+        bodies: &[&[u8]],
+        _now: Timestamp,
+    ) -> Result<(Record, Vec<ParseProblem>), UpstreamError> {
+        read_body::<Record>(super::body(bodies, 0), &())
+    }
+
+    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
+        series::encode(enc, interval, &crate::metrics::family::owned(items))
+    }
 }

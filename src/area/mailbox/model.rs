@@ -8,15 +8,15 @@
 
 use serde_json::Value;
 
-use super::names::sanitize;
-use super::{Model, ParseProblem, Reader, Unreadable};
+use crate::upstream::model::names::sanitize;
+use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 use crate::upstream::decode::{Fields, first_resource};
 use crate::upstream::error::UpstreamError;
 
 const MIB: f64 = 1024.0 * 1024.0;
 
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Mailbox {
+pub struct Record {
     pub quota_used_bytes: Option<f64>,
     pub quota_limit_bytes: Option<f64>,
     pub messages: Option<f64>,
@@ -35,7 +35,7 @@ pub struct Mailbox {
     pub status: Option<String>,
 }
 
-impl Mailbox {
+impl Record {
     /// The members [`Self::from_record`] reads; the decoder skips every other one.
     pub const FIELDS: Fields = Fields::Only {
         keep: &[
@@ -75,7 +75,7 @@ impl Mailbox {
         // `lastauth` (epoch) wins; `lastauth_datetime` when it is absent; 0 means never.
         let key = r.first_of(&["lastauth", "lastauth_datetime"]);
         let last_auth = key.and_then(|k| r.timestamp(k)).filter(|ts| *ts > 0.0);
-        let mailbox = Mailbox {
+        let mailbox = Record {
             quota_used_bytes: quota.zip(unit).and_then(bytes),
             quota_limit_bytes: limit.zip(unit).and_then(bytes),
             messages: r.count("messages"),
@@ -169,7 +169,7 @@ pub fn parse_size(text: &str) -> Option<f64> {
 
 /// `GET /api/domains/{domain_code}/email_accounts/{code}`: the envelope around one email
 /// account record.
-impl Model for Mailbox {
+impl Model for Record {
     type Decoded = Value;
     type Params = ();
 
@@ -201,16 +201,16 @@ mod tests {
     #[test]
     fn quota_is_mib_unless_quota_human_says_otherwise() {
         let (m, p) =
-            Mailbox::from_record(&json!({"quota": 1229, "max_email_quota": 2048})).unwrap();
+            Record::from_record(&json!({"quota": 1229, "max_email_quota": 2048})).unwrap();
         assert!(p.is_empty());
         assert_eq!(m.quota_used_bytes, Some(1229.0 * MIB));
         assert_eq!(m.quota_limit_bytes, Some(2048.0 * MIB));
-        let (m, _) = Mailbox::from_record(
+        let (m, _) = Record::from_record(
             &json!({"quota": 1229, "quota_human": "1.20 GB", "max_email_quota": 2048}),
         )
         .unwrap();
         assert_eq!(m.quota_used_bytes, Some(1229.0 * MIB));
-        let (m, p) = Mailbox::from_record(&json!({"quota": 1_288_490_188_u64, "quota_human": "1.2 GB", "max_email_quota": 2_147_483_648_u64})).unwrap();
+        let (m, p) = Record::from_record(&json!({"quota": 1_288_490_188_u64, "quota_human": "1.2 GB", "max_email_quota": 2_147_483_648_u64})).unwrap();
         assert!(p.is_empty());
         assert_eq!(
             m.quota_used_bytes,
@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_quota_human_that_fits_no_unit_leaves_quota_out() {
-        let (m, p) = Mailbox::from_record(
+        let (m, p) = Record::from_record(
             &json!({"quota": 700, "quota_human": "3.1 GB", "max_email_quota": 2048}),
         )
         .unwrap();
@@ -233,14 +233,14 @@ mod tests {
 
     #[test]
     fn last_auth_comes_from_epoch_or_date_time_and_zero_means_never() {
-        let (m, _) = Mailbox::from_record(&json!({"lastauth": 1_795_334_400})).unwrap();
+        let (m, _) = Record::from_record(&json!({"lastauth": 1_795_334_400})).unwrap();
         assert_eq!(m.last_auth, Some(1_795_334_400.0));
-        let (m, _) = Mailbox::from_record(
+        let (m, _) = Record::from_record(
             &json!({"lastauth": null, "lastauth_datetime": "2026-11-22 08:00:00"}),
         )
         .unwrap();
         assert_eq!(m.last_auth, Some(1_795_334_400.0));
-        let (m, _) = Mailbox::from_record(&json!({"lastauth": 0})).unwrap();
+        let (m, _) = Record::from_record(&json!({"lastauth": 0})).unwrap();
         assert_eq!(m.last_auth, None);
     }
 
@@ -252,7 +252,7 @@ mod tests {
             parse_size("99999999999999999999 TB"),
             Some(99999999999999999999.0 * 1024f64.powi(4))
         );
-        let (m, p) = Mailbox::from_record(
+        let (m, p) = Record::from_record(
             &json!({"quota": 1000, "quota_human": format!("{digits} MB"), "max_email_quota": 2048}),
         )
         .unwrap();
@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(m.quota_limit_bytes, None);
         assert_eq!(p.len(), 1);
         // The largest count, in MiB: a finite, if absurd, byte count; never infinity.
-        let (m, _) = Mailbox::from_record(&json!({"quota": super::super::MAX_EXACT})).unwrap();
+        let (m, _) = Record::from_record(&json!({"quota": crate::upstream::model::MAX_EXACT})).unwrap();
         assert!(m.quota_used_bytes.is_some_and(f64::is_finite));
     }
 }

@@ -6,14 +6,16 @@ use std::time::Duration;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
-use super::labels::{MailboxArchiveLabels, MailboxInfoLabels, MailboxLabels, Owner, Value};
-use super::{GaugeTable, gauges, refreshed, table};
-use crate::upstream::model::Mailbox;
+use prometheus_client::encoding::EncodeLabelSet;
+
+use super::model::Record;
+use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
+use crate::metrics::labels::{Owner, TenantLabel, Value};
 
 /// The archive states always shown as a state set; any other state the API reports is shown too.
 pub const ARCHIVE_STATES: [&str; 4] = ["active", "activating", "deactivating", "disabled"];
 
-const GAUGES: &GaugeTable<Mailbox> = &[
+const GAUGES: &GaugeTable<Record> = &[
     (
         "mailhost_mailbox_quota_used",
         "Space the mailbox uses (quota; MiB unless quota_human shows another unit).",
@@ -85,9 +87,9 @@ const GAUGES: &GaugeTable<Mailbox> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    mailboxes: &[(Owner, &Mailbox)],
+    mailboxes: &[(Owner, &Record)],
 ) -> fmt::Result {
-    let items: Vec<(MailboxLabels, &Mailbox)> = mailboxes
+    let items: Vec<(MailboxLabels, &Record)> = mailboxes
         .iter()
         .map(|(code, m)| {
             let labels = MailboxLabels {
@@ -145,4 +147,29 @@ pub fn encode(
         None,
         info.iter().map(|l| (l, 1.0)),
     )
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MailboxLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    pub mailbox: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MailboxArchiveLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    pub mailbox: Value,
+    pub archive_status: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MailboxInfoLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    pub mailbox: Value,
+    pub address: Value,
+    pub domain: Value,
+    pub status: Value,
 }

@@ -1,11 +1,11 @@
-//! Migration statistics: the `aggregate` object, whose content is not documented. The keys the
+//! Record statistics: the `aggregate` object, whose content is not documented. The keys the
 //! simulator defines get first-class fields (in flat or nested spellings); every other numeric
 //! leaf is kept under its dotted path, depth and count bounded.
 
 use serde_json::Value;
 
-use super::names::{bound_names, sanitize};
-use super::{
+use crate::upstream::model::names::{bound_names, sanitize};
+use crate::upstream::model::{
     MAX_EXACT, Model, ParseProblem, Unreadable, as_count, as_number, epoch, parse_timestamp,
 };
 use crate::upstream::decode::aggregate;
@@ -17,7 +17,7 @@ pub const MAX_DEPTH: usize = 4;
 pub const MAX_LEAVES: usize = 64;
 
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Migration {
+pub struct Record {
     /// Sanitised status name (`pending`, `running`, `completed`, ...).
     pub status: Option<String>,
     /// Accounts by state, `total` excluded.
@@ -72,7 +72,7 @@ fn lookup<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
         .filter(|v| !v.is_null() && !v.is_object())
 }
 
-impl Migration {
+impl Record {
     /// Reads an `aggregate` object; `Err` only when it is not an object.
     pub fn from_aggregate(aggregate: &Value) -> Result<(Self, Vec<ParseProblem>), ParseProblem> {
         if !aggregate.is_object() {
@@ -163,7 +163,7 @@ impl Migration {
         let mut other = Vec::new();
         walk(aggregate, "", 0, &mut other);
         Ok((
-            Migration {
+            Record {
                 status,
                 accounts,
                 messages_total,
@@ -213,7 +213,7 @@ fn walk(v: &Value, path: &str, depth: usize, out: &mut Vec<(String, f64)>) {
 }
 
 /// `GET /api/migrations/{code}/stats`: the `aggregate` member of the answer.
-impl Model for Migration {
+impl Model for Record {
     type Decoded = Value;
     type Params = ();
 
@@ -249,7 +249,7 @@ mod tests {
         let flat = json!({"status": "running", "accounts": [{"state": "completed", "count": 2}, {"state": "failed", "count": 1}],
             "messages_total": 100, "messages_migrated": 40, "bytes_total": "1000", "bytes_migrated": 400, "errors": [{"x": 1}, {"x": 2}]});
         for v in [nested, flat] {
-            let (m, p) = Migration::from_aggregate(&v).unwrap();
+            let (m, p) = Record::from_aggregate(&v).unwrap();
             assert!(p.is_empty(), "{p:?}");
             assert_eq!(m.status.as_deref(), Some("running"));
             assert_eq!(m.messages_total, Some(100.0));
@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn other_numeric_leaves_keep_their_dotted_path_within_bounds() {
         let v = json!({"throughput": {"messages_per_minute": 250}, "deep": {"a": {"b": {"c": {"d": 1}}}}, "Odd Key": 3});
-        let (m, _) = Migration::from_aggregate(&v).unwrap();
+        let (m, _) = Record::from_aggregate(&v).unwrap();
         assert_eq!(
             m.other,
             vec![
@@ -280,13 +280,13 @@ mod tests {
         );
         let many: serde_json::Map<String, Value> =
             (0..100).map(|i| (format!("k{i:03}"), json!(i))).collect();
-        let (m, _) = Migration::from_aggregate(&json!({ "many": many })).unwrap();
+        let (m, _) = Record::from_aggregate(&json!({ "many": many })).unwrap();
         assert_eq!(m.other.len(), MAX_LEAVES);
     }
 
     #[test]
     fn a_figure_of_the_wrong_shape_is_a_problem_not_a_zero() {
-        let (m, p) = Migration::from_aggregate(
+        let (m, p) = Record::from_aggregate(
             &json!({"messages": {"total": "lots"}, "started_at": "yesterday"}),
         )
         .unwrap();
@@ -297,14 +297,14 @@ mod tests {
 
     #[test]
     fn epoch_numbers_are_dates_only_within_the_calendar() {
-        let (m, p) = Migration::from_aggregate(
+        let (m, p) = Record::from_aggregate(
             &json!({"started_at": 1_795_334_400_000_u64, "updated_at": 1e300}),
         )
         .unwrap();
         assert_eq!(m.started, Some(1_795_334_400.0), "milliseconds");
         assert_eq!(m.updated, None);
         assert_eq!(p.len(), 1);
-        let (m, _) = Migration::from_aggregate(&json!({"started_at": -5})).unwrap();
+        let (m, _) = Record::from_aggregate(&json!({"started_at": -5})).unwrap();
         assert_eq!(m.started, None);
     }
 }

@@ -6,13 +6,13 @@ use std::time::Duration;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
-use super::labels::{
-    MigrationKeyLabels, MigrationLabels, MigrationStateLabels, MigrationStatusLabels, Owner, Value,
-};
-use super::{GaugeTable, gauges, refreshed, table};
-use crate::upstream::model::Migration;
+use prometheus_client::encoding::EncodeLabelSet;
 
-const GAUGES: &GaugeTable<Migration> = &[
+use crate::metrics::labels::{Owner, TenantLabel, Value};
+use super::model::Record;
+use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
+
+const GAUGES: &GaugeTable<Record> = &[
     (
         "mailhost_migration_messages",
         "Messages the migration has to move (messages.total).",
@@ -60,9 +60,9 @@ const GAUGES: &GaugeTable<Migration> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    migrations: &[(Owner, &Migration)],
+    migrations: &[(Owner, &Record)],
 ) -> fmt::Result {
-    let items: Vec<(MigrationLabels, &Migration)> = migrations
+    let items: Vec<(MigrationLabels, &Record)> = migrations
         .iter()
         .map(|(code, m)| {
             let labels = MigrationLabels {
@@ -139,4 +139,35 @@ pub fn encode(
         None,
         other.iter().map(|(l, v)| (l, *v)),
     )
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MigrationLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    pub migration: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MigrationStateLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    pub migration: Value,
+    pub state: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MigrationStatusLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    pub migration: Value,
+    pub status: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct MigrationKeyLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    pub migration: Value,
+    pub key: Value,
 }

@@ -1,30 +1,14 @@
-//! Daily statistics collector: `GET /api/delivery/tracemail/daily/{account}` with
-//! `type=account` (today and yesterday by outcome) and `type=domains-rank` (today per sending
-//! domain, the top N kept) for each configured account.
+//! The counters of an account's messages by outcome, carried from one run to the next and
+//! derived from the daily figures, which drop to zero at midnight.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use jiff::Timestamp;
 use jiff::civil::Date;
 
-use super::Context;
-use crate::config::DailyConfig;
-use crate::upstream::error::UpstreamError;
+use super::DailyData;
+use crate::upstream::model::counts::Counts;
 use crate::upstream::model::names::MAX_NAMES;
-use crate::upstream::model::{Counts, DailyParams, DailyStats, DomainCounts};
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct DailyData {
-    pub stats: DailyStats,
-    /// At most `top_domains`, largest first.
-    pub domains: Vec<DomainCounts>,
-    /// The day `stats.current_day` is (today in the collector's time zone when it asked).
-    pub today: Date,
-    /// Messages by outcome as counters, carried from one run to the next by the snapshot
-    /// ([`DayCounters::carry`]); `None` as the collector returns it.
-    pub counters: Option<DayCounters>,
-}
 
 /// Statuses one account's counters keep at most: twice what one day's figures may hold, so a
 /// status that appears on a later day still gets its counter, and an upstream that invents new
@@ -146,30 +130,10 @@ fn baseline(counts: &Option<Counts>) -> BTreeMap<String, f64> {
         .collect()
 }
 
-pub async fn collect(
-    ctx: Context,
-    cfg: Arc<DailyConfig>,
-    account: i32,
-) -> Result<DailyData, UpstreamError> {
-    let today = ctx.clock.now().to_zoned(cfg.timezone.clone()).date();
-    let params = DailyParams {
-        date_format: cfg.date_format.clone(),
-        today,
-    };
-    let (stats, ranks) = tokio::join!(
-        ctx.client.tracemail_daily(account, &params),
-        ctx.client.tracemail_domains_rank(account, cfg.top_domains)
-    );
-    Ok(DailyData {
-        stats: stats?,
-        domains: ranks?.0,
-        today,
-        counters: None,
-    })
-}
 
 #[cfg(test)]
 mod tests {
+    use super::super::model::DailyStats;
     use super::*;
 
     fn data(today: &str, current: &[(&str, f64)], previous: &[(&str, f64)]) -> DailyData {

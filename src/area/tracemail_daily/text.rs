@@ -3,58 +3,53 @@
 //! when). The text is OpenMetrics; the classic rewriting names the family with its `_total`
 //! and drops the `_created` samples, as for every counter.
 
-use crate::collector::TargetData;
-use crate::snapshot::CollectorState;
+use super::TracemailDaily;
+use crate::area::Item;
 
-/// `mailhost_delivery_messages_total{account_id,status}` of every account of `states` that has
+/// `mailhost_delivery_messages_total{account_id,status}` of every account of `items` that has
 /// counters, with `_created`, as one family (nothing when there is none).
 pub fn delivery_messages(
-    states: &[&CollectorState],
+    items: &[Item<'_, TracemailDaily>],
     out: &mut dyn std::fmt::Write,
 ) -> std::fmt::Result {
     let mut head = false;
-    for c in states {
-        for t in &c.targets {
-            let Some((TargetData::Daily(d), _)) = &t.data else {
+    for (tenant, account, d) in items {
+        let Some(counters) = &d.counters else {
+            continue;
+        };
+        if !head {
+            out.write_str(
+                "# HELP mailhost_delivery_messages Messages of the Delivery account by outcome, counted from the daily statistics: derived by the exporter from each day's figures (today so far, and yesterday's final one at the rollover), starting at zero when the account is first fetched; use increase() over any range, a day included.\n# TYPE mailhost_delivery_messages counter\n",
+            )?;
+            head = true;
+        }
+        let mut labels = String::with_capacity(64);
+        if !tenant.0.is_default() {
+            labels.push_str("tenant=\"");
+            escape(&mut labels, tenant.0.as_str());
+            labels.push_str("\",");
+        }
+        labels.push_str("account_id=\"");
+        escape(&mut labels, &account.to_string());
+        labels.push_str("\",status=\"");
+        let created = counters.created.as_millisecond() as f64 / 1000.0;
+        for (status, value) in &counters.totals {
+            if !value.is_finite() {
                 continue;
-            };
-            let Some(counters) = &d.counters else {
-                continue;
-            };
-            if !head {
-                out.write_str(
-                    "# HELP mailhost_delivery_messages Messages of the Delivery account by outcome, counted from the daily statistics: derived by the exporter from each day's figures (today so far, and yesterday's final one at the rollover), starting at zero when the account is first fetched; use increase() over any range, a day included.\n# TYPE mailhost_delivery_messages counter\n",
-                )?;
-                head = true;
             }
-            let mut labels = String::with_capacity(64);
-            if !c.tenant.is_default() {
-                labels.push_str("tenant=\"");
-                escape(&mut labels, c.tenant.as_str());
-                labels.push_str("\",");
-            }
-            labels.push_str("account_id=\"");
-            escape(&mut labels, &t.target.to_string());
-            labels.push_str("\",status=\"");
-            let created = counters.created.as_millisecond() as f64 / 1000.0;
-            for (status, value) in &counters.totals {
-                if !value.is_finite() {
-                    continue;
-                }
-                let mut l = labels.clone();
-                escape(&mut l, status);
-                l.push('"');
-                writeln!(
-                    out,
-                    "mailhost_delivery_messages_total{{{l}}} {}",
-                    number(*value)
-                )?;
-                writeln!(
-                    out,
-                    "mailhost_delivery_messages_created{{{l}}} {}",
-                    number(created)
-                )?;
-            }
+            let mut l = labels.clone();
+            escape(&mut l, status);
+            l.push('"');
+            writeln!(
+                out,
+                "mailhost_delivery_messages_total{{{l}}} {}",
+                number(*value)
+            )?;
+            writeln!(
+                out,
+                "mailhost_delivery_messages_created{{{l}}} {}",
+                number(created)
+            )?;
         }
     }
     Ok(())

@@ -1,16 +1,97 @@
-//! Mail-tracing dashboard collector: `POST /api/delivery/tracemail/dashboard` once per view
-//! (the whole customer, and any configured account or domain filter), asking for yesterday and
-//! today in the configured time zone.
+//! Mail-tracing dashboard: `POST /api/delivery/tracemail/dashboard` once per view (the whole
+//! customer, and any configured or discovered account or domain filter), asking for yesterday
+//! and today in the configured time zone. One call per view per interval.
 
+mod model;
+mod series;
+
+pub use model::{DASHBOARD_FIELDS, Dashboard, DashboardParams, read_dashboard};
+
+use std::collections::HashSet;
+use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
+use jiff::Timestamp;
 use jiff::civil::Date;
+use prometheus_client::encoding::DescriptorEncoder;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Context, Target};
-use crate::config::{DashboardConfig, View};
-use crate::upstream::error::{FailureReason, UpstreamError};
-use crate::upstream::model::{Dashboard, DashboardParams};
+use super::run::Context;
+use super::{Area, Extra, Item, Refers, Revealed};
+use crate::config::fields::Day;
+use crate::config::error::{ConfigError, invalid};
+use crate::config::fields::{account_ids, at_most};
+use crate::config::schedule::collector_block;
+use crate::redact::quote;
+use crate::upstream::Route;
+use crate::upstream::error::{Endpoint, FailureReason, UpstreamError};
+use crate::upstream::model::{ParseProblem, read_body};
+
+/// `POST /api/delivery/tracemail/dashboard`
+pub const DASHBOARD: Endpoint = Endpoint::new("tracemail_dashboard");
+
+/// `limit` of the dashboard's top lists, unless set.
+pub const DEFAULT_LIMIT: i64 = 10;
+
+/// A dashboard view: the whole customer, or filtered by one account or one domain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum View {
+    All,
+    Account(i32),
+    Domain(String),
+}
+
+impl fmt::Display for View {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            View::All => f.write_str("all"),
+            View::Account(id) => write!(f, "account:{id}"),
+            View::Domain(d) => write!(f, "domain:{d}"),
+        }
+    }
+}
+
+/// A view as written: one of `account` or `domain`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawView {
+    #[serde(default)]
+    pub account: Option<i64>,
+    #[serde(default)]
+    pub domain: Option<String>,
+}
+
+collector_block! {
+    /// `collectors.tracemail_dashboard`: the schedule, the day's zone and format, the size of
+    /// the top lists, and the filtered views.
+    pub struct Block {
+        #[serde(default)]
+        pub timezone: Option<String>,
+        #[serde(default)]
+        pub date_format: Option<String>,
+        #[serde(default)]
+        pub limit: Option<i64>,
+        #[serde(default)]
+        pub views: Vec<RawView>,
+    }
+}
+
+/// A tenant's views.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct List {
+    #[serde(default)]
+    pub views: Vec<RawView>,
+}
+
+/// How every view is asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub day: Day,
+    pub limit: i32,
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DashboardData {
@@ -19,13 +100,48 @@ pub struct DashboardData {
     pub day_start: f64,
 }
 
-pub async fn collect(
-    ctx: Context,
-    cfg: Arc<DashboardConfig>,
-    view: View,
-) -> Result<DashboardData, UpstreamError> {
-    let now = ctx.clock.now().to_zoned(cfg.timezone.clone());
-    let today = now.date();
+/// Validates dashboard views: [`View::All`] first, then each listed one once.
+fn views(field: &str, raw: Vec<RawView>) -> Result<Vec<View>, ConfigError> {
+    at_most(field, raw.len())?;
+    let mut views = vec![View::All];
+    let mut seen: HashSet<View> = HashSet::from([View::All]);
+    for (i, v) in raw.into_iter().enumerate() {
+        let field = format!("{field}[{i}]");
+        let view = match (v.account, v.domain) {
+            (Some(id), None) => View::Account(account_ids(&format!("{field}.account"), &[id])?[0]),
+            (None, Some(domain)) => {
+                let domain = domain.trim().to_ascii_lowercase();
+                if domain.is_empty()
+                    || domain.len() > 253
+                    || !domain
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+                {
+                    return Err(invalid(
+                        format!("{field}.domain"),
+                        format!("{} is not a domain name, e.g. shop.example", quote(&domain)),
+                    ));
+                }
+                View::Domain(domain)
+            }
+            _ => {
+                return Err(invalid(
+                    field,
+                    "give exactly one of account (an id) or domain (a name)",
+                ));
+            }
+        };
+        if !seen.insert(view.clone()) {
+            return Err(invalid(field, "is listed twice"));
+        }
+        views.push(view);
+    }
+    Ok(views)
+}
+
+/// Today in the configured zone at `now`, and when it started (Unix seconds).
+fn today(settings: &Settings, now: Timestamp) -> Result<(Date, f64), UpstreamError> {
+    let now = settings.day.zoned(now);
     let day_start = now
         .start_of_day()
         .map_err(|e| {
@@ -36,35 +152,30 @@ pub async fn collect(
         })?
         .timestamp()
         .as_second() as f64;
-    let params = DashboardParams {
-        date_format: cfg.date_format.clone(),
+    Ok((now.date(), day_start))
+}
+
+fn params(settings: &Settings, today: Date) -> DashboardParams {
+    DashboardParams {
+        date_format: settings.day.date_format.clone(),
         today,
-        limit: cfg.limit as usize,
-    };
-    let body = body(&cfg, &view, today);
-    let dashboard = ctx
-        .client
-        .tracemail_dashboard(Target::DashboardView(view).to_string(), &body, &params)
-        .await?;
-    Ok(DashboardData {
-        dashboard,
-        day_start,
-    })
+        limit: settings.limit as usize,
+    }
 }
 
 /// The request body: activity for yesterday and today, overview and top lists for today.
-pub fn body(cfg: &DashboardConfig, view: &View, today: Date) -> Value {
-    let t = cfg.date_format.format(today);
+pub fn body(settings: &Settings, view: &View, today: Date) -> Value {
+    let t = settings.day.date_format.format(today);
     let y = today
         .yesterday()
-        .map(|d| cfg.date_format.format(d))
+        .map(|d| settings.day.date_format.format(d))
         .unwrap_or_else(|_| t.clone());
     let mut body = json!({
-        "timezone": cfg.timezone_name,
+        "timezone": settings.day.timezone_name,
         "daily_activity": {"start_date": y, "end_date": t, "audience": "all"},
         "overview": {"start_date": t, "end_date": t},
-        "top_accounts": {"start_date": t, "end_date": t, "limit": cfg.limit},
-        "top5": {"start_date": t, "end_date": t, "limit": cfg.limit},
+        "top_accounts": {"start_date": t, "end_date": t, "limit": settings.limit},
+        "top5": {"start_date": t, "end_date": t, "limit": settings.limit},
     });
     match view {
         View::All => {}
@@ -72,4 +183,112 @@ pub fn body(cfg: &DashboardConfig, view: &View, today: Date) -> Value {
         View::Domain(d) => body["domain"] = json!(d),
     }
     body
+}
+
+/// The area.
+#[derive(Debug)]
+pub struct TracemailDashboard;
+
+impl Area for TracemailDashboard {
+    const ENDPOINTS: &'static [Endpoint] = &[DASHBOARD];
+    const EXTRA: Extra = Extra::Domains;
+    const REVEALS: Extra = Extra::Accounts;
+    const LIST: &'static str = "views";
+    type Raw = Block;
+    type RawList = List;
+    type Settings = Settings;
+    type Target = View;
+    type Data = DashboardData;
+
+    fn listed(raw: &Block) -> bool {
+        !raw.views.is_empty()
+    }
+
+    fn settings(raw: &Block, field: &str) -> Result<Settings, ConfigError> {
+        let limit = raw.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=1000).contains(&limit) {
+            return Err(invalid(
+                format!("{field}.limit"),
+                format!("{limit} is out of range: use 1 to 1000"),
+            ));
+        }
+        Ok(Settings {
+            day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
+            limit: limit as i32,
+        })
+    }
+
+    /// Never required: the whole customer's view is always there.
+    fn targets(raw: Block, field: &str, _required: bool) -> Result<Vec<View>, ConfigError> {
+        views(&format!("{field}.views"), raw.views)
+    }
+
+    fn tenant_targets(list: List, field: &str) -> Result<Vec<View>, ConfigError> {
+        views(&format!("{field}.views"), list.views)
+    }
+
+    fn refers_to(view: &View) -> Refers<'_> {
+        match view {
+            View::All => Refers::Other,
+            View::Account(id) => Refers::Account(*id),
+            View::Domain(d) => Refers::Domain(d),
+        }
+    }
+
+    fn extra_domain(domain: String) -> Option<View> {
+        Some(View::Domain(domain))
+    }
+
+    async fn collect(
+        ctx: Context,
+        settings: Arc<Settings>,
+        view: View,
+    ) -> Result<DashboardData, UpstreamError> {
+        let (today, day_start) = today(&settings, ctx.clock.now())?;
+        let route = Route::post(
+            "/api/delivery/tracemail/dashboard".to_owned(),
+            body(&settings, &view, today),
+        );
+        let dashboard = ctx
+            .client
+            .fetch(DASHBOARD, view.to_string(), route, &params(&settings, today))
+            .await?;
+        Ok(DashboardData {
+            dashboard,
+            day_start,
+        })
+    }
+
+    fn read(
+        settings: &Settings,
+        _view: &View,
+        bodies: &[&[u8]],
+        now: Timestamp,
+    ) -> Result<(DashboardData, Vec<ParseProblem>), UpstreamError> {
+        let (today, day_start) = today(settings, now)?;
+        let (dashboard, problems) =
+            read_body::<Dashboard>(super::body(bodies, 0), &params(settings, today))?;
+        Ok((
+            DashboardData {
+                dashboard,
+                day_start,
+            },
+            problems,
+        ))
+    }
+
+    /// The accounts of the top lists.
+    fn reveals(data: &DashboardData) -> Revealed<'_> {
+        Revealed::Accounts(
+            data.dashboard
+                .top_accounts
+                .iter()
+                .filter_map(|(id, _)| id.trim().parse::<i32>().ok())
+                .collect(),
+        )
+    }
+
+    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> fmt::Result {
+        series::encode(enc, interval, items)
+    }
 }

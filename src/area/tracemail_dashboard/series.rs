@@ -1,21 +1,18 @@
-//! Series of the mail-tracing collectors: the dashboard (per view) and the daily statistics
-//! (per account and per sending domain).
+//! Series of the mail-tracing dashboard, per view.
 
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelKey, EncodeLabelSet, EncodeLabelValue, LabelSetEncoder,
+};
 use prometheus_client::registry::Unit;
 
-use super::labels::{
-    AccountDomainStatusLabels, AccountStatusLabels, Owner, TenantLabel, Value, ViewAccountLabels,
-    ViewGroupLabels, ViewLabels, ViewStatusLabels,
-};
-use super::{gauges, refreshed, single};
-use crate::collector::tracemail_daily::DailyData;
-use crate::collector::tracemail_dashboard::DashboardData;
-use crate::config::View;
-use crate::upstream::model::{Counts, Dashboard};
+use super::model::Dashboard;
+use super::{DashboardData, View};
+use crate::metrics::family::{gauges, refreshed, single};
+use crate::metrics::labels::{TenantLabel, Value};
+use crate::upstream::model::counts::Counts;
 
 /// One sample per name of the counts that `pick` finds in each view's dashboard.
 fn by_status(
@@ -37,7 +34,7 @@ fn by_status(
         .collect()
 }
 
-pub fn encode_dashboard(
+pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
     views: &[(TenantLabel, &View, &DashboardData)],
@@ -134,68 +131,96 @@ pub fn encode_dashboard(
     Ok(())
 }
 
-pub fn encode_daily(
-    enc: &mut DescriptorEncoder,
-    interval: Duration,
-    accounts: &[(Owner, &DailyData)],
-) -> fmt::Result {
-    for (name, help, pick) in [
-        (
-            "mailhost_delivery_current_day_messages",
-            "Messages of the Delivery account today (in the configured time zone) by outcome, from the daily statistics (type=account).",
-            (|d: &DailyData| d.stats.current_day.as_ref()) as fn(&DailyData) -> Option<&Counts>,
-        ),
-        (
-            "mailhost_delivery_previous_day_messages",
-            "Messages of the Delivery account yesterday by outcome, from the daily statistics (type=account).",
-            |d: &DailyData| d.stats.previous_day.as_ref(),
-        ),
-    ] {
-        let samples: Vec<(AccountStatusLabels, f64)> = accounts
-            .iter()
-            .flat_map(|(id, d)| {
-                pick(d).into_iter().flatten().map(|(name, n)| {
-                    let labels = AccountStatusLabels {
-                        tenant: id.tenant.clone(),
-                        account_id: id.id.clone(),
-                        status: Value::from(name),
-                    };
-                    (labels, *n)
-                })
-            })
-            .collect();
-        gauges(
-            enc,
-            name,
-            &refreshed(help, interval),
-            None,
-            samples.iter().map(|(l, v)| (l, *v)),
-        )?;
+/// The labels a dashboard view adds: none for the whole customer, `account` or `domain` for a
+/// filter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ViewLabels {
+    All,
+    Account(Value),
+    Domain(Value),
+}
+
+impl From<&View> for ViewLabels {
+    fn from(view: &View) -> Self {
+        match view {
+            View::All => ViewLabels::All,
+            View::Account(id) => ViewLabels::Account(Value::from(id.to_string())),
+            View::Domain(d) => ViewLabels::Domain(Value::from(d)),
+        }
     }
-    let domains: Vec<(AccountDomainStatusLabels, f64)> = accounts
-        .iter()
-        .flat_map(|(id, d)| {
-            d.domains.iter().flat_map(move |dc| {
-                dc.counts.iter().map(move |(name, n)| {
-                    let labels = AccountDomainStatusLabels {
-                        tenant: id.tenant.clone(),
-                        account_id: id.id.clone(),
-                        domain: Value::from(&dc.domain),
-                        status: Value::from(name),
-                    };
-                    (labels, *n)
-                })
-            })
-        })
-        .collect();
-    gauges(
-        enc,
-        "mailhost_delivery_domain_current_day_messages",
-        &refreshed(
-            "Messages of today per sending domain and outcome, for the account's top domains by volume (type=domains-rank).",
-            interval,
-        ),
-        None,
-        domains.iter().map(|(l, v)| (l, *v)),
-    )
+}
+
+impl EncodeLabelSet for ViewLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let (name, value) = match self {
+            ViewLabels::All => return Ok(()),
+            ViewLabels::Account(v) => ("account", v),
+            ViewLabels::Domain(v) => ("domain", v),
+        };
+        let mut label = encoder.encode_label();
+        let mut key = label.encode_label_key()?;
+        EncodeLabelKey::encode(&name, &mut key)?;
+        let mut v = key.encode_label_value()?;
+        EncodeLabelValue::encode(value, &mut v)?;
+        v.finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ViewStatusLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    #[prometheus(flatten)]
+    pub view: ViewLabels,
+    pub status: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ViewGroupLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    #[prometheus(flatten)]
+    pub view: ViewLabels,
+    pub group: Value,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ViewAccountLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    #[prometheus(flatten)]
+    pub view: ViewLabels,
+    pub account_id: Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use prometheus_client::encoding::text::encode_registry;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::registry::Registry;
+
+    use super::*;
+
+    #[test]
+    fn a_view_adds_no_label_for_the_whole_customer_and_its_filter_otherwise() {
+        let family = Family::<ViewStatusLabels, Gauge>::default();
+        for view in [View::All, View::Domain("shop.example".into())] {
+            let labels = ViewStatusLabels {
+                tenant: TenantLabel::default(),
+                view: ViewLabels::from(&view),
+                status: Value::from("sent"),
+            };
+            family.get_or_create(&labels).set(1);
+        }
+        let mut registry = Registry::default();
+        registry.register("x", "h", family);
+        let mut out = String::new();
+        encode_registry(&mut out, &registry).unwrap();
+        assert!(out.contains("x{status=\"sent\"} 1"), "{out}");
+        assert!(
+            out.contains("x{domain=\"shop.example\",status=\"sent\"} 1"),
+            "{out}"
+        );
+    }
 }

@@ -6,19 +6,8 @@
 //! how the decoded answer is read. The client runs both and counts what went wrong, so callers
 //! get a typed value or an [`UpstreamError`](super::error::UpstreamError).
 
-mod delivery;
-mod mailbox;
-mod migration;
+pub mod counts;
 pub mod names;
-mod tracemail;
-
-pub use delivery::DeliveryAccount;
-pub use mailbox::Mailbox;
-pub use migration::Migration;
-pub use tracemail::{
-    Counts, DASHBOARD_FIELDS, DailyParams, DailyStats, Dashboard, DashboardParams, DomainCounts,
-    DomainsRank, read_daily, read_dashboard, read_domains_rank,
-};
 
 use serde_json::{Map, Value};
 
@@ -42,6 +31,18 @@ pub trait Model: Sized {
         decoded: &Self::Decoded,
         params: &Self::Params,
     ) -> Result<(Self, Vec<ParseProblem>), Unreadable>;
+}
+
+/// Reads one answer's body as the client does, without counting: decoded within the bounds of
+/// the decoder, then read leniently. An answer that cannot be read fails with reason `decode`.
+pub fn read_body<M: Model>(
+    body: &[u8],
+    params: &M::Params,
+) -> Result<(M, Vec<ParseProblem>), UpstreamError> {
+    let decoded = M::decode(body)?;
+    M::read(&decoded, params).map_err(|unreadable| {
+        UpstreamError::new(super::error::FailureReason::Decode, unreadable.detail)
+    })
 }
 
 /// A decoded answer that is not what was asked for (a record that is not an object, a list with
@@ -284,61 +285,6 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn bytes(v: serde_json::Value) -> Vec<u8> {
-        serde_json::to_vec(&v).unwrap()
-    }
-
-    #[test]
-    fn a_record_that_is_not_an_object_is_unreadable_and_names_the_record() {
-        use serde_json::json;
-        let body = bytes(json!({"resources": ["x"]}));
-        let record = DeliveryAccount::decode(&body).unwrap();
-        let e = DeliveryAccount::read(&record, &()).unwrap_err();
-        assert_eq!(e.detail, "the account record is not a JSON object");
-        assert!(e.problem.is_some(), "the record itself is the problem");
-        let e = Mailbox::read(&record, &()).unwrap_err();
-        assert_eq!(e.detail, "the email account record is not a JSON object");
-        let params = DashboardParams {
-            date_format: crate::config::DateFormat::default(),
-            today: jiff::civil::Date::constant(2026, 11, 22),
-            limit: 5,
-        };
-        let e = Dashboard::read(&record, &params).unwrap_err();
-        assert_eq!(e.detail, "the dashboard record is not a JSON object");
-    }
-
-    #[test]
-    fn an_answer_with_no_days_is_unreadable_but_no_field_is_at_fault() {
-        use serde_json::json;
-        let days = DailyStats::decode(&bytes(json!({"resources": []}))).unwrap();
-        let params = DailyParams {
-            date_format: crate::config::DateFormat::default(),
-            today: jiff::civil::Date::constant(2026, 11, 22),
-        };
-        let e = DailyStats::read(&days, &params).unwrap_err();
-        assert_eq!(e.problem, None);
-        assert_eq!(e.detail, "resources is empty: no days in the answer");
-        let (ranks, problems) = DomainsRank::read(&days, &5).unwrap();
-        assert!(
-            ranks.0.is_empty() && problems.is_empty(),
-            "no domains is an answer"
-        );
-    }
-
-    #[test]
-    fn an_empty_or_missing_aggregate_fails_to_decode() {
-        use serde_json::json;
-        for (body, detail) in [
-            (json!({"aggregate": {}}), "aggregate is empty"),
-            (json!({"other": 1}), "no aggregate object in the body"),
-        ] {
-            let e = Migration::decode(&bytes(body)).unwrap_err();
-            assert_eq!(e.detail, detail);
-        }
-        let aggregate = Migration::decode(&bytes(json!({"aggregate": {"total": 3}}))).unwrap();
-        assert!(Migration::read(&aggregate, &()).is_ok());
-    }
 
     #[test]
     fn dates_are_read_in_every_documented_form() {

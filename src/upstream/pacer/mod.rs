@@ -22,8 +22,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::collector::CollectorName;
-use crate::telemetry::Telemetry;
 use crate::tenant::TenantName;
+use crate::upstream::observe::Observer;
 use control::{Control, Event};
 use headers::QuotaInfo;
 
@@ -234,7 +234,7 @@ pub enum Outcome {
 
 struct Shared {
     tenant: TenantName,
-    telemetry: Arc<Telemetry>,
+    observer: Arc<dyn Observer>,
     state: Mutex<State>,
 }
 
@@ -300,12 +300,12 @@ impl Pacer {
         tenant: TenantName,
         concurrency: usize,
         ceiling: Option<f64>,
-        telemetry: Arc<Telemetry>,
+        observer: Arc<dyn Observer>,
     ) -> Pacer {
         let pacer = Pacer {
             shared: Arc::new(Shared {
                 tenant,
-                telemetry,
+                observer,
                 state: Mutex::new(State {
                     control: Control::new(Instant::now(), ceiling),
                     concurrency: concurrency.max(1),
@@ -490,7 +490,7 @@ impl Pacer {
     fn waited(&self, d: Duration) {
         if !d.is_zero() {
             self.shared
-                .telemetry
+                .observer
                 .observe_pacer_wait(&self.shared.tenant, d);
         }
     }
@@ -612,7 +612,7 @@ impl Pacer {
 
     /// Puts the current figures on the tenant's series.
     fn publish(&self, s: &State) {
-        let t = &self.shared.telemetry;
+        let t = &self.shared.observer;
         let now = Instant::now();
         t.set_pacer(
             &self.shared.tenant,
@@ -721,7 +721,7 @@ mod tests {
             TenantName::default(),
             concurrency,
             ceiling,
-            Arc::new(Telemetry::new(&[])),
+            Arc::new(crate::upstream::observe::Nothing),
         )
     }
 

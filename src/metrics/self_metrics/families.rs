@@ -20,9 +20,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use super::classic;
-use super::format::{EOF, Format};
-use super::labels::{
+use crate::metrics::classic;
+use crate::metrics::format::{EOF, Format};
+use crate::metrics::labels::{
     BuildLabels, Code, EndpointLabels, FailureLabels, ProbeRefusedLabels, RequestLabels,
     TenantEndpointLabels, TenantLabel,
 };
@@ -422,14 +422,17 @@ mod tests {
             },
             1_795_334_400.0,
         );
-        m.ensure_endpoints(&[Endpoint::DeliveryAccount], &[TenantName::default()]);
+        m.ensure_endpoints(
+            &[Endpoint::new("delivery_account")],
+            &[TenantName::default()],
+        );
         m
     }
 
     #[test]
     fn openmetrics_declares_counters_without_total_and_units_and_ends_with_eof() {
         let m = metrics();
-        m.request(Endpoint::DeliveryAccount, Some(200), 0.3);
+        m.request(Endpoint::new("delivery_account"), Some(200), 0.3);
         let out = m.render(Format::OpenMetrics);
         assert!(out.contains(
             "# HELP mailhost_api_requests Upstream API requests by endpoint and HTTP status code (none: no answer).\n\

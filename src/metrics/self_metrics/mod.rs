@@ -1,17 +1,22 @@
-//! The exporter's own request accounting: upstream calls by endpoint and code, failures by
-//! reason, latency, parse problems, reloads and build information, kept in long-lived
-//! families ([`SelfMetrics`]) and rendered on scrapes, and the bounded logging of parse
-//! problems.
+//! The exporter's own series, in one room: what the client observes of its calls (it tells
+//! [`Telemetry`] through [`Observer`]), reloads, `/probe` refusals and build information, kept in
+//! long-lived families ([`SelfMetrics`]) and rendered as the tail of every scrape, and the
+//! bounded logging of parse problems.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::metrics::labels::BuildLabels;
-use crate::metrics::self_metrics::SelfMetrics;
+mod families;
+
+pub use families::{DURATION_BUCKETS, PROBE_REFUSALS, SelfMetrics};
+
+use super::labels::BuildLabels;
+use crate::redact::{redact, shorten};
 use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, FailureReason};
+use crate::upstream::observe::Observer;
 
 /// Distinct `(endpoint, path)` shapes of parse problems logged at warn level. Paths come from
 /// the upstream's keys, so without a bound an upstream whose keys change on every answer would
@@ -104,12 +109,6 @@ impl Telemetry {
         self.generation.load(Ordering::Acquire)
     }
 
-    /// One upstream request that ended: `code` is the HTTP status, when there was one.
-    pub fn observe_request(&self, endpoint: Endpoint, code: Option<u16>, duration: Duration) {
-        self.metrics.request(endpoint, code, duration.as_secs_f64());
-        self.changed();
-    }
-
     /// Zero-initialises the counters of endpoints (and tenants) a config adds.
     pub fn ensure_endpoints(&self, endpoints: &[Endpoint], tenants: &[TenantName]) {
         self.metrics.ensure_endpoints(endpoints, tenants);
@@ -119,45 +118,6 @@ impl Telemetry {
     /// Records the outcome of a config reload.
     pub fn observe_reload(&self, success: bool) {
         self.metrics.reload(success, now_seconds());
-        self.changed();
-    }
-
-    /// A failed attempt that is retried after a back-off.
-    pub fn observe_retry(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
-        self.metrics.retry(tenant, endpoint, reason);
-        self.changed();
-    }
-
-    /// How many targets of a tenant's `endpoint` have their circuit open now.
-    pub fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize) {
-        let before = self.metrics.set_open_circuits(tenant, endpoint, open);
-        if before != open {
-            self.changed();
-            tracing::info!(
-                tenant = tenant.as_str(),
-                endpoint = endpoint.as_str(),
-                open_circuits = open,
-                "targets with an open circuit breaker changed"
-            );
-        }
-    }
-
-    pub fn observe_failure(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
-        self.metrics.failure(tenant, endpoint, reason);
-        self.changed();
-    }
-
-    /// A tenant's pacer: the rate the provider allows (`None`: unlimited), what the tenant's
-    /// collectors need, and whether the token is paused.
-    pub fn set_pacer(&self, tenant: &TenantName, allowed: Option<f64>, demand: f64, paused: bool) {
-        if self.metrics.set_pacer(tenant, allowed, demand, paused) {
-            self.changed();
-        }
-    }
-
-    /// Time a tenant's call waited for its pacer.
-    pub fn observe_pacer_wait(&self, tenant: &TenantName, waited: Duration) {
-        self.metrics.pacer_wait(tenant, waited.as_secs_f64());
         self.changed();
     }
 
@@ -173,10 +133,53 @@ impl Telemetry {
         self.changed();
     }
 
-    /// A field that had a shape we cannot read. Counted every time; logged at warn level once
-    /// per path for the first [`MAX_LOGGED_SHAPES`] paths, at debug level otherwise. The path
-    /// and the found value are cut short and token-like runs in them are redacted.
-    pub fn parse_problem(&self, endpoint: Endpoint, path: &str, found: &str) {
+    /// How many parse-problem shapes have been logged at warn level.
+    pub fn logged_shapes(&self) -> usize {
+        self.lock().logged.len()
+    }
+}
+
+impl Observer for Telemetry {
+    fn observe_request(&self, endpoint: Endpoint, code: Option<u16>, duration: Duration) {
+        self.metrics.request(endpoint, code, duration.as_secs_f64());
+        self.changed();
+    }
+
+    fn observe_retry(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
+        self.metrics.retry(tenant, endpoint, reason);
+        self.changed();
+    }
+
+    fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize) {
+        let before = self.metrics.set_open_circuits(tenant, endpoint, open);
+        if before != open {
+            self.changed();
+            tracing::info!(
+                tenant = tenant.as_str(),
+                endpoint = endpoint.as_str(),
+                open_circuits = open,
+                "targets with an open circuit breaker changed"
+            );
+        }
+    }
+
+    fn observe_failure(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
+        self.metrics.failure(tenant, endpoint, reason);
+        self.changed();
+    }
+
+    fn set_pacer(&self, tenant: &TenantName, allowed: Option<f64>, demand: f64, paused: bool) {
+        if self.metrics.set_pacer(tenant, allowed, demand, paused) {
+            self.changed();
+        }
+    }
+
+    fn observe_pacer_wait(&self, tenant: &TenantName, waited: Duration) {
+        self.metrics.pacer_wait(tenant, waited.as_secs_f64());
+        self.changed();
+    }
+
+    fn parse_problem(&self, endpoint: Endpoint, path: &str, found: &str) {
         let path = shorten(path, MAX_LOGGED_PATH_CHARS);
         self.metrics.parse_problem(endpoint);
         self.changed();
@@ -220,57 +223,10 @@ impl Telemetry {
             );
         }
     }
-
-    /// How many parse-problem shapes have been logged at warn level.
-    pub fn logged_shapes(&self) -> usize {
-        self.lock().logged.len()
-    }
 }
 
 fn now_seconds() -> f64 {
     jiff::Timestamp::now().as_millisecond() as f64 / 1000.0
-}
-
-/// `text` cut at `max` characters, marked with `…` when cut.
-fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_owned(),
-    }
-}
-
-/// Characters of base64, base64url and hex: what tokens and keys are written in.
-fn token_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '_' | '-')
-}
-
-/// `text` with every token-like run replaced by `[redacted]`: a run of [`token_char`]s of at
-/// least 16 that mixes letters and digits, or of at least 40 of any kind. Field names (letters
-/// and `_`, at most 32 long in this API) and numbers are kept.
-pub fn redact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut run = String::new();
-    let flush = |run: &mut String, out: &mut String| {
-        let n = run.chars().count();
-        let mixed =
-            run.chars().any(|c| c.is_ascii_digit()) && run.chars().any(|c| c.is_ascii_alphabetic());
-        if (n >= 16 && mixed) || n >= 40 {
-            out.push_str("[redacted]");
-        } else {
-            out.push_str(run);
-        }
-        run.clear();
-    };
-    for c in text.chars() {
-        if token_char(c) {
-            run.push(c);
-        } else {
-            flush(&mut run, &mut out);
-            out.push(c);
-        }
-    }
-    flush(&mut run, &mut out);
-    out
 }
 
 #[cfg(test)]
@@ -284,7 +240,7 @@ mod tests {
 
     #[test]
     fn failures_start_at_zero_for_every_reason() {
-        let t = Telemetry::new(&[Endpoint::DeliveryAccount]);
+        let t = Telemetry::new(&[Endpoint::new("delivery_account")]);
         let out = classic(&t);
         for r in FailureReason::ALL {
             let line = format!(
@@ -296,13 +252,17 @@ mod tests {
 
     #[test]
     fn a_request_lands_in_every_bucket_at_or_above_its_duration() {
-        let t = Telemetry::new(&[Endpoint::DeliveryAccount]);
+        let t = Telemetry::new(&[Endpoint::new("delivery_account")]);
         t.observe_request(
-            Endpoint::DeliveryAccount,
+            Endpoint::new("delivery_account"),
             Some(200),
             Duration::from_millis(300),
         );
-        t.observe_request(Endpoint::DeliveryAccount, None, Duration::from_secs(20));
+        t.observe_request(
+            Endpoint::new("delivery_account"),
+            None,
+            Duration::from_secs(20),
+        );
         let out = classic(&t);
         assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"0.25\",endpoint=\"delivery_account\"} 0\n"));
         assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"0.5\",endpoint=\"delivery_account\"} 1\n"));
@@ -317,13 +277,13 @@ mod tests {
 
     #[test]
     fn the_set_of_logged_shapes_stops_growing_at_its_bound() {
-        let t = Telemetry::new(&[Endpoint::TracemailDashboard]);
+        let t = Telemetry::new(&[Endpoint::new("tracemail_dashboard")]);
         let n = MAX_LOGGED_SHAPES * 4;
         for i in 0..n {
             let path = format!("overview.key_{i}");
-            t.parse_problem(Endpoint::TracemailDashboard, &path, "string \"x\"");
+            t.parse_problem(Endpoint::new("tracemail_dashboard"), &path, "string \"x\"");
             // The same path again is neither logged at warn level nor kept twice.
-            t.parse_problem(Endpoint::TracemailDashboard, &path, "string \"x\"");
+            t.parse_problem(Endpoint::new("tracemail_dashboard"), &path, "string \"x\"");
         }
         assert_eq!(t.logged_shapes(), MAX_LOGGED_SHAPES);
         assert!(t.lock().shapes_suppressed);
@@ -339,40 +299,12 @@ mod tests {
 
     #[test]
     fn long_paths_are_kept_cut_so_the_set_holds_small_keys() {
-        let t = Telemetry::new(&[Endpoint::TracemailDashboard]);
+        let t = Telemetry::new(&[Endpoint::new("tracemail_dashboard")]);
         let long = "k".repeat(10_000);
-        t.parse_problem(Endpoint::TracemailDashboard, &long, "object");
+        t.parse_problem(Endpoint::new("tracemail_dashboard"), &long, "object");
         let inner = t.lock();
         let (_, kept) = inner.logged.iter().next().unwrap();
         assert_eq!(kept.chars().count(), MAX_LOGGED_PATH_CHARS + 1);
         assert!(kept.ends_with('…'));
-    }
-
-    #[test]
-    fn token_like_runs_are_redacted_and_field_names_and_numbers_kept() {
-        assert_eq!(
-            redact("string \"sentinel-Tok3n-9f2c41d7\""),
-            "string \"[redacted]\""
-        );
-        assert_eq!(
-            redact("daily_activity[1].abcdef0123456789abcdef.count"),
-            "daily_activity[1].[redacted].count"
-        );
-        assert_eq!(
-            redact(&format!("string \"{}\"", "Q".repeat(40))),
-            "string \"[redacted]\""
-        );
-        for kept in [
-            "remaining_extra_messages_bought",
-            "top_accounts_by_delivery_account[0]",
-            "number 1795334400000",
-            "string \"2026-11-22T08:00:00Z\"",
-            "quota (700) against quota_human",
-            "overview.key_123456789",
-        ] {
-            assert_eq!(redact(kept), kept);
-        }
-        assert_eq!(shorten("abcdef", 3), "abc…");
-        assert_eq!(shorten("é漢🦀", 3), "é漢🦀");
     }
 }

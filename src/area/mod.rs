@@ -1,0 +1,241 @@
+//! The API areas: one folder each, holding the area's config block, its fetch and model, its
+//! series and its tests. An area is a type that implements [`Area`]; the one list of areas is
+//! the [`areas!`] line below, which generates what the generic rooms work with: the collector
+//! names ([`CollectorName`]), the targets ([`Target`]), what a fetch yields ([`TargetData`]),
+//! the configured collectors ([`Collector`]) and the `collectors:` blocks of the config. Nothing
+//! else in `src/` names an area: adding one is a folder here and a line in that list.
+
+#[macro_use]
+mod registry;
+pub mod run;
+
+use std::fmt::{self, Debug, Display};
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use prometheus_client::encoding::DescriptorEncoder;
+use serde::de::DeserializeOwned;
+
+use crate::config::error::ConfigError;
+use crate::config::schedule::{CollectorBlock, Schedule};
+use crate::metrics::labels::TenantLabel;
+use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::model::ParseProblem;
+use run::Context;
+
+areas! {
+    delivery_account: DeliveryAccount,
+    tracemail_dashboard: TracemailDashboard,
+    tracemail_daily: TracemailDaily,
+    migration: Migration,
+    mailbox: Mailbox,
+}
+
+/// Targets beyond the configured ones: those of an area a tenant's poll set adds, or those an
+/// area's data reveals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Extra {
+    /// None: only configured targets.
+    None,
+    /// Delivery accounts: those `/probe` registers and those discovery finds.
+    Accounts,
+    /// Sending domains that discovery finds.
+    Domains,
+}
+
+/// What a target is about, as the poll set and `--shard` see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refers<'a> {
+    /// One Delivery account: an account goes to the same shard in every area.
+    Account(i32),
+    /// One sending domain.
+    Domain(&'a str),
+    Other,
+}
+
+/// What a fetch's data reveals for discovery: accounts of the customer, or sending domains.
+#[derive(Debug, Default)]
+pub enum Revealed<'a> {
+    #[default]
+    Nothing,
+    Accounts(Vec<i32>),
+    Domains(Vec<&'a str>),
+}
+
+/// One item of an area's series: the tenant, the target and its current data.
+pub type Item<'a, A> = (TenantLabel, &'a <A as Area>::Target, &'a <A as Area>::Data);
+
+/// One API area: its config block, its targets, its fetch and its series.
+pub trait Area: Sized + Debug + Send + Sync + 'static {
+    /// The upstream operations one run makes per target, in the order [`Area::read`] takes
+    /// their bodies.
+    const ENDPOINTS: &'static [Endpoint];
+    /// Which targets beyond the configured ones the area polls.
+    const EXTRA: Extra = Extra::None;
+    /// What the area's data reveals for discovery ([`Area::reveals`]).
+    const REVEALS: Extra = Extra::None;
+
+    /// The `collectors.<area>` block as written (declared with
+    /// [`crate::config::schedule::collector_block!`]).
+    type Raw: DeserializeOwned + CollectorBlock + Debug;
+    /// A tenant's `tenants[].collectors.<area>` block: its own target list.
+    type RawList: DeserializeOwned + Debug;
+    /// The validated settings every target's fetch uses.
+    type Settings: Debug + PartialEq + Send + Sync + 'static;
+    /// One thing fetched; its `Display` is the `target` label value.
+    type Target: Clone + Debug + Display + Eq + Hash + Send + Sync + 'static;
+    /// What one target's fetch yields.
+    type Data: Clone + Debug + PartialEq + Send + Sync + 'static;
+
+    /// The key of the target list in the block, for messages.
+    const LIST: &'static str;
+    /// Whether the block lists targets.
+    fn listed(raw: &Self::Raw) -> bool;
+    /// The settings of the block at `field`.
+    fn settings(raw: &Self::Raw, field: &str) -> Result<Self::Settings, ConfigError>;
+    /// The targets the block at `field` lists; an empty list is refused when `required`.
+    fn targets(
+        raw: Self::Raw,
+        field: &str,
+        required: bool,
+    ) -> Result<Vec<Self::Target>, ConfigError>;
+    /// The targets a tenant's block at `field` lists.
+    fn tenant_targets(list: Self::RawList, field: &str) -> Result<Vec<Self::Target>, ConfigError>;
+
+    /// The Delivery account a target of an [`Extra::Accounts`] area is.
+    fn account(_target: &Self::Target) -> Option<i32> {
+        None
+    }
+    /// What the target is about.
+    fn refers_to(_target: &Self::Target) -> Refers<'_> {
+        Refers::Other
+    }
+    /// The target of an extra account or domain, for an area that polls them.
+    fn extra_account(_id: i32) -> Option<Self::Target> {
+        None
+    }
+    fn extra_domain(_domain: String) -> Option<Self::Target> {
+        None
+    }
+
+    /// Fetches one target.
+    fn collect(
+        ctx: Context,
+        settings: Arc<Self::Settings>,
+        target: Self::Target,
+    ) -> impl Future<Output = Result<Self::Data, UpstreamError>> + Send;
+    /// Reads the answers of one run at `now`, one body per endpoint of [`Area::ENDPOINTS`], as
+    /// a fetch reads them: the seam of the golden, property and fuzz tests.
+    fn read(
+        settings: &Self::Settings,
+        target: &Self::Target,
+        bodies: &[&[u8]],
+        now: Timestamp,
+    ) -> Result<(Self::Data, Vec<ParseProblem>), UpstreamError>;
+    /// This run's data with what carries over from the run before.
+    fn carry(_data: &mut Self::Data, _previous: Option<&Self::Data>, _now: Timestamp) {}
+    /// What the data reveals for discovery.
+    fn reveals(_data: &Self::Data) -> Revealed<'_> {
+        Revealed::default()
+    }
+
+    /// The area's series of every tenant's targets, as families of const metrics.
+    fn encode(
+        enc: &mut DescriptorEncoder,
+        interval: Duration,
+        items: &[Item<'_, Self>],
+    ) -> fmt::Result;
+    /// Families written as text after the others (counters with `_created`).
+    fn encode_text(_items: &[Item<'_, Self>], _out: &mut dyn fmt::Write) -> fmt::Result {
+        Ok(())
+    }
+}
+
+/// A configured collector of area `A`: its schedule, settings and targets.
+#[derive(Debug)]
+pub struct Configured<A: Area> {
+    pub schedule: Schedule,
+    pub settings: Arc<A::Settings>,
+    pub targets: Vec<A::Target>,
+}
+
+impl<A: Area> Clone for Configured<A> {
+    fn clone(&self) -> Self {
+        Configured {
+            schedule: self.schedule,
+            settings: Arc::clone(&self.settings),
+            targets: self.targets.clone(),
+        }
+    }
+}
+
+/// The body at `i` of one run's answers; a missing one is an empty body, which reads as
+/// `decode`.
+pub fn body<'a>(bodies: &[&'a [u8]], i: usize) -> &'a [u8] {
+    bodies.get(i).copied().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::model::Model;
+
+    fn bytes(v: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn a_record_that_is_not_an_object_is_unreadable_and_names_the_record() {
+        use serde_json::json;
+        let body = bytes(json!({"resources": ["x"]}));
+        let record = delivery_account::Record::decode(&body).unwrap();
+        let e = delivery_account::Record::read(&record, &()).unwrap_err();
+        assert_eq!(e.detail, "the account record is not a JSON object");
+        assert!(e.problem.is_some(), "the record itself is the problem");
+        let e = mailbox::Record::read(&record, &()).unwrap_err();
+        assert_eq!(e.detail, "the email account record is not a JSON object");
+        let params = tracemail_dashboard::DashboardParams {
+            date_format: crate::config::date_format::DateFormat::default(),
+            today: jiff::civil::Date::constant(2026, 11, 22),
+            limit: 5,
+        };
+        let e = tracemail_dashboard::Dashboard::read(&record, &params).unwrap_err();
+        assert_eq!(e.detail, "the dashboard record is not a JSON object");
+    }
+
+    #[test]
+    fn an_answer_with_no_days_is_unreadable_but_no_field_is_at_fault() {
+        use serde_json::json;
+        let days = tracemail_daily::DailyStats::decode(&bytes(json!({"resources": []}))).unwrap();
+        let params = tracemail_daily::DailyParams {
+            date_format: crate::config::date_format::DateFormat::default(),
+            today: jiff::civil::Date::constant(2026, 11, 22),
+        };
+        let e = tracemail_daily::DailyStats::read(&days, &params).unwrap_err();
+        assert_eq!(e.problem, None);
+        assert_eq!(e.detail, "resources is empty: no days in the answer");
+        let (ranks, problems) = tracemail_daily::DomainsRank::read(&days, &5).unwrap();
+        assert!(
+            ranks.0.is_empty() && problems.is_empty(),
+            "no domains is an answer"
+        );
+    }
+
+    #[test]
+    fn an_empty_or_missing_aggregate_fails_to_decode() {
+        use serde_json::json;
+        for (body, detail) in [
+            (json!({"aggregate": {}}), "aggregate is empty"),
+            (json!({"other": 1}), "no aggregate object in the body"),
+        ] {
+            let e = migration::Record::decode(&bytes(body)).unwrap_err();
+            assert_eq!(e.detail, detail);
+        }
+        let aggregate =
+            migration::Record::decode(&bytes(json!({"aggregate": {"total": 3}}))).unwrap();
+        assert!(migration::Record::read(&aggregate, &()).is_ok());
+    }
+}

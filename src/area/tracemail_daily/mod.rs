@@ -1,0 +1,193 @@
+//! Daily statistics: `GET /api/delivery/tracemail/daily/{account}` with `type=account` (today
+//! and yesterday by outcome) and `type=domains-rank` (today per sending domain, the top N kept)
+//! for each account. Two calls per account per interval.
+
+mod counters;
+mod model;
+mod series;
+mod text;
+
+pub use counters::{DayCounters, MAX_COUNTED_STATUSES};
+pub use model::{DailyParams, DailyStats, DomainCounts, DomainsRank, read_daily, read_domains_rank};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use jiff::civil::Date;
+use prometheus_client::encoding::DescriptorEncoder;
+
+use super::run::Context;
+use super::{Area, Extra, Item, Refers, Revealed};
+use crate::config::fields::Day;
+use crate::config::error::{ConfigError, invalid};
+use crate::config::fields::{AccountList, account_list};
+use crate::config::schedule::collector_block;
+use crate::upstream::Route;
+use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::model::{ParseProblem, read_body};
+
+/// `GET /api/delivery/tracemail/daily/{account}?type=account`
+pub const DAILY: Endpoint = Endpoint::new("tracemail_daily");
+/// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`
+pub const DOMAINS_RANK: Endpoint = Endpoint::new("tracemail_domains_rank");
+
+/// Domains per account kept from the `domains-rank`, unless set.
+pub const DEFAULT_TOP_DOMAINS: i64 = 20;
+
+collector_block! {
+    /// `collectors.tracemail_daily`: the schedule, the day's zone and format, how many sending
+    /// domains are kept, and the account ids.
+    pub struct Block {
+        #[serde(default)]
+        pub timezone: Option<String>,
+        #[serde(default)]
+        pub date_format: Option<String>,
+        #[serde(default)]
+        pub top_domains: Option<i64>,
+        #[serde(default)]
+        pub accounts: Vec<i64>,
+    }
+}
+
+/// How every account is asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub day: Day,
+    pub top_domains: usize,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DailyData {
+    pub stats: DailyStats,
+    /// At most `top_domains`, largest first.
+    pub domains: Vec<DomainCounts>,
+    /// The day `stats.current_day` is (today in the collector's time zone when it asked).
+    pub today: Date,
+    /// Messages by outcome as counters, carried from one run to the next by the snapshot
+    /// ([`DayCounters::carry`]); `None` as the collector returns it.
+    pub counters: Option<DayCounters>,
+}
+
+fn params(settings: &Settings, now: Timestamp) -> DailyParams {
+    DailyParams {
+        date_format: settings.day.date_format.clone(),
+        today: settings.day.zoned(now).date(),
+    }
+}
+
+fn data(stats: DailyStats, domains: DomainsRank, today: Date) -> DailyData {
+    DailyData {
+        stats,
+        domains: domains.0,
+        today,
+        counters: None,
+    }
+}
+
+/// The area.
+#[derive(Debug)]
+pub struct TracemailDaily;
+
+impl Area for TracemailDaily {
+    const ENDPOINTS: &'static [Endpoint] = &[DAILY, DOMAINS_RANK];
+    const EXTRA: Extra = Extra::Accounts;
+    const REVEALS: Extra = Extra::Domains;
+    const LIST: &'static str = "accounts";
+    type Raw = Block;
+    type RawList = AccountList;
+    type Settings = Settings;
+    type Target = i32;
+    type Data = DailyData;
+
+    fn listed(raw: &Block) -> bool {
+        !raw.accounts.is_empty()
+    }
+
+    fn settings(raw: &Block, field: &str) -> Result<Settings, ConfigError> {
+        let top = raw.top_domains.unwrap_or(DEFAULT_TOP_DOMAINS);
+        if !(1..=200).contains(&top) {
+            return Err(invalid(
+                format!("{field}.top_domains"),
+                format!("{top} is out of range: use 1 to 200"),
+            ));
+        }
+        Ok(Settings {
+            day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
+            top_domains: top as usize,
+        })
+    }
+
+    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<i32>, ConfigError> {
+        account_list(&format!("{field}.accounts"), &raw.accounts, required)
+    }
+
+    fn tenant_targets(list: AccountList, field: &str) -> Result<Vec<i32>, ConfigError> {
+        account_list(&format!("{field}.accounts"), &list.accounts, false)
+    }
+
+    fn account(id: &i32) -> Option<i32> {
+        Some(*id)
+    }
+
+    fn refers_to(id: &i32) -> Refers<'_> {
+        Refers::Account(*id)
+    }
+
+    fn extra_account(id: i32) -> Option<i32> {
+        Some(id)
+    }
+
+    async fn collect(ctx: Context, settings: Arc<Settings>, account: i32) -> Result<DailyData, UpstreamError> {
+        let params = params(&settings, ctx.clock.now());
+        let path = format!("/api/delivery/tracemail/daily/{account}");
+        let (stats, ranks) = tokio::join!(
+            ctx.client.fetch::<DailyStats>(
+                DAILY,
+                account.to_string(),
+                Route::get(path.clone()).query(&[("type", "account")]),
+                &params,
+            ),
+            ctx.client.fetch::<DomainsRank>(
+                DOMAINS_RANK,
+                account.to_string(),
+                Route::get(path).query(&[("type", "domains-rank")]),
+                &settings.top_domains,
+            )
+        );
+        Ok(data(stats?, ranks?, params.today))
+    }
+
+    /// The bodies of `type=account` and of `type=domains-rank`.
+    fn read(
+        settings: &Settings,
+        _account: &i32,
+        bodies: &[&[u8]],
+        now: Timestamp,
+    ) -> Result<(DailyData, Vec<ParseProblem>), UpstreamError> {
+        let params = params(settings, now);
+        let (stats, mut problems) = read_body::<DailyStats>(super::body(bodies, 0), &params)?;
+        let (ranks, more) = read_body::<DomainsRank>(super::body(bodies, 1), &settings.top_domains)?;
+        problems.extend(more);
+        Ok((data(stats, ranks, params.today), problems))
+    }
+
+    /// The daily message counters go on from their last value (or start at zero).
+    fn carry(data: &mut DailyData, previous: Option<&DailyData>, now: Timestamp) {
+        let before = previous.and_then(|p| p.counters.as_ref());
+        data.counters = Some(DayCounters::carry(before, data, now));
+    }
+
+    /// The account's sending domains.
+    fn reveals(data: &DailyData) -> Revealed<'_> {
+        Revealed::Domains(data.domains.iter().map(|d| d.domain.as_str()).collect())
+    }
+
+    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
+        series::encode(enc, interval, &crate::metrics::family::owned(items))
+    }
+
+    fn encode_text(items: &[Item<'_, Self>], out: &mut dyn std::fmt::Write) -> std::fmt::Result {
+        text::delivery_messages(items, out)
+    }
+}

@@ -1,0 +1,132 @@
+//! When a collector runs: the schedule keys every `collectors.<area>` block shares
+//! (`enabled`, `interval`, `deadline`, `max_age`), written once here and added to each area's
+//! block by [`collector_block!`], and their validation.
+
+use std::time::Duration;
+
+use super::error::{ConfigError, invalid};
+use super::fields::within;
+use super::{defaults, limits};
+
+/// When a collector runs and how long its values live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub interval: Duration,
+    /// The whole run must finish within this; shorter than `interval`, so runs never pile up.
+    pub deadline: Duration,
+    /// A failing target keeps its last good values this long, then its series are dropped.
+    pub max_age: Duration,
+}
+
+/// The schedule keys of a `collectors.<area>` block as written.
+#[derive(Debug, Clone, Copy)]
+pub struct RawSchedule {
+    pub enabled: bool,
+    pub interval: Option<Duration>,
+    pub deadline: Option<Duration>,
+    pub max_age: Option<Duration>,
+}
+
+/// A `collectors.<area>` block as written: the shared schedule keys, then the area's own.
+pub trait CollectorBlock {
+    fn schedule_keys(&self) -> RawSchedule;
+}
+
+/// Declares an area's `collectors.<area>` block: the schedule keys every block has (in this
+/// order, which messages about unknown keys list), then the fields given. Strict: serde cannot
+/// `flatten` a shared struct into one that denies unknown keys, and unknown keys must be refused.
+macro_rules! collector_block {
+    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            #[serde(default = "crate::config::schedule::enabled_by_default")]
+            pub enabled: bool,
+            #[serde(default, with = "humantime_serde")]
+            pub interval: Option<std::time::Duration>,
+            #[serde(default, with = "humantime_serde")]
+            pub deadline: Option<std::time::Duration>,
+            #[serde(default, with = "humantime_serde")]
+            pub max_age: Option<std::time::Duration>,
+            $($(#[$field_meta])* pub $field: $ty,)*
+        }
+
+        impl crate::config::schedule::CollectorBlock for $name {
+            fn schedule_keys(&self) -> crate::config::schedule::RawSchedule {
+                crate::config::schedule::RawSchedule {
+                    enabled: self.enabled,
+                    interval: self.interval,
+                    deadline: self.deadline,
+                    max_age: self.max_age,
+                }
+            }
+        }
+    };
+}
+pub(crate) use collector_block;
+
+/// A collector named in the config runs unless `enabled: false`.
+pub fn enabled_by_default() -> bool {
+    true
+}
+
+/// The validated schedule of the block at `field`.
+pub fn from_keys(field: &str, keys: RawSchedule) -> Result<Schedule, ConfigError> {
+    schedule(field, keys.interval, keys.deadline, keys.max_age)
+}
+
+pub fn schedule(
+    field: &str,
+    interval: Option<Duration>,
+    deadline: Option<Duration>,
+    max_age: Option<Duration>,
+) -> Result<Schedule, ConfigError> {
+    let interval = interval.unwrap_or(defaults::INTERVAL);
+    within(
+        &format!("{field}.interval"),
+        interval,
+        limits::MIN_INTERVAL,
+        limits::MAX_INTERVAL,
+        "60s",
+    )?;
+    // Default deadline: 80% of the interval, so a slow run ends before the next one is due.
+    // The interval is bounded above, so neither product can overflow.
+    let deadline = deadline.unwrap_or(interval / 5 * 4);
+    if deadline.is_zero() || deadline >= interval {
+        return Err(invalid(
+            format!("{field}.deadline"),
+            format!(
+                "{} must be shorter than the interval ({}); a run may not overlap the next",
+                humantime::format_duration(deadline),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
+    let max_age = max_age.unwrap_or(interval.saturating_mul(defaults::MAX_AGE_INTERVALS));
+    if max_age > limits::MAX_AGE {
+        return Err(invalid(
+            format!("{field}.max_age"),
+            format!(
+                "{} is out of range: use at most {}; values older than that are of no use",
+                humantime::format_duration(max_age),
+                humantime::format_duration(limits::MAX_AGE)
+            ),
+        ));
+    }
+    if max_age < interval {
+        return Err(invalid(
+            format!("{field}.max_age"),
+            format!(
+                "{} is shorter than the interval ({}); values would vanish between runs",
+                humantime::format_duration(max_age),
+                humantime::format_duration(interval)
+            ),
+        ));
+    }
+    Ok(Schedule {
+        interval,
+        deadline,
+        max_age,
+    })
+}

@@ -1,0 +1,103 @@
+//! Building blocks of the series every area writes: tables of plain gauges, one gauge family of
+//! const samples, a help text with its refresh interval, and the label set of a target.
+
+use std::fmt;
+use std::time::Duration;
+
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Unit;
+
+use super::labels::{Owner, TenantLabel, Value};
+
+pub type Getter<T> = fn(&T) -> Option<f64>;
+
+/// A table of plain gauges: name (the unit is added by the encoder), help naming the source
+/// field, unit, value.
+pub type GaugeTable<T> = [(&'static str, &'static str, Option<Unit>, Getter<T>)];
+
+/// One family per row of `table`, one sample per item that has the row's value.
+pub fn table<T, S: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    table: &GaugeTable<T>,
+    interval: Duration,
+    items: &[(S, &T)],
+) -> fmt::Result {
+    for (name, help, unit, get) in table {
+        gauges(
+            enc,
+            name,
+            &refreshed(help, interval),
+            unit.as_ref(),
+            items.iter().filter_map(|(l, x)| get(x).map(|v| (l, v))),
+        )?;
+    }
+    Ok(())
+}
+
+/// One gauge family of const samples, or nothing at all when it has none. A value that is not
+/// finite is left out: readers never yield one, and the encoder would write it as `inf`, which
+/// no parser takes.
+pub fn gauges<'a, S: EncodeLabelSet + 'a>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    samples: impl IntoIterator<Item = (&'a S, f64)>,
+) -> fmt::Result {
+    let mut samples = samples
+        .into_iter()
+        .filter(|(_, v)| v.is_finite())
+        .peekable();
+    if samples.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
+    for (labels, v) in samples {
+        ConstGauge::new(v).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// A gauge family of one sample without labels.
+pub fn single(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: f64,
+) -> fmt::Result {
+    if !value.is_finite() {
+        return Ok(());
+    }
+    let metric = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
+    ConstGauge::new(value).encode(metric)
+}
+
+/// A business metric's help: what it is, then how often it is refreshed.
+pub fn refreshed(help: &str, interval: Duration) -> String {
+    format!(
+        "{help} Refreshed in the background every {}.",
+        humantime::format_duration(interval)
+    )
+}
+
+pub fn flag(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+/// The items of an area with the labels every series of a target carries: its tenant and its
+/// `target` label value.
+pub fn owned<'a, T: fmt::Display, D>(items: &[(TenantLabel, &'a T, &'a D)]) -> Vec<(Owner, &'a D)> {
+    items
+        .iter()
+        .map(|(tenant, target, data)| {
+            let owner = Owner {
+                tenant: tenant.clone(),
+                id: Value::from(target.to_string()),
+            };
+            (owner, *data)
+        })
+        .collect()
+}

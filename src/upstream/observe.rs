@@ -1,0 +1,42 @@
+//! What the client tells about its calls: the one way `upstream/` reports, so that it depends
+//! on no one's series. The exporter's self-metrics implement [`Observer`].
+
+use std::time::Duration;
+
+use super::error::{Endpoint, FailureReason};
+use crate::tenant::TenantName;
+
+/// Told of every call, failure, retry, parse problem and change of a token's pace.
+pub trait Observer: Send + Sync {
+    /// An answer (`code`), or none, after `duration`.
+    fn observe_request(&self, endpoint: Endpoint, code: Option<u16>, duration: Duration);
+    /// A call of the tenant failed for `reason`.
+    fn observe_failure(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason);
+    /// A call of the tenant is tried again after `reason`.
+    fn observe_retry(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason);
+    /// `open` of the tenant's circuits of `endpoint` are open now.
+    fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize);
+    /// A field of an answer could not be read; `path` and `found` come from the answer.
+    fn parse_problem(&self, endpoint: Endpoint, path: &str, found: &str);
+    /// The tenant's pace now: the rate allowed (`None`: not learned), the rate its fleet needs,
+    /// and whether the token is paused.
+    fn set_pacer(&self, tenant: &TenantName, allowed: Option<f64>, demand: f64, paused: bool);
+    /// A call of the tenant waited this long for its turn.
+    fn observe_pacer_wait(&self, tenant: &TenantName, waited: Duration);
+}
+
+/// An observer that keeps nothing, for the unit tests of `upstream/`.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub struct Nothing;
+
+#[cfg(test)]
+impl Observer for Nothing {
+    fn observe_request(&self, _: Endpoint, _: Option<u16>, _: Duration) {}
+    fn observe_failure(&self, _: &TenantName, _: Endpoint, _: FailureReason) {}
+    fn observe_retry(&self, _: &TenantName, _: Endpoint, _: FailureReason) {}
+    fn set_open_circuits(&self, _: &TenantName, _: Endpoint, _: usize) {}
+    fn parse_problem(&self, _: Endpoint, _: &str, _: &str) {}
+    fn set_pacer(&self, _: &TenantName, _: Option<f64>, _: f64, _: bool) {}
+    fn observe_pacer_wait(&self, _: &TenantName, _: Duration) {}
+}

@@ -1,6 +1,6 @@
 -- wrk script: counts responses by HTTP status across every thread and prints exact, machine
 -- readable figures after wrk's own report (one "bench <key> <value>" line each).
--- Used by bench/load.sh: wrk -s bench/wrk_report.lua ...
+-- Used by bench/load.py: wrk -s bench/wrk_report.lua ...
 --
 -- Only the status is looked at. Defining response() makes wrk hand every body to Lua, which costs
 -- the client some CPU; the figures compare runs made the same way.

@@ -1,6 +1,6 @@
 //! A bare axum handler that answers every GET with the bytes of one file, read once into
 //! memory: the ceiling the exporter's `/metrics` is measured against in
-//! `bench/scrape_bench.sh`. Loopback only.
+//! `bench/scrape_bench.py`. Loopback only.
 //!
 //! Usage: `cargo run --release --example bare_axum -- FILE PORT`
 

@@ -15,45 +15,28 @@ Build first (`cargo build --release --bins`) or pass --build.
 """
 
 import argparse
-import json
-import os
-import secrets
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-from common import first_member, http, http_gzip, start_exporter, start_sim, status_kib, stop, wait_log
+import harness as h
+from harness import first_member, http, http_gzip, status_kib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release")
-FIRST = 100_001
+FIRST = h.FIRST_EXTRA
 RUN_FINISHED = 'mailhost_collector_duration_seconds{collector="delivery_account"}'
 
 
-def fleet_config(work, sim, token, args):
+def fleet_config(b, sim, args):
     """The config: one token with every account, or one tenant per share of them."""
-    head = (f"api:\n  base_url: {sim}\n  timeout: 10s\n  concurrency: {args.concurrency}\n")
-    collectors = (f"collectors:\n  delivery_account:\n    interval: {args.interval}s\n"
-                  f"    deadline: {args.interval * 9 // 10}s\n    max_age: {args.interval * 3}s\n")
+    common = dict(timeout="10s", concurrency=args.concurrency, **h.schedule(args.interval))
     if args.tenants == 0:
-        with open(os.path.join(work, "token"), "w") as f:
-            f.write(token)
-        ids = range(FIRST, FIRST + args.accounts)
-        return (head + f"  token_file: {work}/token\n" + collectors
-                + f"    accounts: [{', '.join(str(i) for i in ids)}]\n")
+        return h.delivery_config(sim, token_file=b.token_file(),
+                                 accounts=range(FIRST, FIRST + args.accounts), **common)
     share = -(-args.accounts // args.tenants)
-    out = [head, collectors, "tenants:\n"]
-    for t in range(args.tenants):
-        path = os.path.join(work, f"token-t{t}")
-        with open(path, "w") as f:
-            f.write(f"{token}-t{t}")
-        first = FIRST + t * share
-        ids = range(first, min(first + share, FIRST + args.accounts))
-        out.append(f"  - name: t{t}\n    token_file: {path}\n    collectors:\n"
-                   f"      delivery_account:\n        accounts: [{', '.join(str(i) for i in ids)}]\n")
-    return "".join(out)
+    tenants = [(name, path, range(FIRST + t * share,
+                                  min(FIRST + (t + 1) * share, FIRST + args.accounts)))
+               for t, (name, path) in enumerate(b.tenant_tokens(args.tenants))]
+    return h.delivery_config(sim, tenants=tenants, **common)
 
 
 def watch_more_runs(exporter, body, args, finished):
@@ -95,25 +78,15 @@ def main():
                     help="the collector's interval in seconds (its deadline is 90%% of it)")
     ap.add_argument("--runs", type=int, default=1,
                     help="refreshes to watch: a second one renders while the first one's body is held")
-    ap.add_argument("--build", action="store_true")
-    args = ap.parse_args()
-    if args.build:
-        subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
-    work = tempfile.mkdtemp(prefix="mailhost-fleet-")
-    token = "bench-" + secrets.token_hex(12)
-    procs = []
-    try:
-        sim = start_sim(BIN, work, token, args.accounts, procs, tenants=args.tenants)
-        http("POST", f"{sim}/_sim/faults/delivery_account_get", token,
-             json.dumps({"latency_ms": args.latency_ms}).encode())
+    args = h.parse_args(ap)
+    with h.Bench("mailhost-fleet-") as b:
+        sim = b.start_sim(args.accounts, tenants=args.tenants, patience=120)
+        b.fault("delivery_account_get", {"latency_ms": args.latency_ms}, "POST")
 
-        config = os.path.join(work, "config.yml")
-        with open(config, "w") as f:
-            f.write(fleet_config(work, sim, token, args))
-        exp_log = os.path.join(work, "exporter.log")
+        config = b.write("config.yml", fleet_config(b, sim, args))
         started = time.time()
-        exporter_proc = start_exporter(BIN, config, exp_log, procs)
-        exporter = "http://" + wait_log(exp_log, r"address=([0-9.:]+)", 60)
+        server = b.start_exporter(config, patience=60)
+        exporter, exporter_proc, exp_log = server.url, server.proc, server.log
 
         finished = ([RUN_FINISHED] if args.tenants == 0 else
                     [f'mailhost_collector_duration_seconds{{tenant="t{t}",collector="delivery_account"}}'
@@ -140,7 +113,7 @@ def main():
                     return
                 time.sleep(0.2)
 
-        thread = threading.Thread(target=scraper, daemon=True)
+        thread = threading.Thread(target=scraper, daemon=True)  # ends with `done`, or with us
         thread.start()
         thread.join(timeout=args.patience)
         if not done.is_set():
@@ -178,9 +151,7 @@ def main():
         print(f"exporter VmHWM {status_kib(exporter_proc.pid, 'VmHWM') / 1024:.1f} MiB, "
               f"VmRSS {status_kib(exporter_proc.pid, 'VmRSS') / 1024:.1f} MiB")
         print(f"warn lines logged: {len(warns)}; landing page {len(landing):,} bytes")
-    finally:
-        stop(procs)
 
 
 if __name__ == "__main__":
-    main()
+    h.main(main)

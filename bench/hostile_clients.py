@@ -8,38 +8,23 @@ Phases (each bounded in count and time):
   idle:     1100 idle connections (the exporter under `ulimit -n 1024` with --fd-limit).
 Meanwhile /metrics is scraped every 0.5 s and every answer is counted.
 
-Usage: bench/hostile_clients.py [--bin target/release/mailhost_exporter] [--fd-limit 1024]
-                                [--connections 1000] [extra exporter flags after --]
+Usage: python3 bench/hostile_clients.py [--bin target/release/mailhost_exporter]
+           [--fd-limit 1024] [--connections 1000] [--idle 1100] [extra exporter flags after --]
+Build first (`python3 bench/harness.py build`); --bin defaults to this tree's release build.
 """
 
 import argparse
 import asyncio
-import re
+import os
 import resource
-import subprocess
 import sys
 import time
 import urllib.request
 
-from common import status_kib
+import harness as h
+from harness import status_kib
 
 DEADLINE = 120  # seconds for the whole run
-
-
-def start(binary, fd_limit, extra):
-    cmd = [binary, "--demo", "--web.listen-address=127.0.0.1:0", *extra]
-    if fd_limit:
-        cmd = ["bash", "-c", f'ulimit -Sn {fd_limit} -Hn {fd_limit} && exec "$0" "$@"', *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    started = time.monotonic()
-    for line in proc.stderr:
-        m = re.search(r'url=\"?http://([0-9.]+):(\d+)', line)
-        if m:
-            return proc, (m.group(1), int(m.group(2)))
-        if time.monotonic() - started > 30:
-            break
-    proc.kill()
-    sys.exit("the exporter did not say where it listens")
 
 
 async def scraper(addr, stop, counts):
@@ -117,9 +102,53 @@ def summary(times):
             f"median {done[len(done) // 2]:.1f}s, max {done[-1]:.1f}s")
 
 
-async def main():
+async def phases(proc, addr, args):
+    """The three phases against the exporter `proc` listening on `addr`, scraped meanwhile."""
+    await asyncio.sleep(1)
+    urllib.request.urlopen(f"http://{addr[0]}:{addr[1]}/metrics", timeout=10).read()
+    rss0 = status_kib(proc.pid, "VmRSS")
+    hwm0 = status_kib(proc.pid, "VmHWM")
+    print(f"exporter pid {proc.pid} on {addr[0]}:{addr[1]}, fd limit "
+          f"{args.fd_limit or 'inherited'}; RSS {rss0 / 1024:.1f} MiB, peak {hwm0 / 1024:.1f} MiB")
+    stop, counts = asyncio.Event(), {"asked": 0, "answered": 0}
+    scraping = asyncio.create_task(scraper(addr, stop, counts))
+
+    # Fat heads, all at once (bounded by --connections).
+    t0 = time.monotonic()
+    results = await asyncio.gather(*(fat_head(addr, 60) for _ in range(args.connections)))
+    hwm1 = status_kib(proc.pid, "VmHWM")
+    rss1 = status_kib(proc.pid, "VmRSS")
+    refused = sum(1 for r, _ in results if r == "refused")
+    print(f"fat heads: {args.connections} x 380 KB in {time.monotonic() - t0:.1f}s, "
+          f"{refused} connects refused; {summary([c for r, c in results if r == 'ok'])}; "
+          f"peak memory +{(hwm1 - hwm0) / 1024:.1f} MiB, RSS now {rss1 / 1024:.1f} MiB")
+
+    times = await asyncio.gather(*(unfinished(addr, 60) for _ in range(20)))
+    print(f"unfinished heads: {summary(times)}")
+
+    # Idle connections, held while scrapes go on.
+    idle = []
+    for _ in range(args.idle):
+        try:
+            idle.append(await asyncio.wait_for(asyncio.open_connection(*addr), 5))
+        except (OSError, asyncio.TimeoutError):
+            break
+    before = dict(counts)
+    await asyncio.sleep(10)
+    print(f"idle: {len(idle)} connections open from this side; scrapes meanwhile "
+          f"{counts['answered'] - before['answered']}/{counts['asked'] - before['asked']} answered")
+    for _, w in idle:
+        w.close()
+
+    stop.set()
+    await scraping
+    print(f"scrapes over the whole run: {counts['answered']}/{counts['asked']} answered; "
+          f"exporter peak memory {status_kib(proc.pid, 'VmHWM') / 1024:.1f} MiB")
+
+
+def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--bin", default="target/release/mailhost_exporter")
+    p.add_argument("--bin", default=os.path.join(h.BIN, "mailhost_exporter"))
     p.add_argument("--fd-limit", type=int, default=0)
     p.add_argument("--connections", type=int, default=1000)
     p.add_argument("--idle", type=int, default=1100)
@@ -128,55 +157,15 @@ async def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 8192), hard))
 
-    proc, addr = start(args.bin, args.fd_limit, args.extra)
-    try:
-        await asyncio.sleep(1)
-        urllib.request.urlopen(f"http://{addr[0]}:{addr[1]}/metrics", timeout=10).read()
-        rss0 = status_kib(proc.pid, "VmRSS")
-        hwm0 = status_kib(proc.pid, "VmHWM")
-        print(f"exporter pid {proc.pid} on {addr[0]}:{addr[1]}, fd limit "
-              f"{args.fd_limit or 'inherited'}; RSS {rss0 / 1024:.1f} MiB, peak {hwm0 / 1024:.1f} MiB")
-        stop, counts = asyncio.Event(), {"asked": 0, "answered": 0}
-        scraping = asyncio.create_task(scraper(addr, stop, counts))
-
-        # Fat heads, all at once (bounded by --connections).
-        t0 = time.monotonic()
-        results = await asyncio.gather(*(fat_head(addr, 60) for _ in range(args.connections)))
-        hwm1 = status_kib(proc.pid, "VmHWM")
-        rss1 = status_kib(proc.pid, "VmRSS")
-        refused = sum(1 for r, _ in results if r == "refused")
-        print(f"fat heads: {args.connections} x 380 KB in {time.monotonic() - t0:.1f}s, "
-              f"{refused} connects refused; {summary([c for r, c in results if r == 'ok'])}; "
-              f"peak memory +{(hwm1 - hwm0) / 1024:.1f} MiB, RSS now {rss1 / 1024:.1f} MiB")
-
-        times = await asyncio.gather(*(unfinished(addr, 60) for _ in range(20)))
-        print(f"unfinished heads: {summary(times)}")
-
-        # Idle connections, held while scrapes go on.
-        idle = []
-        for _ in range(args.idle):
-            try:
-                idle.append(await asyncio.wait_for(asyncio.open_connection(*addr), 5))
-            except (OSError, asyncio.TimeoutError):
-                break
-        before = dict(counts)
-        await asyncio.sleep(10)
-        print(f"idle: {len(idle)} connections open from this side; scrapes meanwhile "
-              f"{counts['answered'] - before['answered']}/{counts['asked'] - before['asked']} answered")
-        for _, w in idle:
-            w.close()
-
-        stop.set()
-        await scraping
-        print(f"scrapes over the whole run: {counts['answered']}/{counts['asked']} answered; "
-              f"exporter peak memory {status_kib(proc.pid, 'VmHWM') / 1024:.1f} MiB")
-    finally:
-        proc.kill()
-        proc.wait()
+    with h.Bench("mailhost-hostile-clients-") as b:
+        server = b.start_exporter(binary=args.bin, extra=args.extra, fd_limit=args.fd_limit,
+                                  patience=30)
+        host, port = server.url[len("http://"):].rsplit(":", 1)
+        try:
+            asyncio.run(asyncio.wait_for(phases(server.proc, (host, int(port)), args), DEADLINE))
+        except asyncio.TimeoutError:
+            sys.exit(f"stopped after {DEADLINE}s")
 
 
 if __name__ == "__main__":
-    try:
-        asyncio.run(asyncio.wait_for(main(), DEADLINE))
-    except asyncio.TimeoutError:
-        sys.exit(f"stopped after {DEADLINE}s")
+    h.main(main)

@@ -16,18 +16,13 @@ Build first (`cargo build --release --bins`) or pass --build.
 
 import argparse
 import json
-import os
-import secrets
 import signal
-import subprocess
-import tempfile
 import time
 
-from common import http, start_sim, stop, wait_log
+import harness as h
+from harness import http, series
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release")
-FIRST = 100_001
+FIRST = h.FIRST_EXTRA
 ACCOUNTS = 500
 SILENT, FAILING, CUT = range(0, 20), range(20, 35), range(35, 50)  # offsets of broken ones
 
@@ -37,55 +32,30 @@ def spread(offsets):
     return [FIRST + 10 * i for i in offsets]
 
 
-def series(body, name):
-    out = {}
-    for line in body.splitlines():
-        if line.startswith(name + "{"):
-            labels, _, value = line.rpartition(" ")
-            out[labels] = float(value)
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--window", type=int, default=0, help="seconds; 0: 2 cool-downs + 1 interval")
     ap.add_argument("--interval", type=int, default=5, help="collector interval, seconds")
     ap.add_argument("--cooldown", type=int, default=60, help="circuit breaker cool-down, s")
-    ap.add_argument("--build", action="store_true")
-    args = ap.parse_args()
-    if args.build:
-        subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
-    work = tempfile.mkdtemp(prefix="mailhost-isolation-")
-    token = "bench-" + secrets.token_hex(12)
-    procs = []
-    try:
-        sim = start_sim(BIN, work, token, ACCOUNTS, procs)
-        route = f"{sim}/_sim/faults/delivery_account_get"
+    args = h.parse_args(ap)
+    with h.Bench("mailhost-isolation-") as b:
+        token = b.token
+        sim = b.start_sim(ACCOUNTS, patience=120)
         for ids, spec in [
             (spread(SILENT), {"latency_ms": 3_600_000}),
             (spread(FAILING), {"error_rate": 1.0, "error_status": 500}),
             (spread(CUT), {"reset_mid_body": True}),
         ]:
             spec["only_ids"] = [str(i) for i in ids]
-            http("POST", route, token, json.dumps(spec).encode())
+            b.fault("delivery_account_get", spec, "POST")
         broken = set(spread(SILENT)) | set(spread(FAILING)) | set(spread(CUT))
         healthy = [i for i in range(FIRST, FIRST + ACCOUNTS) if i not in broken]
 
-        with open(os.path.join(work, "token"), "w") as f:
-            f.write(token)
-        config = os.path.join(work, "config.yml")
-        with open(config, "w") as f:
-            f.write(
-                f"api:\n  base_url: {sim}\n  token_file: {work}/token\n  timeout: 1s\n"
-                f"  circuit_breaker_cooldown: {args.cooldown}s\n"
-                f"collectors:\n  delivery_account:\n    interval: {args.interval}s\n"
-                f"    accounts: [{', '.join(str(i) for i in range(FIRST, FIRST + ACCOUNTS))}]\n")
-        exp_log = os.path.join(work, "exporter.log")
-        procs.append(subprocess.Popen(
-            [os.path.join(BIN, "mailhost_exporter"), f"--config.file={config}",
-             "--web.listen-address=127.0.0.1:0"],
-            stdout=subprocess.DEVNULL, stderr=open(exp_log, "w")))
-        exporter = "http://" + wait_log(exp_log, r"address=([0-9.:]+)", 30)
+        config = b.write("config.yml", h.delivery_config(
+            sim, token_file=b.token_file(), timeout="1s", cooldown=f"{args.cooldown}s",
+            interval=f"{args.interval}s", accounts=range(FIRST, FIRST + ACCOUNTS)))
+        server = b.start_exporter(config, patience=30)
+        exporter, exp_log = server.url, server.log
 
         def healthy_ok(body):
             ok = series(body, "mailhost_target_success")
@@ -126,7 +96,7 @@ def main():
         hits1 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
         open_circuits = series(body, "mailhost_api_open_circuits")
         rss = {}
-        with open(f"/proc/{procs[1].pid}/status") as f:
+        with open(f"/proc/{server.pid}/status") as f:
             for line in f:
                 if line.startswith(("VmHWM", "VmRSS")):
                     k, v = line.split(":")
@@ -162,20 +132,19 @@ def main():
         hits2 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
         t0 = time.time()
         for _ in range(50):
-            procs[1].send_signal(signal.SIGHUP)
+            server.proc.send_signal(signal.SIGHUP)
             time.sleep(0.02)
         burst = time.time() - t0
         time.sleep(max(0.0, span - burst))
         hits3 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
         per = [hits3.get(f"/api/delivery/accounts/{i}", 0) - hits2.get(f"/api/delivery/accounts/{i}", 0)
                for i in healthy]
-        reloads = sum(1 for line in open(exp_log) if "configuration reloaded" in line)
+        with open(exp_log) as f:
+            reloads = sum(1 for line in f if "configuration reloaded" in line)
         print(f"50 SIGHUPs in {burst:.2f}s: {reloads} reloads done; HTTP requests per healthy account "
               f"over the {span}s around them: {min(per)} to {max(per)} "
               f"(the schedule alone gives {span / args.interval:.0f} or {span / args.interval + 1:.0f})")
-    finally:
-        stop(procs)
 
 
 if __name__ == "__main__":
-    main()
+    h.main(main)

@@ -27,19 +27,13 @@ Build first (`cargo build --release --bins`) or pass --build.
 import argparse
 import json
 import math
-import os
 import re
-import secrets
-import subprocess
-import sys
-import tempfile
 import time
 
-from common import http, start_sim, stop, wait_log
+import harness as h
+from harness import http, value
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release")
-FIRST = 100_001
+FIRST = h.FIRST_EXTRA
 DURATION = 'mailhost_collector_duration_seconds{collector="delivery_account"}'
 LAST_OK = "mailhost_target_last_success_timestamp_seconds{"
 REMAINING = "mailhost_delivery_remaining_messages{"
@@ -57,13 +51,6 @@ SCENARIOS = {
 }
 
 
-def value(body, series):
-    for line in body.splitlines():
-        if line.startswith(series + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
 def limiter_counts(sim, token):
     """(let through, answered 429) for the token, from the simulator's control plane."""
     listing = json.loads(http("GET", f"{sim}/_sim/rate_limits", token))
@@ -79,30 +66,17 @@ def set_limit(sim, token, rate, retry_after, headers):
 def run_scenario(name, args):
     rate, retry_after, headers, interval = SCENARIOS[name]
     n = args.accounts
-    work = tempfile.mkdtemp(prefix=f"mailhost-ratelimit-{name}-")
-    token = "bench-" + secrets.token_hex(12)
-    procs = []
     rows = []
-    try:
-        sim = start_sim(BIN, work, token, n, procs)
+    with h.Bench(f"mailhost-ratelimit-{name}-") as b:
+        token = b.token
+        sim = b.start_sim(n, patience=120)
         set_limit(sim, token, rate, retry_after, headers)
         counts = limiter_counts(sim, token)
-        with open(os.path.join(work, "token"), "w") as f:
-            f.write(token)
-        ids = ", ".join(str(i) for i in range(FIRST, FIRST + n))
-        config = os.path.join(work, "config.yml")
-        with open(config, "w") as f:
-            f.write(
-                f"api:\n  base_url: {sim}\n  token_file: {work}/token\n  timeout: 10s\n"
-                f"collectors:\n  delivery_account:\n    interval: {interval}s\n"
-                f"    deadline: {interval * 9 // 10}s\n    max_age: {interval * 3}s\n"
-                f"    accounts: [{ids}]\n")
-        log = os.path.join(work, "exporter.log")
-        procs.append(subprocess.Popen(
-            [os.path.join(BIN, "mailhost_exporter"), f"--config.file={config}",
-             "--web.listen-address=127.0.0.1:0"],
-            stdout=subprocess.DEVNULL, stderr=open(log, "w")))
-        exporter = "http://" + wait_log(log, r"address=([0-9.:]+)", 60)
+        config = b.write("config.yml", h.delivery_config(
+            sim, token_file=b.token_file(), timeout="10s", **h.schedule(interval),
+            accounts=range(FIRST, FIRST + n)))
+        server = b.start_exporter(config, patience=60)
+        exporter, log = server.url, server.log
 
         runs = args.runs if name != "drop" else max(args.runs, 6)
         in_force = rate
@@ -140,10 +114,8 @@ def run_scenario(name, args):
                     set_limit(sim, token, target, retry_after, headers)
                     in_force = target
             time.sleep(0.5)
-        warns = [l.strip() for l in open(log, encoding="utf-8", errors="replace")
-                 if "level=warn" in l]
-    finally:
-        stop(procs)
+        with open(log, encoding="utf-8", errors="replace") as f:
+            warns = [line.strip() for line in f if "level=warn" in line]
 
     print(f"\n## {name}: {n} accounts, {rate:g} requests/s (burst {rate:g}), Retry-After "
           f"{retry_after}, headers {headers}, interval {interval}s (deadline {interval * 9 // 10}s)")
@@ -172,12 +144,7 @@ def main():
     ap.add_argument("--scenario", choices=sorted(SCENARIOS) + ["all"], default="all")
     ap.add_argument("--accounts", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=5, help="collector runs to watch per scenario")
-    ap.add_argument("--build", action="store_true")
-    args = ap.parse_args()
-    if args.build:
-        subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
-    if not os.path.exists(os.path.join(BIN, "mailhost_exporter")):
-        sys.exit("build first: cargo build --release --bins (or pass --build)")
+    args = h.parse_args(ap)
     names = ([n for n in sorted(SCENARIOS) if n != "reseller"] if args.scenario == "all"
              else [args.scenario])
     for name in names:
@@ -185,4 +152,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    h.main(main)

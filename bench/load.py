@@ -159,9 +159,9 @@ def run():
                             if not re.search(r"status=(200|204)$", line.rstrip("\n")))
         flap_steps = max((int(line.split()[1][len("step="):]) + 1 for line in changes), default=0)
 
-        circuit_open = sum(1 for line in after.splitlines()
-                           if line.startswith("mailhost_api_circuit_open{")
-                           and float(line.split()[-1]) > 0)
+        # Endpoints with at least one target whose circuit breaker is open.
+        circuit_open = len({re.sub(r'.*endpoint="([^"]*)".*', r"\1", labels) for labels, open_
+                            in h.series(after, "mailhost_api_open_circuits").items() if open_ > 0})
         recovery = recovered(url, b.path("metrics.healed"))
         rss_end = h.status_kib(exporter.pid, "VmRSS")
 
@@ -211,7 +211,7 @@ def run():
         for reason in sorted(now, key=lambda k: (-now[k], f"| {k} |")):
             r(f"| {reason} | {now[reason]} | {now[reason] - then.get(reason, 0)} |")
         r()
-        r(f"Circuits open at the end of the load (`mailhost_api_circuit_open` > 0): "
+        r(f"Circuits open at the end of the load (`mailhost_api_open_circuits` > 0): "
           f"{circuit_open} endpoint(s).")
         r(f"Faults healed (status {heal_status:03d}); every collector successful again after: "
           f"{recovery}.")

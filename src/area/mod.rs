@@ -21,7 +21,8 @@ use serde::de::DeserializeOwned;
 
 use crate::config::error::ConfigError;
 use crate::config::schedule::{CollectorBlock, Schedule};
-use crate::metrics::labels::TenantLabel;
+use crate::metrics::labels::{Owner, TenantLabel, Value};
+use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::ParseProblem;
 use run::Context;
@@ -65,8 +66,9 @@ pub enum Revealed<'a> {
     Domains(Vec<&'a str>),
 }
 
-/// One item of an area's series: the tenant, the target and its current data.
-pub type Item<'a, A> = (TenantLabel, &'a <A as Area>::Target, &'a <A as Area>::Data);
+/// One item of an area's series: the labels every series of a target carries (its tenant and
+/// its `target` label value), the target and its current data.
+pub type Item<'a, A> = (Owner, &'a <A as Area>::Target, &'a <A as Area>::Data);
 
 /// One API area: its config block, its targets, its fetch and its series.
 pub trait Area: Sized + Debug + Send + Sync + 'static {
@@ -148,6 +150,8 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
         interval: Duration,
         items: &[Item<'_, Self>],
     ) -> fmt::Result;
+    /// Whether the area writes families as text after the others ([`Area::encode_text`]).
+    const TEXT: bool = false;
     /// Families written as text after the others (counters with `_created`).
     fn encode_text(_items: &[Item<'_, Self>], _out: &mut dyn fmt::Write) -> fmt::Result {
         Ok(())

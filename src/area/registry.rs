@@ -87,12 +87,13 @@ macro_rules! areas {
                 self.extra() == Extra::Accounts
             }
 
-            /// The area's series of `items`: every tenant's targets of the area.
-            pub fn encode(
+            /// The area's series of `items`: every tenant's targets of the area with their
+            /// current data.
+            pub fn encode<'a>(
                 self,
                 enc: &mut DescriptorEncoder,
                 interval: Duration,
-                items: &[(TenantLabel, &Target, &TargetData)],
+                items: impl Iterator<Item = (&'a TenantName, &'a Target, &'a TargetData)>,
             ) -> fmt::Result {
                 match self {
                     $(CollectorName::$Area => {
@@ -106,19 +107,20 @@ macro_rules! areas {
             }
 
             /// The area's families written as text, after the others.
-            pub fn encode_text(
+            pub fn encode_text<'a>(
                 self,
-                items: &[(TenantLabel, &Target, &TargetData)],
+                items: impl Iterator<Item = (&'a TenantName, &'a Target, &'a TargetData)>,
                 out: &mut dyn fmt::Write,
             ) -> fmt::Result {
                 match self {
-                    $(CollectorName::$Area => {
+                    $(CollectorName::$Area if <$module::$Area as Area>::TEXT => {
                         <$module::$Area as Area>::encode_text(&items_of(items, |t, d| match (t, d) {
                             (Target::$Area(t), TargetData::$Area(d)) => Some((t, d)),
                             #[allow(unreachable_patterns)]
                             _ => None,
                         }), out)
                     })+
+                    _ => Ok(()),
                 }
             }
         }
@@ -397,14 +399,20 @@ macro_rules! areas {
             }
         }
 
-        /// The items of one area out of every area's.
-        fn items_of<'a, T, D>(
-            items: &[(TenantLabel, &'a Target, &'a TargetData)],
+        /// The items of one area out of every area's, each with its tenant and `target` label.
+        fn items_of<'a, T: fmt::Display, D>(
+            items: impl Iterator<Item = (&'a TenantName, &'a Target, &'a TargetData)>,
             pick: impl Fn(&'a Target, &'a TargetData) -> Option<(&'a T, &'a D)>,
-        ) -> Vec<(TenantLabel, &'a T, &'a D)> {
+        ) -> Vec<(Owner, &'a T, &'a D)> {
             items
-                .iter()
-                .filter_map(|(tenant, t, d)| pick(t, d).map(|(t, d)| (tenant.clone(), t, d)))
+                .filter_map(|(tenant, t, d)| {
+                    let (t, d) = pick(t, d)?;
+                    let owner = Owner {
+                        tenant: TenantLabel(tenant.clone()),
+                        id: Value::from(t.to_string()),
+                    };
+                    Some((owner, t, d))
+                })
                 .collect()
         }
     };

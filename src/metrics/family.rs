@@ -9,8 +9,6 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Unit;
 
-use super::labels::{Owner, TenantLabel, Value};
-
 pub type Getter<T> = fn(&T) -> Option<f64>;
 
 /// A table of plain gauges: name (the unit is added by the encoder), help naming the source
@@ -85,19 +83,4 @@ pub fn refreshed(help: &str, interval: Duration) -> String {
 
 pub fn flag(b: bool) -> f64 {
     if b { 1.0 } else { 0.0 }
-}
-
-/// The items of an area with the labels every series of a target carries: its tenant and its
-/// `target` label value.
-pub fn owned<'a, T: fmt::Display, D>(items: &[(TenantLabel, &'a T, &'a D)]) -> Vec<(Owner, &'a D)> {
-    items
-        .iter()
-        .map(|(tenant, target, data)| {
-            let owner = Owner {
-                tenant: tenant.clone(),
-                id: Value::from(target.to_string()),
-            };
-            (owner, *data)
-        })
-        .collect()
 }

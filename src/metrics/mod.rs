@@ -20,6 +20,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::area::{CollectorName, Target, TargetData};
 use crate::snapshot::{CollectorState, Snapshot};
+use crate::tenant::TenantName;
 use family::{flag, gauges, single};
 use labels::{CollectorLabels, TargetLabels, TenantLabel, Value};
 
@@ -184,23 +185,22 @@ fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
     // Writing into the pieces cannot fail, and nothing in the collector fails on its own.
     let _ = encode_registry(&mut pieces, &registry);
     if let Some((name, snapshot)) = text {
-        let _ = name.encode_text(&items(&snapshot, name), &mut pieces);
+        let _ = name.encode_text(items(&snapshot, name), &mut pieces);
     }
     pieces.finish();
 }
 
 /// The current data of every tenant's targets of an area, with their tenant.
-fn items(snapshot: &Snapshot, name: CollectorName) -> Vec<(TenantLabel, &Target, &TargetData)> {
-    snapshot
-        .of_area(name)
-        .flat_map(|c| {
-            let tenant = TenantLabel(c.tenant.clone());
-            c.targets.iter().filter_map(move |t| {
-                let (data, _) = t.data.as_ref()?;
-                Some((tenant.clone(), &t.target, data))
-            })
+fn items(
+    snapshot: &Snapshot,
+    name: CollectorName,
+) -> impl Iterator<Item = (&TenantName, &Target, &TargetData)> {
+    snapshot.of_area(name).flat_map(|c| {
+        c.targets.iter().filter_map(|t| {
+            let (data, _) = t.data.as_ref()?;
+            Some((&c.tenant, &t.target, data))
         })
-        .collect()
+    })
 }
 
 /// One section of the snapshot's series as const metrics, built at encoding time.
@@ -225,7 +225,7 @@ impl Collector for SnapshotCollector {
         let Some(first) = snapshot.of_area(name).next() else {
             return Ok(());
         };
-        name.encode(enc, first.schedule.interval, &items(snapshot, name))
+        name.encode(enc, first.schedule.interval, items(snapshot, name))
     }
 }
 

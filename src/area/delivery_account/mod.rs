@@ -93,6 +93,6 @@ impl Area for DeliveryAccount {
     }
 
     fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
-        series::encode(enc, interval, &crate::metrics::family::owned(items))
+        series::encode(enc, interval, items)
     }
 }

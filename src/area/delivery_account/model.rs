@@ -2,9 +2,9 @@
 
 use serde_json::Value;
 
-use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 use crate::upstream::decode::{Fields, first_resource};
 use crate::upstream::error::UpstreamError;
+use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 
 /// The Delivery account figures we export; `None` where the API gave nothing readable.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -3,10 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
-
-use prometheus_client::encoding::EncodeLabelSet;
 
 use super::model::Record;
 use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
@@ -91,11 +89,11 @@ const GAUGES: &GaugeTable<Record> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    accounts: &[(Owner, &Record)],
+    accounts: &[(Owner, &i32, &Record)],
 ) -> fmt::Result {
     let items: Vec<(AccountLabels, &Record)> = accounts
         .iter()
-        .map(|(id, a)| {
+        .map(|(id, _, a)| {
             let labels = AccountLabels {
                 tenant: id.tenant.clone(),
                 account_id: id.id.clone(),
@@ -106,7 +104,7 @@ pub fn encode(
     table(enc, GAUGES, interval, &items)?;
     let info: Vec<AccountInfoLabels> = accounts
         .iter()
-        .map(|(id, a)| AccountInfoLabels {
+        .map(|(id, _, a)| AccountInfoLabels {
             tenant: id.tenant.clone(),
             account_id: id.id.clone(),
             username: Value::from(&a.username),

@@ -152,6 +152,6 @@ impl Area for Mailbox {
     }
 
     fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
-        series::encode(enc, interval, &crate::metrics::family::owned(items))
+        series::encode(enc, interval, items)
     }
 }

@@ -8,10 +8,10 @@
 
 use serde_json::Value;
 
-use crate::upstream::model::names::sanitize;
-use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 use crate::upstream::decode::{Fields, first_resource};
 use crate::upstream::error::UpstreamError;
+use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
+use crate::upstream::model::names::sanitize;
 
 const MIB: f64 = 1024.0 * 1024.0;
 

@@ -3,10 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
-
-use prometheus_client::encoding::EncodeLabelSet;
 
 use super::model::Record;
 use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
@@ -87,11 +85,11 @@ const GAUGES: &GaugeTable<Record> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    mailboxes: &[(Owner, &Record)],
+    mailboxes: &[(Owner, &super::Target, &Record)],
 ) -> fmt::Result {
     let items: Vec<(MailboxLabels, &Record)> = mailboxes
         .iter()
-        .map(|(code, m)| {
+        .map(|(code, _, m)| {
             let labels = MailboxLabels {
                 tenant: code.tenant.clone(),
                 mailbox: code.id.clone(),
@@ -101,7 +99,7 @@ pub fn encode(
         .collect();
     table(enc, GAUGES, interval, &items)?;
     let mut archive = Vec::new();
-    for (code, m) in mailboxes {
+    for (code, _, m) in mailboxes {
         if let Some(current) = &m.archive_status {
             let mut states: Vec<&str> = ARCHIVE_STATES.to_vec();
             if !states.contains(&current.as_str()) {
@@ -129,7 +127,7 @@ pub fn encode(
     )?;
     let info: Vec<MailboxInfoLabels> = mailboxes
         .iter()
-        .map(|(code, m)| MailboxInfoLabels {
+        .map(|(code, _, m)| MailboxInfoLabels {
             tenant: code.tenant.clone(),
             mailbox: code.id.clone(),
             address: Value::from(&m.address),

@@ -97,6 +97,6 @@ impl Area for Migration {
     }
 
     fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
-        series::encode(enc, interval, &crate::metrics::family::owned(items))
+        series::encode(enc, interval, items)
     }
 }

@@ -1,15 +1,15 @@
-//! Record statistics: the `aggregate` object, whose content is not documented. The keys the
+//! Migration statistics: the `aggregate` object, whose content is not documented. The keys the
 //! simulator defines get first-class fields (in flat or nested spellings); every other numeric
 //! leaf is kept under its dotted path, depth and count bounded.
 
 use serde_json::Value;
 
-use crate::upstream::model::names::{bound_names, sanitize};
+use crate::upstream::decode::aggregate;
+use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::model::{
     MAX_EXACT, Model, ParseProblem, Unreadable, as_count, as_number, epoch, parse_timestamp,
 };
-use crate::upstream::decode::aggregate;
-use crate::upstream::error::{FailureReason, UpstreamError};
+use crate::upstream::model::names::{bound_names, sanitize};
 
 /// Leaves deeper than this are not walked.
 pub const MAX_DEPTH: usize = 4;

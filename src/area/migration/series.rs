@@ -3,14 +3,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
 
-use prometheus_client::encoding::EncodeLabelSet;
-
-use crate::metrics::labels::{Owner, TenantLabel, Value};
 use super::model::Record;
 use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
+use crate::metrics::labels::{Owner, TenantLabel, Value};
 
 const GAUGES: &GaugeTable<Record> = &[
     (
@@ -60,11 +58,11 @@ const GAUGES: &GaugeTable<Record> = &[
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    migrations: &[(Owner, &Record)],
+    migrations: &[(Owner, &String, &Record)],
 ) -> fmt::Result {
     let items: Vec<(MigrationLabels, &Record)> = migrations
         .iter()
-        .map(|(code, m)| {
+        .map(|(code, _, m)| {
             let labels = MigrationLabels {
                 tenant: code.tenant.clone(),
                 migration: code.id.clone(),
@@ -75,7 +73,7 @@ pub fn encode(
     table(enc, GAUGES, interval, &items)?;
     let accounts: Vec<(MigrationStateLabels, f64)> = migrations
         .iter()
-        .flat_map(|(code, m)| {
+        .flat_map(|(code, _, m)| {
             m.accounts.iter().map(|(state, n)| {
                 let labels = MigrationStateLabels {
                     tenant: code.tenant.clone(),
@@ -98,7 +96,7 @@ pub fn encode(
     )?;
     let status: Vec<MigrationStatusLabels> = migrations
         .iter()
-        .filter_map(|(code, m)| {
+        .filter_map(|(code, _, m)| {
             m.status.as_ref().map(|s| MigrationStatusLabels {
                 tenant: code.tenant.clone(),
                 migration: code.id.clone(),
@@ -118,7 +116,7 @@ pub fn encode(
     )?;
     let other: Vec<(MigrationKeyLabels, f64)> = migrations
         .iter()
-        .flat_map(|(code, m)| {
+        .flat_map(|(code, _, m)| {
             m.other.iter().map(|(key, n)| {
                 let labels = MigrationKeyLabels {
                     tenant: code.tenant.clone(),

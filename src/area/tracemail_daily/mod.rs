@@ -184,8 +184,10 @@ impl Area for TracemailDaily {
     }
 
     fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
-        series::encode(enc, interval, &crate::metrics::family::owned(items))
+        series::encode(enc, interval, items)
     }
+
+    const TEXT: bool = true;
 
     fn encode_text(items: &[Item<'_, Self>], out: &mut dyn std::fmt::Write) -> std::fmt::Result {
         text::delivery_messages(items, out)

@@ -14,7 +14,7 @@ use crate::upstream::model::counts::Counts;
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    accounts: &[(Owner, &DailyData)],
+    accounts: &[(Owner, &i32, &DailyData)],
 ) -> fmt::Result {
     for (name, help, pick) in [
         (
@@ -30,7 +30,7 @@ pub fn encode(
     ] {
         let samples: Vec<(AccountStatusLabels, f64)> = accounts
             .iter()
-            .flat_map(|(id, d)| {
+            .flat_map(|(id, _, d)| {
                 pick(d).into_iter().flatten().map(|(name, n)| {
                     let labels = AccountStatusLabels {
                         tenant: id.tenant.clone(),
@@ -51,7 +51,7 @@ pub fn encode(
     }
     let domains: Vec<(AccountDomainStatusLabels, f64)> = accounts
         .iter()
-        .flat_map(|(id, d)| {
+        .flat_map(|(id, _, d)| {
             d.domains.iter().flat_map(move |dc| {
                 dc.counts.iter().map(move |(name, n)| {
                     let labels = AccountDomainStatusLabels {

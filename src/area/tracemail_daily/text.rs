@@ -13,7 +13,7 @@ pub fn delivery_messages(
     out: &mut dyn std::fmt::Write,
 ) -> std::fmt::Result {
     let mut head = false;
-    for (tenant, account, d) in items {
+    for (owner, account, d) in items {
         let Some(counters) = &d.counters else {
             continue;
         };
@@ -24,9 +24,9 @@ pub fn delivery_messages(
             head = true;
         }
         let mut labels = String::with_capacity(64);
-        if !tenant.0.is_default() {
+        if !owner.tenant.0.is_default() {
             labels.push_str("tenant=\"");
-            escape(&mut labels, tenant.0.as_str());
+            escape(&mut labels, owner.tenant.0.as_str());
             labels.push_str("\",");
         }
         labels.push_str("account_id=\"");

@@ -11,7 +11,7 @@ use prometheus_client::registry::Unit;
 use super::model::Dashboard;
 use super::{DashboardData, View};
 use crate::metrics::family::{gauges, refreshed, single};
-use crate::metrics::labels::{TenantLabel, Value};
+use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::upstream::model::counts::Counts;
 
 /// One sample per name of the counts that `pick` finds in each view's dashboard.
@@ -37,11 +37,11 @@ fn by_status(
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    views: &[(TenantLabel, &View, &DashboardData)],
+    views: &[(Owner, &View, &DashboardData)],
 ) -> fmt::Result {
     let views: Vec<((TenantLabel, ViewLabels), &DashboardData)> = views
         .iter()
-        .map(|(t, v, d)| ((t.clone(), ViewLabels::from(*v)), *d))
+        .map(|(o, v, d)| ((o.tenant.clone(), ViewLabels::from(*v)), *d))
         .collect();
     for (name, help, pick) in [
         (

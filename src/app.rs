@@ -129,6 +129,8 @@ pub struct App {
     config_file: Option<PathBuf>,
     /// `--shard`: the same for every config this process runs.
     shard: crate::shard::Shard,
+    /// `--log.target-failures`: likewise.
+    target_failures: crate::config::TargetFailureLog,
     reloads: mpsc::Receiver<ReloadRequest>,
     upstream: SharedUpstream,
 }
@@ -229,6 +231,7 @@ impl App {
             descriptors: plan_fds,
             config_file: None,
             shard: config.shard,
+            target_failures: config.target_failures,
             reloads,
             upstream: Arc::new(arc_swap::ArcSwap::from_pointee(Upstream {
                 url: upstream_url,
@@ -322,9 +325,12 @@ impl App {
     /// connection pool with it), and so is the circuit state of every target still configured.
     async fn reload(&mut self, scraper: &mut Scraper) -> Result<(), String> {
         let telemetry = self.state.telemetry.clone();
-        let shard = self.shard;
-        let loaded =
-            load_again(self.config_file.as_deref()).map(|config| Config { shard, ..config });
+        let (shard, target_failures) = (self.shard, self.target_failures);
+        let loaded = load_again(self.config_file.as_deref()).map(|config| Config {
+            shard,
+            target_failures,
+            ..config
+        });
         let config = match loaded {
             Ok(c) => c,
             Err(e) => {

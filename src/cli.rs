@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::config::TargetFailureLog;
+
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":19587";
 /// Requests per second the simulated provider of `--demo` allows the demo token unless told
 /// otherwise (its burst is as many): twice what the demo fleet needs on average, but below the
@@ -99,6 +101,12 @@ pub struct Cli {
     /// Only log messages with the given severity or above.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
     pub log_level: LogLevel,
+
+    /// How loud failing targets are in the log: none (debug level only), summary (one warn
+    /// line per failure reason per collector per interval, naming a few targets) or target (one
+    /// warn line per failing target per run).
+    #[arg(long = "log.target-failures", value_enum, default_value_t = TargetFailureLog::Summary)]
+    pub target_failures: TargetFailureLog,
 
     /// Output format of log messages.
     #[arg(long = "log.format", value_enum, default_value_t = LogFormat::Logfmt)]

@@ -5,7 +5,7 @@
 pub use crate::area::run::{Clock, Context, Fetch, Job};
 pub use crate::area::{Collector, CollectorName, Target, TargetData};
 
-use crate::config::{Config, Schedule, TenantConfig};
+use crate::config::{Config, Schedule, TargetFailureLog, TenantConfig};
 use crate::shard::Shard;
 use crate::tenant::TenantName;
 use crate::upstream::error::Endpoint;
@@ -42,6 +42,8 @@ pub struct CollectorSpec {
     /// How long values are kept, when longer than `max_age`: while the tenant's fleet does not
     /// fit its rate limit, each target waits several intervals for its turn.
     pub keep_for: Option<std::time::Duration>,
+    /// How loud its failing targets are in the log.
+    pub failure_log: TargetFailureLog,
 }
 
 impl CollectorSpec {
@@ -53,6 +55,7 @@ impl CollectorSpec {
             targets: collector.targets(),
             collector,
             keep_for: None,
+            failure_log: TargetFailureLog::default(),
         }
     }
 
@@ -69,7 +72,10 @@ impl CollectorSpec {
             .flat_map(|t| {
                 of_tenant(t, config.shard)
                     .into_iter()
-                    .map(|c| CollectorSpec::new(t.name.clone(), c))
+                    .map(|c| CollectorSpec {
+                        failure_log: config.target_failures,
+                        ..CollectorSpec::new(t.name.clone(), c)
+                    })
             })
             .collect()
     }

@@ -88,6 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Config::load_with_env_token(path)
                 .map(|config| Config {
                     shard: cli.shard,
+                    target_failures: cli.target_failures,
                     ..config
                 })
                 .with_context(|| format!("invalid config {}", path.display()))?,

@@ -19,10 +19,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::area::Revealed;
 use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData};
+use crate::config::TargetFailureLog;
 use crate::poll_set::PollSet;
 use crate::store::{Finished, Publisher, Store};
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::pacer::{Demand, Pacer};
+use crate::upstream::trail::Recorder;
 
 /// Slack given to a collector past its deadline before its work is abandoned.
 const DEADLINE_GRACE: Duration = Duration::from_millis(100);
@@ -456,8 +458,10 @@ impl Loop {
         log_run(&p.spec, &results, started);
         self.turns.learn(&results, Instant::now());
         p.learn(&results);
-        self.warnings
-            .say(&p.spec, summarize_failures(&results), Instant::now());
+        if p.spec.failure_log == TargetFailureLog::Summary {
+            self.warnings
+                .say(&p.spec, summarize_failures(&results), Instant::now());
+        }
         let pacer = p.ctx.client.pacer();
         self.schedule_catch_up(pacer, &results);
         // The latest plan decides which targets are still configured (or probed).
@@ -566,7 +570,8 @@ fn newly_polled(known: &mut HashSet<Target>, targets: Vec<Target>) -> Vec<Target
     added
 }
 
-/// The debug lines of a finished run: its figures, and each target that failed.
+/// The debug lines of a finished run: its figures, and each target that failed (at warn level
+/// with `--log.target-failures=target`).
 fn log_run(
     spec: &CollectorSpec,
     results: &[(Target, Result<TargetData, UpstreamError>)],
@@ -589,12 +594,18 @@ fn log_run(
         elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         "collector run finished"
     );
+    let loud = spec.failure_log == TargetFailureLog::Target;
     for (target, result) in results {
         if let Err(e) = result
             && !e.deferred
         {
-            tracing::debug!(tenant = spec.tenant.as_str(),
-                collector = spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+            if loud {
+                tracing::warn!(tenant = spec.tenant.as_str(),
+                    collector = spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+            } else {
+                tracing::debug!(tenant = spec.tenant.as_str(),
+                    collector = spec.name.as_str(), target = %target, reason = e.reason.as_str(), detail = %e.detail, "target failed");
+            }
         }
     }
 }
@@ -843,8 +854,10 @@ async fn run_targets(
         let rank = fetched
             .get(&job.target)
             .map(|at| tokio::time::Instant::from_std(*at));
+        // Each poll's steps, kept with its error when it fails: what `/probe?debug=true` prints.
+        let trail = Recorder::start(ctx.clock.now());
         let fetch = job.run(Context {
-            client: ctx.client.ranked(rank),
+            client: ctx.client.ranked(rank).traced(trail.clone()),
             ..ctx.clone()
         });
         set.spawn(async move {
@@ -865,6 +878,10 @@ async fn run_targets(
                     ),
                 )),
             };
+            let result = result.map_err(|e| UpstreamError {
+                trail: Some(Arc::new(trail.finish())),
+                ..e
+            });
             (i, result)
         });
     }

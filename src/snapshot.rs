@@ -23,6 +23,8 @@ pub struct TargetState {
     /// When the latest attempt finished.
     pub last_attempt: Option<Timestamp>,
     pub last_success: Option<Timestamp>,
+    /// When an attempt last failed (or the target was last marked failed for want of a run).
+    pub last_failure: Option<Timestamp>,
     pub last_error: Option<UpstreamError>,
     /// The latest run did not reach it (the tenant's rate limit gave it no turn before the
     /// deadline); the next run takes it first.
@@ -182,6 +184,7 @@ impl Snapshot {
                     last_ok: None,
                     last_attempt: None,
                     last_success: None,
+                    last_failure: None,
                     last_error: None,
                     deferred: false,
                 });
@@ -208,6 +211,7 @@ impl Snapshot {
                         state.data = None;
                     }
                     state.last_ok = Some(false);
+                    state.last_failure = Some(now);
                     state.last_error = Some(e);
                 }
             }
@@ -285,6 +289,7 @@ impl Snapshot {
                 let last_attempt_too_old = t.last_attempt.is_none_or(|at| too_old(at, max_age));
                 if t.last_ok == Some(true) && last_attempt_too_old {
                     t.last_ok = Some(false);
+                    t.last_failure = Some(now);
                     t.last_error = Some(UpstreamError::new(
                         FailureReason::Timeout,
                         format!(

@@ -53,6 +53,9 @@ mod web_config;
 // Lifecycle: reload on SIGHUP and POST /-/reload, max requests, SIGTERM mid-refresh.
 mod lifecycle;
 
+// Why a target fails: the failure-reason series and the debug trail for every reason.
+mod diagnosis;
+
 // The fault matrix, retries, Retry-After and the circuit breaker.
 mod fault_matrix;
 

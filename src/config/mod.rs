@@ -50,6 +50,23 @@ pub struct Config {
     pub probe_idle_intervals: u32,
     /// This process's share of the fleet (`--shard`), not a key of the file; a reload keeps it.
     pub shard: crate::shard::Shard,
+    /// How loud a target's failures are in the log (`--log.target-failures`), not a key of the
+    /// file; a reload keeps it.
+    pub target_failures: TargetFailureLog,
+}
+
+/// How a collector logs the targets that fail: the one knob for per-target failures in the log.
+/// The series (`mailhost_target_failure_info`) and `/probe?debug=true` say the same whatever it
+/// is set to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TargetFailureLog {
+    /// Nothing at warn level; every failure still at debug.
+    None,
+    /// One warn line per failure reason per collector per interval, naming a few targets.
+    #[default]
+    Summary,
+    /// One warn line per failing target per run, with its reason and detail.
+    Target,
 }
 
 /// One tenant: its token and API settings, its collectors with its own static targets, and what
@@ -256,6 +273,7 @@ impl Config {
             tenants,
             probe_idle_intervals,
             shard: crate::shard::Shard::default(),
+            target_failures: TargetFailureLog::default(),
         })
     }
 }

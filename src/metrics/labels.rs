@@ -202,6 +202,17 @@ pub struct TargetLabels {
     pub target: Value,
 }
 
+/// A failing target and why: at most one per target.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct TargetFailureLabels {
+    #[prometheus(flatten)]
+    pub tenant: TenantLabel,
+    /// [`crate::area::CollectorName::as_str`].
+    pub collector: &'static str,
+    pub target: Value,
+    pub reason: FailureReason,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct AccountLabels {
     #[prometheus(flatten)]

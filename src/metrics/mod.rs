@@ -22,7 +22,7 @@ use crate::area::{CollectorName, Target, TargetData};
 use crate::snapshot::{CollectorState, Snapshot};
 use crate::tenant::TenantName;
 use family::{flag, gauges, single};
-use labels::{CollectorLabels, TargetLabels, TenantLabel, Value};
+use labels::{CollectorLabels, TargetFailureLabels, TargetLabels, TenantLabel, Value};
 
 pub use format::{EOF, Format};
 
@@ -335,6 +335,36 @@ fn target_health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Resul
         targets
             .iter()
             .filter_map(|(l, t)| t.last_success.map(|ts| (l, seconds(ts)))),
+    )?;
+    // Present while the target fails, one series per target: its reason from the fixed
+    // vocabulary, never an error's text.
+    let failures: Vec<TargetFailureLabels> = targets
+        .iter()
+        .filter(|(_, t)| t.last_ok == Some(false))
+        .filter_map(|(l, t)| {
+            t.last_error.as_ref().map(|e| TargetFailureLabels {
+                tenant: l.tenant.clone(),
+                collector: l.collector,
+                target: l.target.clone(),
+                reason: e.reason,
+            })
+        })
+        .collect();
+    gauges(
+        enc,
+        "mailhost_target_failure_info",
+        "Why this target's last attempt failed, as a reason of the fixed vocabulary (timeout, connect, unauthorized, forbidden, not_found, rate_limited, server_error, client_error, decode, circuit_open); present only while the target fails, one series per target; the value is always 1.",
+        None,
+        failures.iter().map(|l| (l, 1.0)),
+    )?;
+    gauges(
+        enc,
+        "mailhost_target_last_failure_timestamp",
+        "When an attempt to fetch this target last failed.",
+        seconds_unit,
+        targets
+            .iter()
+            .filter_map(|(l, t)| t.last_failure.map(|ts| (l, seconds(ts)))),
     )
 }
 
@@ -387,6 +417,66 @@ mod tests {
             assert!(!text.contains("mailhost_delivery_extra_messages"), "{text}");
             assert!(!text.contains("mailhost_delivery_remaining_extra_messages"));
         }
+    }
+
+    #[test]
+    fn ten_thousand_failing_targets_have_one_failure_reason_series_each_gone_at_success() {
+        use crate::area::delivery_account::fixtures::{accounts, answered};
+        use crate::upstream::error::{FailureReason, UpstreamError};
+        let ids: Vec<i32> = (1..=10_000).collect();
+        let spec = accounts(&ids, Duration::from_secs(60));
+        let t0 = jiff::Timestamp::from_second(1_795_334_400).unwrap();
+        let mut snapshot = Snapshot::default();
+        // Every target fails, with one of several reasons, in two runs that change the reason:
+        // still one series per target, with the latest reason.
+        for (run, reasons) in [
+            (0, [FailureReason::Timeout, FailureReason::ServerError]),
+            (1, [FailureReason::Decode, FailureReason::NotFound]),
+        ] {
+            let results = ids
+                .iter()
+                .map(|&id| {
+                    let reason = reasons[usize::try_from(id).unwrap() % 2];
+                    (
+                        Target::DeliveryAccount(id),
+                        Err(UpstreamError::new(reason, "x")),
+                    )
+                })
+                .collect();
+            snapshot.apply_run(
+                &spec,
+                results,
+                Duration::ZERO,
+                t0 + jiff::SignedDuration::from_secs(run),
+            );
+        }
+        let text = render(&Arc::new(snapshot.clone())).classic;
+        let info: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("mailhost_target_failure_info{"))
+            .collect();
+        assert_eq!(info.len(), ids.len());
+        let targets: std::collections::HashSet<&str> = info
+            .iter()
+            .map(|l| l.split(",reason=").next().unwrap())
+            .collect();
+        assert_eq!(targets.len(), ids.len(), "one series per target");
+        assert!(text.contains(
+            "mailhost_target_failure_info{collector=\"delivery_account\",target=\"2\",reason=\"decode\"} 1.0"
+        ));
+        assert!(text.contains(
+            "mailhost_target_last_failure_timestamp_seconds{collector=\"delivery_account\",target=\"1\"} 1795334401.0"
+        ));
+        // One success: its series goes, the others stay.
+        snapshot.apply_run(&spec, answered(&[(2, 1.0)]), Duration::ZERO, t0);
+        let text = render(&Arc::new(snapshot)).classic;
+        assert!(!text.contains("target=\"2\",reason="));
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("mailhost_target_failure_info{"))
+                .count(),
+            ids.len() - 1
+        );
     }
 
     #[test]

@@ -42,6 +42,15 @@ struct Inner {
     open: HashMap<Endpoint, usize>,
 }
 
+/// A circuit as [`Breakers::state`] tells it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Circuit {
+    pub consecutive: u32,
+    pub open: bool,
+    /// The breaker is off: no circuit ever opens.
+    pub off: bool,
+}
+
 /// Why a call was not let through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Open;
@@ -173,6 +182,23 @@ impl Breakers {
             inner.set_open(endpoint, true, false);
         }
         inner.open.iter().map(|(e, n)| (*e, *n)).collect()
+    }
+
+    /// The circuit of `key` as it stands: its consecutive failures, and whether it is open.
+    pub fn state(&self, key: &CircuitKey) -> Circuit {
+        let inner = self.lock();
+        let off = inner.policy.failures == 0;
+        inner.states.get(key).map_or(
+            Circuit {
+                off,
+                ..Circuit::default()
+            },
+            |s| Circuit {
+                consecutive: s.consecutive,
+                open: s.open_until.is_some(),
+                off,
+            },
+        )
     }
 
     /// How many circuits have a failure on record (for tests of the bound).

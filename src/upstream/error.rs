@@ -4,21 +4,70 @@
 //! so the sets are fixed and never come from an error's text.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use super::trail::Trail;
+
 /// An upstream operation, named after its route: the `endpoint` label value. Each area declares
-/// the operations it calls as constants, so the set is fixed by the code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Endpoint(&'static str);
+/// the operations it calls as constants, so the set is fixed by the code. It carries its route
+/// template (`GET /api/delivery/accounts/{id}`), which a target's debug trail names in place of
+/// the URL; two endpoints are the same when their names are.
+#[derive(Clone, Copy, Debug)]
+pub struct Endpoint {
+    name: &'static str,
+    route: &'static str,
+}
 
 impl Endpoint {
     /// An operation named `name` (lower case and `_`, as a label value).
     pub const fn new(name: &'static str) -> Endpoint {
-        Endpoint(name)
+        Endpoint { name, route: "" }
+    }
+
+    /// This operation with its route template: the method and the path with its parameters
+    /// named, never their values.
+    pub const fn at(self, route: &'static str) -> Endpoint {
+        Endpoint { route, ..self }
     }
 
     pub fn as_str(self) -> &'static str {
-        self.0
+        self.name
+    }
+
+    /// The route template; the name where none was given.
+    pub fn route(self) -> &'static str {
+        if self.route.is_empty() {
+            self.name
+        } else {
+            self.route
+        }
+    }
+}
+
+impl PartialEq for Endpoint {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Endpoint {}
+
+impl std::hash::Hash for Endpoint {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl PartialOrd for Endpoint {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Endpoint {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name.cmp(other.name)
     }
 }
 
@@ -127,6 +176,9 @@ pub struct UpstreamError {
     /// Not called at all: the token's pace gave the call no turn before the deadline (reason
     /// `rate_limited`). The target keeps its state and goes first next run.
     pub deferred: bool,
+    /// The trail of the poll that failed: what `/probe?debug=true` prints. Set by the run that
+    /// polled the target.
+    pub trail: Option<Arc<Trail>>,
 }
 
 impl UpstreamError {
@@ -136,6 +188,7 @@ impl UpstreamError {
             detail: detail.into(),
             retry_after: None,
             deferred: false,
+            trail: None,
         }
     }
 

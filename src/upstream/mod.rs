@@ -9,6 +9,7 @@ pub mod error;
 pub mod model;
 pub mod observe;
 pub mod pacer;
+pub mod trail;
 pub mod transport;
 
 pub use decode::{Fields, first_resource, resources};
@@ -29,6 +30,7 @@ use observe::Observer;
 use pacer::Pacer;
 use pacer::headers::{self, QuotaInfo};
 use tokio::time::Instant;
+use trail::{Recorder, Step};
 use transport::Transport;
 
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +96,8 @@ pub struct Client {
     breakers: Arc<Breakers>,
     /// Whose token this is: the `tenant` label of the failures it counts.
     tenant: TenantName,
+    /// Where this client's calls write their steps: the trail of one target's poll.
+    trail: Option<Recorder>,
 }
 
 impl Client {
@@ -124,6 +128,7 @@ impl Client {
             deadline: None,
             breakers,
             tenant,
+            trail: None,
         })
     }
 
@@ -164,6 +169,21 @@ impl Client {
         Client {
             rank,
             ..self.clone()
+        }
+    }
+
+    /// This client, with its calls' steps written to `trail`.
+    pub fn traced(&self, trail: Recorder) -> Client {
+        Client {
+            trail: Some(trail),
+            ..self.clone()
+        }
+    }
+
+    /// Writes a step of the poll this client serves, if it is traced.
+    fn step(&self, step: impl FnOnce() -> Step) {
+        if let Some(trail) = &self.trail {
+            trail.step(step());
         }
     }
 
@@ -216,19 +236,34 @@ impl Client {
         drop(body);
         let decoded = decoded.inspect_err(|e| {
             self.observer
-                .observe_failure(&self.tenant, endpoint, e.reason)
+                .observe_failure(&self.tenant, endpoint, e.reason);
+            self.step(|| Step::Unreadable {
+                route: endpoint.route(),
+                detail: trail::bounded(&e.detail),
+            });
         })?;
+        let field = |p: &model::ParseProblem| Step::Field {
+            route: endpoint.route(),
+            path: trail::bounded(&p.path),
+            found: trail::bounded(&p.found),
+        };
         match M::read(&decoded, params) {
             Ok((model, problems)) => {
                 for p in problems {
+                    self.step(|| field(&p));
                     self.observer.parse_problem(endpoint, &p.path, &p.found);
                 }
                 Ok(model)
             }
             Err(unreadable) => {
                 if let Some(p) = unreadable.problem {
+                    self.step(|| field(&p));
                     self.observer.parse_problem(endpoint, &p.path, &p.found);
                 }
+                self.step(|| Step::Unreadable {
+                    route: endpoint.route(),
+                    detail: trail::bounded(&unreadable.detail),
+                });
                 self.observer
                     .observe_failure(&self.tenant, endpoint, FailureReason::Decode);
                 Err(UpstreamError::new(FailureReason::Decode, unreadable.detail))
@@ -253,6 +288,9 @@ impl Client {
     ) -> Result<Body, UpstreamError> {
         let key: CircuitKey = (endpoint, target);
         if self.breakers.admit(&key, Instant::now()).is_err() {
+            self.step(|| Step::CircuitOpen {
+                route: endpoint.route(),
+            });
             self.observer
                 .observe_failure(&self.tenant, endpoint, FailureReason::CircuitOpen);
             return Err(UpstreamError::new(
@@ -279,7 +317,8 @@ impl Client {
                     "request cannot be repeated",
                 ));
             };
-            let e = match self.attempt(endpoint, attempt, &mut place).await {
+            let number = retries + throttled + 1;
+            let e = match self.attempt(endpoint, attempt, &mut place, number).await {
                 Ok(v) => break Ok(v),
                 Err(Attempt::NotSent(e)) => {
                     break Err(match (e.reason, last_429.take()) {
@@ -326,6 +365,7 @@ impl Client {
             }
             self.observer
                 .observe_retry(&self.tenant, endpoint, e.reason);
+            self.step(|| Step::Backoff { wait });
             tracing::debug!(
                 endpoint = endpoint.as_str(),
                 reason = e.reason.as_str(),
@@ -348,6 +388,15 @@ impl Client {
                     result.as_ref().map(|_| ()).map_err(|e| e.reason),
                     Instant::now(),
                 );
+                self.step(|| {
+                    let circuit = self.breakers.state(&key);
+                    Step::Circuit {
+                        route: endpoint.route(),
+                        consecutive_failures: circuit.consecutive,
+                        open: circuit.open,
+                        off: circuit.off,
+                    }
+                });
                 self.observer
                     .set_open_circuits(&self.tenant, endpoint, open);
             }
@@ -363,9 +412,19 @@ impl Client {
         endpoint: Endpoint,
         request: reqwest::RequestBuilder,
         place: &mut Option<u64>,
+        number: u32,
     ) -> Result<Body, Attempt> {
         let deadline_error =
             || UpstreamError::new(FailureReason::Timeout, "collector deadline reached");
+        let queued = Instant::now();
+        let not_sent = |reason: FailureReason| {
+            self.step(|| Step::NotSent {
+                route: endpoint.route(),
+                number,
+                waited: queued.elapsed(),
+                reason: reason.as_str(),
+            })
+        };
         let permit = match self
             .pacer
             .admit(self.urgent, self.rank, *place, self.deadline)
@@ -376,6 +435,7 @@ impl Client {
                 p
             }
             Err(denied) if denied.paced => {
+                not_sent(FailureReason::RateLimited);
                 // Nothing was asked of the provider: not a failure of the target's own.
                 return Err(Attempt::NotSent(UpstreamError {
                     deferred: true,
@@ -386,6 +446,7 @@ impl Client {
                 }));
             }
             Err(_) => {
+                not_sent(FailureReason::Timeout);
                 // Waiting for a connection slot until the deadline is a failed call: count it.
                 self.observer
                     .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
@@ -396,11 +457,13 @@ impl Client {
         // for one is waiting for a slot, as at the pacer.
         let Ok(connection) = self.transport.connection(self.deadline).await else {
             drop(permit);
+            not_sent(FailureReason::Timeout);
             self.observer
                 .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
             return Err(Attempt::NotSent(deadline_error()));
         };
         let started = Instant::now();
+        let waited = started.saturating_duration_since(queued);
         // The config bounds the timeout; saturate anyway rather than panic.
         let own_limit = started
             .checked_add(self.api.timeout)
@@ -438,6 +501,15 @@ impl Client {
         drop(connection);
         self.observer
             .observe_request(endpoint, code, started.elapsed());
+        self.step(|| Step::Attempt {
+            route: endpoint.route(),
+            number,
+            waited,
+            status: code,
+            took: started.elapsed(),
+            failure: result.as_ref().err().map(|e| e.reason.as_str()),
+            retry_after: result.as_ref().err().and_then(|e| e.retry_after),
+        });
         if let Err(e) = &result {
             self.observer
                 .observe_failure(&self.tenant, endpoint, e.reason);

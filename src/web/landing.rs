@@ -97,9 +97,24 @@ pub async fn page(
                 .as_ref()
                 .map(|e| format!("{}: {} (at {})", e.reason, e.detail, when(t.last_attempt)))
                 .unwrap_or_default();
+            // A failing target links to its debug view: the reason, the detail and the trail of
+            // its last poll.
+            let debug = if t.last_error.is_some() {
+                let mut href = format!(
+                    "/probe?target={}&amp;collector={}&amp;debug=true",
+                    query_value(&t.target.to_string()),
+                    c.name
+                );
+                if !c.tenant.is_default() {
+                    href.push_str(&format!("&amp;tenant={}", query_value(c.tenant.as_str())));
+                }
+                format!(" <a href=\"{href}\">debug</a>")
+            } else {
+                String::new()
+            };
             let _ = write!(
                 rows,
-                "<tr class=\"{status}\"><td>&nbsp;&nbsp;{} {}</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"{status}\"><td>&nbsp;&nbsp;{} {}</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}{debug}</td></tr>",
                 esc(&name),
                 esc(&t.target.to_string()),
                 status,
@@ -165,6 +180,19 @@ fn when(ts: Option<Timestamp>) -> String {
 fn age(ts: Option<Timestamp>, now: Timestamp) -> String {
     ts.map(|t| format!("{}s", now.duration_since(t).as_secs().max(0)))
         .unwrap_or_else(|| "-".to_owned())
+}
+
+/// `s` as a query value: every byte but the unreserved ones percent-encoded.
+fn query_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
 }
 
 fn esc(s: &str) -> String {

@@ -5,6 +5,7 @@
 pub mod auth;
 mod landing;
 pub use landing::{SharedUpstream, Upstream};
+mod debug;
 pub mod negotiate;
 mod probe;
 pub mod scrape;
@@ -172,4 +173,21 @@ async fn ready(State(state): State<AppState>) -> Response {
 /// An HTML page must not be cached by a proxy as if it were the metrics.
 fn html(body: String) -> Response {
     ([(header::CACHE_CONTROL, "no-store")], Html(body)).into_response()
+}
+
+/// The values of query parameter `key`, in order.
+fn query_values<'a>(pairs: &'a [(String, String)], key: &str) -> Vec<&'a str> {
+    pairs
+        .iter()
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .collect()
+}
+
+/// Query pairs from string pairs, for the handlers' tests.
+#[cfg(test)]
+fn query_pairs(q: &[(&str, &str)]) -> Vec<(String, String)> {
+    q.iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }

@@ -17,7 +17,7 @@ use crate::redact::quote;
 use crate::snapshot::Snapshot;
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
-use crate::web::{AppState, negotiate};
+use crate::web::{AppState, debug, negotiate};
 
 /// How long a first probe waits for its fetch when Prometheus sends no scrape timeout.
 const DEFAULT_WAIT: Duration = Duration::from_secs(10);
@@ -35,6 +35,11 @@ pub(super) async fn probe(
     headers: HeaderMap,
 ) -> Response {
     let sets = &state.poll_sets;
+    match debug::requested(&pairs) {
+        Ok(false) => {}
+        Ok(true) => return debug_answer(&state, &pairs),
+        Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
+    }
     let (tenant, id) = match parse(&pairs, &|t| sets.get(t).is_some(), &|| sets.tenants()) {
         Ok(t) => t,
         Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
@@ -96,6 +101,22 @@ pub(super) async fn probe(
         format,
     };
     first.wait(&state, &probes, wait(&headers)).await
+}
+
+/// The debug view of a target (`debug=true`): reads the snapshot, registers nothing.
+fn debug_answer(state: &AppState, pairs: &[(String, String)]) -> Response {
+    let sets = &state.poll_sets;
+    let asked = tenant(
+        pairs,
+        &|t| sets.get(t).is_some(),
+        &|| sets.tenants(),
+        "ID&debug=true",
+    )
+    .and_then(|t| debug::asked(pairs, t));
+    match asked {
+        Ok(asked) => debug::answer(&state.store.prepared().snapshot, &asked),
+        Err(problem) => (StatusCode::BAD_REQUEST, problem).into_response(),
+    }
 }
 
 /// Why a probe is refused: the `reason` it is counted under, the status and text it is
@@ -319,14 +340,7 @@ fn parse(
     configured: &dyn Fn(&TenantName) -> bool,
     list: &dyn Fn() -> Vec<TenantName>,
 ) -> Result<(TenantName, i32), String> {
-    let values = |key: &str| -> Vec<&str> {
-        pairs
-            .iter()
-            .filter(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    };
-    let targets = values("target");
+    let targets = super::query_values(pairs, "target");
     let target = match targets.as_slice() {
         [one] => *one,
         [] => return Err("target is missing: ask /probe?tenant=NAME&target=ACCOUNT_ID\n".into()),
@@ -342,7 +356,18 @@ fn parse(
                 quote(target)
             )
         })?;
-    let names = values("tenant");
+    Ok((tenant(pairs, configured, list, &id.to_string())?, id))
+}
+
+/// The tenant a request names. `tenant` may be left out only when the config has no
+/// `tenants:`; `target` is what a refusal's message suggests after `target=`.
+pub(super) fn tenant(
+    pairs: &[(String, String)],
+    configured: &dyn Fn(&TenantName) -> bool,
+    list: &dyn Fn() -> Vec<TenantName>,
+    target: &str,
+) -> Result<TenantName, String> {
+    let names = super::query_values(pairs, "tenant");
     let name = match names.as_slice() {
         [one] => *one,
         [] => "",
@@ -354,7 +379,7 @@ fn parse(
         TenantName::parse(name).ok()
     };
     match candidate.filter(|t| configured(t)) {
-        Some(t) => Ok((t, id)),
+        Some(t) => Ok(t),
         None => {
             let tenants = list();
             let listed: Vec<&str> = tenants
@@ -369,7 +394,7 @@ fn parse(
             }
             if name.is_empty() {
                 return Err(format!(
-                    "tenant is missing: this exporter has tenants ({known}); ask /probe?tenant=NAME&target={id}\n"
+                    "tenant is missing: this exporter has tenants ({known}); ask /probe?tenant=NAME&target={target}\n"
                 ));
             }
             Err(format!(
@@ -383,12 +408,7 @@ fn parse(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn pairs(q: &[(&str, &str)]) -> Vec<(String, String)> {
-        q.iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use crate::web::query_pairs as pairs;
 
     #[test]
     fn only_a_configured_tenant_and_an_int32_account_id_are_accepted() {

@@ -77,11 +77,7 @@ fn selection(
     pairs: &[(String, String)],
     snapshot: &Snapshot,
 ) -> Result<Option<Vec<CollectorName>>, String> {
-    let values: Vec<&str> = pairs
-        .iter()
-        .filter(|(k, _)| k == "collect[]")
-        .map(|(_, v)| v.as_str())
-        .collect();
+    let values = super::query_values(pairs, "collect[]");
     if values.is_empty() {
         return Ok(None);
     }

@@ -24,7 +24,7 @@ use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/delivery/accounts/{id}`
-pub const ACCOUNT: Endpoint = Endpoint::new("delivery_account");
+pub const ACCOUNT: Endpoint = Endpoint::new("delivery_account").at("GET /api/delivery/accounts/{id}");
 
 collector_block! {
     /// `collectors.delivery_account`: the schedule and the account ids.

@@ -26,7 +26,8 @@ use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
-pub const EMAIL_ACCOUNT: Endpoint = Endpoint::new("email_account");
+pub const EMAIL_ACCOUNT: Endpoint = Endpoint::new("email_account")
+    .at("GET /api/domains/{domain_code}/email_accounts/{email_account_code}");
 
 /// A mailbox: its domain's code and its own; the `target` label is the mailbox code.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -23,7 +23,7 @@ use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/migrations/{migration_code}/stats`
-pub const STATS: Endpoint = Endpoint::new("migration_stats");
+pub const STATS: Endpoint = Endpoint::new("migration_stats").at("GET /api/migrations/{migration_code}/stats");
 
 collector_block! {
     /// `collectors.migration`: the schedule and the migration codes.

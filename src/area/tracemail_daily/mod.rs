@@ -28,9 +28,11 @@ use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/delivery/tracemail/daily/{account}?type=account`
-pub const DAILY: Endpoint = Endpoint::new("tracemail_daily");
+pub const DAILY: Endpoint = Endpoint::new("tracemail_daily")
+    .at("GET /api/delivery/tracemail/daily/{account}?type=account");
 /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`
-pub const DOMAINS_RANK: Endpoint = Endpoint::new("tracemail_domains_rank");
+pub const DOMAINS_RANK: Endpoint = Endpoint::new("tracemail_domains_rank")
+    .at("GET /api/delivery/tracemail/daily/{account}?type=domains-rank");
 
 /// Domains per account kept from the `domains-rank`, unless set.
 pub const DEFAULT_TOP_DOMAINS: i64 = 20;

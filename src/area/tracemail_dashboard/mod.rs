@@ -30,7 +30,7 @@ use crate::upstream::error::{Endpoint, FailureReason, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `POST /api/delivery/tracemail/dashboard`
-pub const DASHBOARD: Endpoint = Endpoint::new("tracemail_dashboard");
+pub const DASHBOARD: Endpoint = Endpoint::new("tracemail_dashboard").at("POST /api/delivery/tracemail/dashboard");
 
 /// `limit` of the dashboard's top lists, unless set.
 pub const DEFAULT_LIMIT: i64 = 10;

@@ -34,11 +34,14 @@ pub use world::{
     BOUNCE_DOMAIN, DAILY_DAYS, DELEGATE_RECORD_FIELDS, DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY,
     DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING, DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING,
     DEMO_MIGRATION_WITH_FAILURES, DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER,
-    DEMO_SEED, DemoTargets, MAILBOX_RECORD_FIELDS, MAX_BURST, MAX_RATE, MAX_RETRY_AFTER_SECS,
+    DEMO_SEED, DEMO_TEAM_MEMBER_API_BLOCKED, DEMO_TEAM_MEMBER_NO_OTP, DEMO_TEAM_MEMBER_SECURED,
+    DemoTargets, MAILBOX_RECORD_FIELDS, MAX_BURST, MAX_RATE, MAX_RETRY_AFTER_SECS,
     MESSAGES_PER_VOLUME_UNIT, MIN_RATE, MailboxSeed, MailboxState, ManagementToken, MigrationSeed,
-    OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome, RECENT_REQUESTS, RateLimit, RateLimitHeaders,
-    RateLimitStats, RetryAfterStyle, SendIdentity, SimClock, SimConfig, SimConfigError,
-    SuppressionReason, TOKEN_RECORD_FIELDS, TokenRateLimit, TokenSeed, format_datetime,
+    OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome, PERMISSION_KEY_MAX_CHARS, RECENT_REQUESTS, RateLimit,
+    RateLimitHeaders, RateLimitStats, RetryAfterStyle, SendIdentity, SimClock, SimConfig,
+    SimConfigError, SuppressionReason, TEAM_MEMBER_MAX_PERMISSIONS, TEAM_MEMBER_PASSWORD_MAX_CHARS,
+    TEAM_MEMBER_PASSWORD_MIN_CHARS, TEAM_MEMBER_RECORD_FIELDS, TOKEN_RECORD_FIELDS, TeamMemberSeed,
+    TeamMemberState, TokenRateLimit, TokenSeed, format_datetime,
 };
 
 use api::Faults;
@@ -130,6 +133,9 @@ impl Simulator {
         for seed in &config.mailboxes {
             sim.insert_mailbox(seed)?;
         }
+        for seed in &config.team_members {
+            sim.insert_team_member(seed)?;
+        }
         Ok(sim)
     }
 
@@ -144,6 +150,12 @@ impl Simulator {
     pub fn insert_mailbox(&self, seed: &MailboxSeed) -> Result<(), SimConfigError> {
         let now = self.inner.clock.now();
         self.world().insert_mailbox(seed, now)
+    }
+
+    /// Adds a team member to a running simulator; its code must be new.
+    pub fn insert_team_member(&self, seed: &TeamMemberSeed) -> Result<(), SimConfigError> {
+        let now = self.inner.clock.now();
+        self.world().insert_team_member(seed, now)
     }
 
     /// Adds an account (with its send tokens and domains) to a running simulator.
@@ -351,6 +363,37 @@ impl Simulator {
             }
             None => false,
         }
+    }
+
+    /// A copy of team member `code`.
+    pub fn team_member(&self, code: &str) -> Option<TeamMemberState> {
+        self.world().team_members.get(code).cloned()
+    }
+
+    /// Exactly what `GET /api/team_members/{code}` returns in `resources[0]`, without faults.
+    pub fn team_member_record(&self, code: &str) -> Option<serde_json::Value> {
+        self.world().team_members.get(code).map(|t| t.record())
+    }
+
+    /// Changes team member `code` in place (second factor, API access, networks, ...); false if
+    /// there is no such team member. `updated_at` is left as `change` leaves it.
+    pub fn update_team_member(
+        &self,
+        code: &str,
+        change: impl FnOnce(&mut TeamMemberState),
+    ) -> bool {
+        match self.world().team_members.get_mut(code) {
+            Some(member) => {
+                change(member);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes team member `code`; later requests for it answer 404.
+    pub fn remove_team_member(&self, code: &str) -> bool {
+        self.world().team_members.remove(code).is_some()
     }
 
     pub fn clock(&self) -> &SimClock {

@@ -336,3 +336,96 @@ async fn suppression_entries_are_added_with_an_empty_204() {
     .await
     .error(StatusCode::FORBIDDEN);
 }
+
+#[tokio::test]
+async fn delete_on_and_has_pending_order_follow_update_account_and_the_seed() {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    let app = loopback_app(&sim);
+    let record = call(&app, get_account("2")).await.record();
+    assert_eq!(record["delete_on"], Value::Null);
+    assert_eq!(record["has_pending_order"], false);
+
+    assert!(sim.update_account(2, |a| {
+        a.delete_on = Some(ts("2026-12-01T00:00:00Z"));
+        a.has_pending_order = true;
+    }));
+    let record = call(&app, get_account("2")).await.record();
+    assert_eq!(record["delete_on"], "2026-12-01 00:00:00");
+    assert_eq!(record["has_pending_order"], true);
+    assert!(sim.update_account(2, |a| {
+        a.delete_on = None;
+        a.has_pending_order = false;
+    }));
+    let record = call(&app, get_account("2")).await.record();
+    assert_eq!(record["delete_on"], Value::Null);
+    assert_eq!(record["has_pending_order"], false);
+
+    let mut scheduled = config();
+    scheduled.accounts[1].delete_in = Some(Duration::from_secs(10 * 86_400));
+    scheduled.accounts[1].has_pending_order = true;
+    let seeded = Simulator::try_with_clock(scheduled, SimClock::frozen(ts("2026-11-22T12:00:00Z")))
+        .expect("valid config");
+    let record = seeded.account_record(2).expect("record");
+    assert_eq!(record["delete_on"], "2026-12-02 12:00:00");
+    assert_eq!(record["has_pending_order"], true);
+
+    let mut far = config();
+    far.accounts[1].delete_in = Some(Duration::MAX);
+    assert!(matches!(
+        Simulator::try_new(far),
+        Err(SimConfigError::DateOutOfRange(2))
+    ));
+}
+
+#[tokio::test]
+async fn allow_nets_and_bounce_notification_can_be_set_and_cleared() {
+    let sim = sim();
+    let app = loopback_app(&sim);
+    let put = |body: Value| mgmt(Method::PUT, "/api/delivery/accounts/1", TOKEN, Some(body));
+    let record = call(
+        &app,
+        put(json!({"allow_nets": ["198.51.100.0/24"], "bounce_notification": "b@shop.example"})),
+    )
+    .await
+    .record();
+    assert_eq!(record["allow_nets"], json!(["198.51.100.0/24"]));
+    assert_eq!(record["bounce_notification"], "b@shop.example");
+
+    // A `null` member counts as absent: both stay.
+    let record = call(
+        &app,
+        put(json!({"allow_nets": null, "bounce_notification": null})),
+    )
+    .await
+    .record();
+    assert_eq!(record["allow_nets"], json!(["198.51.100.0/24"]));
+    assert_eq!(record["bounce_notification"], "b@shop.example");
+
+    // `[]` and `""` clear them.
+    let record = call(
+        &app,
+        put(json!({"allow_nets": [], "bounce_notification": ""})),
+    )
+    .await
+    .record();
+    assert_eq!(record["allow_nets"], json!([]));
+    assert_eq!(record["bounce_notification"], Value::Null);
+    let account = sim.account(1).expect("account");
+    assert!(account.allow_nets.is_empty());
+    assert_eq!(account.bounce_notification, None);
+
+    assert!(sim.update_account(1, |a| {
+        a.allow_nets = vec!["10.0.0.0/8".parse().expect("net")];
+        a.bounce_notification = Some("x@shop.example".into());
+    }));
+    let record = call(&app, get_account("1")).await.record();
+    assert_eq!(record["allow_nets"], json!(["10.0.0.0/8"]));
+    assert_eq!(record["bounce_notification"], "x@shop.example");
+    assert!(sim.update_account(1, |a| {
+        a.allow_nets.clear();
+        a.bounce_notification = None;
+    }));
+    let record = call(&app, get_account("1")).await.record();
+    assert_eq!(record["allow_nets"], json!([]));
+    assert_eq!(record["bounce_notification"], Value::Null);
+}

@@ -162,7 +162,8 @@ async fn every_route_is_served_on_its_own_method() {
             .replace("{account}", "1")
             .replace("{migration_code}", "MG00000001")
             .replace("{domain_code}", "D000000901")
-            .replace("{email_account_code}", "EA00000001");
+            .replace("{email_account_code}", "EA00000001")
+            .replace("{team_member_code}", "T000000001");
         let answer = call(&app, request(route.method(), &path, None, None)).await;
         assert_eq!(answer.status, StatusCode::UNAUTHORIZED, "{route}");
     }

@@ -62,6 +62,14 @@ fn the_demo_targets_come_from_the_demo_configuration() {
         ["MG00000001", "MG00000002", "MG00000003"]
     );
     assert_eq!(targets.mailboxes.len(), 4);
+    assert_eq!(
+        targets.team_members,
+        [
+            DEMO_TEAM_MEMBER_SECURED,
+            DEMO_TEAM_MEMBER_NO_OTP,
+            DEMO_TEAM_MEMBER_API_BLOCKED
+        ]
+    );
     assert!(
         targets
             .mailboxes
@@ -148,4 +156,46 @@ fn the_demo_fleet_shows_living_numbers_at_once() {
     );
     let archive = sim.mailbox(DEMO_ARCHIVE_ACTIVATING).expect("mailbox");
     assert_eq!(archive.archive_status, "activating");
+}
+
+#[tokio::test]
+async fn the_demo_shows_one_team_member_and_one_mailbox_with_api_access_and_no_second_factor() {
+    let config = SimConfig::demo(TOKEN);
+    let targets = config.demo_targets();
+    let sim = Simulator::new(config);
+    let app = loopback_app(&sim);
+    let mut exposed = Vec::new();
+    for code in &targets.team_members {
+        let record = call(&app, get(&format!("/api/team_members/{code}"), TOKEN))
+            .await
+            .record();
+        if record["otp"] == false && record["api_access_blocked"] == false {
+            exposed.push(code.clone());
+        }
+    }
+    assert_eq!(exposed, [DEMO_TEAM_MEMBER_NO_OTP]);
+    let secured = sim
+        .team_member_record(DEMO_TEAM_MEMBER_SECURED)
+        .expect("member");
+    assert_eq!(secured["otp"], true);
+    assert_eq!(secured["api_access_blocked"], false);
+    assert!(
+        secured["allow_nets"]
+            .as_array()
+            .is_some_and(|nets| !nets.is_empty())
+    );
+    let blocked = sim
+        .team_member_record(DEMO_TEAM_MEMBER_API_BLOCKED)
+        .expect("member");
+    assert_eq!(blocked["api_access_blocked"], true);
+
+    let exposed: Vec<&str> = targets
+        .mailboxes
+        .iter()
+        .filter_map(|(domain, code)| {
+            let record = sim.mailbox_record(domain, code)?;
+            (record["api_enabled"] == true && record["otp"] == false).then_some(code.as_str())
+        })
+        .collect();
+    assert_eq!(exposed, [DEMO_OUTBOUND_AT_LIMIT]);
 }

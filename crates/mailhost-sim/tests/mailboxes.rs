@@ -119,3 +119,52 @@ async fn mailbox_paths_are_checked_and_unknown_pairs_answer_404() {
             .error(StatusCode::NOT_FOUND);
     }
 }
+
+#[tokio::test]
+async fn security_fields_follow_update_mailbox() {
+    let sim = hosting_sim();
+    let app = loopback_app(&sim);
+    let flags = [
+        "otp",
+        "force_otp",
+        "domain_force_otp",
+        "api_enabled",
+        "smtp_disabled",
+        "imap_disabled",
+        "pop_disabled",
+        "apply_allow_nets_webmail",
+    ];
+    let record = call(&app, get(MAILBOX, TOKEN)).await.record();
+    for flag in flags {
+        assert_eq!(record[flag], false, "{flag}");
+    }
+    assert!(sim.update_mailbox("EA00000011", |m| {
+        m.api_enabled = true;
+        m.otp = false;
+        m.force_otp = true;
+        m.domain_force_otp = true;
+        m.smtp_disabled = true;
+        m.imap_disabled = true;
+        m.pop_disabled = true;
+        m.apply_allow_nets_webmail = true;
+    }));
+    let record = call(&app, get(MAILBOX, TOKEN)).await.record();
+    assert_eq!(record["api_enabled"], true);
+    assert_eq!(record["otp"], false);
+    for flag in &flags[1..] {
+        assert_eq!(record[*flag], true, "{flag}");
+    }
+    assert!(sim.update_mailbox("EA00000011", |m| {
+        m.otp = true;
+        m.smtp_disabled = false;
+    }));
+    let record = call(&app, get(MAILBOX, TOKEN)).await.record();
+    assert_eq!(record["otp"], true);
+    assert_eq!(record["smtp_disabled"], false);
+    assert!(sim.update_mailbox("EA00000011", |m| m.enabled = false));
+    let record = call(&app, get(MAILBOX, TOKEN)).await.record();
+    assert_eq!(
+        record["smtp_disabled"], true,
+        "a disabled mailbox shows SMTP off"
+    );
+}

@@ -18,6 +18,8 @@ mod tracemail;
 mod migrations;
 // Email account (mailbox) records.
 mod mailboxes;
+// Team members: records, the password and permission update, scope, faults and rate limits.
+mod team_members;
 // Injected faults on the wire, route by route.
 mod faults;
 // The faults a table-driven exporter test injects: bodies, 429 variants, statuses, only_ids.

@@ -425,3 +425,48 @@ async fn at_local_midnight_today_becomes_yesterday_in_utc_and_in_rome() {
     assert_eq!(utc_dashboard["overview"]["total"], 0);
     assert_eq!(utc_dashboard["daily_activity"][0]["date"], "2026-11-23");
 }
+
+/// Complaints per thousand messages of today's item, as an alert would compute it.
+fn complaints_per_mille(item: &Value) -> f64 {
+    let counts = outcomes_of(item);
+    counts["complaint"] as f64 * 1000.0 / item["total"].as_f64().expect("total")
+}
+
+#[tokio::test]
+async fn complaints_past_three_per_mille_show_in_the_daily_statistics_until_diluted_or_the_next_day()
+ {
+    let sim = frozen_sim("2026-11-22T12:00:00Z");
+    let app = loopback_app(&sim);
+    sim.record_outcomes(
+        2,
+        "two.example",
+        ts("2026-11-22T09:00:00Z"),
+        &[("delivered", 996), ("complaint", 4)],
+    );
+    let body = call(&app, daily("2", "")).await.json();
+    let today = &body["resources"][0];
+    assert_eq!(today["date"], "2026-11-22");
+    assert_eq!(today["complaint"], 4);
+    assert_eq!(today["total"], 1000);
+    assert!(complaints_per_mille(today) > 3.0, "{today}");
+    assert_eq!(outcomes_of(today), sim.day_totals(2, date(2026, 11, 22)));
+
+    // More clean traffic the same day brings the rate back under 0.3 %.
+    sim.record_outcomes(
+        2,
+        "two.example",
+        ts("2026-11-22T11:00:00Z"),
+        &[("delivered", 500)],
+    );
+    let body = call(&app, daily("2", "")).await.json();
+    assert_eq!(body["resources"][0]["total"], 1500);
+    assert!(complaints_per_mille(&body["resources"][0]) < 3.0);
+
+    // The next local day starts with no complaints; yesterday's item keeps them.
+    sim.clock().advance(Duration::from_secs(24 * 3600));
+    let body = call(&app, daily("2", "")).await.json();
+    assert_eq!(body["resources"][0]["date"], "2026-11-23");
+    assert_eq!(body["resources"][0]["complaint"], 0);
+    assert_eq!(body["resources"][1]["date"], "2026-11-22");
+    assert_eq!(body["resources"][1]["complaint"], 4);
+}

@@ -12,7 +12,9 @@ use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use crate::Simulator;
-use crate::world::codes::{is_domain_code, is_mailbox_code, is_migration_code};
+use crate::world::codes::{
+    is_domain_code, is_mailbox_code, is_migration_code, is_team_member_code,
+};
 
 /// Header carrying the Management API token.
 pub const MANAGEMENT_TOKEN_HEADER: &str = "X-Api-Token";
@@ -130,6 +132,9 @@ pub(crate) struct TracemailAccount(pub i32);
 /// The `{migration_code}` of a migration path, checked to be `MG` + 8 digits.
 pub(crate) struct MigrationCode(pub String);
 
+/// The `{team_member_code}` of a team member path, checked to be `T` + 9 digits.
+pub(crate) struct TeamMemberCode(pub String);
+
 /// The `{domain_code}` and `{email_account_code}` of an email account path, both checked.
 pub(crate) struct MailboxPath {
     pub domain: String,
@@ -150,6 +155,17 @@ async fn string_param<S: Send + Sync>(
         .ok_or_else(|| ApiError::Internal(format!("route has no `{name}` path parameter")))
 }
 
+/// Longest part of a refused path value quoted back in a 400; the rest is cut.
+const QUOTED_VALUE_MAX_CHARS: usize = 32;
+
+/// `value` as an error message quotes it: at most [`QUOTED_VALUE_MAX_CHARS`] characters, then `…`.
+fn quoted(value: &str) -> String {
+    match value.char_indices().nth(QUOTED_VALUE_MAX_CHARS) {
+        Some((cut, _)) => format!("{:?}…", &value[..cut]),
+        None => format!("{value:?}"),
+    }
+}
+
 /// Path parameter `name`, which must satisfy `valid`; `format` describes it in the 400.
 async fn code_param<S: Send + Sync>(
     parts: &mut Parts,
@@ -163,7 +179,8 @@ async fn code_param<S: Send + Sync>(
         Ok(value)
     } else {
         Err(ApiError::BadRequest(format!(
-            "path parameter `{name}` must be {format}, got {value:?}"
+            "path parameter `{name}` must be {format}, got {}",
+            quoted(&value)
         )))
     }
 }
@@ -176,7 +193,8 @@ async fn int32_param<S: Send + Sync>(
     let value = string_param(parts, state, name).await?;
     value.parse::<i32>().map_err(|_| {
         ApiError::BadRequest(format!(
-            "path parameter `{name}` must be an int32 integer, got {value:?}"
+            "path parameter `{name}` must be an int32 integer, got {}",
+            quoted(&value)
         ))
     })
 }
@@ -218,6 +236,22 @@ impl<S: Send + Sync> FromRequestParts<S> for MigrationCode {
             "migration_code",
             is_migration_code,
             "`MG` followed by 8 digits",
+        )
+        .await?;
+        Ok(Self(code))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for TeamMemberCode {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let code = code_param(
+            parts,
+            state,
+            "team_member_code",
+            is_team_member_code,
+            "`T` followed by 9 digits",
         )
         .await?;
         Ok(Self(code))
@@ -397,6 +431,18 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn long_path_values_are_quoted_cut() {
+        assert_eq!(quoted("abc"), "\"abc\"");
+        let long = "é".repeat(100);
+        let shown = quoted(&long);
+        assert!(shown.ends_with('…'), "{shown}");
+        assert_eq!(
+            shown.chars().filter(|c| *c == 'é').count(),
+            QUOTED_VALUE_MAX_CHARS
+        );
+    }
 
     #[test]
     fn field_errors_name_the_field() {

@@ -30,6 +30,7 @@ impl From<Missing> for ApiError {
             Missing::DomainCode(code) => {
                 Self::BadRequest(format!("`domain_codes`: unknown domain code {code}"))
             }
+            Missing::TeamMember(code) => Self::NotFound(format!("team member {code} not found")),
         }
     }
 }

@@ -14,6 +14,7 @@ mod migrations;
 mod rate_limit;
 mod route;
 mod send;
+mod team_members;
 mod tracemail;
 
 use axum::Router;
@@ -50,6 +51,8 @@ fn handler(route: Route) -> MethodRouter<Simulator> {
         Route::TracemailDaily => get(tracemail::daily),
         Route::MigrationStats => get(migrations::get_stats),
         Route::EmailAccountGet => get(mailboxes::get_mailbox),
+        Route::TeamMemberGet => get(team_members::get_team_member),
+        Route::TeamMemberPut => put(team_members::put_team_member),
     }
 }
 

@@ -36,10 +36,14 @@ pub enum Route {
     MigrationStats,
     /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
     EmailAccountGet,
+    /// `GET /api/team_members/{team_member_code}`
+    TeamMemberGet,
+    /// `PUT /api/team_members/{team_member_code}`
+    TeamMemberPut,
 }
 
 impl Route {
-    pub const ALL: [Route; 11] = [
+    pub const ALL: [Route; 13] = [
         Route::DeliveryAccountGet,
         Route::DeliveryAccountPut,
         Route::DeliveryAccountStatus,
@@ -51,6 +55,8 @@ impl Route {
         Route::TracemailDaily,
         Route::MigrationStats,
         Route::EmailAccountGet,
+        Route::TeamMemberGet,
+        Route::TeamMemberPut,
     ];
 
     /// The stable snake_case name used by `/_sim/faults/{route}`.
@@ -67,6 +73,8 @@ impl Route {
             Route::TracemailDaily => "tracemail_daily",
             Route::MigrationStats => "migration_stats",
             Route::EmailAccountGet => "email_account_get",
+            Route::TeamMemberGet => "team_member_get",
+            Route::TeamMemberPut => "team_member_put",
         }
     }
 
@@ -75,10 +83,12 @@ impl Route {
             Route::DeliveryAccountGet
             | Route::TracemailDaily
             | Route::MigrationStats
-            | Route::EmailAccountGet => Method::GET,
+            | Route::EmailAccountGet
+            | Route::TeamMemberGet => Method::GET,
             Route::DeliveryAccountPut
             | Route::DeliveryAccountStatus
-            | Route::DeliveryApiTokenPut => Method::PUT,
+            | Route::DeliveryApiTokenPut
+            | Route::TeamMemberPut => Method::PUT,
             Route::SuppressionListPost
             | Route::Send
             | Route::SendBulk
@@ -107,6 +117,7 @@ impl Route {
             Route::EmailAccountGet => {
                 "/api/domains/{domain_code}/email_accounts/{email_account_code}"
             }
+            Route::TeamMemberGet | Route::TeamMemberPut => "/api/team_members/{team_member_code}",
         }
     }
 }

@@ -222,7 +222,8 @@ async fn run(args: Args) -> Result<(), String> {
         migrations = ?targets.migrations,
         mailboxes = ?targets.mailboxes,
         sending_domains = ?targets.domains,
-        "demo fleet: migrations, mailboxes (domain code, code) and sending domains"
+        team_members = ?targets.team_members,
+        "demo fleet: migrations, mailboxes (domain code, code), sending domains and team members"
     );
 
     let shutdown = CancellationToken::new();

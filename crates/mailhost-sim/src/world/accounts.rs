@@ -79,7 +79,7 @@ const EXTRA_MESSAGES_VALIDITY: SignedDuration = SignedDuration::from_hours(365 *
 const SEEDED_ACCOUNT_AGE: SignedDuration = SignedDuration::from_hours(400 * 24);
 
 /// The owner every simulated account belongs to; the interface leaves these references opaque.
-const CUSTOMER_CODE: &str = "C000000042";
+pub(crate) const CUSTOMER_CODE: &str = "C000000042";
 const CUSTOMER_FULLNAME: &str = "Simulated Customer S.r.l.";
 const CONFIG_HOSTNAME: &str = "smtp.delivery.sim.invalid";
 const MASKED_PASSWORD: &str = "********";
@@ -107,6 +107,10 @@ pub struct AccountState {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub extra_messages_expires_at: Option<Timestamp>,
+    /// When the account is due to be deleted (`delete_on`); `None`: not scheduled.
+    pub delete_on: Option<Timestamp>,
+    /// Whether an order (a plan change or extra messages) waits for payment.
+    pub has_pending_order: bool,
     pub description: Option<String>,
     pub bounce_notification: Option<String>,
     pub bounce_notification_to_sender: bool,
@@ -180,6 +184,15 @@ impl AccountState {
         let plan_expiration = now
             .checked_add(expires_in)
             .map_err(|_| SimConfigError::DateOutOfRange(seed.id))?;
+        let delete_on = seed
+            .delete_in
+            .map(|delete_in| {
+                SignedDuration::try_from(delete_in)
+                    .ok()
+                    .and_then(|d| now.checked_add(d).ok())
+                    .ok_or(SimConfigError::DateOutOfRange(seed.id))
+            })
+            .transpose()?;
         let last_renewal = shift(plan_expiration, -PLAN_PERIOD);
         let created_at = shift(last_renewal, -SEEDED_ACCOUNT_AGE);
         if TimeZone::get(&seed.timezone).is_err() {
@@ -250,6 +263,8 @@ impl AccountState {
             updated_at: last_renewal,
             extra_messages_expires_at: (seed.extra_messages_total > 0)
                 .then(|| shift(last_renewal, EXTRA_MESSAGES_VALIDITY)),
+            delete_on,
+            has_pending_order: seed.has_pending_order,
             description: None,
             bounce_notification: None,
             bounce_notification_to_sender: false,
@@ -283,7 +298,7 @@ impl AccountState {
             "last_renewal_date": format_datetime(self.last_renewal),
             "plan_expiration_date": format_datetime(self.plan_expiration),
             "extra_messages_expires_at": self.extra_messages_expires_at.map(format_datetime),
-            "delete_on": Value::Null,
+            "delete_on": self.delete_on.map(format_datetime),
             "num_messages": self.plan_messages_limit,
             "plan_num_messages": self.plan_messages_limit,
             "reset_to_plan_num_messages": self.plan_messages_limit,
@@ -305,7 +320,7 @@ impl AccountState {
             "bounce_notification_to_sender": self.bounce_notification_to_sender,
             "ignore_suppression_list": self.ignore_suppression_list,
             "delivery_analytics": false,
-            "has_pending_order": false,
+            "has_pending_order": self.has_pending_order,
         })
     }
 }
@@ -442,13 +457,14 @@ pub(crate) struct AccountSettings {
     pub allow_nets: Option<Vec<IpNet>>,
 }
 
-/// What an account change names that the world does not have; the `api` module turns each into
-/// its HTTP answer.
+/// What a change (of an account or a team member) names that the world does not have; the `api`
+/// module turns each into its HTTP answer.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Missing {
     Account(i32),
     Token { account: i32, token: i32 },
     DomainCode(String),
+    TeamMember(String),
 }
 
 impl World {

@@ -11,6 +11,11 @@ pub(crate) fn is_domain_code(code: &str) -> bool {
     digits(code, "D", 9)
 }
 
+/// `T` followed by 9 digits.
+pub(crate) fn is_team_member_code(code: &str) -> bool {
+    digits(code, "T", 9)
+}
+
 /// `MG` followed by 8 digits.
 pub(crate) fn is_migration_code(code: &str) -> bool {
     digits(code, "MG", 8)
@@ -41,6 +46,17 @@ pub(crate) fn domain_of(address: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn team_member_codes_are_t_and_nine_ascii_digits() {
+        assert!(is_team_member_code("T000000101"));
+        assert!(!is_team_member_code("T00000101"));
+        assert!(!is_team_member_code("T0000001010"));
+        assert!(!is_team_member_code("t000000101"));
+        assert!(!is_team_member_code("T00000010x"));
+        // Nine bytes, but not nine ASCII digits.
+        assert!(!is_team_member_code("T\u{0663}0000001"));
+    }
 
     #[test]
     fn addresses_need_exactly_one_at_with_both_sides() {

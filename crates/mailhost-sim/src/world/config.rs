@@ -1,8 +1,10 @@
 //! What a simulator starts with: management tokens and their rate limits, Delivery accounts and
-//! their send tokens, migrations and mailboxes.
+//! their send tokens, migrations, mailboxes and team members.
 
 use std::fmt;
 use std::time::Duration;
+
+use ipnet::IpNet;
 
 use super::rate_limit::RateLimit;
 
@@ -20,6 +22,8 @@ pub struct SimConfig {
     pub migrations: Vec<MigrationSeed>,
     /// Email accounts (mailboxes) served by `GET /api/domains/{domain}/email_accounts/{code}`.
     pub mailboxes: Vec<MailboxSeed>,
+    /// Team members served by `GET /api/team_members/{code}`.
+    pub team_members: Vec<TeamMemberSeed>,
     /// Per-token limits of the Management API in force from the start; each names one of
     /// `management_tokens`.
     pub rate_limits: Vec<TokenRateLimit>,
@@ -82,6 +86,11 @@ pub struct AccountSeed {
     pub send_tokens: Vec<TokenSeed>,
     /// IANA time zone of the account: its "days" in the daily statistics are local days there.
     pub timezone: String,
+    /// Time from the simulator clock at start to the account's `delete_on`; `None`: no deletion
+    /// scheduled (`delete_on` null).
+    pub delete_in: Option<Duration>,
+    /// Whether an order waits for payment (`has_pending_order`).
+    pub has_pending_order: bool,
 }
 
 impl Default for AccountSeed {
@@ -105,6 +114,8 @@ impl Default for AccountSeed {
             plan_expires_in: Duration::from_secs(30 * 86_400),
             send_tokens: Vec::new(),
             timezone: "UTC".to_owned(),
+            delete_in: None,
+            has_pending_order: false,
         }
     }
 }
@@ -187,6 +198,20 @@ pub struct MailboxSeed {
     pub enabled: bool,
     /// How often the owner logs in (zero: never again after the seeded last login).
     pub login_every: Duration,
+    /// A second factor (one-time password) is set up for the mailbox.
+    pub otp: bool,
+    /// The mailbox must use a second factor.
+    pub force_otp: bool,
+    /// Its domain makes every mailbox use a second factor.
+    pub domain_force_otp: bool,
+    /// The mailbox may use the API.
+    pub api_enabled: bool,
+    /// SMTP is turned off for the mailbox (a disabled mailbox shows `smtp_disabled` true anyway).
+    pub smtp_disabled: bool,
+    pub imap_disabled: bool,
+    pub pop_disabled: bool,
+    /// The mailbox's allowed networks apply to webmail too.
+    pub apply_allow_nets_webmail: bool,
 }
 
 impl Default for MailboxSeed {
@@ -212,6 +237,66 @@ impl Default for MailboxSeed {
             password_expired: false,
             enabled: true,
             login_every: Duration::from_secs(30 * 60),
+            otp: false,
+            force_otp: false,
+            domain_force_otp: false,
+            api_enabled: false,
+            smtp_disabled: false,
+            imap_disabled: false,
+            pop_disabled: false,
+            apply_allow_nets_webmail: false,
+        }
+    }
+}
+
+/// The starting state of one team member: a user of the customer's panel and Management API.
+#[derive(Clone, Debug)]
+pub struct TeamMemberSeed {
+    /// `T` followed by 9 digits.
+    pub code: String,
+    pub firstname: String,
+    pub lastname: String,
+    pub email_address: String,
+    /// `status` `enabled` (true) or `disabled` (false).
+    pub enabled: bool,
+    /// A second factor (one-time password) is set up.
+    pub otp: bool,
+    /// The member is refused on the Management API.
+    pub api_access_blocked: bool,
+    /// Networks the member may log in from; empty: anywhere.
+    pub allow_nets: Vec<IpNet>,
+    /// Permission keys granted: each 1 to 64 ASCII letters, digits, `_`, `.`, `:` or `-`, at most
+    /// 64 keys (a repeated key counts once).
+    pub permissions: Vec<String>,
+    /// Flags of the customer the member belongs to.
+    pub is_customer_disabled: bool,
+    pub is_customer_trial: bool,
+    pub is_customer_reseller: bool,
+    /// Not empty; `it` occurs upstream.
+    pub language: String,
+    /// IANA time zone name.
+    pub timezone: String,
+}
+
+impl Default for TeamMemberSeed {
+    /// An enabled member of an ordinary customer: no second factor, API access not blocked, no
+    /// network restriction, no permission keys.
+    fn default() -> Self {
+        Self {
+            code: "T000000000".to_owned(),
+            firstname: "Team".to_owned(),
+            lastname: "Member".to_owned(),
+            email_address: "member@mail.example".to_owned(),
+            enabled: true,
+            otp: false,
+            api_access_blocked: false,
+            allow_nets: Vec::new(),
+            permissions: Vec::new(),
+            is_customer_disabled: false,
+            is_customer_trial: false,
+            is_customer_reseller: false,
+            language: "it".to_owned(),
+            timezone: "Europe/Rome".to_owned(),
         }
     }
 }

@@ -21,7 +21,7 @@ pub enum SimConfigError {
     DuplicateToken { account: i32 },
     #[error("account {account}: a send token must not be empty")]
     EmptyToken { account: i32 },
-    #[error("account {0}: plan_expires_in is too large")]
+    #[error("account {0}: plan_expires_in or delete_in is too large")]
     DateOutOfRange(i32),
     #[error(
         "account {account}: timezone {value:?} is not an IANA time zone name (e.g. \"Europe/Rome\")"
@@ -31,6 +31,8 @@ pub enum SimConfigError {
     BadMigration { code: String, reason: String },
     #[error("mailbox {code:?}: {reason}")]
     BadMailbox { code: String, reason: String },
+    #[error("team member {code:?}: {reason}")]
+    BadTeamMember { code: String, reason: String },
     /// The reason never contains the token.
     #[error("rate_limits entry {index}: {reason}")]
     BadRateLimit { index: usize, reason: String },

@@ -1,12 +1,14 @@
 //! The seeded demo fleet: four Delivery accounts that between them show every state a dashboard
 //! should render (healthy, nearly exhausted, disabled, expiring), with two days of sending
-//! statistics, three migrations (running, completed, running with a failure) and four mailboxes
-//! (filling up, archive activating, at its outbound limit, postmaster).
+//! statistics, three migrations (running, completed, running with a failure), four mailboxes
+//! (filling up, archive activating, at its outbound limit and open to the API without a second
+//! factor, postmaster) and three team members (secured, API access without a second factor, API
+//! access blocked).
 
 use std::time::Duration;
 
 use super::config::{
-    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SimConfig, TokenSeed,
+    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SimConfig, TeamMemberSeed, TokenSeed,
 };
 
 /// Healthy and busy.
@@ -32,10 +34,18 @@ const DEMO_STUDIO_DOMAIN: (&str, &str) = ("D000000902", "studio-mail.example");
 pub const DEMO_FILLING: &str = "EA00000001";
 /// Archive being activated (`archive_status` `activating`, import running).
 pub const DEMO_ARCHIVE_ACTIVATING: &str = "EA00000002";
-/// Has sent its whole outbound limit; the count goes back to zero in five hours.
+/// Has sent its whole outbound limit; the count goes back to zero in five hours. It also has
+/// `api_enabled` true and `otp` false: the mailbox with API access and no second factor.
 pub const DEMO_OUTBOUND_AT_LIMIT: &str = "EA00000003";
 /// The postmaster of the second domain.
 pub const DEMO_POSTMASTER: &str = "P000000001";
+
+/// Team member with a second factor (`otp`), API access and allowed networks: nothing to alert on.
+pub const DEMO_TEAM_MEMBER_SECURED: &str = "T000000101";
+/// Team member with API access (not blocked) and no second factor: the one an alert should catch.
+pub const DEMO_TEAM_MEMBER_NO_OTP: &str = "T000000102";
+/// Team member without a second factor whose API access is blocked, so the API is not exposed.
+pub const DEMO_TEAM_MEMBER_API_BLOCKED: &str = "T000000103";
 
 /// What a demo (or an exporter configuration written for it) can point at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -48,6 +58,8 @@ pub struct DemoTargets {
     pub mailboxes: Vec<(String, String)>,
     /// Sending domain names, each once, in the order the accounts list them.
     pub domains: Vec<String>,
+    /// Team member codes.
+    pub team_members: Vec<String>,
 }
 
 /// Seed of the demo's random source, so two demo runs inject the same faults.
@@ -69,7 +81,7 @@ impl SimConfig {
     /// (95% of a 10000 plan used, no extras); 1003 disabled; 1004 whose plan expires in about
     /// two and a half days; each with one send token, one or two sending domains, the
     /// `Europe/Rome` time zone and seeded history. One unrestricted management token. Three
-    /// migrations and four mailboxes (see the `DEMO_*` constants).
+    /// migrations, four mailboxes and three team members (see the `DEMO_*` constants).
     pub fn demo(management_token: &str) -> Self {
         let accounts = vec![
             AccountSeed {
@@ -91,6 +103,8 @@ impl SimConfig {
                 plan_expires_in: Duration::from_secs(200 * DAY),
                 send_tokens: vec![token(DEMO_BUSY, "shop backend", "7c41d2a98f03be65")],
                 timezone: DEMO_TIMEZONE.to_owned(),
+                delete_in: None,
+                has_pending_order: false,
             },
             AccountSeed {
                 id: DEMO_NEARLY_EXHAUSTED,
@@ -113,6 +127,8 @@ impl SimConfig {
                     "0b9e61f4c2d7a835",
                 )],
                 timezone: DEMO_TIMEZONE.to_owned(),
+                delete_in: None,
+                has_pending_order: false,
             },
             AccountSeed {
                 id: DEMO_DISABLED,
@@ -131,6 +147,8 @@ impl SimConfig {
                 plan_expires_in: Duration::from_secs(100 * DAY),
                 send_tokens: vec![token(DEMO_DISABLED, "old app", "5a3f0e8c71b2d946")],
                 timezone: DEMO_TIMEZONE.to_owned(),
+                delete_in: None,
+                has_pending_order: false,
             },
             AccountSeed {
                 id: DEMO_EXPIRING,
@@ -149,6 +167,8 @@ impl SimConfig {
                 plan_expires_in: Duration::from_secs(2 * DAY + 12 * 3600),
                 send_tokens: vec![token(DEMO_EXPIRING, "campaigns", "e2c8b7104d9f6a53")],
                 timezone: DEMO_TIMEZONE.to_owned(),
+                delete_in: None,
+                has_pending_order: false,
             },
         ];
         Self {
@@ -161,11 +181,13 @@ impl SimConfig {
             history: true,
             migrations: demo_migrations(),
             mailboxes: demo_mailboxes(),
+            team_members: demo_team_members(),
             rate_limits: Vec::new(),
         }
     }
 
-    /// The accounts, migrations, mailboxes and sending domains of this configuration.
+    /// The accounts, migrations, mailboxes, sending domains and team members of this
+    /// configuration.
     pub fn demo_targets(&self) -> DemoTargets {
         let mut domains: Vec<String> = Vec::new();
         for name in self.accounts.iter().flat_map(|a| &a.domains) {
@@ -182,6 +204,7 @@ impl SimConfig {
                 .map(|m| (m.domain_code.clone(), m.code.clone()))
                 .collect(),
             domains,
+            team_members: self.team_members.iter().map(|t| t.code.clone()).collect(),
         }
     }
 }
@@ -271,6 +294,9 @@ fn demo_mailboxes() -> Vec<MailboxSeed> {
             outbound_sent: 300,
             outbound_per_hour: 30,
             outbound_reset_in: Duration::from_secs(5 * 3600),
+            // A CRM sends through the API with the mailbox's password alone.
+            api_enabled: true,
+            otp: false,
             ..on(DEMO_STUDIO_DOMAIN, DEMO_OUTBOUND_AT_LIMIT, "sales")
         },
         MailboxSeed {
@@ -280,6 +306,47 @@ fn demo_mailboxes() -> Vec<MailboxSeed> {
             password_expired: true,
             login_every: Duration::from_secs(6 * 3600),
             ..on(DEMO_STUDIO_DOMAIN, DEMO_POSTMASTER, "postmaster")
+        },
+    ]
+}
+
+fn demo_team_members() -> Vec<TeamMemberSeed> {
+    let member = |code: &str, firstname: &str, lastname: &str| TeamMemberSeed {
+        code: code.to_owned(),
+        firstname: firstname.to_owned(),
+        lastname: lastname.to_owned(),
+        email_address: format!(
+            "{}.{}@{}",
+            firstname.to_ascii_lowercase(),
+            lastname.to_ascii_lowercase(),
+            DEMO_MAIL_DOMAIN.1
+        ),
+        timezone: DEMO_TIMEZONE.to_owned(),
+        ..TeamMemberSeed::default()
+    };
+    let keys = |keys: &[&str]| keys.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
+    vec![
+        TeamMemberSeed {
+            otp: true,
+            api_access_blocked: false,
+            allow_nets: vec![
+                "203.0.113.0/24".parse().expect("a valid network"),
+                "2001:db8:42::/48".parse().expect("a valid network"),
+            ],
+            permissions: keys(&["api", "delivery", "email_accounts", "domains"]),
+            ..member(DEMO_TEAM_MEMBER_SECURED, "Laura", "Verdi")
+        },
+        TeamMemberSeed {
+            otp: false,
+            api_access_blocked: false,
+            permissions: keys(&["api", "delivery"]),
+            ..member(DEMO_TEAM_MEMBER_NO_OTP, "Paolo", "Neri")
+        },
+        TeamMemberSeed {
+            otp: false,
+            api_access_blocked: true,
+            permissions: keys(&["email_accounts"]),
+            ..member(DEMO_TEAM_MEMBER_API_BLOCKED, "Sara", "Gallo")
         },
     ]
 }

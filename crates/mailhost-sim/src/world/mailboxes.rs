@@ -209,6 +209,20 @@ pub struct MailboxState {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub as_of: Timestamp,
+    /// A second factor (one-time password) is set up.
+    pub otp: bool,
+    /// The mailbox must use a second factor.
+    pub force_otp: bool,
+    /// Its domain makes every mailbox use a second factor.
+    pub domain_force_otp: bool,
+    /// The mailbox may use the API.
+    pub api_enabled: bool,
+    /// SMTP turned off; the record also shows `smtp_disabled` true while the mailbox is disabled.
+    pub smtp_disabled: bool,
+    pub imap_disabled: bool,
+    pub pop_disabled: bool,
+    /// The allowed networks apply to webmail too.
+    pub apply_allow_nets_webmail: bool,
 }
 
 /// The moving values of a mailbox at one instant.
@@ -289,6 +303,14 @@ impl MailboxState {
             created_at,
             updated_at: shift(created_at, SignedDuration::from_hours(24)),
             as_of: now,
+            otp: seed.otp,
+            force_otp: seed.force_otp,
+            domain_force_otp: seed.domain_force_otp,
+            api_enabled: seed.api_enabled,
+            smtp_disabled: seed.smtp_disabled,
+            imap_disabled: seed.imap_disabled,
+            pop_disabled: seed.pop_disabled,
+            apply_allow_nets_webmail: seed.apply_allow_nets_webmail,
         })
     }
 
@@ -392,29 +414,29 @@ impl MailboxState {
         // Built in parts: one `json!` of a hundred members exceeds the macro recursion limit.
         let parts = [
             json!({
-            "apply_allow_nets_webmail": false,
+            "apply_allow_nets_webmail": self.apply_allow_nets_webmail,
             "archive": self.archive,
             "archive_disabled": !self.archive,
-            "pop_disabled": false,
+            "pop_disabled": self.pop_disabled,
             "webmail_disabled": false,
-            "imap_disabled": false,
-            "smtp_disabled": !self.enabled,
+            "imap_disabled": self.imap_disabled,
+            "smtp_disabled": self.smtp_disabled || !self.enabled,
             "calendar": true,
             "meeting": false,
             "activesync": false,
             "chat": false,
             "dav": true,
-            "domain_force_otp": false,
+            "domain_force_otp": self.domain_force_otp,
             "domain_limit_tracemail_21_days": false,
             "bounce_mail": false,
             "keep_copy": false,
             "autoresponder_enabled": false,
             "autoresponder_intervals_enabled": false,
-            "otp": false,
+            "otp": self.otp,
             "spam_in_inbox": false,
             "hide_from_addressbook_company": postmaster,
-            "api_enabled": false,
-            "force_otp": false,
+            "api_enabled": self.api_enabled,
+            "force_otp": self.force_otp,
             "block_old_password": true,
             "destroy_sessions_on_password_expiration": false,
             "password_recovery_disabled": false,
@@ -664,6 +686,44 @@ mod tests {
         assert_eq!(m.record(later), before);
         assert_eq!(m.quota_used_mib, 190);
         assert_eq!(m.outbound_sent, 14);
+    }
+
+    #[test]
+    fn security_flags_default_to_the_old_record_and_follow_the_state() {
+        let mut m = mailbox(MailboxSeed::default());
+        let flags = [
+            "otp",
+            "force_otp",
+            "domain_force_otp",
+            "api_enabled",
+            "smtp_disabled",
+            "imap_disabled",
+            "pop_disabled",
+            "apply_allow_nets_webmail",
+        ];
+        let record = m.record(m.as_of);
+        for flag in flags {
+            assert_eq!(record[flag], false, "{flag}");
+        }
+        m.otp = true;
+        m.force_otp = true;
+        m.domain_force_otp = true;
+        m.api_enabled = true;
+        m.smtp_disabled = true;
+        m.imap_disabled = true;
+        m.pop_disabled = true;
+        m.apply_allow_nets_webmail = true;
+        let record = m.record(m.as_of);
+        for flag in flags {
+            assert_eq!(record[flag], true, "{flag}");
+        }
+        m.smtp_disabled = false;
+        m.enabled = false;
+        assert_eq!(
+            m.record(m.as_of)["smtp_disabled"],
+            true,
+            "a disabled mailbox cannot send"
+        );
     }
 
     #[test]

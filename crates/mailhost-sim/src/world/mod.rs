@@ -1,7 +1,7 @@
 //! The provider's state and its rules: accounts, tokens, domains, the suppression list, sending
-//! statistics, migrations, mailboxes, per-token rate limits, the clock, the demo fleet and the
-//! traffic model. Nothing here
-//! knows HTTP: the `api` module reads and changes this state, never the other way round.
+//! statistics, migrations, mailboxes, team members, per-token rate limits, the clock, the demo
+//! fleet and the traffic model. Nothing here knows HTTP: the `api` module reads and changes this
+//! state, never the other way round.
 
 pub(crate) mod accounts;
 pub(crate) mod clock;
@@ -14,6 +14,7 @@ pub(crate) mod migrations;
 pub(crate) mod rate_limit;
 pub(crate) mod sending;
 pub(crate) mod stats;
+pub(crate) mod team_members;
 pub(crate) mod tracemail;
 pub(crate) mod traffic;
 
@@ -31,13 +32,14 @@ pub use accounts::{
 pub use clock::{SimClock, format_datetime};
 pub use config::{
     AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SendIdentity, SimConfig,
-    TokenRateLimit, TokenSeed,
+    TeamMemberSeed, TokenRateLimit, TokenSeed,
 };
 pub use error::SimConfigError;
 pub use fleet::{
     DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY, DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING,
     DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING, DEMO_MIGRATION_WITH_FAILURES,
-    DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER, DEMO_SEED, DemoTargets,
+    DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER, DEMO_SEED,
+    DEMO_TEAM_MEMBER_API_BLOCKED, DEMO_TEAM_MEMBER_NO_OTP, DEMO_TEAM_MEMBER_SECURED, DemoTargets,
 };
 pub use mailboxes::{
     ARCHIVE_STATUSES, DELEGATE_RECORD_FIELDS, MAILBOX_RECORD_FIELDS, MailboxState,
@@ -49,6 +51,10 @@ pub use rate_limit::{
 };
 pub use sending::BOUNCE_DOMAIN;
 pub use stats::{OUTCOMES, Outcome};
+pub use team_members::{
+    PERMISSION_KEY_MAX_CHARS, TEAM_MEMBER_MAX_PERMISSIONS, TEAM_MEMBER_PASSWORD_MAX_CHARS,
+    TEAM_MEMBER_PASSWORD_MIN_CHARS, TEAM_MEMBER_RECORD_FIELDS, TeamMemberState,
+};
 pub use tracemail::DAILY_DAYS;
 
 use accounts::{DomainCatalogue, SuppressionEntry};
@@ -71,6 +77,8 @@ pub(crate) struct World {
     pub migrations: BTreeMap<String, MigrationState>,
     /// By email account code.
     pub mailboxes: BTreeMap<String, MailboxState>,
+    /// By team member code.
+    pub team_members: BTreeMap<String, TeamMemberState>,
 }
 
 impl Default for World {
@@ -93,6 +101,7 @@ impl World {
             outcome_rng: StdRng::seed_from_u64(seed ^ 0x6f75_7463_6f6d_6573),
             migrations: BTreeMap::new(),
             mailboxes: BTreeMap::new(),
+            team_members: BTreeMap::new(),
         }
     }
 
@@ -248,8 +257,8 @@ impl World {
     }
 
     /// Everything as the control plane shows it at `now`: accounts as records, their API tokens,
-    /// domains, the suppression list, the messages accepted so far, migration statistics and
-    /// mailbox records.
+    /// domains, the suppression list, the messages accepted so far, migration statistics, mailbox
+    /// records and team member records.
     pub(crate) fn dump(&self, now: Timestamp) -> Map<String, Value> {
         let accounts: Vec<Value> = self
             .accounts
@@ -282,11 +291,13 @@ impl World {
             .map(|(code, migration)| (code.clone(), migration.stats(now)))
             .collect();
         let mailboxes: Vec<Value> = self.mailboxes.values().map(|m| m.record(now)).collect();
+        let team_members: Vec<Value> = self.team_members.values().map(|t| t.record()).collect();
         let mut dump = Map::new();
         for (name, value) in [
             ("now", json!(format_datetime(now))),
             ("migrations", Value::Object(migrations)),
             ("mailboxes", Value::Array(mailboxes)),
+            ("team_members", Value::Array(team_members)),
             ("accounts", Value::Array(accounts)),
             ("api_tokens", Value::Object(api_tokens)),
             ("domains", self.domains.dump()),

@@ -27,6 +27,14 @@ pub const MAILBOX: &[&str] = &[
     "email_address",
     "domain_name",
     "status",
+    "otp",
+    "force_otp",
+    "domain_force_otp",
+    "api_enabled",
+    "smtp_disabled",
+    "imap_disabled",
+    "pop_disabled",
+    "apply_allow_nets_webmail",
 ];
 
 proptest! {

@@ -25,6 +25,16 @@ pub struct Record {
     pub plan: Option<String>,
     pub account_type: Option<String>,
     pub status_detail: Option<String>,
+    /// Networks in the account's allow-list (`allow_nets`): 0 means any address may send.
+    pub allow_nets: Option<f64>,
+    /// A fingerprint of the allow-list as a set: it changes when the list changes.
+    pub allow_nets_fingerprint: Option<f64>,
+    /// Whether bounce notifications go to an address (`bounce_notification` set); the address
+    /// itself is never kept.
+    pub bounce_notification: Option<bool>,
+    pub delete_on: Option<f64>,
+    pub extra_messages_expires_at: Option<f64>,
+    pub has_pending_order: Option<bool>,
 }
 
 impl Record {
@@ -48,6 +58,11 @@ impl Record {
             "plan",
             "type",
             "status_detail",
+            "allow_nets",
+            "bounce_notification",
+            "delete_on",
+            "extra_messages_expires_at",
+            "has_pending_order",
         ],
         lengths: &["domains"],
     };
@@ -61,6 +76,10 @@ impl Record {
         let domains = r
             .count("domains_count")
             .or_else(|| r.array_len("domains").map(|n| n as f64));
+        let nets = r.string_list("allow_nets").map(normalized);
+        let bounce_notification = r
+            .first_of(&["bounce_notification"])
+            .map(|_| r.string("bounce_notification").is_some_and(|s| !s.trim().is_empty()));
         let account = Record {
             remaining_messages: r.count("remaining_messages"),
             plan_messages_limit: r.count("plan_messages_limit"),
@@ -78,9 +97,39 @@ impl Record {
             plan: r.string("plan"),
             account_type: r.string("type"),
             status_detail: r.string("status_detail"),
+            allow_nets: nets.as_ref().map(|n| n.len() as f64),
+            allow_nets_fingerprint: nets.as_deref().map(fingerprint),
+            bounce_notification,
+            delete_on: r.timestamp("delete_on"),
+            extra_messages_expires_at: r.timestamp("extra_messages_expires_at"),
+            has_pending_order: r.boolean("has_pending_order"),
         };
         Ok((account, r.into_problems()))
     }
+}
+
+/// An allow-list as a set: entries trimmed and lower-cased, sorted, without repeats.
+fn normalized(nets: Vec<String>) -> Vec<String> {
+    let mut nets: Vec<String> = nets
+        .into_iter()
+        .map(|n| n.trim().to_ascii_lowercase())
+        .filter(|n| !n.is_empty())
+        .collect();
+    nets.sort_unstable();
+    nets.dedup();
+    nets
+}
+
+/// A fingerprint of a normalized allow-list: FNV-1a over its entries, kept to 53 bits so that a
+/// float holds it exactly. It tells that the list changed (`changes()`), never what it holds,
+/// so no address reaches a label.
+fn fingerprint(nets: &[String]) -> f64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in nets.iter().flat_map(|n| n.bytes().chain([b'\n'])) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash & ((1 << 53) - 1)) as f64
 }
 
 /// `GET /api/delivery/accounts/{id}`: the envelope around one account record.
@@ -159,6 +208,47 @@ mod tests {
             Record::from_record(&json!({"ignore_suppression_list": "maybe"})).unwrap();
         assert_eq!(a.ignore_suppression_list, None);
         assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn the_allow_list_is_counted_and_its_fingerprint_follows_the_set_not_the_order() {
+        let read = |v: serde_json::Value| Record::from_record(&json!({"allow_nets": v})).unwrap();
+        let (a, p) = read(json!(["10.0.0.0/8", "192.0.2.7"]));
+        assert!(p.is_empty());
+        assert_eq!(a.allow_nets, Some(2.0));
+        let (b, _) = read(json!(["192.0.2.7", " 10.0.0.0/8", "192.0.2.7"]));
+        assert_eq!(b.allow_nets, Some(2.0), "repeats count once");
+        assert_eq!(a.allow_nets_fingerprint, b.allow_nets_fingerprint);
+        let (c, _) = read(json!(["10.0.0.0/8"]));
+        assert_ne!(a.allow_nets_fingerprint, c.allow_nets_fingerprint);
+        let (empty, _) = read(json!([]));
+        assert_eq!(empty.allow_nets, Some(0.0), "an empty list: any address may send");
+        let (text, _) = read(json!("10.0.0.0/8, 192.0.2.7"));
+        assert_eq!(text.allow_nets_fingerprint, a.allow_nets_fingerprint);
+        let (bad, p) = read(json!({"ip": "x"}));
+        assert_eq!((bad.allow_nets, p.len()), (None, 1));
+        let f = a.allow_nets_fingerprint.unwrap();
+        assert!(f >= 0.0 && f < 2f64.powi(53) && f.fract() == 0.0);
+    }
+
+    #[test]
+    fn lifecycle_fields_are_read_and_the_bounce_address_is_only_a_flag() {
+        let (a, p) = Record::from_record(&json!({
+            "delete_on": "2026-12-01 00:00:00",
+            "extra_messages_expires_at": "2026-12-24T10:00:00Z",
+            "has_pending_order": true,
+            "bounce_notification": "ops@example.com",
+        }))
+        .unwrap();
+        assert!(p.is_empty());
+        assert_eq!(a.delete_on, Some(1_796_083_200.0));
+        assert_eq!(a.extra_messages_expires_at, Some(1_798_106_400.0));
+        assert_eq!(a.has_pending_order, Some(true));
+        assert_eq!(a.bounce_notification, Some(true));
+        let (a, _) = Record::from_record(&json!({"bounce_notification": "", "delete_on": null})).unwrap();
+        assert_eq!((a.bounce_notification, a.delete_on), (Some(false), None));
+        let (a, _) = Record::from_record(&json!({"bounce_notification": null})).unwrap();
+        assert_eq!(a.bounce_notification, None);
     }
 
     #[test]

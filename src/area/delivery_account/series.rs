@@ -84,6 +84,42 @@ const GAUGES: &GaugeTable<Record> = &[
         Some(Unit::Seconds),
         |a| a.last_renewal,
     ),
+    (
+        "mailhost_delivery_allow_nets",
+        "Networks in the account's IP allow-list (allow_nets); 0 means any address may send with a Send API token of the account.",
+        None,
+        |a| a.allow_nets,
+    ),
+    (
+        "mailhost_delivery_allow_nets_fingerprint",
+        "A fingerprint of the account's IP allow-list as a set (allow_nets): it changes when the list changes, and says nothing of what it holds.",
+        None,
+        |a| a.allow_nets_fingerprint,
+    ),
+    (
+        "mailhost_delivery_bounce_notification_configured",
+        "1 when bounce notifications go to an address (bounce_notification set), else 0.",
+        None,
+        |a| a.bounce_notification.map(f64::from),
+    ),
+    (
+        "mailhost_delivery_delete_timestamp",
+        "When the provider will delete the account (delete_on); absent while none is scheduled.",
+        Some(Unit::Seconds),
+        |a| a.delete_on,
+    ),
+    (
+        "mailhost_delivery_extra_messages_expiration_timestamp",
+        "When the bought extra messages expire (extra_messages_expires_at).",
+        Some(Unit::Seconds),
+        |a| a.extra_messages_expires_at,
+    ),
+    (
+        "mailhost_delivery_pending_order",
+        "1 while an order of the account is pending (has_pending_order), else 0.",
+        None,
+        |a| a.has_pending_order.map(f64::from),
+    ),
 ];
 
 pub fn encode(

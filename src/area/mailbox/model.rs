@@ -33,6 +33,15 @@ pub struct Record {
     pub address: Option<String>,
     pub domain: Option<String>,
     pub status: Option<String>,
+    // The security settings an operator checks: second factor, API access, protocols.
+    pub otp: Option<bool>,
+    pub force_otp: Option<bool>,
+    pub domain_force_otp: Option<bool>,
+    pub api_enabled: Option<bool>,
+    pub smtp_disabled: Option<bool>,
+    pub imap_disabled: Option<bool>,
+    pub pop_disabled: Option<bool>,
+    pub apply_allow_nets_webmail: Option<bool>,
 }
 
 impl Record {
@@ -57,6 +66,14 @@ impl Record {
             "email_address",
             "domain_name",
             "status",
+            "otp",
+            "force_otp",
+            "domain_force_otp",
+            "api_enabled",
+            "smtp_disabled",
+            "imap_disabled",
+            "pop_disabled",
+            "apply_allow_nets_webmail",
         ],
         lengths: &[],
     };
@@ -91,6 +108,14 @@ impl Record {
             address: r.string("email_address"),
             domain: r.string("domain_name"),
             status: r.string("status"),
+            otp: r.boolean("otp"),
+            force_otp: r.boolean("force_otp"),
+            domain_force_otp: r.boolean("domain_force_otp"),
+            api_enabled: r.boolean("api_enabled"),
+            smtp_disabled: r.boolean("smtp_disabled"),
+            imap_disabled: r.boolean("imap_disabled"),
+            pop_disabled: r.boolean("pop_disabled"),
+            apply_allow_nets_webmail: r.boolean("apply_allow_nets_webmail"),
         };
         problems.extend(r.into_problems());
         Ok((mailbox, problems))

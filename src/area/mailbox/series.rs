@@ -80,6 +80,54 @@ const GAUGES: &GaugeTable<Record> = &[
         None,
         |m| m.password_expired.map(f64::from),
     ),
+    (
+        "mailhost_mailbox_otp_enabled",
+        "1 when the mailbox's user has a second factor (otp).",
+        None,
+        |m| m.otp.map(f64::from),
+    ),
+    (
+        "mailhost_mailbox_otp_forced",
+        "1 when a second factor is required for the mailbox (force_otp).",
+        None,
+        |m| m.force_otp.map(f64::from),
+    ),
+    (
+        "mailhost_mailbox_domain_otp_forced",
+        "1 when the mailbox's domain requires a second factor (domain_force_otp).",
+        None,
+        |m| m.domain_force_otp.map(f64::from),
+    ),
+    (
+        "mailhost_mailbox_api_enabled",
+        "1 when the mailbox may use the API (api_enabled).",
+        None,
+        |m| m.api_enabled.map(f64::from),
+    ),
+    (
+        "mailhost_mailbox_smtp_disabled",
+        "1 when SMTP is disabled for the mailbox (smtp_disabled).",
+        None,
+        |m| m.smtp_disabled.map(f64::from),
+    ),
+    (
+        "mailhost_mailbox_imap_disabled",
+        "1 when IMAP is disabled for the mailbox (imap_disabled).",
+        None,
+        |m| m.imap_disabled.map(f64::from),
+    ),
+    (
+        "mailhost_mailbox_pop_disabled",
+        "1 when POP is disabled for the mailbox (pop_disabled).",
+        None,
+        |m| m.pop_disabled.map(f64::from),
+    ),
+    (
+        "mailhost_mailbox_webmail_allow_nets_applied",
+        "1 when the IP allow-list applies to webmail too (apply_allow_nets_webmail).",
+        None,
+        |m| m.apply_allow_nets_webmail.map(f64::from),
+    ),
 ];
 
 pub fn encode(

@@ -230,6 +230,37 @@ impl<'a> Reader<'a> {
         parsed
     }
 
+    /// A list of short texts: an array of strings (numbers taken as their text), or one string
+    /// of items separated by commas or white space. An element of another kind is a problem
+    /// and left out; anything else but null is a problem.
+    pub fn string_list(&mut self, key: &str) -> Option<Vec<String>> {
+        let v = self.get(key)?;
+        match v {
+            Value::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        Value::String(s) => out.push(s.clone()),
+                        Value::Number(n) => out.push(n.to_string()),
+                        Value::Null => {}
+                        other => self.problem(&format!("{key}[{i}]"), other),
+                    }
+                }
+                Some(out)
+            }
+            Value::String(s) => Some(
+                s.split(|c: char| c == ',' || c.is_whitespace())
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            ),
+            _ => {
+                self.problem(key, v);
+                None
+            }
+        }
+    }
+
     /// The number of elements of an array field; the decoder keeps only the length of a field
     /// read for it, as `<key>#len` (see [`LENGTH_SUFFIX`]).
     pub fn array_len(&mut self, key: &str) -> Option<usize> {

@@ -87,6 +87,7 @@ fn config_yaml(sim_url: &str, t: &DemoTargets) -> String {
     let list = |items: Vec<String>| items.join(", ");
     let accounts = list(t.accounts.iter().map(|a| a.to_string()).collect());
     let migrations = list(t.migrations.clone());
+    let team_members = list(t.team_members.clone());
     let mailboxes = list(
         t.mailboxes
             .iter()
@@ -119,6 +120,9 @@ collectors:
   mailbox:
     interval: 5s
     mailboxes: [{mailboxes}]
+  team_member:
+    interval: 30s
+    team_members: [{team_members}]
 "
     )
 }

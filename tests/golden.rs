@@ -118,3 +118,9 @@ fn mailbox_bodies_render_exactly_as_their_golden_files() {
         spec_from("  mailbox:\n    mailboxes: [{domain: D000000201, mailbox: EA00000001}]\n");
     check_dir("mailbox", |body| render(&spec, one(body)));
 }
+
+#[test]
+fn team_member_bodies_render_exactly_as_their_golden_files() {
+    let spec = spec_from("  team_member:\n    team_members: [T000000101]\n");
+    check_dir("team_member", |body| render(&spec, one(body)));
+}

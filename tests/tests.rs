@@ -53,6 +53,10 @@ mod web_config;
 // Lifecycle: reload on SIGHUP and POST /-/reload, max requests, SIGTERM mid-refresh.
 mod lifecycle;
 
+// Security posture and lifecycle: allow-lists, second factors, team members, deletion dates
+// follow the simulator's state.
+mod posture;
+
 // Why a target fails: the failure-reason series and the debug trail for every reason.
 mod diagnosis;
 

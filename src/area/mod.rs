@@ -33,6 +33,7 @@ areas! {
     tracemail_daily: TracemailDaily,
     migration: Migration,
     mailbox: Mailbox,
+    team_member: TeamMember,
 }
 
 /// Targets beyond the configured ones: those of an area a tenant's poll set adds, or those an

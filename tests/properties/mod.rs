@@ -18,6 +18,8 @@ mod json;
 mod mailbox;
 // Migration stats.
 mod migration;
+// Team members.
+mod team_member;
 // The exporter's own series.
 mod self_metrics;
 // Daily statistics and domains rank.
@@ -68,13 +70,14 @@ fn codes(prefix: &str, n: usize) -> String {
         .join(", ")
 }
 
-/// The five collectors, each with `n` targets (the dashboard: all, an account, a domain).
+/// The collectors, each with `n` targets (the dashboard: all, an account, a domain).
 struct Specs {
     delivery: CollectorSpec,
     dashboard: CollectorSpec,
     daily: CollectorSpec,
     migration: CollectorSpec,
     mailbox: CollectorSpec,
+    team_member: CollectorSpec,
 }
 
 impl Specs {
@@ -100,6 +103,13 @@ impl Specs {
                 codes("MG", n)
             )),
             mailbox: spec_from(&format!("  mailbox:\n    mailboxes: [{mailboxes}]\n")),
+            team_member: spec_from(&format!(
+                "  team_member:\n    identity_labels: true\n    team_members: [{}]\n",
+                (1..=n)
+                    .map(|i| format!("T{i:09}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
         }
     }
 }

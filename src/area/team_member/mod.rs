@@ -1,0 +1,131 @@
+//! Team member: `GET /api/team_members/{code}` for each configured code, giving who may use the
+//! API from where and with which safeguards (second factor, blocked API access, allow-list,
+//! permissions) and the customer's flags. One call per team member per interval.
+
+mod model;
+mod series;
+
+pub use model::Record;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use prometheus_client::encoding::DescriptorEncoder;
+use serde::Deserialize;
+
+use super::run::Context;
+use super::{Area, Item};
+use crate::config::error::ConfigError;
+use crate::config::fields::codes;
+use crate::config::schedule::collector_block;
+use crate::upstream::Route;
+use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::model::{ParseProblem, read_body};
+
+/// `GET /api/team_members/{team_member_code}`
+pub const TEAM_MEMBER: Endpoint =
+    Endpoint::new("team_member").at("GET /api/team_members/{team_member_code}");
+
+collector_block! {
+    /// `collectors.team_member`: the schedule, whether the info series names the person, and
+    /// the team member codes.
+    pub struct Block {
+        #[serde(default)]
+        pub identity_labels: bool,
+        #[serde(default)]
+        pub team_members: Vec<String>,
+    }
+}
+
+/// A tenant's team members.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct List {
+    #[serde(default)]
+    pub team_members: Vec<String>,
+}
+
+/// How every team member is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Whether `mailhost_team_member_info` carries the person's name and email address:
+    /// personal data, off unless asked for.
+    pub identity_labels: bool,
+}
+
+/// Team member codes: `T` and 9 digits.
+fn team_member_codes(
+    field: &str,
+    list: &[String],
+    required: bool,
+) -> Result<Vec<String>, ConfigError> {
+    codes(
+        &format!("{field}.team_members"),
+        list,
+        &[("T", 9)],
+        "T followed by 9 digits, e.g. T000000101",
+        required,
+    )
+}
+
+/// The area.
+#[derive(Debug)]
+pub struct TeamMember;
+
+impl Area for TeamMember {
+    const ENDPOINTS: &'static [Endpoint] = &[TEAM_MEMBER];
+    const LIST: &'static str = "team_members";
+    type Raw = Block;
+    type RawList = List;
+    type Settings = Settings;
+    type Target = String;
+    type Data = Record;
+
+    fn listed(raw: &Block) -> bool {
+        !raw.team_members.is_empty()
+    }
+
+    fn settings(raw: &Block, _field: &str) -> Result<Settings, ConfigError> {
+        Ok(Settings {
+            identity_labels: raw.identity_labels,
+        })
+    }
+
+    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<String>, ConfigError> {
+        team_member_codes(field, &raw.team_members, required)
+    }
+
+    fn tenant_targets(list: List, field: &str) -> Result<Vec<String>, ConfigError> {
+        team_member_codes(field, &list.team_members, false)
+    }
+
+    /// `code` was validated (`T` + 9 digits) by the config, so it is safe in a path.
+    async fn collect(
+        ctx: Context,
+        settings: Arc<Settings>,
+        code: String,
+    ) -> Result<Record, UpstreamError> {
+        let route = Route::get(format!("/api/team_members/{code}"));
+        ctx.client
+            .fetch(TEAM_MEMBER, code, route, &settings.identity_labels)
+            .await
+    }
+
+    fn read(
+        settings: &Settings,
+        _code: &String,
+        bodies: &[&[u8]],
+        _now: Timestamp,
+    ) -> Result<(Record, Vec<ParseProblem>), UpstreamError> {
+        read_body::<Record>(super::body(bodies, 0), &settings.identity_labels)
+    }
+
+    fn encode(
+        enc: &mut DescriptorEncoder,
+        interval: Duration,
+        items: &[Item<'_, Self>],
+    ) -> std::fmt::Result {
+        series::encode(enc, interval, items)
+    }
+}

@@ -75,9 +75,105 @@ local lib = import 'lib.libsonnet';
           alert(
             'MailhostDeliveryBounceRatioHigh',
             'warning',
-            '(mailhost:delivery_bounce:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio'), lib.effective('ratio_min_messages')],
+            '((mailhost:delivery_bounce:ratio > %s) <= %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio'), lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
             'Delivery account {{ $labels.account_id }} bounces too many messages',
             "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced.",
+          ),
+          alert(
+            'MailhostDeliveryBounceRatioCritical',
+            'critical',
+            '(mailhost:delivery_bounce:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
+            'Delivery account {{ $labels.account_id }} bounces far too many messages',
+            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced: mailbox providers throttle or block senders at such rates.",
+          ),
+          alert(
+            'MailhostDeliveryComplaintRatioHigh',
+            'warning',
+            |||
+              ((mailhost:delivery_complaint:ratio > %s) <= %s)
+              and
+              (mailhost:delivery_current_day_messages:sum >= %s)
+            ||| % [lib.effective('complaint_ratio_warning'), lib.effective('complaint_ratio_critical'), lib.effective('ratio_min_messages')],
+            'Delivery account {{ $labels.account_id }} draws complaints above 0.1%',
+            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint, above the rate the large mailbox providers ask bulk senders to stay under. The provider's figure is a proxy: the mailbox provider's own (Postmaster Tools) is the one that counts.",
+          ),
+          alert(
+            'MailhostDeliveryComplaintRatioCritical',
+            'critical',
+            |||
+              (mailhost:delivery_complaint:ratio > %s)
+              and
+              (mailhost:delivery_current_day_messages:sum >= %s)
+            ||| % [lib.effective('complaint_ratio_critical'), lib.effective('ratio_min_messages')],
+            'Delivery account {{ $labels.account_id }} draws complaints above 0.3%',
+            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint: the large mailbox providers reject or junk bulk mail from senders above this rate.",
+          ),
+          alert(
+            'MailhostDeliverySendingSpike',
+            'warning',
+            // An account with no history a week ago (a fresh install, a new account) is left
+            // alone: the offset series is absent.
+            |||
+              (mailhost:delivery_messages:increase1h >= on () group_left () %(min)s)
+              > (mailhost:delivery_messages:increase1h offset 1w) * on () group_left () %(factor)s
+            ||| % { min: lib.global('sending_spike_min_messages'), factor: lib.global('sending_spike_factor') },
+            'Delivery account {{ $labels.account_id }} sends far more than a week ago',
+            'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) sent {{ $value | humanize }} messages in the last hour, more than %s times what it sent in the same hour a week ago: a stolen credential, or a warm-up gone wrong.' % c.thresholds.sending_spike_factor,
+          ),
+          alert(
+            'MailhostDeliveryAccountOpenToAnyAddress',
+            'warning',
+            '(mailhost:delivery_messages_sent:rate1h > 0)\nand\n(%s == 0)' % s('mailhost_delivery_allow_nets'),
+            'Delivery account {{ $labels.account_id }} sends and accepts any address',
+            'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) sends {{ $value | humanize }} messages an hour and its IP allow-list is empty: anyone holding one of its Send API tokens can send from anywhere.',
+          ),
+          alert(
+            'MailhostDeliveryAllowListChanged',
+            'warning',
+            'changes(%s[10m]) > 0' % s('mailhost_delivery_allow_nets_fingerprint'),
+            'The IP allow-list of Delivery account {{ $labels.account_id }} changed',
+            'The IP allow-list of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) changed in the last 10 minutes; it now holds {{ with query (printf "mailhost_delivery_allow_nets{job=%q,instance=%q,account_id=%q}" $labels.job $labels.instance $labels.account_id) }}{{ . | first | value }}{{ end }} networks.',
+          ),
+          alert(
+            'MailhostTeamMemberApiWithoutSecondFactor',
+            'warning',
+            |||
+              (%s == 0)
+              and (%s == 0)
+              and (%s == 1)
+            ||| % [s('mailhost_team_member_otp_enabled'), s('mailhost_team_member_api_access_blocked'), s('mailhost_team_member_enabled')],
+            'Team member {{ $labels.team_member }} has API access and no second factor',
+            'Team member {{ $labels.team_member }} ({{ $labels.instance }}) is enabled, may use the Management API and signs in without a second factor: a leaked password is enough to act for the customer.',
+          ),
+          alert(
+            'MailhostMailboxApiWithoutSecondFactor',
+            'warning',
+            |||
+              (%s == 1)
+              and (%s == 0)
+              and (%s == 0)
+              and (%s == 0)
+            ||| % [s('mailhost_mailbox_api_enabled'), s('mailhost_mailbox_otp_enabled'), s('mailhost_mailbox_otp_forced'), s('mailhost_mailbox_domain_otp_forced')],
+            'Mailbox {{ $labels.mailbox }} has API access and no second factor',
+            'Mailbox {{ $labels.mailbox }} ({{ $labels.instance }}) may use the API and neither it nor its domain requires a second factor.',
+          ),
+          alert(
+            'MailhostDeliveryAccountScheduledForDeletion',
+            'warning',
+            '(%s - time())\nand\n(mailhost:delivery_messages_sent:rate1h > 0)' % s('mailhost_delivery_delete_timestamp_seconds'),
+            'Delivery account {{ $labels.account_id }} is scheduled for deletion and still sends',
+            'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) is still sending and the provider will delete it in {{ $value | humanizeDuration }}.',
+          ),
+          alert(
+            'MailhostDeliveryExtraMessagesExpiringUnused',
+            'warning',
+            |||
+              (mailhost:delivery_extra_messages_unused_at_expiry:estimate > 0)
+              and
+              ((%(expires)s - time()) < on () group_left () %(horizon)s)
+            ||| % { expires: s('mailhost_delivery_extra_messages_expiration_timestamp_seconds'), horizon: lib.global('extra_messages_expiry_seconds') },
+            'Bought extra messages of Delivery account {{ $labels.account_id }} will expire unused',
+            'About {{ $value | printf "%.0f" }} bought extra messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) will expire unused on {{ with query (printf "mailhost_delivery_extra_messages_expiration_timestamp_seconds{job=%q,instance=%q,account_id=%q}" $labels.job $labels.instance $labels.account_id) }}{{ . | first | value | humanizeTimestamp }}{{ end }} at the current sending rate.',
           ),
           alert(
             'MailhostDeliveryRejectionRatioHigh',

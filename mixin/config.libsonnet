@@ -24,6 +24,14 @@
       plan_expiry_seconds: 7 * 86400,
       // Today's share of bounced messages above which an account is warned about.
       bounce_ratio: 0.05,
+      // Today's share of bounced messages above which it pages.
+      bounce_ratio_critical: 0.10,
+      // Today's share of messages that drew a complaint above which an account is warned about
+      // (the bulk-sender rules of the large mailbox providers since 2024 ask for under 0.1%),
+      // and above which it pages (they never accept 0.3%). A proxy: the mailbox provider's own
+      // figure is the one that counts.
+      complaint_ratio_warning: 0.001,
+      complaint_ratio_critical: 0.003,
       // Today's share of rejected messages above which an account is warned about.
       rejection_ratio: 0.05,
       // Ratios are judged only once an account has sent this many messages today.
@@ -35,6 +43,13 @@
       // Share of an endpoint's calls answered 429 (over 5 minutes) above which the exporter is
       // warned: below it, the pacer's occasional probe for a raised limit.
       rate_limited_ratio: 0.05,
+      // An account sending this many times what it sent in the same hour a week before (and at
+      // least sending_spike_min_messages in the hour) is warned about: a stolen credential, or
+      // a warm-up gone wrong.
+      sending_spike_factor: 5,
+      sending_spike_min_messages: 100,
+      // Warn this long (seconds) before bought extra messages expire unused.
+      extra_messages_expiry_seconds: 7 * 86400,
     },
 
     // Per-account thresholds: a list of { account_id: '1001', <threshold>: value, ... } using
@@ -48,6 +63,9 @@
       'quota_exhaustion_horizon_seconds',
       'plan_expiry_seconds',
       'bounce_ratio',
+      'bounce_ratio_critical',
+      'complaint_ratio_warning',
+      'complaint_ratio_critical',
       'rejection_ratio',
       'ratio_min_messages',
     ],
@@ -60,6 +78,16 @@
       MailhostDeliveryPlanExpiring: '10m',
       MailhostDeliveryAccountStatusChanged: '5m',
       MailhostDeliveryBounceRatioHigh: '15m',
+      MailhostDeliveryBounceRatioCritical: '15m',
+      MailhostDeliveryComplaintRatioHigh: '15m',
+      MailhostDeliveryComplaintRatioCritical: '15m',
+      MailhostDeliverySendingSpike: '10m',
+      MailhostDeliveryAccountOpenToAnyAddress: '30m',
+      MailhostDeliveryAllowListChanged: '0m',
+      MailhostTeamMemberApiWithoutSecondFactor: '30m',
+      MailhostMailboxApiWithoutSecondFactor: '30m',
+      MailhostDeliveryAccountScheduledForDeletion: '10m',
+      MailhostDeliveryExtraMessagesExpiringUnused: '1h',
       MailhostDeliveryRejectionRatioHigh: '15m',
       MailhostMigrationFailures: '5m',
       MailhostMigrationStalled: '15m',

@@ -14,6 +14,9 @@ local lib = import 'lib.libsonnet';
       quota_exhaustion_horizon_seconds: 'mailhost:delivery_quota_exhaustion:seconds',
       plan_expiry_seconds: s('mailhost_delivery_plan_expiration_timestamp_seconds'),
       bounce_ratio: 'mailhost:delivery_bounce:ratio',
+      bounce_ratio_critical: 'mailhost:delivery_bounce:ratio',
+      complaint_ratio_warning: 'mailhost:delivery_complaint:ratio',
+      complaint_ratio_critical: 'mailhost:delivery_complaint:ratio',
       rejection_ratio: 'mailhost:delivery_rejection:ratio',
       ratio_min_messages: 'mailhost:delivery_current_day_messages:sum',
     },
@@ -98,6 +101,30 @@ local lib = import 'lib.libsonnet';
           {
             record: 'mailhost:delivery_bounce:ratio',
             expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="bounced"'),
+          },
+          {
+            // Absent for an account whose statistics report no complaint outcome: its
+            // complaint alerts stay silent rather than read 0.
+            record: 'mailhost:delivery_complaint:ratio',
+            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="complaint"'),
+          },
+          {
+            // Messages of every outcome in the last hour, from the exact daily counters.
+            record: 'mailhost:delivery_messages:increase1h',
+            expr: 'sum without (status) (increase(%s[1h]))' % s('mailhost_delivery_messages_total'),
+          },
+          {
+            // Bought extra messages left when they expire, at the current sending rate (which
+            // spends the plan first, so this is the fewest that can be lost); only while the
+            // expiry is ahead.
+            record: 'mailhost:delivery_extra_messages_unused_at_expiry:estimate',
+            expr: |||
+              %(remaining)s
+              - mailhost:delivery_messages_sent:rate1h / 3600 * ((%(expires)s - time()) > 0)
+            ||| % {
+              remaining: s('mailhost_delivery_remaining_extra_messages'),
+              expires: s('mailhost_delivery_extra_messages_expiration_timestamp_seconds'),
+            },
           },
           {
             record: 'mailhost:delivery_rejection:ratio',

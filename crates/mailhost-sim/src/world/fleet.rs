@@ -147,7 +147,8 @@ impl SimConfig {
                 plan_expires_in: Duration::from_secs(100 * DAY),
                 send_tokens: vec![token(DEMO_DISABLED, "old app", "5a3f0e8c71b2d946")],
                 timezone: DEMO_TIMEZONE.to_owned(),
-                delete_in: None,
+                // Disabled and due for deletion: the lifecycle series has something to show.
+                delete_in: Some(Duration::from_secs(30 * DAY)),
                 has_pending_order: false,
             },
             AccountSeed {

@@ -130,9 +130,9 @@ local lib = import 'lib.libsonnet';
           alert(
             'MailhostDeliveryAllowListChanged',
             'warning',
-            'changes(%s[10m]) > 0' % s('mailhost_delivery_allow_nets_fingerprint'),
+            'changes(%s[%s]) > 0' % [s('mailhost_delivery_allow_nets_fingerprint'), c.allowListChangeWindow],
             'The IP allow-list of Delivery account {{ $labels.account_id }} changed',
-            'The IP allow-list of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) changed in the last 10 minutes; it now holds {{ with query (printf "mailhost_delivery_allow_nets{job=%q,instance=%q,account_id=%q}" $labels.job $labels.instance $labels.account_id) }}{{ . | first | value }}{{ end }} networks.',
+            'The IP allow-list of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) changed {{ $value }} times in the last ' + c.allowListChangeWindow + '; it now holds {{ with query (printf "mailhost_delivery_allow_nets{job=%q,instance=%q,account_id=%q}" $labels.job $labels.instance $labels.account_id) }}{{ . | first | value }}{{ end }} networks.',
           ),
           alert(
             'MailhostTeamMemberApiWithoutSecondFactor',

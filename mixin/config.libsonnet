@@ -101,6 +101,8 @@
     },
     // A running migration whose migrated count stays put this long is stalled.
     migrationStallWindow: '30m',
+    // MailhostDeliveryAllowListChanged fires for this long after an allow-list changes.
+    allowListChangeWindow: '10m',
 
     // Grafana dashboards.
     dashboardUidPrefix: 'mailhost',

@@ -219,6 +219,13 @@ pub fn run_with_input(program: &str, args: &[&str], input: &str) -> (bool, Strin
     (out.status.success(), report)
 }
 
+/// Series present only while a target fails: demo mode, where every target answers, never shows
+/// them. `tests/diagnosis.rs` drives them with every failure reason instead.
+pub const ONLY_WHILE_FAILING: &[&str] = &[
+    "mailhost_target_failure_info",
+    "mailhost_target_last_failure_timestamp_seconds",
+];
+
 /// Every check that needs an outside tool, by tool, with how to install it. When a tool is
 /// missing the skip report names these checks; [`tool`] refuses a caller that is not listed
 /// here, and `process::every_check_in_the_skip_report_exists` refuses a name that is no test,
@@ -252,6 +259,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "daily_counters::the_day_of_the_spring_switch_counts_exactly_in_prometheus",
             "daily_counters::the_day_of_the_autumn_switch_counts_exactly_in_prometheus",
             "scale_out::prometheus_agent_with_hashmod_remote_writes_into_a_receiver",
+            "posture::posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_put_back",
         ],
     ),
     (
@@ -277,6 +285,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "mixin::per_account_thresholds_fire_where_the_default_would_not_and_the_other_way_round",
             "mixin::the_committed_rules_and_dashboards_are_a_fresh_render_of_the_mixin",
             "mixin::the_mixin_sources_are_formatted_by_jsonnetfmt",
+            "posture::posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_put_back",
         ],
     ),
     (

@@ -15,13 +15,13 @@ const VMALERT: (&str, &str) = ("vmalert", "apt-get install victoria-metrics");
 /// A selector with a second label, as a multi-cluster set-up would use.
 const OTHER_SELECTOR: &str = r#"job="other",cluster="x""#;
 
-fn jsonnet() -> Option<&'static str> {
+pub(crate) fn jsonnet() -> Option<&'static str> {
     tool(JSONNET.0, JSONNET.1)
 }
 
 /// Renders the mixin with `config` (jsonnet code merged into `_config`) into a fresh directory
 /// laid out like the repository; returns it and the paths written, relative to it.
-fn render(jsonnet: &str, config: &str) -> (tempfile::TempDir, Vec<String>) {
+pub(crate) fn render(jsonnet: &str, config: &str) -> (tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     for sub in ["prometheus/tests", "dashboards"] {
         std::fs::create_dir_all(dir.path().join(sub)).unwrap();

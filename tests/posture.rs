@@ -29,6 +29,16 @@ collectors:
     Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap()
 }
 
+/// The demo mailbox with API access and no second factor: (domain code, mailbox code).
+fn api_mailbox() -> (String, String) {
+    SimConfig::demo(TOKEN)
+        .demo_targets()
+        .mailboxes
+        .into_iter()
+        .find(|(_, m)| m == mailhost_sim::DEMO_OUTBOUND_AT_LIMIT)
+        .unwrap()
+}
+
 fn account(name: &str) -> String {
     format!("{name}{{account_id=\"{ACCOUNT}\"}}")
 }
@@ -51,14 +61,7 @@ async fn put_allow_nets(url: &str, nets: &[&str]) {
 #[tokio::test]
 async fn posture_and_lifecycle_signals_follow_the_providers_state_and_come_back() {
     let sim = spawn_sim().await;
-    let targets = SimConfig::demo(TOKEN).demo_targets();
-    // The demo mailbox with API access and no second factor.
-    let mailbox = targets
-        .mailboxes
-        .iter()
-        .find(|(_, m)| m == "EA00000003")
-        .cloned()
-        .unwrap();
+    let mailbox = api_mailbox();
     let exporter = spawn_exporter(config(&sim.url, &mailbox)).await;
     let mb = |name: &str| format!("{name}{{mailbox=\"{}\"}}", mailbox.1);
 
@@ -208,4 +211,185 @@ async fn posture_and_lifecycle_signals_follow_the_providers_state_and_come_back(
                 ) == Some(1.0)
         })
         .await;
+}
+
+/// Whether alert `name` with label `matcher` fires on the Prometheus at `url` now; `None` while
+/// Prometheus does not answer (it is still starting).
+async fn firing(url: &str, name: &str, matcher: &str) -> Option<bool> {
+    let q = format!("ALERTS{{alertname=\"{name}\",alertstate=\"firing\",{matcher}}}");
+    let body: serde_json::Value = reqwest::Client::new()
+        .get(format!("{url}/api/v1/query"))
+        .query(&[("query", q)])
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    Some(
+        body["data"]["result"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty()),
+    )
+}
+
+/// Waits until alert `name` (with `matcher`) is firing (`want`) or gone.
+async fn alert_becomes(url: &str, name: &str, matcher: &str, want: bool) {
+    let what = format!(
+        "{name}{{{matcher}}} to be {}",
+        if want { "firing" } else { "resolved" }
+    );
+    crate::helpers::wait_for(&what, || async {
+        (firing(url, name, matcher).await == Some(want)).then_some(())
+    })
+    .await;
+}
+
+/// The posture, lifecycle and complaint alerts of the shipped mixin (their `for:` set to 0 and
+/// the allow-list window to 4 s, so that a test can watch them) fire on a real Prometheus when
+/// the simulator's state changes, and resolve when it is put back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_put_back() {
+    let Some(prometheus) = crate::helpers::tool("prometheus", "apt-get install prometheus") else {
+        return;
+    };
+    let Some(jsonnet) = crate::mixin::jsonnet() else {
+        return;
+    };
+    let watched = [
+        "MailhostMailboxApiWithoutSecondFactor",
+        "MailhostTeamMemberApiWithoutSecondFactor",
+        "MailhostDeliveryAccountOpenToAnyAddress",
+        "MailhostDeliveryAllowListChanged",
+        "MailhostDeliveryAccountScheduledForDeletion",
+        "MailhostDeliveryComplaintRatioCritical",
+    ];
+    let now_for: Vec<String> = watched.iter().map(|a| format!("{a}: '0s'")).collect();
+    let (rules, _) = crate::mixin::render(
+        jsonnet,
+        &format!(
+            "{{ alertFor+: {{ {} }}, allowListChangeWindow: '4s' }}",
+            now_for.join(", ")
+        ),
+    );
+
+    let sim = spawn_sim().await;
+    let mailbox = api_mailbox();
+    let (domain, code) = &mailbox;
+    let zone = sim.sim.account(ACCOUNT).unwrap().timezone;
+    let yaml = format!(
+        "api:
+  base_url: {url}
+collectors:
+  delivery_account: {{interval: 1s, accounts: [{ACCOUNT}]}}
+  tracemail_daily: {{interval: 1s, timezone: {zone}, accounts: [{ACCOUNT}]}}
+  mailbox: {{interval: 1s, mailboxes: [{{domain: {domain}, mailbox: {code}}}]}}
+  team_member: {{interval: 1s, team_members: [{DEMO_TEAM_MEMBER_SECURED}]}}
+",
+        url = sim.url
+    );
+    let exporter = spawn_exporter(Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap()).await;
+    let prom = crate::helpers::spawn_prometheus(
+        prometheus,
+        &format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\nscrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{}\"]\n",
+            rules.path().join("prometheus/rules.yml").display(),
+            rules.path().join("prometheus/alerts.yml").display(),
+            exporter.addr
+        ),
+    );
+    let url = prom.url.clone();
+
+    // The account sends all along (its sent count grows), so the alerts about an account that
+    // sends can fire.
+    let sender = {
+        let sim = sim.sim.clone();
+        tokio::spawn(async move {
+            loop {
+                sim.update_account(ACCOUNT, |a| a.messages_sent += 10);
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        })
+    };
+
+    // The demo mailbox with API access and no second factor, until it gets one.
+    let mb = format!("mailbox=\"{code}\"");
+    alert_becomes(&url, "MailhostMailboxApiWithoutSecondFactor", &mb, true).await;
+    sim.sim.update_mailbox(code, |m| m.otp = true);
+    alert_becomes(&url, "MailhostMailboxApiWithoutSecondFactor", &mb, false).await;
+
+    // A team member's second factor switched off, then on again.
+    let tm = format!("team_member=\"{DEMO_TEAM_MEMBER_SECURED}\"");
+    assert_eq!(
+        firing(&url, "MailhostTeamMemberApiWithoutSecondFactor", &tm).await,
+        Some(false)
+    );
+    sim.sim
+        .update_team_member(DEMO_TEAM_MEMBER_SECURED, |m| m.otp = false);
+    alert_becomes(&url, "MailhostTeamMemberApiWithoutSecondFactor", &tm, true).await;
+    sim.sim
+        .update_team_member(DEMO_TEAM_MEMBER_SECURED, |m| m.otp = true);
+    alert_becomes(&url, "MailhostTeamMemberApiWithoutSecondFactor", &tm, false).await;
+
+    // The allow-list cleared while the account sends, then set again.
+    let acc = format!("account_id=\"{ACCOUNT}\"");
+    assert_eq!(
+        firing(&url, "MailhostDeliveryAccountOpenToAnyAddress", &acc).await,
+        Some(false)
+    );
+    put_allow_nets(&sim.url, &[]).await;
+    alert_becomes(&url, "MailhostDeliveryAllowListChanged", &acc, true).await;
+    alert_becomes(&url, "MailhostDeliveryAccountOpenToAnyAddress", &acc, true).await;
+    put_allow_nets(&sim.url, &["127.0.0.0/8", "::1"]).await;
+    alert_becomes(&url, "MailhostDeliveryAccountOpenToAnyAddress", &acc, false).await;
+    alert_becomes(&url, "MailhostDeliveryAllowListChanged", &acc, false).await;
+
+    // A deletion scheduled for the sending account, then taken back.
+    sim.sim.update_account(ACCOUNT, |a| {
+        a.delete_on = Some(Timestamp::now() + jiff::SignedDuration::from_hours(72));
+    });
+    alert_becomes(
+        &url,
+        "MailhostDeliveryAccountScheduledForDeletion",
+        &acc,
+        true,
+    )
+    .await;
+    sim.sim.update_account(ACCOUNT, |a| a.delete_on = None);
+    alert_becomes(
+        &url,
+        "MailhostDeliveryAccountScheduledForDeletion",
+        &acc,
+        false,
+    )
+    .await;
+
+    // Complaints raised past 0.3 % of today's messages, then diluted below 0.2 % by more
+    // delivered mail (counts only grow within a day).
+    let send_domain = sim.sim.account(ACCOUNT).unwrap().domains[0].clone();
+    let today = Timestamp::now()
+        .to_zoned(jiff::tz::TimeZone::get(&zone).unwrap())
+        .date();
+    let totals = || {
+        let t = sim.sim.day_totals(ACCOUNT, today);
+        (t["complaint"], t.values().sum::<i64>())
+    };
+    let record = |outcomes: &[(&str, i64)]| {
+        sim.sim
+            .record_outcomes(ACCOUNT, &send_domain, Timestamp::now(), outcomes)
+    };
+    let (c, t) = totals();
+    // Below 0.2 % first, whatever the seeded history holds.
+    record(&[("delivered", (c * 500 - t).max(0) + 1000)]);
+    let (c, t) = totals();
+    alert_becomes(&url, "MailhostDeliveryComplaintRatioCritical", &acc, false).await;
+    // Enough complaints for 0.4 %.
+    let k = (t * 4 / 1000 - c).max(1) + 1;
+    record(&[("complaint", k)]);
+    alert_becomes(&url, "MailhostDeliveryComplaintRatioCritical", &acc, true).await;
+    let (c, t) = totals();
+    record(&[("delivered", (c * 500 - t).max(0) + 100)]);
+    alert_becomes(&url, "MailhostDeliveryComplaintRatioCritical", &acc, false).await;
+
+    sender.abort();
 }

@@ -570,7 +570,10 @@ fn docs_list_every_metric_on_metrics_and_nothing_else(body: &str) {
         .filter(|n| n.starts_with("mailhost_"))
         .collect();
     let undocumented: Vec<_> = shown.difference(&documented).collect();
-    let never_shown: Vec<_> = documented.difference(&shown).collect();
+    let never_shown: Vec<_> = documented
+        .difference(&shown)
+        .filter(|n| !crate::helpers::ONLY_WHILE_FAILING.contains(n))
+        .collect();
     assert!(
         undocumented.is_empty(),
         "on /metrics but not in docs/metrics.md: {undocumented:?}"

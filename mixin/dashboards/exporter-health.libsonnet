@@ -1446,5 +1446,92 @@
       ],
       id: 15,
     },
+    {
+      type: 'row',
+      title: 'Failing targets',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 63,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 22,
+    },
+    {
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      description: 'Targets whose last attempt failed, by collector and reason (mailhost_target_failure_info: one series per failing target). The landing page links each failing target to /probe?target=ID&collector=NAME&debug=true, the trail of its last failed poll. 0 while nothing fails.',
+      fieldConfig: {
+        defaults: {
+          custom: {
+            drawStyle: 'line',
+            fillOpacity: 10,
+            lineWidth: 1,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              group: 'A',
+              mode: 'none',
+            },
+            thresholdsStyle: {
+              mode: 'off',
+            },
+          },
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          unit: 'short',
+        },
+        overrides: [],
+      },
+      gridPos: {
+        h: 8,
+        w: 24,
+        x: 0,
+        y: 64,
+      },
+      id: 23,
+      options: {
+        legend: {
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          expr: 'sum by (collector, reason) (mailhost_target_failure_info{job=~"$job",instance=~"$instance"}) or vector(0)',
+          format: 'time_series',
+          instant: false,
+          legendFormat: '{{collector}} {{reason}}',
+          range: true,
+          refId: 'A',
+        },
+      ],
+      title: 'Failing targets by reason',
+      type: 'timeseries',
+    },
   ],
 }

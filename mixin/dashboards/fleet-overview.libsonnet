@@ -1106,5 +1106,291 @@
       ],
       id: 16,
     },
+    {
+      type: 'row',
+      title: 'Security and lifecycle',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 51,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 17,
+    },
+    {
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      description: "Networks in each account's IP allow-list (mailhost_delivery_allow_nets). 0 means any address may send with one of the account's Send API tokens: a leaked token can be used from anywhere.",
+      fieldConfig: {
+        defaults: {
+          min: 0,
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'red',
+                value: null,
+              },
+              {
+                color: 'green',
+                value: 1,
+              },
+            ],
+          },
+          unit: 'short',
+        },
+        overrides: [],
+      },
+      gridPos: {
+        h: 8,
+        w: 8,
+        x: 0,
+        y: 52,
+      },
+      id: 18,
+      options: {
+        displayMode: 'gradient',
+        maxVizHeight: 300,
+        minVizHeight: 16,
+        minVizWidth: 8,
+        namePlacement: 'auto',
+        orientation: 'horizontal',
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        showUnfilled: true,
+        sizing: 'auto',
+        valueMode: 'color',
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          expr: 'mailhost_delivery_allow_nets{job=~"$job",instance=~"$instance",account_id=~"$account"}',
+          format: 'time_series',
+          instant: true,
+          legendFormat: '{{account_id}}',
+          range: false,
+          refId: 'A',
+        },
+      ],
+      title: 'IP allow-list networks',
+      type: 'bargauge',
+    },
+    {
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      description: "Share of each account's messages today that drew a complaint. The large mailbox providers ask bulk senders to stay under 0.1 % and never reach 0.3 %; this is the provider's figure, a proxy for the mailbox providers' own (Postmaster Tools). 0 where no complaint outcome is reported.",
+      fieldConfig: {
+        defaults: {
+          custom: {
+            drawStyle: 'line',
+            fillOpacity: 10,
+            lineWidth: 1,
+            showPoints: 'never',
+            spanNulls: false,
+            stacking: {
+              group: 'A',
+              mode: 'none',
+            },
+            thresholdsStyle: {
+              mode: 'dashed',
+            },
+          },
+          min: 0,
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+              {
+                color: 'red',
+                value: 0.05,
+              },
+            ],
+          },
+          unit: 'percentunit',
+        },
+        overrides: [],
+      },
+      gridPos: {
+        h: 8,
+        w: 8,
+        x: 8,
+        y: 52,
+      },
+      id: 19,
+      options: {
+        legend: {
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          expr: '(sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account",status="complaint"}) or 0 * sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}))\n/ clamp_min(sum by (job, instance, account_id) (mailhost_delivery_current_day_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}), 1)',
+          format: 'time_series',
+          instant: false,
+          legendFormat: '{{account_id}}',
+          range: true,
+          refId: 'A',
+        },
+      ],
+      title: 'Complaint ratio today',
+      type: 'timeseries',
+    },
+    {
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      description: "When each account's bought extra messages expire (mailhost_delivery_extra_messages_expiration_timestamp_seconds); MailhostDeliveryExtraMessagesExpiringUnused warns when some would be left unused.",
+      fieldConfig: {
+        defaults: {
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          unit: 'dateTimeFromNow',
+        },
+        overrides: [],
+      },
+      gridPos: {
+        h: 8,
+        w: 5,
+        x: 16,
+        y: 52,
+      },
+      id: 20,
+      options: {
+        colorMode: 'none',
+        graphMode: 'none',
+        justifyMode: 'auto',
+        orientation: 'auto',
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        showPercentChange: false,
+        textMode: 'value_and_name',
+        wideLayout: true,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          expr: 'mailhost_delivery_extra_messages_expiration_timestamp_seconds{job=~"$job",instance=~"$instance",account_id=~"$account"} * 1000',
+          format: 'time_series',
+          instant: true,
+          legendFormat: '{{account_id}}',
+          range: false,
+          refId: 'A',
+        },
+      ],
+      title: 'Bought extras expire',
+      type: 'stat',
+    },
+    {
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      description: 'Accounts the provider has scheduled for deletion (mailhost_delivery_delete_timestamp_seconds exists for them); MailhostDeliveryAccountScheduledForDeletion warns when one still sends.',
+      fieldConfig: {
+        defaults: {
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+              {
+                color: 'orange',
+                value: 1,
+              },
+            ],
+          },
+          unit: 'short',
+        },
+        overrides: [],
+      },
+      gridPos: {
+        h: 8,
+        w: 3,
+        x: 21,
+        y: 52,
+      },
+      id: 21,
+      options: {
+        colorMode: 'value',
+        graphMode: 'none',
+        justifyMode: 'auto',
+        orientation: 'auto',
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        showPercentChange: false,
+        textMode: 'value_and_name',
+        wideLayout: true,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          expr: 'count(mailhost_delivery_delete_timestamp_seconds{job=~"$job",instance=~"$instance",account_id=~"$account"}) or vector(0)',
+          format: 'time_series',
+          instant: true,
+          legendFormat: 'Accounts',
+          range: false,
+          refId: 'A',
+        },
+      ],
+      title: 'Deletions scheduled',
+      type: 'stat',
+    },
   ],
 }

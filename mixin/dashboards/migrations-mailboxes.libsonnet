@@ -1459,5 +1459,257 @@
       ],
       id: 18,
     },
+    {
+      type: 'row',
+      title: 'Access and second factors',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 66,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 19,
+    },
+    {
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      description: 'Enabled team members who may use the Management API and sign in without a second factor (mailhost_team_member_otp_enabled, mailhost_team_member_api_access_blocked, mailhost_team_member_enabled): a leaked password is enough to act for the customer.',
+      fieldConfig: {
+        defaults: {
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+              {
+                color: 'red',
+                value: 1,
+              },
+            ],
+          },
+          unit: 'short',
+        },
+        overrides: [],
+      },
+      gridPos: {
+        h: 8,
+        w: 6,
+        x: 0,
+        y: 67,
+      },
+      id: 20,
+      options: {
+        colorMode: 'value',
+        graphMode: 'none',
+        justifyMode: 'auto',
+        orientation: 'auto',
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        showPercentChange: false,
+        textMode: 'value_and_name',
+        wideLayout: true,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          expr: 'count((mailhost_team_member_otp_enabled{job=~"$job",instance=~"$instance"} == 0) and (mailhost_team_member_api_access_blocked{job=~"$job",instance=~"$instance"} == 0) and (mailhost_team_member_enabled{job=~"$job",instance=~"$instance"} == 1)) or vector(0)',
+          format: 'time_series',
+          instant: true,
+          legendFormat: 'Team members',
+          range: false,
+          refId: 'A',
+        },
+      ],
+      title: 'Team members: API without a second factor',
+      type: 'stat',
+    },
+    {
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      description: 'Mailboxes that may use the API while neither they nor their domain require a second factor (mailhost_mailbox_api_enabled, mailhost_mailbox_otp_enabled, mailhost_mailbox_otp_forced, mailhost_mailbox_domain_otp_forced).',
+      fieldConfig: {
+        defaults: {
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+              {
+                color: 'red',
+                value: 1,
+              },
+            ],
+          },
+          unit: 'short',
+        },
+        overrides: [],
+      },
+      gridPos: {
+        h: 8,
+        w: 6,
+        x: 6,
+        y: 67,
+      },
+      id: 21,
+      options: {
+        colorMode: 'value',
+        graphMode: 'none',
+        justifyMode: 'auto',
+        orientation: 'auto',
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        showPercentChange: false,
+        textMode: 'value_and_name',
+        wideLayout: true,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          expr: 'count((mailhost_mailbox_api_enabled{job=~"$job",instance=~"$instance"} == 1) and (mailhost_mailbox_otp_enabled{job=~"$job",instance=~"$instance"} == 0) and (mailhost_mailbox_otp_forced{job=~"$job",instance=~"$instance"} == 0) and (mailhost_mailbox_domain_otp_forced{job=~"$job",instance=~"$instance"} == 0)) or vector(0)',
+          format: 'time_series',
+          instant: true,
+          legendFormat: 'Mailboxes',
+          range: false,
+          refId: 'A',
+        },
+      ],
+      title: 'Mailboxes: API without a second factor',
+      type: 'stat',
+    },
+    {
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      description: "Each team member polled (mailhost_team_member_info): status, type, language and customer; the name and email address only when the collector's identity_labels is true.",
+      fieldConfig: {
+        defaults: {
+          custom: {
+            align: 'auto',
+            cellOptions: {
+              type: 'auto',
+            },
+            inspect: false,
+          },
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'green',
+                value: null,
+              },
+            ],
+          },
+          unit: 'none',
+        },
+        overrides: [
+          {
+            matcher: {
+              id: 'byName',
+              options: 'messages',
+            },
+            properties: [
+              {
+                id: 'unit',
+                value: 'short',
+              },
+            ],
+          },
+          {
+            matcher: {
+              id: 'byName',
+              options: 'outbound reset',
+            },
+            properties: [
+              {
+                id: 'unit',
+                value: 'dateTimeFromNow',
+              },
+            ],
+          },
+        ],
+      },
+      gridPos: {
+        h: 8,
+        w: 12,
+        x: 12,
+        y: 67,
+      },
+      id: 22,
+      options: {
+        cellHeight: 'sm',
+        footer: {
+          countRows: false,
+          reducer: [
+            'sum',
+          ],
+          show: false,
+        },
+        showHeader: true,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          expr: 'mailhost_team_member_info{job=~"$job",instance=~"$instance"}',
+          format: 'table',
+          instant: true,
+          legendFormat: '__auto',
+          range: false,
+          refId: 'A',
+        },
+      ],
+      title: 'Team members',
+      transformations: [
+        {
+          id: 'merge',
+          options: {},
+        },
+        {
+          id: 'organize',
+          options: {
+            excludeByName: {
+              Time: true,
+              'Value #A': true,
+              __name__: true,
+            },
+            indexByName: {},
+            renameByName: {
+              'Value #B': 'messages',
+              'Value #C': 'outbound reset',
+            },
+          },
+        },
+      ],
+      type: 'table',
+    },
   ],
 }

@@ -266,7 +266,7 @@ impl AccountState {
             delete_on,
             has_pending_order: seed.has_pending_order,
             description: None,
-            bounce_notification: None,
+            bounce_notification: seed.bounce_notification.clone(),
             bounce_notification_to_sender: false,
             api_tokens,
             timezone: seed.timezone.clone(),

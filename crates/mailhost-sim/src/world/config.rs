@@ -91,6 +91,8 @@ pub struct AccountSeed {
     pub delete_in: Option<Duration>,
     /// Whether an order waits for payment (`has_pending_order`).
     pub has_pending_order: bool,
+    /// Where bounce notifications go (`bounce_notification`); `None`: nowhere.
+    pub bounce_notification: Option<String>,
 }
 
 impl Default for AccountSeed {
@@ -116,6 +118,7 @@ impl Default for AccountSeed {
             timezone: "UTC".to_owned(),
             delete_in: None,
             has_pending_order: false,
+            bounce_notification: None,
         }
     }
 }

@@ -105,6 +105,7 @@ impl SimConfig {
                 timezone: DEMO_TIMEZONE.to_owned(),
                 delete_in: None,
                 has_pending_order: false,
+                bounce_notification: Some("bounces@shop.example".to_owned()),
             },
             AccountSeed {
                 id: DEMO_NEARLY_EXHAUSTED,
@@ -128,7 +129,9 @@ impl SimConfig {
                 )],
                 timezone: DEMO_TIMEZONE.to_owned(),
                 delete_in: None,
-                has_pending_order: false,
+                // More messages are on order.
+                has_pending_order: true,
+                bounce_notification: None,
             },
             AccountSeed {
                 id: DEMO_DISABLED,
@@ -150,6 +153,7 @@ impl SimConfig {
                 // Disabled and due for deletion: the lifecycle series has something to show.
                 delete_in: Some(Duration::from_secs(30 * DAY)),
                 has_pending_order: false,
+                bounce_notification: None,
             },
             AccountSeed {
                 id: DEMO_EXPIRING,
@@ -170,6 +174,7 @@ impl SimConfig {
                 timezone: DEMO_TIMEZONE.to_owned(),
                 delete_in: None,
                 has_pending_order: false,
+                bounce_notification: None,
             },
         ];
         Self {
@@ -271,6 +276,10 @@ fn demo_mailboxes() -> Vec<MailboxSeed> {
             outbound_limit: 500,
             outbound_sent: 35,
             outbound_per_hour: 12,
+            // A shared inbox: a second factor required, no POP.
+            otp: true,
+            force_otp: true,
+            pop_disabled: true,
             ..on(DEMO_MAIL_DOMAIN, DEMO_FILLING, "info")
         },
         MailboxSeed {
@@ -284,6 +293,11 @@ fn demo_mailboxes() -> Vec<MailboxSeed> {
             vault_messages: 4_100,
             outbound_sent: 120,
             outbound_per_hour: 4,
+            // The domain requires a second factor; webmail only from the allowed networks.
+            otp: true,
+            domain_force_otp: true,
+            imap_disabled: true,
+            apply_allow_nets_webmail: true,
             ..on(DEMO_MAIL_DOMAIN, DEMO_ARCHIVE_ACTIVATING, "archive")
         },
         MailboxSeed {
@@ -306,6 +320,8 @@ fn demo_mailboxes() -> Vec<MailboxSeed> {
             messages: 410,
             password_expired: true,
             login_every: Duration::from_secs(6 * 3600),
+            // The postmaster receives; it never sends.
+            smtp_disabled: true,
             ..on(DEMO_STUDIO_DOMAIN, DEMO_POSTMASTER, "postmaster")
         },
     ]

@@ -376,20 +376,25 @@ impl Client {
             retries += 1;
         };
         admitted.done = true;
-        match &result {
+        self.settle(&key, result.as_ref().map(|_| ()));
+        result
+    }
+
+    /// Tells the target's circuit how a call ended, and the trail where the circuit stands.
+    fn settle(&self, key: &CircuitKey, result: Result<(), &UpstreamError>) {
+        let endpoint = key.0;
+        match result {
             // Neither a sign of a broken target nor of a healthy one: the circuit is left as it
             // was (a probe in flight is given up, so the next call may probe again).
             Err(e) if e.reason == FailureReason::RateLimited || e.deferred => {
-                self.breakers.abandon(&key);
+                self.breakers.abandon(key);
             }
             _ => {
-                let open = self.breakers.record(
-                    &key,
-                    result.as_ref().map(|_| ()).map_err(|e| e.reason),
-                    Instant::now(),
-                );
+                let open = self
+                    .breakers
+                    .record(key, result.map_err(|e| e.reason), Instant::now());
                 self.step(|| {
-                    let circuit = self.breakers.state(&key);
+                    let circuit = self.breakers.state(key);
                     Step::Circuit {
                         route: endpoint.route(),
                         consecutive_failures: circuit.consecutive,
@@ -401,7 +406,6 @@ impl Client {
                     .set_open_circuits(&self.tenant, endpoint, open);
             }
         }
-        result
     }
 
     /// One attempt: waits for its turn at the pacer, sends the request with the token, reads

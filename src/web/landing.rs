@@ -12,6 +12,7 @@ use jiff::Timestamp;
 
 use super::{AppState, html};
 use crate::metrics::self_metrics::BuildInfo;
+use crate::snapshot::{CollectorState, TargetState};
 
 /// Target rows shown per collector; the rest are counted, and are all on `/metrics`. A fleet
 /// of thousands must not make a page of megabytes, nor take long to build under the lock-free
@@ -97,21 +98,7 @@ pub async fn page(
                 .as_ref()
                 .map(|e| format!("{}: {} (at {})", e.reason, e.detail, when(t.last_attempt)))
                 .unwrap_or_default();
-            // A failing target links to its debug view: the reason, the detail and the trail of
-            // its last poll.
-            let debug = if t.last_error.is_some() {
-                let mut href = format!(
-                    "/probe?target={}&amp;collector={}&amp;debug=true",
-                    query_value(&t.target.to_string()),
-                    c.name
-                );
-                if !c.tenant.is_default() {
-                    href.push_str(&format!("&amp;tenant={}", query_value(c.tenant.as_str())));
-                }
-                format!(" <a href=\"{href}\">debug</a>")
-            } else {
-                String::new()
-            };
+            let debug = debug_link(c, t);
             let _ = write!(
                 rows,
                 "<tr class=\"{status}\"><td>&nbsp;&nbsp;{} {}</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}{debug}</td></tr>",
@@ -180,6 +167,23 @@ fn when(ts: Option<Timestamp>) -> String {
 fn age(ts: Option<Timestamp>, now: Timestamp) -> String {
     ts.map(|t| format!("{}s", now.duration_since(t).as_secs().max(0)))
         .unwrap_or_else(|| "-".to_owned())
+}
+
+/// The link of a failing target to its debug view (the reason, the detail and the trail of its
+/// last poll); nothing for a target that does not fail.
+fn debug_link(c: &CollectorState, t: &TargetState) -> String {
+    if t.last_error.is_none() {
+        return String::new();
+    }
+    let mut href = format!(
+        "/probe?target={}&amp;collector={}&amp;debug=true",
+        query_value(&t.target.to_string()),
+        c.name
+    );
+    if !c.tenant.is_default() {
+        href.push_str(&format!("&amp;tenant={}", query_value(c.tenant.as_str())));
+    }
+    format!(" <a href=\"{href}\">debug</a>")
 }
 
 /// `s` as a query value: every byte but the unreserved ones percent-encoded.

@@ -583,3 +583,84 @@ fn docs_list_every_metric_on_metrics_and_nothing_else(body: &str) {
         "in docs/metrics.md but never on /metrics in demo mode: {never_shown:?}"
     );
 }
+
+/// `--log.target-failures`: `target` writes a warn line for each failing target, `summary` one
+/// per reason naming a few, `none` no warn line at all (the debug lines stay).
+#[tokio::test]
+async fn the_target_failure_knob_sets_how_loud_failing_targets_are_in_the_log() {
+    // Nothing listens on the port of a listener that was bound and dropped: every call fails.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "knob-test-token").unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "api:\n  base_url: http://127.0.0.1:{port}\n  token_file: {}\n  max_retries: 0\ncollectors:\n  delivery_account: {{interval: 1s, accounts: [1001, 1002, 1003]}}\n",
+            token_file.display()
+        ),
+    )
+    .unwrap();
+    let start = |mode: &str| {
+        Running::start(&[
+            &format!("--config.file={}", config.display()),
+            "--web.listen-address=127.0.0.1:0",
+            &format!("--log.target-failures={mode}"),
+        ])
+    };
+    let warn_lines = |log: &[String], msg: &str| {
+        log.iter()
+            .filter(|l| l.contains("level=warn") && l.contains(msg))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+
+    // One line per target, each naming it.
+    let mut loud = start("target");
+    wait_for("a warn line for each target", || async {
+        let lines = warn_lines(&loud.log(), "target failed");
+        ["1001", "1002", "1003"]
+            .iter()
+            .all(|id| lines.iter().any(|l| l.contains(&format!("target={id}"))))
+            .then_some(())
+    })
+    .await;
+    assert!(warn_lines(&loud.log(), "targets failed").is_empty());
+    loud.terminate();
+
+    // One summary line naming the reason, no line per target at warn level.
+    let mut summary = start("summary");
+    let reason = summary.logged("targets failed", "reason").await;
+    assert_eq!(reason, "connect");
+    assert!(warn_lines(&summary.log(), "target failed").is_empty());
+    summary.terminate();
+
+    // Nothing at warn level about targets, over several failing runs.
+    let mut quiet = start("none");
+    quiet.logged("mailhost_exporter listening", "address").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let log = quiet.log();
+    assert!(
+        warn_lines(&log, "target failed").is_empty()
+            && warn_lines(&log, "targets failed").is_empty(),
+        "{log:?}"
+    );
+    quiet.terminate();
+
+    // A bad value names the flag and its choices.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .args(["--log.target-failures=loud", "--demo"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--log.target-failures") && err.contains("summary"),
+        "{err}"
+    );
+}

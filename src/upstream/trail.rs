@@ -241,6 +241,35 @@ mod tests {
     }
 
     #[test]
+    fn a_decode_step_names_the_field_and_a_circuit_step_its_state() {
+        let field = Step::Field {
+            route: E,
+            path: "resources[0].remaining_messages".to_owned(),
+            found: "string \"lots\"".to_owned(),
+        };
+        assert_eq!(
+            field.to_string(),
+            "GET /api/delivery/accounts/{id}: field resources[0].remaining_messages could not be read, found string \"lots\""
+        );
+        let circuit = |open, off| Step::Circuit {
+            route: E,
+            consecutive_failures: 3,
+            open,
+            off,
+        };
+        assert!(
+            circuit(true, false)
+                .to_string()
+                .ends_with("circuit open, 3 consecutive failures")
+        );
+        assert!(
+            circuit(false, true)
+                .to_string()
+                .ends_with("circuit breaker off")
+        );
+    }
+
+    #[test]
     fn bounded_text_is_cut_and_masks_what_looks_like_a_token() {
         let long = "x ".repeat(500);
         assert!(bounded(&long).chars().count() <= MAX_TEXT + 1);

@@ -3,7 +3,8 @@
 //! the [`areas!`] line below, which generates what the generic rooms work with: the collector
 //! names ([`CollectorName`]), the targets ([`Target`]), what a fetch yields ([`TargetData`]),
 //! the configured collectors ([`Collector`]) and the `collectors:` blocks of the config. Nothing
-//! else in `src/` names an area: adding one is a folder here and a line in that list.
+//! else in `src/` names an area: adding one is a folder here, its `mod` line and a line in that
+//! list.
 
 #[macro_use]
 mod registry;
@@ -26,6 +27,15 @@ use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::ParseProblem;
 use run::Context;
+
+// Each area's folder, declared here rather than by the macro so that rustfmt and other tools
+// that follow `mod` items reach it.
+pub mod delivery_account;
+pub mod mailbox;
+pub mod migration;
+pub mod team_member;
+pub mod tracemail_daily;
+pub mod tracemail_dashboard;
 
 areas! {
     delivery_account: DeliveryAccount,

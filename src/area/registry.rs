@@ -1,5 +1,5 @@
-//! The macro behind the one list of areas in [`super`]: from `module: Type` lines it declares
-//! each area's module and generates the enums and tables the generic rooms use, each arm
+//! The macro behind the one list of areas in [`super`]: from `module: Type` lines (each module
+//! declared beside the list) it generates the enums and tables the generic rooms use, each arm
 //! handing over to that area's [`super::Area`] implementation. Written once, so that no table
 //! of areas is kept by hand anywhere.
 
@@ -42,7 +42,6 @@ pub(super) fn not_enabled(field: &str, name: &str) -> ConfigError {
 
 macro_rules! areas {
     ($($module:ident: $Area:ident,)+) => {
-        $(pub mod $module;)+
 
         /// A collector: one API area, with its own switch, interval and health series.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -24,7 +24,8 @@ use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/delivery/accounts/{id}`
-pub const ACCOUNT: Endpoint = Endpoint::new("delivery_account").at("GET /api/delivery/accounts/{id}");
+pub const ACCOUNT: Endpoint =
+    Endpoint::new("delivery_account").at("GET /api/delivery/accounts/{id}");
 
 collector_block! {
     /// `collectors.delivery_account`: the schedule and the account ids.
@@ -78,9 +79,7 @@ impl Area for DeliveryAccount {
 
     async fn collect(ctx: Context, _settings: Arc<()>, id: i32) -> Result<Record, UpstreamError> {
         let route = Route::get(format!("/api/delivery/accounts/{id}"));
-        ctx.client
-            .fetch(ACCOUNT, id.to_string(), route, &())
-            .await
+        ctx.client.fetch(ACCOUNT, id.to_string(), route, &()).await
     }
 
     fn read(
@@ -92,7 +91,11 @@ impl Area for DeliveryAccount {
         read_body::<Record>(super::body(bodies, 0), &())
     }
 
-    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
+    fn encode(
+        enc: &mut DescriptorEncoder,
+        interval: Duration,
+        items: &[Item<'_, Self>],
+    ) -> std::fmt::Result {
         series::encode(enc, interval, items)
     }
 }

@@ -77,9 +77,10 @@ impl Record {
             .count("domains_count")
             .or_else(|| r.array_len("domains").map(|n| n as f64));
         let nets = r.string_list("allow_nets").map(normalized);
-        let bounce_notification = r
-            .first_of(&["bounce_notification"])
-            .map(|_| r.string("bounce_notification").is_some_and(|s| !s.trim().is_empty()));
+        let bounce_notification = r.first_of(&["bounce_notification"]).map(|_| {
+            r.string("bounce_notification")
+                .is_some_and(|s| !s.trim().is_empty())
+        });
         let account = Record {
             remaining_messages: r.count("remaining_messages"),
             plan_messages_limit: r.count("plan_messages_limit"),
@@ -186,8 +187,7 @@ mod tests {
     #[test]
     fn milliseconds_are_recognised() {
         let (a, _) =
-            Record::from_record(&json!({"last_renewal_date": 1_795_334_400_000_u64}))
-                .unwrap();
+            Record::from_record(&json!({"last_renewal_date": 1_795_334_400_000_u64})).unwrap();
         assert_eq!(a.last_renewal, Some(1_795_334_400.0));
     }
 
@@ -199,13 +199,11 @@ mod tests {
             (json!("1"), true),
             (json!("false"), false),
         ] {
-            let (a, p) =
-                Record::from_record(&json!({"ignore_suppression_list": v})).unwrap();
+            let (a, p) = Record::from_record(&json!({"ignore_suppression_list": v})).unwrap();
             assert_eq!(a.ignore_suppression_list, Some(want));
             assert!(p.is_empty());
         }
-        let (a, p) =
-            Record::from_record(&json!({"ignore_suppression_list": "maybe"})).unwrap();
+        let (a, p) = Record::from_record(&json!({"ignore_suppression_list": "maybe"})).unwrap();
         assert_eq!(a.ignore_suppression_list, None);
         assert_eq!(p.len(), 1);
     }
@@ -222,7 +220,11 @@ mod tests {
         let (c, _) = read(json!(["10.0.0.0/8"]));
         assert_ne!(a.allow_nets_fingerprint, c.allow_nets_fingerprint);
         let (empty, _) = read(json!([]));
-        assert_eq!(empty.allow_nets, Some(0.0), "an empty list: any address may send");
+        assert_eq!(
+            empty.allow_nets,
+            Some(0.0),
+            "an empty list: any address may send"
+        );
         let (text, _) = read(json!("10.0.0.0/8, 192.0.2.7"));
         assert_eq!(text.allow_nets_fingerprint, a.allow_nets_fingerprint);
         let (bad, p) = read(json!({"ip": "x"}));
@@ -245,7 +247,8 @@ mod tests {
         assert_eq!(a.extra_messages_expires_at, Some(1_798_106_400.0));
         assert_eq!(a.has_pending_order, Some(true));
         assert_eq!(a.bounce_notification, Some(true));
-        let (a, _) = Record::from_record(&json!({"bounce_notification": "", "delete_on": null})).unwrap();
+        let (a, _) =
+            Record::from_record(&json!({"bounce_notification": "", "delete_on": null})).unwrap();
         assert_eq!((a.bounce_notification, a.delete_on), (Some(false), None));
         let (a, _) = Record::from_record(&json!({"bounce_notification": null})).unwrap();
         assert_eq!(a.bounce_notification, None);
@@ -254,11 +257,9 @@ mod tests {
     #[test]
     fn domains_count_wins_over_the_array_length() {
         let (a, _) =
-            Record::from_record(&json!({"domains": [{"name": "a"}, {"name": "b"}]}))
-                .unwrap();
+            Record::from_record(&json!({"domains": [{"name": "a"}, {"name": "b"}]})).unwrap();
         assert_eq!(a.domains, Some(2.0));
-        let (a, _) =
-            Record::from_record(&json!({"domains": [], "domains_count": "3"})).unwrap();
+        let (a, _) = Record::from_record(&json!({"domains": [], "domains_count": "3"})).unwrap();
         assert_eq!(a.domains, Some(3.0));
     }
 }

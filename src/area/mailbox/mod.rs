@@ -133,7 +133,11 @@ impl Area for Mailbox {
     }
 
     /// Both codes were validated by the config, so they are safe in a path.
-    async fn collect(ctx: Context, _settings: Arc<()>, target: Target) -> Result<Record, UpstreamError> {
+    async fn collect(
+        ctx: Context,
+        _settings: Arc<()>,
+        target: Target,
+    ) -> Result<Record, UpstreamError> {
         let route = Route::get(format!(
             "/api/domains/{}/email_accounts/{}",
             target.domain, target.mailbox
@@ -152,7 +156,11 @@ impl Area for Mailbox {
         read_body::<Record>(super::body(bodies, 0), &())
     }
 
-    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
+    fn encode(
+        enc: &mut DescriptorEncoder,
+        interval: Duration,
+        items: &[Item<'_, Self>],
+    ) -> std::fmt::Result {
         series::encode(enc, interval, items)
     }
 }

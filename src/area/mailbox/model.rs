@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::upstream::decode::{Fields, first_resource};
 use crate::upstream::error::UpstreamError;
-use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 use crate::upstream::model::names::sanitize;
+use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
@@ -225,8 +225,7 @@ mod tests {
 
     #[test]
     fn quota_is_mib_unless_quota_human_says_otherwise() {
-        let (m, p) =
-            Record::from_record(&json!({"quota": 1229, "max_email_quota": 2048})).unwrap();
+        let (m, p) = Record::from_record(&json!({"quota": 1229, "max_email_quota": 2048})).unwrap();
         assert!(p.is_empty());
         assert_eq!(m.quota_used_bytes, Some(1229.0 * MIB));
         assert_eq!(m.quota_limit_bytes, Some(2048.0 * MIB));
@@ -285,7 +284,8 @@ mod tests {
         assert_eq!(m.quota_limit_bytes, None);
         assert_eq!(p.len(), 1);
         // The largest count, in MiB: a finite, if absurd, byte count; never infinity.
-        let (m, _) = Record::from_record(&json!({"quota": crate::upstream::model::MAX_EXACT})).unwrap();
+        let (m, _) =
+            Record::from_record(&json!({"quota": crate::upstream::model::MAX_EXACT})).unwrap();
         assert!(m.quota_used_bytes.is_some_and(f64::is_finite));
     }
 }

@@ -23,7 +23,8 @@ use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/migrations/{migration_code}/stats`
-pub const STATS: Endpoint = Endpoint::new("migration_stats").at("GET /api/migrations/{migration_code}/stats");
+pub const STATS: Endpoint =
+    Endpoint::new("migration_stats").at("GET /api/migrations/{migration_code}/stats");
 
 collector_block! {
     /// `collectors.migration`: the schedule and the migration codes.
@@ -42,7 +43,11 @@ pub struct List {
 }
 
 /// Migration codes: `MG` and 8 digits.
-fn migration_codes(field: &str, list: &[String], required: bool) -> Result<Vec<String>, ConfigError> {
+fn migration_codes(
+    field: &str,
+    list: &[String],
+    required: bool,
+) -> Result<Vec<String>, ConfigError> {
     codes(
         &format!("{field}.migrations"),
         list,
@@ -82,7 +87,11 @@ impl Area for Migration {
     }
 
     /// `code` was validated (`MG` + 8 digits) by the config, so it is safe in a path.
-    async fn collect(ctx: Context, _settings: Arc<()>, code: String) -> Result<Record, UpstreamError> {
+    async fn collect(
+        ctx: Context,
+        _settings: Arc<()>,
+        code: String,
+    ) -> Result<Record, UpstreamError> {
         let route = Route::get(format!("/api/migrations/{code}/stats"));
         ctx.client.fetch(STATS, code, route, &()).await
     }
@@ -96,7 +105,11 @@ impl Area for Migration {
         read_body::<Record>(super::body(bodies, 0), &())
     }
 
-    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
+    fn encode(
+        enc: &mut DescriptorEncoder,
+        interval: Duration,
+        items: &[Item<'_, Self>],
+    ) -> std::fmt::Result {
         series::encode(enc, interval, items)
     }
 }

@@ -6,10 +6,10 @@ use serde_json::Value;
 
 use crate::upstream::decode::aggregate;
 use crate::upstream::error::{FailureReason, UpstreamError};
+use crate::upstream::model::names::{bound_names, sanitize};
 use crate::upstream::model::{
     MAX_EXACT, Model, ParseProblem, Unreadable, as_count, as_number, epoch, parse_timestamp,
 };
-use crate::upstream::model::names::{bound_names, sanitize};
 
 /// Leaves deeper than this are not walked.
 pub const MAX_DEPTH: usize = 4;

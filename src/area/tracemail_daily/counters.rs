@@ -130,7 +130,6 @@ fn baseline(counts: &Option<Counts>) -> BTreeMap<String, f64> {
         .collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::super::model::DailyStats;

@@ -8,7 +8,9 @@ mod series;
 mod text;
 
 pub use counters::{DayCounters, MAX_COUNTED_STATUSES};
-pub use model::{DailyParams, DailyStats, DomainCounts, DomainsRank, read_daily, read_domains_rank};
+pub use model::{
+    DailyParams, DailyStats, DomainCounts, DomainsRank, read_daily, read_domains_rank,
+};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,8 +21,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 
 use super::run::Context;
 use super::{Area, Extra, Item, Refers, Revealed};
-use crate::config::fields::Day;
 use crate::config::error::{ConfigError, invalid};
+use crate::config::fields::Day;
 use crate::config::fields::{AccountList, account_list};
 use crate::config::schedule::collector_block;
 use crate::upstream::Route;
@@ -28,8 +30,8 @@ use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/delivery/tracemail/daily/{account}?type=account`
-pub const DAILY: Endpoint = Endpoint::new("tracemail_daily")
-    .at("GET /api/delivery/tracemail/daily/{account}?type=account");
+pub const DAILY: Endpoint =
+    Endpoint::new("tracemail_daily").at("GET /api/delivery/tracemail/daily/{account}?type=account");
 /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`
 pub const DOMAINS_RANK: Endpoint = Endpoint::new("tracemail_domains_rank")
     .at("GET /api/delivery/tracemail/daily/{account}?type=domains-rank");
@@ -140,7 +142,11 @@ impl Area for TracemailDaily {
         Some(id)
     }
 
-    async fn collect(ctx: Context, settings: Arc<Settings>, account: i32) -> Result<DailyData, UpstreamError> {
+    async fn collect(
+        ctx: Context,
+        settings: Arc<Settings>,
+        account: i32,
+    ) -> Result<DailyData, UpstreamError> {
         let params = params(&settings, ctx.clock.now());
         let path = format!("/api/delivery/tracemail/daily/{account}");
         let (stats, ranks) = tokio::join!(
@@ -169,7 +175,8 @@ impl Area for TracemailDaily {
     ) -> Result<(DailyData, Vec<ParseProblem>), UpstreamError> {
         let params = params(settings, now);
         let (stats, mut problems) = read_body::<DailyStats>(super::body(bodies, 0), &params)?;
-        let (ranks, more) = read_body::<DomainsRank>(super::body(bodies, 1), &settings.top_domains)?;
+        let (ranks, more) =
+            read_body::<DomainsRank>(super::body(bodies, 1), &settings.top_domains)?;
         problems.extend(more);
         Ok((data(stats, ranks, params.today), problems))
     }
@@ -185,7 +192,11 @@ impl Area for TracemailDaily {
         Revealed::Domains(data.domains.iter().map(|d| d.domain.as_str()).collect())
     }
 
-    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> std::fmt::Result {
+    fn encode(
+        enc: &mut DescriptorEncoder,
+        interval: Duration,
+        items: &[Item<'_, Self>],
+    ) -> std::fmt::Result {
         series::encode(enc, interval, items)
     }
 

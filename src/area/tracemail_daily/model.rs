@@ -201,7 +201,6 @@ mod tests {
         Some(pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
     }
 
-
     #[test]
     fn days_are_matched_by_date_in_the_configured_format() {
         let f = DateFormat::parse("DD/MM/YYYY").unwrap();

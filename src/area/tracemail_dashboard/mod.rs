@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 
 use super::run::Context;
 use super::{Area, Extra, Item, Refers, Revealed};
-use crate::config::fields::Day;
 use crate::config::error::{ConfigError, invalid};
+use crate::config::fields::Day;
 use crate::config::fields::{account_ids, at_most};
 use crate::config::schedule::collector_block;
 use crate::redact::quote;
@@ -30,7 +30,8 @@ use crate::upstream::error::{Endpoint, FailureReason, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `POST /api/delivery/tracemail/dashboard`
-pub const DASHBOARD: Endpoint = Endpoint::new("tracemail_dashboard").at("POST /api/delivery/tracemail/dashboard");
+pub const DASHBOARD: Endpoint =
+    Endpoint::new("tracemail_dashboard").at("POST /api/delivery/tracemail/dashboard");
 
 /// `limit` of the dashboard's top lists, unless set.
 pub const DEFAULT_LIMIT: i64 = 10;
@@ -251,7 +252,12 @@ impl Area for TracemailDashboard {
         );
         let dashboard = ctx
             .client
-            .fetch(DASHBOARD, view.to_string(), route, &params(&settings, today))
+            .fetch(
+                DASHBOARD,
+                view.to_string(),
+                route,
+                &params(&settings, today),
+            )
             .await?;
         Ok(DashboardData {
             dashboard,
@@ -288,7 +294,11 @@ impl Area for TracemailDashboard {
         )
     }
 
-    fn encode(enc: &mut DescriptorEncoder, interval: Duration, items: &[Item<'_, Self>]) -> fmt::Result {
+    fn encode(
+        enc: &mut DescriptorEncoder,
+        interval: Duration,
+        items: &[Item<'_, Self>],
+    ) -> fmt::Result {
         series::encode(enc, interval, items)
     }
 }

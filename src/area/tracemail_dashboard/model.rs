@@ -163,7 +163,6 @@ mod tests {
         Some(pairs.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect())
     }
 
-
     #[test]
     fn the_dashboard_accepts_days_keyed_by_date_and_groups_as_a_map() {
         let record = json!({

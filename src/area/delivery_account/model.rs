@@ -77,10 +77,10 @@ impl Record {
             .count("domains_count")
             .or_else(|| r.array_len("domains").map(|n| n as f64));
         let nets = r.string_list("allow_nets").map(normalized);
-        let bounce_notification = r.first_of(&["bounce_notification"]).map(|_| {
-            r.string("bounce_notification")
-                .is_some_and(|s| !s.trim().is_empty())
-        });
+        // An address that cannot be read is a problem and absent, never "not configured".
+        let bounce_notification = r
+            .string("bounce_notification")
+            .map(|s| !s.trim().is_empty());
         let account = Record {
             remaining_messages: r.count("remaining_messages"),
             plan_messages_limit: r.count("plan_messages_limit"),
@@ -252,6 +252,8 @@ mod tests {
         assert_eq!((a.bounce_notification, a.delete_on), (Some(false), None));
         let (a, _) = Record::from_record(&json!({"bounce_notification": null})).unwrap();
         assert_eq!(a.bounce_notification, None);
+        let (a, p) = Record::from_record(&json!({"bounce_notification": {"to": "x"}})).unwrap();
+        assert_eq!((a.bounce_notification, p.len()), (None, 1));
     }
 
     #[test]

@@ -6,19 +6,68 @@ local lib = import 'lib.libsonnet';
   prometheusAlerts+:: {
     local c = $._config,
     local s(metric, extra='') = lib.series(c, metric, extra),
+    // The collector whose series an alert reads, as its `collector` label (with
+    // alertCollectorLabel): Alertmanager holds the alert back while MailhostCollectorFailing
+    // fires for that collector and tenant. MailhostDataStale and MailhostCollectorFailing
+    // carry the label of their series; the rest read no collector's targets.
+    local collectorOf = {
+      MailhostDeliveryQuotaLow: 'delivery_account',
+      MailhostDeliveryQuotaCritical: 'delivery_account',
+      MailhostDeliveryQuotaExhaustionPredicted: 'delivery_account',
+      MailhostDeliveryPlanExpiring: 'delivery_account',
+      MailhostDeliveryAccountStatusChanged: 'delivery_account',
+      MailhostDeliveryBounceRatioHigh: 'tracemail_daily',
+      MailhostDeliveryBounceRatioCritical: 'tracemail_daily',
+      MailhostDeliveryComplaintRatioHigh: 'tracemail_daily',
+      MailhostDeliveryComplaintRatioCritical: 'tracemail_daily',
+      MailhostDeliverySendingSpike: 'tracemail_daily',
+      MailhostDeliveryAccountOpenToAnyAddress: 'delivery_account',
+      MailhostDeliveryAllowListChanged: 'delivery_account',
+      MailhostTeamMemberApiWithoutSecondFactor: 'team_member',
+      MailhostMailboxApiWithoutSecondFactor: 'mailbox',
+      MailhostDeliveryAccountScheduledForDeletion: 'delivery_account',
+      MailhostDeliveryExtraMessagesExpiringUnused: 'delivery_account',
+      MailhostDeliveryRejectionRatioHigh: 'tracemail_daily',
+      MailhostMigrationFailures: 'migration',
+      MailhostMigrationStalled: 'migration',
+      MailhostMailboxQuotaHigh: 'mailbox',
+      MailhostMailboxOutboundLimitReached: 'mailbox',
+    },
+    // A series of the alert's account, by the labels that name it, for an annotation.
+    local accountQuery(metric) = 'query (printf "%s{job=%%q,instance=%%q,tenant=%%q,account_id=%%q}" $labels.job $labels.instance $labels.tenant $labels.account_id)' % metric,
+    // The quota reset of the alert's account, for its annotation.
+    local resetQuery = accountQuery('mailhost:delivery_quota_reset:timestamp_seconds'),
+    // What a notification about an account's quota gives besides the description (see
+    // examples/alertmanager/templates/mailhost.tmpl): the messages left, the time left at the
+    // last hour's sending rate, and when the quota starts afresh.
+    local quotaAnnotations(figure) = {
+      figure: figure,
+      time_left: '{{ with ' + accountQuery('mailhost:delivery_quota_exhaustion:seconds') + " }}{{ . | first | value | humanizeDuration }} at the last hour's sending rate{{ else }}no messages sent in the last hour{{ end }}",
+      quota_resets: '{{ with ' + resetQuery + ' }}{{ . | first | value | humanizeTimestamp }}{{ else }}no renewal or expiration date known{{ end }}',
+    },
+    local messagesLeft = '{{ with ' + accountQuery('mailhost_delivery_remaining_messages') + ' }}{{ . | first | value | printf "%.0f" }}{{ end }} messages left',
+    local annotationsOf = {
+      MailhostDeliveryQuotaLow: quotaAnnotations(messagesLeft + ", {{ $value | humanizePercentage }} of the plan's"),
+      MailhostDeliveryQuotaCritical: quotaAnnotations(messagesLeft + ", {{ $value | humanizePercentage }} of the plan's"),
+      MailhostDeliveryQuotaExhaustionPredicted: quotaAnnotations(messagesLeft),
+    },
     local alert(name, severity, expr, summary, description) = {
       alert: name,
       expr: expr,
       'for': c.alertFor[name],
-      labels: { severity: severity },
+      // The exporter's own absence ends at once; an alert on its data outlives a failed
+      // scrape or a restart, so that Alertmanager holds it back under MailhostExporterDown
+      // instead of resolving it. An allow-list change fires for a window of its own.
+      [if c.keepFiringFor != '' && !std.member(['MailhostExporterDown', 'MailhostDeliveryAllowListChanged'], name) then 'keep_firing_for']: c.keepFiringFor,
+      labels: c.alertLabels { severity: severity } + (
+        if c.alertCollectorLabel && std.objectHas(collectorOf, name) then { collector: collectorOf[name] } else {}
+      ),
       annotations: {
         summary: summary,
         description: description,
         runbook_url: c.runbookUrlPrefix + std.asciiLower(name),
-      },
+      } + std.get(annotationsOf, name, {}),
     },
-    // The quota reset of the alert's account, for its annotation.
-    local resetQuery = 'query (printf "mailhost:delivery_quota_reset:timestamp_seconds{job=%q,instance=%q,account_id=%q}" $labels.job $labels.instance $labels.account_id)',
     // A tenant's pacer series, for an annotation: a rate in requests per second.
     local pacerValue(metric) = '{{ with query (printf "%s{job=%%q,instance=%%q,tenant=%%q}" $labels.job $labels.instance $labels.tenant) }}{{ . | first | value | printf "%%.4g" }}{{ end }}' % metric,
     // The tenant, or the token of a single-token config (whose series have no tenant label).
@@ -35,14 +84,14 @@ local lib = import 'lib.libsonnet';
               (mailhost:delivery_quota_remaining:ratio < %s)
               >= %s
             ||| % [lib.effective('quota_remaining_warning_ratio'), lib.effective('quota_remaining_critical_ratio')],
-            'Delivery account {{ $labels.account_id }} is running out of messages',
+            'A Delivery account is running out of messages.',
             "Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) has {{ $value | humanizePercentage }} of its plan's messages left.",
           ),
           alert(
             'MailhostDeliveryQuotaCritical',
             'critical',
             'mailhost:delivery_quota_remaining:ratio < %s' % lib.effective('quota_remaining_critical_ratio'),
-            'Delivery account {{ $labels.account_id }} has almost no messages left',
+            'A Delivery account has almost no messages left.',
             "Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) has {{ $value | humanizePercentage }} of its plan's messages left; sends will be refused when it reaches zero.",
           ),
           alert(
@@ -55,35 +104,35 @@ local lib = import 'lib.libsonnet';
               unless
               (mailhost:delivery_quota_exhaustion:seconds > mailhost:delivery_quota_reset:timestamp_seconds - time())
             ||| % lib.effective('quota_exhaustion_horizon_seconds'),
-            'Delivery account {{ $labels.account_id }} will run out of messages before its quota renews',
+            'A Delivery account will run out of messages before its quota renews.',
             'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) runs out of messages in {{ $value | humanizeDuration }} at its current rate, before its quota renews ({{ with ' + resetQuery + ' }}{{ . | first | value | humanizeTimestamp }}{{ else }}no renewal date known{{ end }}).',
           ),
           alert(
             'MailhostDeliveryPlanExpiring',
             'warning',
             '(%s - time())\n< %s' % [s('mailhost_delivery_plan_expiration_timestamp_seconds'), lib.effective('plan_expiry_seconds')],
-            'The plan of Delivery account {{ $labels.account_id }} expires soon',
+            'The plan of a Delivery account expires soon.',
             'The plan of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) expires in {{ $value | humanizeDuration }}.',
           ),
           alert(
             'MailhostDeliveryAccountStatusChanged',
             'warning',
             '%s\n!= quantile_over_time(0.5, %s[1d])' % [s('mailhost_delivery_account_status'), s('mailhost_delivery_account_status')],
-            'Delivery account {{ $labels.account_id }} changed status',
+            'A Delivery account changed status.',
             'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) has status {{ $value }}, not the value it had for most of the last day.',
           ),
           alert(
             'MailhostDeliveryBounceRatioHigh',
             'warning',
             '((mailhost:delivery_bounce:ratio > %s) <= %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio'), lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
-            'Delivery account {{ $labels.account_id }} bounces too many messages',
+            'A Delivery account bounces too many messages.',
             "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced.",
           ),
           alert(
             'MailhostDeliveryBounceRatioCritical',
             'critical',
             '(mailhost:delivery_bounce:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
-            'Delivery account {{ $labels.account_id }} bounces far too many messages',
+            'A Delivery account bounces far too many messages.',
             "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced: mailbox providers throttle or block senders at such rates.",
           ),
           alert(
@@ -94,7 +143,7 @@ local lib = import 'lib.libsonnet';
               and
               (mailhost:delivery_current_day_messages:sum >= %s)
             ||| % [lib.effective('complaint_ratio_warning'), lib.effective('complaint_ratio_critical'), lib.effective('ratio_min_messages')],
-            'Delivery account {{ $labels.account_id }} draws complaints above 0.1%',
+            'A Delivery account draws too many complaints.',
             "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint, above the rate the large mailbox providers ask bulk senders to stay under. The provider's figure is a proxy: the mailbox provider's own (Postmaster Tools) is the one that counts.",
           ),
           alert(
@@ -105,7 +154,7 @@ local lib = import 'lib.libsonnet';
               and
               (mailhost:delivery_current_day_messages:sum >= %s)
             ||| % [lib.effective('complaint_ratio_critical'), lib.effective('ratio_min_messages')],
-            'Delivery account {{ $labels.account_id }} draws complaints above 0.3%',
+            'A Delivery account draws far too many complaints.',
             "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint: the large mailbox providers reject or junk bulk mail from senders above this rate.",
           ),
           alert(
@@ -117,21 +166,21 @@ local lib = import 'lib.libsonnet';
               (mailhost:delivery_messages:increase1h >= on () group_left () %(min)s)
               > (mailhost:delivery_messages:increase1h offset 1w) * on () group_left () %(factor)s
             ||| % { min: lib.global('sending_spike_min_messages'), factor: lib.global('sending_spike_factor') },
-            'Delivery account {{ $labels.account_id }} sends far more than a week ago',
+            'A Delivery account sends far more than a week ago.',
             'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) sent {{ $value | humanize }} messages in the last hour, more than %s times what it sent in the same hour a week ago: a stolen credential, or a warm-up gone wrong.' % c.thresholds.sending_spike_factor,
           ),
           alert(
             'MailhostDeliveryAccountOpenToAnyAddress',
             'warning',
             '(mailhost:delivery_messages_sent:rate1h > 0)\nand\n(%s == 0)' % s('mailhost_delivery_allow_nets'),
-            'Delivery account {{ $labels.account_id }} sends and accepts any address',
+            'A sending Delivery account has an empty IP allow-list.',
             'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) sends {{ $value | humanize }} messages an hour and its IP allow-list is empty: anyone holding one of its Send API tokens can send from anywhere.',
           ),
           alert(
             'MailhostDeliveryAllowListChanged',
             'warning',
             'changes(%s[%s]) > 0' % [s('mailhost_delivery_allow_nets_fingerprint'), c.allowListChangeWindow],
-            'The IP allow-list of Delivery account {{ $labels.account_id }} changed',
+            'The IP allow-list of a Delivery account changed.',
             'The IP allow-list of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) changed {{ $value }} times in the last ' + c.allowListChangeWindow + '; it now holds {{ with query (printf "mailhost_delivery_allow_nets{job=%q,instance=%q,account_id=%q}" $labels.job $labels.instance $labels.account_id) }}{{ . | first | value }}{{ end }} networks.',
           ),
           alert(
@@ -142,7 +191,7 @@ local lib = import 'lib.libsonnet';
               and (%s == 0)
               and (%s == 1)
             ||| % [s('mailhost_team_member_otp_enabled'), s('mailhost_team_member_api_access_blocked'), s('mailhost_team_member_enabled')],
-            'Team member {{ $labels.team_member }} has API access and no second factor',
+            'A team member has API access and no second factor.',
             'Team member {{ $labels.team_member }} ({{ $labels.instance }}) is enabled, may use the Management API and signs in without a second factor: a leaked password is enough to act for the customer.',
           ),
           alert(
@@ -154,14 +203,14 @@ local lib = import 'lib.libsonnet';
               and (%s == 0)
               and (%s == 0)
             ||| % [s('mailhost_mailbox_api_enabled'), s('mailhost_mailbox_otp_enabled'), s('mailhost_mailbox_otp_forced'), s('mailhost_mailbox_domain_otp_forced')],
-            'Mailbox {{ $labels.mailbox }} has API access and no second factor',
+            'A mailbox has API access and no second factor.',
             'Mailbox {{ $labels.mailbox }} ({{ $labels.instance }}) may use the API and neither it nor its domain requires a second factor.',
           ),
           alert(
             'MailhostDeliveryAccountScheduledForDeletion',
             'warning',
             '(%s - time())\nand\n(mailhost:delivery_messages_sent:rate1h > 0)' % s('mailhost_delivery_delete_timestamp_seconds'),
-            'Delivery account {{ $labels.account_id }} is scheduled for deletion and still sends',
+            'A Delivery account scheduled for deletion still sends.',
             'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) is still sending and the provider will delete it in {{ $value | humanizeDuration }}.',
           ),
           alert(
@@ -172,21 +221,21 @@ local lib = import 'lib.libsonnet';
               and
               ((%(expires)s - time()) < on () group_left () %(horizon)s)
             ||| % { expires: s('mailhost_delivery_extra_messages_expiration_timestamp_seconds'), horizon: lib.global('extra_messages_expiry_seconds') },
-            'Bought extra messages of Delivery account {{ $labels.account_id }} will expire unused',
+            'Bought extra messages of a Delivery account will expire unused.',
             'About {{ $value | printf "%.0f" }} bought extra messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) will expire unused on {{ with query (printf "mailhost_delivery_extra_messages_expiration_timestamp_seconds{job=%q,instance=%q,account_id=%q}" $labels.job $labels.instance $labels.account_id) }}{{ . | first | value | humanizeTimestamp }}{{ end }} at the current sending rate.',
           ),
           alert(
             'MailhostDeliveryRejectionRatioHigh',
             'warning',
             '(mailhost:delivery_rejection:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('rejection_ratio'), lib.effective('ratio_min_messages')],
-            'Delivery account {{ $labels.account_id }} has too many messages rejected',
+            'A Delivery account has too many messages rejected.',
             "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) were rejected.",
           ),
           alert(
             'MailhostMigrationFailures',
             'warning',
             '%s > 0' % s('mailhost_migration_accounts', 'state="failed"'),
-            'Migration {{ $labels.migration }} has failed accounts',
+            'A mailbox migration has failed accounts.',
             'Migration {{ $labels.migration }} ({{ $labels.instance }}) has {{ $value }} failed accounts.',
           ),
           alert(
@@ -201,35 +250,35 @@ local lib = import 'lib.libsonnet';
               running: s('mailhost_migration_status', 'status="running"'),
               window: c.migrationStallWindow,
             },
-            'Migration {{ $labels.migration }} stopped progressing',
+            'A mailbox migration stopped progressing.',
             'Migration {{ $labels.migration }} ({{ $labels.instance }}) is running but has stayed at {{ $value | humanize }} migrated messages for at least %s.' % c.migrationStallWindow,
           ),
           alert(
             'MailhostMailboxQuotaHigh',
             'warning',
             'mailhost:mailbox_quota_used:ratio\n> on () group_left () %s' % lib.global('mailbox_quota_ratio'),
-            'Mailbox {{ $labels.mailbox }} is nearly full',
+            'A mailbox is nearly full.',
             'Mailbox {{ $labels.mailbox }} ({{ $labels.instance }}) uses {{ $value | humanizePercentage }} of its quota.',
           ),
           alert(
             'MailhostMailboxOutboundLimitReached',
             'warning',
             '%s\n>= (%s > 0)' % [s('mailhost_mailbox_outbound_messages'), s('mailhost_mailbox_outbound_limit')],
-            'Mailbox {{ $labels.mailbox }} reached its outbound limit',
+            'A mailbox reached its outbound limit.',
             'Mailbox {{ $labels.mailbox }} ({{ $labels.instance }}) sent {{ $value }} messages in its outbound period and cannot send more until the count resets.',
           ),
           alert(
             'MailhostExporterDown',
             'critical',
             '%s == 0' % s('up'),
-            'mailhost_exporter is down',
+            'Prometheus cannot scrape mailhost_exporter.',
             'Prometheus cannot scrape mailhost_exporter at {{ $labels.instance }}; no quota or sending figures are being collected.',
           ),
           alert(
             'MailhostCollectorFailing',
             'warning',
             '%s == 0' % s('mailhost_collector_success'),
-            'Collector {{ $labels.collector }} keeps failing',
+            'A collector of mailhost_exporter keeps failing.',
             'Every run of collector {{ $labels.collector }} on {{ $labels.instance }} for %s had a failing target; see mailhost_api_request_failures_total for the reason.' % c.alertFor.MailhostCollectorFailing,
           ),
           alert(
@@ -253,7 +302,7 @@ local lib = import 'lib.libsonnet';
               demand: s('mailhost_api_pacer_demand'),
               rate: s('mailhost_api_pacer_rate'),
             },
-            'Values of {{ $labels.collector }} target {{ $labels.target }} are stale',
+            'Values of a mailhost_exporter target are stale.',
             'Target {{ $labels.target }} of collector {{ $labels.collector }} on {{ $labels.instance }} last succeeded {{ $value | humanizeDuration }} ago.',
           ),
           alert(
@@ -271,7 +320,7 @@ local lib = import 'lib.libsonnet';
               calls: s('mailhost_api_requests_total'),
               ratio: lib.global('rate_limited_ratio'),
             },
-            'The provider is rate-limiting mailhost_exporter',
+            'The provider is rate-limiting mailhost_exporter.',
             '{{ $value | humanizePercentage }} of the calls to {{ $labels.endpoint }} from {{ $labels.instance }} were answered HTTP 429 over the last 5 minutes, although the exporter paces itself.',
           ),
           alert(
@@ -281,7 +330,7 @@ local lib = import 'lib.libsonnet';
             // refreshed. It is above 1 exactly when the needed rate exceeds the allowed one,
             // and never while there is no allowed rate (the provider has not limited the token).
             'ceil(%s / %s) > 1' % [s('mailhost_api_pacer_demand'), s('mailhost_api_pacer_rate')],
-            tenantOrToken + ' needs more API calls than its rate limit allows',
+            'A tenant needs more API calls than its rate limit allows.',
             tenantOrToken + ' ({{ $labels.instance }}) needs ' + pacerValue('mailhost_api_pacer_demand')
             + ' requests per second to refresh every target once per interval, but the provider allows '
             + pacerValue('mailhost_api_pacer_rate')

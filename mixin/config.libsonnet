@@ -10,6 +10,20 @@
     // Prefix of runbook_url; the default is relative to the repository root.
     runbookUrlPrefix: 'docs/runbook.md#',
 
+    // Labels every alert carries besides severity, e.g. { team: 'mail' } for an Alertmanager
+    // that routes on them. Alerts also keep every label of their series (tenant, account_id,
+    // mailbox, ...), which is what examples/alertmanager routes and inhibits on.
+    alertLabels: {},
+    // Whether an alert on the targets of one collector carries collector="<name>", so that
+    // Alertmanager can hold it back while MailhostCollectorFailing fires for that collector.
+    alertCollectorLabel: true,
+    // How long an alert (MailhostExporterDown aside) keeps firing after its condition clears:
+    // a failed scrape or an exporter restart then neither resolves nor re-opens it, and
+    // Alertmanager holds it back under MailhostExporterDown. It delays each resolved
+    // notification by as much. '' leaves keep_firing_for out, for evaluators without it
+    // (Prometheus before 2.42, vmalert before 1.90).
+    keepFiringFor: '10m',
+
     // Global thresholds, recorded in the group mailhost.thresholds so that alerts compare
     // against series, never against numbers of their own.
     thresholds: {

@@ -40,7 +40,7 @@ function(config={})
     else if v == null then 'null'
     else std.toString(v);
   // Annotations read best in the order an operator reads them.
-  local keyOrder = ['summary', 'description', 'runbook_url'];
+  local keyOrder = ['summary', 'description', 'figure', 'time_left', 'quota_resets', 'runbook_url'];
   local ordered(o) =
     [k for k in keyOrder if std.objectHas(o, k)] + [k for k in std.objectFields(o) if !std.member(keyOrder, k)];
   local mapping(o, indent) =
@@ -52,7 +52,7 @@ function(config={})
       for k in ordered(o)
     ]);
   // Rule keys in the order Prometheus documents them, not alphabetical.
-  local ruleKeys = ['record', 'alert', 'expr', 'for', 'labels', 'annotations'];
+  local ruleKeys = ['record', 'alert', 'expr', 'for', 'keep_firing_for', 'labels', 'annotations'];
   local rule(r) =
     local keys = [k for k in ruleKeys if std.objectHas(r, k)];
     assert std.length(keys) == std.length(std.objectFields(r)) : 'unexpected key in ' + std.toString(r);

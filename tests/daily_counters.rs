@@ -33,19 +33,11 @@ fn series(status: &str) -> String {
 
 /// The value of an instant query (one series) on Prometheus at `url`, with its sample time.
 async fn query(url: &str, expr: &str, time: Option<f64>) -> Option<(f64, f64)> {
-    let mut params = vec![("query", expr.to_owned())];
+    let mut params: Vec<(&str, String)> = vec![("query", expr.to_owned())];
     if let Some(t) = time {
         params.push(("time", format!("{t:.3}")));
     }
-    let body: serde_json::Value = reqwest::Client::new()
-        .get(format!("{url}/api/v1/query"))
-        .query(&params)
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let body = crate::helpers::get_json(url, "/api/v1/query", &params).await?;
     let sample = body["data"]["result"].as_array()?.first()?["value"]
         .as_array()?
         .clone();

@@ -151,12 +151,22 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
+    wait_within(PATIENCE, what, probe).await
+}
+
+/// [`wait_for`] with a patience of its own, for a chain of processes (Prometheus, then
+/// Alertmanager) that each add their own delays.
+pub async fn wait_within<T, F, Fut>(patience: Duration, what: &str, probe: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
     let started = Instant::now();
     loop {
         if let Some(v) = probe().await {
             return v;
         }
-        assert!(started.elapsed() < PATIENCE, "gave up waiting for {what}");
+        assert!(started.elapsed() < patience, "gave up waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -193,6 +203,38 @@ pub fn promtool_check_metrics(promtool: &str, text: &str) -> Result<(), String> 
     } else {
         Err(report.trim().to_owned())
     }
+}
+
+/// Runs `command` to its end: whether it succeeded, and everything it printed (standard output,
+/// then standard error).
+pub fn outcome(command: &mut Command) -> (bool, String) {
+    let out = command.output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// `GET {url}{path}` with `query` as JSON; `None` while the server does not answer or answers
+/// something else (a Prometheus or Alertmanager still starting).
+pub async fn get_json(
+    url: &str,
+    path: &str,
+    query: &[(&str, String)],
+) -> Option<serde_json::Value> {
+    reqwest::Client::new()
+        .get(format!("{url}{path}"))
+        .query(query)
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()
 }
 
 /// Runs `program args`, feeding `input`; the exit status and everything it printed.
@@ -260,6 +302,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "daily_counters::the_day_of_the_autumn_switch_counts_exactly_in_prometheus",
             "scale_out::prometheus_agent_with_hashmod_remote_writes_into_a_receiver",
             "posture::posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_put_back",
+            "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
         ],
     ),
     (
@@ -286,6 +329,27 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "mixin::the_committed_rules_and_dashboards_are_a_fresh_render_of_the_mixin",
             "mixin::the_mixin_sources_are_formatted_by_jsonnetfmt",
             "posture::posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_put_back",
+            "mixin::vmalert_loads_the_shipped_rule_files_in_dry_run",
+            "mixin::the_labels_alerts_carry_follow_the_config_switches",
+            "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
+        ],
+    ),
+    (
+        "amtool",
+        "apt-get install prometheus-alertmanager",
+        &[
+            "alertmanager::amtool_accepts_the_example_config_and_its_templates",
+            "alertmanager::every_label_set_reaches_the_receiver_it_must",
+            "alertmanager::each_template_renders_the_account_figure_time_left_reset_and_runbook",
+            "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
+        ],
+    ),
+    (
+        "prometheus-alertmanager",
+        "apt-get install prometheus-alertmanager",
+        &[
+            "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
+            "alertmanager::each_inhibition_of_the_example_holds_back_what_it_should_and_nothing_else",
         ],
     ),
     (
@@ -310,12 +374,16 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "kubernetes::prometheus_operator_objects_fit_the_operators_crd_schemas",
             "kubernetes::core_objects_fit_the_kubernetes_schemas_strictly",
             "kubernetes::promtool_accepts_the_rule_groups_of_the_rendered_prometheusrule",
+            "kubernetes::the_alertmanager_overlay_routes_as_the_example_and_fits_the_crd",
         ],
     ),
     (
         "validate-prometheus-operator",
         "bash .ci/kubernetes-tools",
-        &["kubernetes::prometheus_operator_objects_fit_the_operators_crd_schemas"],
+        &[
+            "kubernetes::prometheus_operator_objects_fit_the_operators_crd_schemas",
+            "kubernetes::the_alertmanager_overlay_routes_as_the_example_and_fits_the_crd",
+        ],
     ),
     (
         "kubernetes-validate",

@@ -428,18 +428,10 @@ fn core_objects_fit_the_kubernetes_schemas_strictly() {
             .collect();
         let path = tmp.path().join(name);
         std::fs::write(&path, text.join("---\n")).unwrap();
-        let out = Command::new(validate)
-            .args(["--strict", "--no-warn"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
+        crate::helpers::outcome(
+            Command::new(validate)
+                .args(["--strict", "--no-warn"])
+                .arg(&path),
         )
     };
     for (dir, name) in [(BASE, "base.yml"), (PROBE, "probe.yml")] {
@@ -528,4 +520,127 @@ fn promtool_accepts_the_rule_groups_of_the_rendered_prometheusrule() {
 
 fn same_file(a: &Path, b: &Path) -> bool {
     a.canonicalize().ok().as_deref() == Some(b)
+}
+
+const ALERTMANAGER: &str = "deploy/kubernetes/overlays/alertmanager";
+
+/// A matcher of Alertmanager's config (`name="value"`, `name=~"regex"`, ...) as the operator's
+/// `{name, matchType, value}`.
+fn crd_matcher(matcher: &str) -> Value {
+    let at = matcher
+        .find(['=', '!'])
+        .unwrap_or_else(|| panic!("matcher {matcher}"));
+    let (name, rest) = matcher.split_at(at);
+    let op = ["=~", "!~", "!=", "="]
+        .into_iter()
+        .find(|op| rest.starts_with(op))
+        .unwrap();
+    let value = rest[op.len()..].trim_matches('"');
+    serde_yaml_ng::from_str(&format!(
+        "{{name: {name}, matchType: {op:?}, value: {}}}",
+        serde_json::to_string(value).unwrap()
+    ))
+    .unwrap()
+}
+
+/// Alertmanager's snake_case settings as the operator's camelCase, matchers as objects.
+fn crd_form(value: &Value) -> Value {
+    match value {
+        Value::Mapping(map) => {
+            let mut out = Mapping::new();
+            for (key, value) in map {
+                let key = key.as_str().unwrap();
+                let (key, value) = match key {
+                    "matchers" | "source_matchers" | "target_matchers" => (
+                        match key {
+                            "matchers" => "matchers",
+                            "source_matchers" => "sourceMatch",
+                            _ => "targetMatch",
+                        }
+                        .to_owned(),
+                        Value::Sequence(
+                            seq(value, key)
+                                .iter()
+                                .map(|m| crd_matcher(str_of(m, key)))
+                                .collect(),
+                        ),
+                    ),
+                    "headers" => (
+                        key.to_owned(),
+                        Value::Sequence(
+                            value
+                                .as_mapping()
+                                .unwrap()
+                                .iter()
+                                .map(|(k, v)| {
+                                    let mut header = Mapping::new();
+                                    header.insert("key".into(), k.clone());
+                                    header.insert("value".into(), v.clone());
+                                    Value::Mapping(header)
+                                })
+                                .collect(),
+                        ),
+                    ),
+                    _ => {
+                        let mut words = key.split('_');
+                        let mut camel = words.next().unwrap().to_owned();
+                        for word in words {
+                            camel.push_str(&word[..1].to_uppercase());
+                            camel.push_str(&word[1..]);
+                        }
+                        (camel, crd_form(value))
+                    }
+                };
+                out.insert(key.into(), value);
+            }
+            Value::Mapping(out)
+        }
+        Value::Sequence(items) => Value::Sequence(items.iter().map(crd_form).collect()),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn the_alertmanager_overlay_routes_as_the_example_and_fits_the_crd() {
+    let Some(kubectl) = kubectl() else { return };
+    let Some(validator) = tool("validate-prometheus-operator", INSTALL) else {
+        return;
+    };
+    let read = |path: &str| std::fs::read_to_string(repo_root().join(path)).unwrap();
+    let objects = render(kubectl, ALERTMANAGER);
+    let config = object(&objects, "AlertmanagerConfig", None);
+    let example: Value =
+        serde_yaml_ng::from_str(&read("examples/alertmanager/alertmanager.yml")).unwrap();
+    // The route, the inhibitions and the receivers of the example, field for field.
+    assert_eq!(config["spec"]["route"], crd_form(&example["route"]));
+    assert_eq!(
+        config["spec"]["inhibitRules"],
+        crd_form(&example["inhibit_rules"])
+    );
+    assert_eq!(config["spec"]["receivers"], crd_form(&example["receivers"]));
+    // Its templates, as the example has them.
+    let template = read("examples/alertmanager/templates/mailhost.tmpl");
+    assert_eq!(read(&format!("{ALERTMANAGER}/mailhost.tmpl")), template);
+    let maps: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            o["kind"] == "ConfigMap"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("mailhost-alertmanager-templates"))
+        })
+        .collect();
+    assert_eq!(maps.len(), 1);
+    assert_eq!(maps[0]["data"]["mailhost.tmpl"].as_str(), Some(&*template));
+    // The operator's schema accepts it, and bites on a group wait that is no duration (it
+    // leaves the nested routes unchecked: they are free-form in the CRD).
+    let (ok, report) = run_with_input(validator, &[], &serde_json::to_string(&[config]).unwrap());
+    assert!(
+        ok && report.starts_with("ok AlertmanagerConfig/"),
+        "{report}"
+    );
+    let mut broken = config.clone();
+    broken["spec"]["route"]["groupWait"] = "soon".into();
+    let (ok, report) = run_with_input(validator, &[], &serde_json::to_string(&[&broken]).unwrap());
+    assert!(!ok, "{report}");
 }

@@ -348,15 +348,69 @@ fn vmalert_loads_the_shipped_rule_files_in_dry_run() {
     let Some(vmalert) = tool(VMALERT.0, VMALERT.1) else {
         return;
     };
+    let Some(jsonnet) = jsonnet() else { return };
     let root = repo_root();
+    // Debian's vmalert (1.79) predates keep_firing_for (1.90): the alerts load once the mixin
+    // leaves it out, and that render is the shipped file without its keep_firing_for lines.
+    let (dir, _) = render(jsonnet, "{ keepFiringFor: '' }");
+    let alerts = dir.path().join("prometheus/alerts.yml");
+    let shipped = std::fs::read_to_string(root.join("prometheus/alerts.yml")).unwrap();
+    let without: Vec<&str> = shipped
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("keep_firing_for:"))
+        .collect();
+    assert_eq!(
+        std::fs::read_to_string(&alerts).unwrap(),
+        without.join("\n") + "\n"
+    );
+    assert!(shipped.contains("keep_firing_for: 10m"));
     // A file vmalert cannot load (expression or template) is a fatal exit, not a warning.
     run(
         vmalert,
         &[
             "-dryRun",
             "-rule=prometheus/rules.yml",
-            "-rule=prometheus/alerts.yml",
+            &format!("-rule={}", alerts.display()),
         ],
         &root,
     );
+}
+
+/// The alert rules of a render (or of the repository, at its root).
+pub(crate) fn alert_rules(dir: &Path) -> Vec<Value> {
+    yaml(&dir.join("prometheus/alerts.yml"))["groups"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap().clone())
+        .collect()
+}
+
+#[test]
+fn the_labels_alerts_carry_follow_the_config_switches() {
+    let Some(jsonnet) = jsonnet() else { return };
+    // Shipped: a collector label on each alert on one collector's targets, no other label.
+    let (dir, _) = render(jsonnet, "{}");
+    let shipped = alert_rules(dir.path());
+    let with_collector = shipped
+        .iter()
+        .filter(|a| a["labels"]["collector"].is_string())
+        .count();
+    assert!(with_collector >= 20, "{with_collector}");
+    // alertLabels reach every alert but cannot change its severity; the collector label goes.
+    let (dir, _) = render(
+        jsonnet,
+        "{ alertLabels: { team: 'mail', severity: 'none' }, alertCollectorLabel: false }",
+    );
+    let changed = alert_rules(dir.path());
+    assert_eq!(changed.len(), shipped.len());
+    for (alert, before) in changed.iter().zip(&shipped) {
+        let name = alert["alert"].as_str().unwrap();
+        assert_eq!(alert["labels"]["team"], "mail", "{name}");
+        assert_eq!(
+            alert["labels"]["severity"], before["labels"]["severity"],
+            "{name}"
+        );
+        assert!(alert["labels"]["collector"].is_null(), "{name}");
+    }
 }

@@ -217,15 +217,7 @@ async fn posture_and_lifecycle_signals_follow_the_providers_state_and_come_back(
 /// Prometheus does not answer (it is still starting).
 async fn firing(url: &str, name: &str, matcher: &str) -> Option<bool> {
     let q = format!("ALERTS{{alertname=\"{name}\",alertstate=\"firing\",{matcher}}}");
-    let body: serde_json::Value = reqwest::Client::new()
-        .get(format!("{url}/api/v1/query"))
-        .query(&[("query", q)])
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let body = crate::helpers::get_json(url, "/api/v1/query", &[("query", q)]).await?;
     Some(
         body["data"]["result"]
             .as_array()
@@ -245,8 +237,8 @@ async fn alert_becomes(url: &str, name: &str, matcher: &str, want: bool) {
     .await;
 }
 
-/// The posture, lifecycle and complaint alerts of the shipped mixin (their `for:` set to 0 and
-/// the allow-list window to 4 s, so that a test can watch them) fire on a real Prometheus when
+/// The posture, lifecycle and complaint alerts of the shipped mixin (their `for:` and
+/// `keep_firing_for` set to 0 and the allow-list window to 4 s, so that a test can watch them) fire on a real Prometheus when
 /// the simulator's state changes, and resolve when it is put back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_put_back() {
@@ -268,7 +260,7 @@ async fn posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_
     let (rules, _) = crate::mixin::render(
         jsonnet,
         &format!(
-            "{{ alertFor+: {{ {} }}, allowListChangeWindow: '4s' }}",
+            "{{ alertFor+: {{ {} }}, allowListChangeWindow: '4s', keepFiringFor: '' }}",
             now_for.join(", ")
         ),
     );

@@ -182,3 +182,109 @@ fn thresholds_live_in_one_group_and_are_documented() {
         );
     }
 }
+
+/// What `mixtool lint` checks on an alert, re-implemented (mixtool is a Go tool, not packaged):
+/// a CamelCase name, a severity of critical, warning or info, a summary that is a sentence
+/// without template variables, a templated description and a runbook_url. Returns the
+/// findings, each naming the alert and the fix.
+fn mixin_lint(rule: &Value) -> Vec<String> {
+    let name = rule["alert"].as_str().unwrap_or_default();
+    let mut findings = Vec::new();
+    let camel = name.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && name.chars().all(|c| c.is_ascii_alphanumeric())
+        && name.chars().any(|c| c.is_ascii_lowercase());
+    if !camel {
+        findings.push(format!("{name:?}: the alert name is not CamelCase"));
+    }
+    let severity = rule["labels"]["severity"].as_str().unwrap_or_default();
+    if !["critical", "warning", "info"].contains(&severity) {
+        findings.push(format!(
+            "{name}: severity {severity:?} is not one of critical, warning, info"
+        ));
+    }
+    let annotation = |key: &str| rule["annotations"][key].as_str().unwrap_or_default();
+    let summary = annotation("summary");
+    if summary.is_empty() {
+        findings.push(format!("{name}: no summary annotation"));
+    }
+    if summary.contains("{{") || summary.contains('$') {
+        findings.push(format!(
+            "{name}: the summary {summary:?} has template variables; move them to the description"
+        ));
+    }
+    if !summary.ends_with('.') {
+        findings.push(format!(
+            "{name}: the summary {summary:?} does not end with a period"
+        ));
+    }
+    if !summary.chars().next().is_some_and(|c| c.is_uppercase()) {
+        findings.push(format!(
+            "{name}: the summary {summary:?} does not start with a capital letter"
+        ));
+    }
+    let description = annotation("description");
+    if !(description.contains("{{") && description.contains("}}")) {
+        findings.push(format!(
+            "{name}: the description {description:?} is not templated (give the labels and the value)"
+        ));
+    }
+    if annotation("runbook_url").is_empty() {
+        findings.push(format!("{name}: no runbook_url annotation"));
+    }
+    findings
+}
+
+#[test]
+fn every_alert_follows_the_monitoring_mixins_conventions() {
+    let findings: Vec<String> = rules("prometheus/alerts.yml")
+        .iter()
+        .flat_map(mixin_lint)
+        .collect();
+    assert!(findings.is_empty(), "{}", findings.join("\n"));
+}
+
+#[test]
+fn the_mixin_lint_finds_each_breach_of_the_conventions() {
+    let source = "alert: MailhostThing\nlabels: {severity: warning}\nannotations:\n  summary: A thing broke.\n  description: 'Thing {{ $labels.id }} broke.'\n  runbook_url: docs/runbook.md#mailhostthing\n";
+    let good: Value = serde_yaml_ng::from_str(source).unwrap();
+    assert!(mixin_lint(&good).is_empty(), "{:?}", mixin_lint(&good));
+    let breaches = [
+        ("alert: MailhostThing", "alert: mailhost_thing", "CamelCase"),
+        ("alert: MailhostThing", "alert: MAILHOST", "CamelCase"),
+        ("severity: warning", "severity: page", "severity"),
+        (
+            "summary: A thing broke.",
+            "summary: 'Thing {{ $labels.id }} broke.'",
+            "template",
+        ),
+        (
+            "summary: A thing broke.",
+            "summary: A thing broke",
+            "period",
+        ),
+        (
+            "summary: A thing broke.",
+            "summary: a thing broke.",
+            "capital",
+        ),
+        (
+            "description: 'Thing {{ $labels.id }} broke.'",
+            "description: A thing broke.",
+            "not templated",
+        ),
+        (
+            "  runbook_url: docs/runbook.md#mailhostthing\n",
+            "",
+            "runbook_url",
+        ),
+    ];
+    for (from, to, finding) in breaches {
+        assert!(source.contains(from), "{from}");
+        let bad: Value = serde_yaml_ng::from_str(&source.replace(from, to)).unwrap();
+        let found = mixin_lint(&bad);
+        assert!(
+            found.iter().any(|f| f.contains(finding)),
+            "{to:?} should be found ({finding}): {found:?}"
+        );
+    }
+}

@@ -232,16 +232,8 @@ impl Store {
 
     /// An instant query: each series' labels and value. `None` while the store refuses it.
     async fn query(&self, q: &str) -> Option<Vec<(BTreeMap<String, String>, f64)>> {
-        let body: Value = self
-            .client
-            .get(format!("{}/api/v1/query", self.url))
-            .query(&[("query", q)])
-            .send()
-            .await
-            .ok()?
-            .json()
-            .await
-            .ok()?;
+        let body = crate::helpers::get_json(&self.url, "/api/v1/query", &[("query", q.to_owned())])
+            .await?;
         assert_eq!(body["status"], "success", "{q}: {body}");
         let result = body["data"]["result"].as_array()?;
         Some(

@@ -29,6 +29,10 @@ mod rules;
 // thresholds, vmalert.
 mod mixin;
 
+// Alertmanager: the example config, routes and templates through amtool, and alerts reaching
+// a webhook end to end (simulator, exporter, Prometheus, Alertmanager).
+mod alertmanager;
+
 // A real Prometheus scraping demo mode: dashboard queries, metric names, the quota alert.
 mod prometheus;
 

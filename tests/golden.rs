@@ -25,8 +25,8 @@ fn spec_from(collector_yaml: &str) -> CollectorSpec {
 }
 
 /// The classic exposition of one run of `spec`'s target answered with `bodies`, then its parse
-/// problems as comments.
-fn render(spec: &CollectorSpec, bodies: Vec<Vec<u8>>) -> String {
+/// problems as comments; and the same run in OpenMetrics, terminated.
+fn render(spec: &CollectorSpec, bodies: Vec<Vec<u8>>) -> (String, String) {
     let mut replay = Replay::default();
     let now = Timestamp::from_second(NOW).unwrap();
     replay.run(spec, vec![(spec.targets[0].clone(), bodies)], now);
@@ -35,9 +35,10 @@ fn render(spec: &CollectorSpec, bodies: Vec<Vec<u8>>) -> String {
         .iter()
         .map(|p| format!("# parse problem: {} ({})\n", p.path, p.found))
         .collect();
-    let mut out = replay.render().classic;
+    let exposition = replay.render();
+    let mut out = exposition.classic;
     out.extend(problems);
-    out
+    (out, exposition.openmetrics + "# EOF\n")
 }
 
 /// One body per answer: the file as it is.
@@ -45,7 +46,9 @@ fn one(body: &[u8]) -> Vec<Vec<u8>> {
     vec![body.to_vec()]
 }
 
-fn check_dir(collector: &str, produce: impl Fn(&[u8]) -> String) {
+/// Renders each case of `collector` with `produce`, compares the classic text with its golden
+/// file, and puts both renderings through the strict parsers (`prometheus3::check_body`).
+fn check_dir(collector: &str, produce: impl Fn(&[u8]) -> (String, String)) {
     let dir = Path::new("tests/fixtures/golden").join(collector);
     let mut cases = 0;
     let mut entries: Vec<_> = std::fs::read_dir(&dir)
@@ -57,7 +60,8 @@ fn check_dir(collector: &str, produce: impl Fn(&[u8]) -> String) {
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "json"))
     {
-        let got = produce(&std::fs::read(input).unwrap());
+        let (got, openmetrics) = produce(&std::fs::read(input).unwrap());
+        crate::prometheus3::check_golden(input, &got, &openmetrics);
         let golden = input.with_extension("prom");
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
             std::fs::write(&golden, &got).unwrap();

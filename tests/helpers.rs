@@ -290,6 +290,13 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             // Not first: tests/process.rs expects the skip report to open with the README check.
             "mixin::an_overridden_selector_reaches_every_expression_and_the_unit_tests_still_pass",
             "mixin::per_account_thresholds_fire_where_the_default_would_not_and_the_other_way_round",
+            "golden::delivery_account_bodies_render_exactly_as_their_golden_files",
+            "golden::tracemail_dashboard_bodies_render_exactly_as_their_golden_files",
+            "golden::tracemail_daily_bodies_render_exactly_as_their_golden_files",
+            "golden::migration_bodies_render_exactly_as_their_golden_files",
+            "golden::mailbox_bodies_render_exactly_as_their_golden_files",
+            "golden::team_member_bodies_render_exactly_as_their_golden_files",
+            "prometheus3::every_accept_of_prometheus_3_gets_a_type_it_parses_with_a_body_of_that_type",
         ],
     ),
     (
@@ -351,6 +358,24 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
             "alertmanager::each_inhibition_of_the_example_holds_back_what_it_should_and_nothing_else",
         ],
+    ),
+    (
+        "openmetrics-parse",
+        "bash .ci/prometheus3-tools",
+        &[
+            "golden::delivery_account_bodies_render_exactly_as_their_golden_files",
+            "golden::tracemail_dashboard_bodies_render_exactly_as_their_golden_files",
+            "golden::tracemail_daily_bodies_render_exactly_as_their_golden_files",
+            "golden::migration_bodies_render_exactly_as_their_golden_files",
+            "golden::mailbox_bodies_render_exactly_as_their_golden_files",
+            "golden::team_member_bodies_render_exactly_as_their_golden_files",
+            "prometheus3::every_accept_of_prometheus_3_gets_a_type_it_parses_with_a_body_of_that_type",
+        ],
+    ),
+    (
+        "promql-parse",
+        "bash .ci/prometheus3-tools",
+        &["prometheus3::every_rule_and_dashboard_expression_parses_with_prometheus_3s_grammar"],
     ),
     (
         "vmalert",

@@ -78,7 +78,7 @@ fn start_prometheus(binary: &str, target: &str) -> Prometheus {
 }
 
 /// Replaces `$name`, `${name}` and `${name:format}` with the test's values.
-fn substitute(expr: &str) -> String {
+pub(crate) fn substitute(expr: &str) -> String {
     let mut out = expr.to_owned();
     for (name, value) in SUBSTITUTIONS {
         for form in [
@@ -93,7 +93,7 @@ fn substitute(expr: &str) -> String {
 }
 
 /// Every query of a dashboard: (where, kind, text). Kind is `expr` or `variable`.
-fn queries(file: &Path) -> Vec<(String, &'static str, String)> {
+pub(crate) fn queries(file: &Path) -> Vec<(String, &'static str, String)> {
     let json: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
     let name = file.file_name().unwrap().to_string_lossy().into_owned();
     let mut out = Vec::new();
@@ -126,7 +126,7 @@ fn queries(file: &Path) -> Vec<(String, &'static str, String)> {
     out
 }
 
-fn dashboards() -> Vec<std::path::PathBuf> {
+pub(crate) fn dashboards() -> Vec<std::path::PathBuf> {
     let mut files: Vec<_> = std::fs::read_dir(crate::helpers::repo_root().join("dashboards"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -345,6 +345,9 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_ale
                 .lines()
                 .any(|l| l.starts_with(n.as_str()) && l[n.len()..].starts_with([' ', '{']))
         })
+        // A histogram's own name is the series Prometheus 3 stores when it converts the
+        // classic buckets into a native histogram (the latency panels read either).
+        .filter(|n| !body.contains(&format!("# TYPE {n} histogram\n")))
         .collect();
     assert!(
         missing.is_empty(),

@@ -33,6 +33,9 @@ mod mixin;
 // a webhook end to end (simulator, exporter, Prometheus, Alertmanager).
 mod alertmanager;
 
+// Prometheus 3's pieces: its Accept headers, a strict OpenMetrics parser, its PromQL grammar.
+mod prometheus3;
+
 // A real Prometheus scraping demo mode: dashboard queries, metric names, the quota alert.
 mod prometheus;
 

@@ -67,6 +67,9 @@ pub struct WebOptions {
     pub telemetry_path: String,
     /// Whether `POST /-/reload` is served (`--web.enable-lifecycle`).
     pub enable_lifecycle: bool,
+    /// Whether `/metrics` carries the `process_*` series (off with
+    /// `--web.disable-exporter-metrics`).
+    pub exporter_metrics: bool,
     /// Concurrent scrapes served at most; more get 503 (0: no limit).
     pub max_requests: usize,
     /// TLS and basic auth (`--web.config.file`), loaded and checked at start.
@@ -81,6 +84,7 @@ impl Default for WebOptions {
             listen_address: crate::cli::DEFAULT_LISTEN_ADDRESS.to_owned(),
             telemetry_path: "/metrics".to_owned(),
             enable_lifecycle: false,
+            exporter_metrics: true,
             max_requests: crate::cli::DEFAULT_MAX_REQUESTS,
             web_config: WebConfig::default(),
             serve: ServeOptions::default(),
@@ -207,6 +211,7 @@ impl App {
                 telemetry_path: path,
                 reload: reload_tx,
                 enable_lifecycle: web.enable_lifecycle,
+                process_metrics: web.exporter_metrics,
                 // The flag is bounded; a caller of the library is held to the semaphore's own.
                 scrape_limit: (web.max_requests > 0).then(|| {
                     Arc::new(Semaphore::new(web.max_requests.min(Semaphore::MAX_PERMITS)))

@@ -78,6 +78,11 @@ pub struct Cli {
     #[arg(long = "web.enable-lifecycle")]
     pub enable_lifecycle: bool,
 
+    /// Leave the process_* series (CPU, memory, file descriptors, threads, start time) out of
+    /// /metrics, as exporter-toolkit's flag of the same name does.
+    #[arg(long = "web.disable-exporter-metrics")]
+    pub disable_exporter_metrics: bool,
+
     /// Scrapes served at once at most; more get 503. 0 means no limit; at most 1048576.
     #[arg(long = "web.max-requests", value_name = "N", default_value_t = DEFAULT_MAX_REQUESTS, value_parser = max_requests)]
     pub max_requests: usize,

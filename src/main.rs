@@ -74,6 +74,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         listen_address: cli.listen_address,
         telemetry_path: cli.telemetry_path,
         enable_lifecycle: cli.enable_lifecycle,
+        exporter_metrics: !cli.disable_exporter_metrics,
         max_requests: cli.max_requests,
         web_config,
         serve: ServeOptions {

@@ -567,7 +567,7 @@ fn docs_list_every_metric_on_metrics_and_nothing_else(body: &str) {
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split('`').next())
-        .filter(|n| n.starts_with("mailhost_"))
+        .filter(|n| n.starts_with("mailhost_") || n.starts_with("process_"))
         .collect();
     let undocumented: Vec<_> = shown.difference(&documented).collect();
     let never_shown: Vec<_> = documented
@@ -663,4 +663,47 @@ async fn the_target_failure_knob_sets_how_loud_failing_targets_are_in_the_log() 
         err.contains("--log.target-failures") && err.contains("summary"),
         "{err}"
     );
+}
+
+/// Demo mode's `/metrics` ends with the `process_*` series of the exporter's own process,
+/// plausible against what `/proc` says of it; `--web.disable-exporter-metrics` leaves them out.
+#[tokio::test]
+async fn the_process_series_are_on_metrics_and_the_flag_leaves_them_out() {
+    let mut with = Running::start(&["--demo", "--web.listen-address=127.0.0.1:0"]);
+    let url = with.logged("open this URL", "url").await;
+    let (_, _, body) = get(&url).await;
+    let value = |name: &str| {
+        crate::helpers::value(&body, name).unwrap_or_else(|| panic!("no {name} in:\n{body}"))
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let started = value("process_start_time_seconds");
+    assert!(started <= now + 1.0 && started > now - 600.0, "{started}");
+    let rss = value("process_resident_memory_bytes");
+    assert!(rss > 1_000_000.0 && rss <= value("process_virtual_memory_bytes"));
+    let kib = crate::helpers::memory_kib(with.pid(), "VmHWM") as f64;
+    assert!(
+        rss <= kib * 1024.0 * 1.5,
+        "{rss} against a peak of {kib} KiB"
+    );
+    assert!(value("process_open_fds") >= 3.0);
+    assert!(value("process_open_fds") <= value("process_max_fds"));
+    assert!(value("process_threads") >= 1.0);
+    assert!(value("process_cpu_seconds_total") >= 0.0);
+    // They come before the exporter's self-metrics, the last series of a scrape.
+    assert!(body.find("process_threads").unwrap() < body.find("mailhost_build_info").unwrap());
+    with.terminate();
+
+    let mut without = Running::start(&[
+        "--demo",
+        "--web.listen-address=127.0.0.1:0",
+        "--web.disable-exporter-metrics",
+    ]);
+    let url = without.logged("open this URL", "url").await;
+    let (_, _, body) = get(&url).await;
+    assert!(body.contains("mailhost_build_info"));
+    assert!(!body.contains("process_"), "{body}");
+    without.terminate();
 }

@@ -8,6 +8,7 @@ mod classic;
 pub mod family;
 pub mod format;
 pub mod labels;
+pub mod process;
 pub mod self_metrics;
 
 use std::fmt;

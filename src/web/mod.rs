@@ -49,6 +49,8 @@ pub struct AppState {
     /// Where `POST /-/reload` sends its request.
     pub reload: mpsc::Sender<ReloadRequest>,
     pub enable_lifecycle: bool,
+    /// Whether `/metrics` carries the `process_*` series.
+    pub process_metrics: bool,
     /// Scrapes served at once at most (`--web.max-requests`); `None`: no limit.
     pub scrape_limit: Option<Arc<Semaphore>>,
     /// `/probe` and `/sd` at once at most: `--web.max-requests` less a reserve that only

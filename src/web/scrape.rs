@@ -15,6 +15,7 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
 use crate::collector::CollectorName;
+use crate::metrics::process::ProcessFigures;
 use crate::metrics::self_metrics::Telemetry;
 use crate::metrics::{Format, Section};
 use crate::snapshot::Snapshot;
@@ -35,6 +36,10 @@ pub(super) async fn metrics(
         Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
     };
     let tail = state.tails.get(&state.telemetry, format);
+    // Read at every scrape: CPU time and memory move without any event of the exporter's.
+    let process = state
+        .process_metrics
+        .then(|| Bytes::from(ProcessFigures::read().render(format)));
     let parts = prepared.parts(format, |section| match (&wanted, section) {
         (None, _) | (_, Section::Health) => true,
         (Some(names), Section::Collector(name)) => names.contains(&name),
@@ -42,6 +47,7 @@ pub(super) async fn metrics(
     let chunks: Vec<Part> = if gzip {
         parts
             .map(|p| Part::Plain(p.gzip.clone()))
+            .chain(process.as_ref().map(|p| Part::Plain(gzip_member(p))))
             .chain([Part::Plain(tail.gzip.clone())])
             .collect()
     } else {
@@ -50,6 +56,7 @@ pub(super) async fn metrics(
                 Some(b) => Part::Plain(b.clone()),
                 None => Part::inflate(p.gzip.clone(), p.identity_len),
             })
+            .chain(process.map(Part::Plain))
             .chain([Part::Plain(tail.plain.clone())])
             .collect()
     };

@@ -27,6 +27,7 @@ use crate::upstream::observe::Observer as _;
 use crate::upstream::pacer::Pacer;
 use crate::upstream::transport::Transport;
 use crate::upstream::{BuildError, Client};
+use crate::web::listen::{self, Inherited, ListenError};
 use crate::web::serve::ServeOptions;
 use crate::web::web_config::{LiveWebConfig, WebConfig};
 use crate::web::{self, AppState, ReloadRequest, SharedUpstream, Upstream};
@@ -63,7 +64,11 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(1500);
 /// Web settings that come from flags rather than the config file.
 #[derive(Clone, Debug)]
 pub struct WebOptions {
-    pub listen_address: String,
+    /// Addresses to listen on (`--web.listen-address`, repeatable; at most
+    /// [`MAX_LISTENERS`](crate::web::listen::MAX_LISTENERS)).
+    pub listen_addresses: Vec<String>,
+    /// Sockets systemd passed (`--web.systemd-socket`): served instead of the addresses.
+    pub systemd_sockets: Option<Inherited>,
     pub telemetry_path: String,
     /// Whether `POST /-/reload` is served (`--web.enable-lifecycle`).
     pub enable_lifecycle: bool,
@@ -81,7 +86,8 @@ pub struct WebOptions {
 impl Default for WebOptions {
     fn default() -> Self {
         WebOptions {
-            listen_address: crate::cli::DEFAULT_LISTEN_ADDRESS.to_owned(),
+            listen_addresses: vec![crate::cli::DEFAULT_LISTEN_ADDRESS.to_owned()],
+            systemd_sockets: None,
             telemetry_path: "/metrics".to_owned(),
             enable_lifecycle: false,
             exporter_metrics: true,
@@ -94,16 +100,8 @@ impl Default for WebOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
-    #[error("cannot listen on {address}: {source} (choose another --web.listen-address)")]
-    Bind {
-        address: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "cannot listen on {address}: the port is already in use, perhaps by another mailhost_exporter (stop it, or choose another --web.listen-address)"
-    )]
-    PortInUse { address: String },
+    #[error(transparent)]
+    Listen(#[from] ListenError),
     #[error("--web.telemetry-path: {0}")]
     TelemetryPath(String),
     #[error(transparent)]
@@ -114,8 +112,9 @@ pub enum AppError {
 
 pub struct App {
     /// Taken by [`App::run`].
-    listener: Option<TcpListener>,
-    local_addr: SocketAddr,
+    listeners: Option<Vec<TcpListener>>,
+    /// Where each listener listens, in order (never empty).
+    local_addrs: Vec<SocketAddr>,
     state: AppState,
     clock: Clock,
     /// Each tenant's client and circuits, kept by a reload that keeps the tenant.
@@ -199,12 +198,16 @@ impl App {
         poll_sets.reconfigure(&config, &specs);
         let work = with_contexts(specs, &tenants, &poll_sets, &clock);
         let upstream_url = crate::redact::redact_url(&config.api.base_url);
-        let listener = bind(&web.listen_address).await?;
-        let local_addr = listener.local_addr()?;
+        let listeners =
+            listen::listeners(&web.listen_addresses, web.systemd_sockets.as_ref()).await?;
+        let local_addrs = listeners
+            .iter()
+            .map(TcpListener::local_addr)
+            .collect::<std::io::Result<Vec<_>>>()?;
         let (reload_tx, reloads) = mpsc::channel(4);
         Ok(App {
-            listener: Some(listener),
-            local_addr,
+            listeners: Some(listeners),
+            local_addrs,
             state: AppState {
                 store,
                 telemetry,
@@ -263,7 +266,12 @@ impl App {
     }
 
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.local_addrs[0]
+    }
+
+    /// Where each listener listens: the addresses in the order given, or systemd's sockets.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
     }
 
     pub fn state(&self) -> &AppState {
@@ -278,12 +286,12 @@ impl App {
         let router = self
             .web_config
             .apply(web::router(self.state.clone()).layer(axum::Extension(self.upstream.clone())));
-        let listener = self
-            .listener
+        let listeners = self
+            .listeners
             .take()
             .ok_or_else(|| std::io::Error::other("the app was already run"))?;
         let mut server = tokio::spawn(web::serve::serve_with(
-            listener,
+            listeners,
             router,
             self.web_config.tls(),
             shutdown.clone(),
@@ -586,32 +594,4 @@ fn forward_sighup(reloads: mpsc::Sender<ReloadRequest>, shutdown: CancellationTo
     });
     #[cfg(not(unix))]
     let _ = (reloads, shutdown);
-}
-
-/// Binds `host:port`, or every interface for `:port` (IPv6 and IPv4 when the host has both).
-async fn bind(address: &str) -> Result<TcpListener, AppError> {
-    let err = |source: std::io::Error| {
-        if source.kind() == std::io::ErrorKind::AddrInUse {
-            return AppError::PortInUse {
-                address: address.to_owned(),
-            };
-        }
-        AppError::Bind {
-            address: address.to_owned(),
-            source,
-        }
-    };
-    if let Some(port) = address.strip_prefix(':') {
-        let port: u16 = port.parse().map_err(|_| {
-            err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "the port is not a number from 0 to 65535",
-            ))
-        })?;
-        return match TcpListener::bind(("::", port)).await {
-            Ok(l) => Ok(l),
-            Err(_) => TcpListener::bind(("0.0.0.0", port)).await.map_err(err),
-        };
-    }
-    TcpListener::bind(address).await.map_err(err)
 }

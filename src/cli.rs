@@ -56,8 +56,14 @@ pub struct Cli {
     pub config_check: bool,
 
     /// Address to listen on for the metrics and landing pages (`:PORT` means every interface).
-    #[arg(long = "web.listen-address", value_name = "ADDR", default_value = DEFAULT_LISTEN_ADDRESS)]
-    pub listen_address: String,
+    /// Repeat it to listen on several (at most 16).
+    #[arg(long = "web.listen-address", value_name = "ADDR", default_value = DEFAULT_LISTEN_ADDRESS, action = clap::ArgAction::Append)]
+    pub listen_addresses: Vec<String>,
+
+    /// Serve on the sockets systemd passes (socket activation, LISTEN_FDS) instead of
+    /// --web.listen-address.
+    #[arg(long = "web.systemd-socket")]
+    pub systemd_socket: bool,
 
     /// Path under which to expose metrics: letters, digits, `-`, `.`, `_` and `~` between
     /// slashes; not `/`, `/probe`, `/sd` or under `/-/`.

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use mailhost_exporter::cli::Cli;
 use mailhost_exporter::config::{Config, TOKEN_ENV};
+use mailhost_exporter::web::listen::Inherited;
 use mailhost_exporter::web::serve::ServeOptions;
 use mailhost_exporter::web::web_config::WebConfig;
 use mailhost_exporter::{App, WebOptions, demo, descriptors, logging, shutdown};
@@ -70,8 +71,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         })?,
         None => WebConfig::default(),
     };
+    // Taken before the runtime starts: the protocol clears two environment variables.
+    let systemd_sockets = if cli.systemd_socket {
+        Some(Inherited::from_systemd()?)
+    } else {
+        None
+    };
     let web = WebOptions {
-        listen_address: cli.listen_address,
+        listen_addresses: cli.listen_addresses,
+        systemd_sockets,
         telemetry_path: cli.telemetry_path,
         enable_lifecycle: cli.enable_lifecycle,
         exporter_metrics: !cli.disable_exporter_metrics,
@@ -107,7 +115,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Some(config) => {
                 let path = cli.config_file.clone().expect("a config came from a file");
                 let app = App::build(config, web).await?.with_config_file(path);
-                tracing::info!(address = %app.local_addr(), version = env!("CARGO_PKG_VERSION"), "mailhost_exporter listening");
+                let addresses: Vec<String> =
+                    app.local_addrs().iter().map(ToString::to_string).collect();
+                tracing::info!(address = %addresses.join(","), version = env!("CARGO_PKG_VERSION"), "mailhost_exporter listening");
                 app.run(token).await?;
             }
             None => demo::run(web, cli.demo_rate_limit, token).await?,

@@ -90,7 +90,7 @@ impl Drop for Exporter {
 
 pub async fn spawn_exporter(config: Config) -> Exporter {
     let web = WebOptions {
-        listen_address: "127.0.0.1:0".to_owned(),
+        listen_addresses: vec!["127.0.0.1:0".to_owned()],
         telemetry_path: "/metrics".to_owned(),
         ..WebOptions::default()
     };
@@ -376,6 +376,11 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "promql-parse",
         "bash .ci/prometheus3-tools",
         &["prometheus3::every_rule_and_dashboard_expression_parses_with_prometheus_3s_grammar"],
+    ),
+    (
+        "systemd-socket-activate",
+        "apt-get install systemd",
+        &["process::it_listens_on_every_address_given_and_on_the_socket_systemd_passes"],
     ),
     (
         "vmalert",
@@ -714,7 +719,7 @@ pub async fn exporter_on_sim_clock(sim: &Simulator, yaml_collectors: &str, url: 
     let app = App::build_with_clock(
         config,
         WebOptions {
-            listen_address: "127.0.0.1:0".to_owned(),
+            listen_addresses: vec!["127.0.0.1:0".to_owned()],
             telemetry_path: "/metrics".to_owned(),
             ..WebOptions::default()
         },

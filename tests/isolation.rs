@@ -168,7 +168,7 @@ async fn deploy(text: &str) -> Deployed {
     std::fs::write(&config, text).unwrap();
     let parsed = Config::load(&config, Some(TOKEN.to_owned())).unwrap();
     let web = WebOptions {
-        listen_address: "127.0.0.1:0".to_owned(),
+        listen_addresses: vec!["127.0.0.1:0".to_owned()],
         enable_lifecycle: true,
         ..WebOptions::default()
     };

@@ -409,7 +409,7 @@ async fn a_429_never_opens_a_circuit_and_a_reload_keeps_what_the_pacer_learned()
     let config_file = dir.path().join("config.yml");
     std::fs::write(&config_file, yaml("6s")).unwrap();
     let web = mailhost_exporter::WebOptions {
-        listen_address: "127.0.0.1:0".to_owned(),
+        listen_addresses: vec!["127.0.0.1:0".to_owned()],
         enable_lifecycle: true,
         ..Default::default()
     };

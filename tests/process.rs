@@ -707,3 +707,60 @@ async fn the_process_series_are_on_metrics_and_the_flag_leaves_them_out() {
     assert!(!body.contains("process_"), "{body}");
     without.terminate();
 }
+
+/// Whether `url` answers 200 with the exporter's build series.
+async fn serves_metrics(url: &str) -> Option<()> {
+    let response = reqwest::get(url).await.ok()?;
+    let ok = response.status() == 200;
+    (ok && response.text().await.ok()?.contains("mailhost_build_info")).then_some(())
+}
+
+/// `--web.listen-address` given twice: both addresses serve. `--web.systemd-socket` under
+/// Debian's `systemd-socket-activate`: the exporter serves on the socket it is handed (the
+/// first request is what starts it); without a socket the flag is refused with the fix.
+#[tokio::test]
+async fn it_listens_on_every_address_given_and_on_the_socket_systemd_passes() {
+    let ports = [crate::helpers::free_port(), crate::helpers::free_port()];
+    let flags: Vec<String> = ports
+        .iter()
+        .map(|p| format!("--web.listen-address=127.0.0.1:{p}"))
+        .collect();
+    let mut two = Running::start(&["--demo", &flags[0], &flags[1]]);
+    for port in ports {
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        wait_for(&url, || serves_metrics(&url)).await;
+    }
+    two.terminate();
+
+    let mut refused = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .args(["--demo", "--web.systemd-socket"])
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = refused.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut refused.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(
+        stderr.contains("start the exporter from a .socket unit"),
+        "{stderr}"
+    );
+
+    let Some(activate) = crate::helpers::tool("systemd-socket-activate", "apt-get install systemd")
+    else {
+        return;
+    };
+    let port = crate::helpers::free_port();
+    let mut command = Command::new(activate);
+    command.arg(format!("--listen=127.0.0.1:{port}")).args([
+        env!("CARGO_BIN_EXE_mailhost_exporter"),
+        "--demo",
+        "--web.systemd-socket",
+    ]);
+    let mut activated = Running::spawn(command);
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    wait_for(&url, || serves_metrics(&url)).await;
+    activated.terminate();
+}

@@ -220,7 +220,7 @@ async fn a_reload_rotates_one_tenants_token_from_its_file() {
     std::fs::write(&config_file, &text).unwrap();
     let config = Config::parse_with_env(&text, &|_| None).unwrap();
     let web = mailhost_exporter::WebOptions {
-        listen_address: "127.0.0.1:0".to_owned(),
+        listen_addresses: vec!["127.0.0.1:0".to_owned()],
         enable_lifecycle: true,
         ..Default::default()
     };

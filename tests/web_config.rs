@@ -664,7 +664,7 @@ async fn deploy_with_web_config(pki: &Pki, web: &Path) -> (Exporter, crate::help
     );
     let parsed = mailhost_exporter::config::Config::load(&config, None).unwrap();
     let options = mailhost_exporter::WebOptions {
-        listen_address: "127.0.0.1:0".to_owned(),
+        listen_addresses: vec!["127.0.0.1:0".to_owned()],
         enable_lifecycle: true,
         web_config: WebConfig::load(web).unwrap(),
         ..mailhost_exporter::WebOptions::default()

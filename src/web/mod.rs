@@ -4,6 +4,7 @@
 
 pub mod auth;
 mod landing;
+pub mod listen;
 pub use landing::{SharedUpstream, Upstream};
 mod debug;
 pub mod negotiate;

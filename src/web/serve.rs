@@ -19,6 +19,8 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
+
+use crate::web::listen::accept_any;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
@@ -100,15 +102,22 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let tls = tls.map(|c| Arc::new(ArcSwap::new(c)));
-    serve_with(listener, router, tls, shutdown, ServeOptions::default()).await
+    serve_with(
+        vec![listener],
+        router,
+        tls,
+        shutdown,
+        ServeOptions::default(),
+    )
+    .await
 }
 
-/// Serves `router` on `listener`, over TLS when `tls` is set (its current config is taken at
-/// each handshake), until `shutdown` is cancelled; then stops accepting, lets open requests
+/// Serves `router` on every listener, over TLS when `tls` is set (its current config is taken at
+/// each handshake), until `shutdown` is cancelled; one connection cap for all of them; then stops accepting, lets open requests
 /// finish, and returns. A failed handshake is logged at debug and only ends that connection.
 /// Handlers can extract `ConnectInfo<SocketAddr>`.
 pub async fn serve_with(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     router: Router,
     tls: Option<LiveTls>,
     shutdown: CancellationToken,
@@ -125,10 +134,11 @@ pub async fn serve_with(
     let tracker = Arc::new(Tracker::new(cap));
     // Every connection task holds a sender; when all are gone, every connection has ended.
     let (alive, mut all_done) = mpsc::channel::<()>(1);
+    let mut turn = 0;
     loop {
         let (stream, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
+            accepted = accept_any(&listeners, &mut turn) => match accepted {
                 Ok(conn) => conn,
                 Err(e) if is_per_connection(&e) => continue,
                 Err(e) => {
@@ -162,7 +172,7 @@ pub async fn serve_with(
             drop(slot);
         });
     }
-    drop(listener);
+    drop(listeners);
     drop(alive);
     let _ = all_done.recv().await;
     Ok(())

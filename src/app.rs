@@ -134,6 +134,8 @@ pub struct App {
     shard: crate::shard::Shard,
     /// `--log.target-failures`: likewise.
     target_failures: crate::config::TargetFailureLog,
+    /// `--collector.NAME`, `--no-collector.NAME`: every reload reads the file with them.
+    collector_switches: crate::config::CollectorSwitches,
     reloads: mpsc::Receiver<ReloadRequest>,
     upstream: SharedUpstream,
 }
@@ -240,6 +242,7 @@ impl App {
             config_file: None,
             shard: config.shard,
             target_failures: config.target_failures,
+            collector_switches: config.collector_switches.clone(),
             reloads,
             upstream: Arc::new(arc_swap::ArcSwap::from_pointee(Upstream {
                 url: upstream_url,
@@ -339,11 +342,14 @@ impl App {
     async fn reload(&mut self, scraper: &mut Scraper) -> Result<(), String> {
         let telemetry = self.state.telemetry.clone();
         let (shard, target_failures) = (self.shard, self.target_failures);
-        let loaded = load_again(self.config_file.as_deref()).map(|config| Config {
-            shard,
-            target_failures,
-            ..config
-        });
+        let loaded =
+            load_again(self.config_file.as_deref(), &self.collector_switches).map(|config| {
+                Config {
+                    shard,
+                    target_failures,
+                    ..config
+                }
+            });
         let config = match loaded {
             Ok(c) => c,
             Err(e) => {
@@ -516,9 +522,12 @@ fn log_shard(config: &Config, specs: &[CollectorSpec]) {
 }
 
 /// Reads and validates the config file again.
-fn load_again(path: Option<&Path>) -> Result<Config, String> {
+fn load_again(
+    path: Option<&Path>,
+    switches: &crate::config::CollectorSwitches,
+) -> Result<Config, String> {
     let path = path.ok_or("there is no config file to reload (demo mode)")?;
-    Config::load_with_env_token(path).map_err(|e| format!("{}: {e}", path.display()))
+    Config::load_switched(path, switches).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The tenants whose failure counters start at zero: the first [`ZERO_INIT_TENANTS`].

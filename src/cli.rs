@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use crate::config::TargetFailureLog;
+use crate::area::CollectorName;
+use crate::config::{CollectorSwitches, TargetFailureLog};
 
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":19587";
 /// Requests per second the simulated provider of `--demo` allows the demo token unless told
@@ -274,6 +275,58 @@ fn header_read_timeout(s: &str) -> Result<Duration, String> {
 
 fn idle_timeout(s: &str) -> Result<Duration, String> {
     duration_in(s, &IDLE_TIMEOUT_RANGE, "2m")
+}
+
+/// The derived flags plus `--collector.NAME` and `--no-collector.NAME` for every collector, as
+/// node_exporter spells them; the two of one collector exclude each other.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command();
+    for name in CollectorName::ALL {
+        // Flag names live as long as the process: a dozen short strings, made once.
+        let on: &'static str = Box::leak(format!("collector.{name}").into_boxed_str());
+        let off: &'static str = Box::leak(format!("no-collector.{name}").into_boxed_str());
+        command = command
+            .arg(
+                clap::Arg::new(on)
+                    .long(on)
+                    .action(clap::ArgAction::SetTrue)
+                    .conflicts_with(off)
+                    .help(format!("Run the {name} collector whatever the config's enabled says (with its defaults when the config has no {name} block)")),
+            )
+            .arg(
+                clap::Arg::new(off)
+                    .long(off)
+                    .action(clap::ArgAction::SetTrue)
+                    .help(format!("Do not run the {name} collector, whatever the config says")),
+            );
+    }
+    command
+}
+
+/// Parses the command line: the derived flags and the collector switches.
+pub fn parse() -> (Cli, CollectorSwitches) {
+    use clap::FromArgMatches as _;
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    (cli, switches(&matches))
+}
+
+/// The collector switches given in `matches`.
+pub fn switches(matches: &clap::ArgMatches) -> CollectorSwitches {
+    let given = |id: String| matches.get_flag(&id);
+    CollectorSwitches {
+        on: CollectorName::ALL
+            .iter()
+            .copied()
+            .filter(|n| given(format!("collector.{n}")))
+            .collect(),
+        off: CollectorName::ALL
+            .iter()
+            .copied()
+            .filter(|n| given(format!("no-collector.{n}")))
+            .collect(),
+    }
 }
 
 #[cfg(test)]

@@ -4,9 +4,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::Parser;
 use mailhost_exporter::cli::Cli;
-use mailhost_exporter::config::{Config, TOKEN_ENV};
+use mailhost_exporter::config::{CollectorSwitches, Config, TOKEN_ENV};
 use mailhost_exporter::web::listen::Inherited;
 use mailhost_exporter::web::serve::ServeOptions;
 use mailhost_exporter::web::web_config::WebConfig;
@@ -14,13 +13,13 @@ use mailhost_exporter::{App, WebOptions, demo, descriptors, logging, shutdown};
 use tokio_util::sync::CancellationToken;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, switches) = mailhost_exporter::cli::parse();
     if cli.config_check {
         let path = cli
             .config_file
             .as_deref()
             .expect("clap requires --config.file with --config.check");
-        return match Config::load_with_env_token(path) {
+        return match Config::load_switched(path, &switches) {
             Ok(config) => {
                 let plan = descriptors::Plan::at_start(
                     cli.max_connections,
@@ -39,6 +38,12 @@ fn main() -> ExitCode {
         };
     }
 
+    if cli.demo && switches != CollectorSwitches::default() {
+        eprintln!(
+            "mailhost_exporter: --collector.NAME and --no-collector.NAME switch the collectors of a config file; demo mode runs every collector (drop them, or give --config.file)"
+        );
+        return ExitCode::from(2);
+    }
     if cli.config_file.is_none() && !cli.demo {
         eprintln!(
             "mailhost_exporter: nothing to do. Start it with a config file (--config.file=config.yml; see examples/config.yml and \
@@ -49,7 +54,7 @@ fn main() -> ExitCode {
 
     logging::init(cli.log_level, cli.log_format);
     raise_open_file_limit();
-    match run(cli) {
+    match run(cli, switches) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Logging is set up by now: one line, in the format the operator chose.
@@ -64,7 +69,7 @@ fn main() -> ExitCode {
 /// number of tenants or of calls in flight; work beyond waits for a thread.
 const MAX_BLOCKING_THREADS: usize = 16;
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+fn run(cli: Cli, switches: CollectorSwitches) -> anyhow::Result<()> {
     let web_config = match &cli.web_config_file {
         Some(path) => WebConfig::load(path).with_context(|| {
             format!("invalid web config {} (--web.config.file)", path.display())
@@ -94,7 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     // Read and validate the config before starting anything, so a bad file exits at once.
     let config = match &cli.config_file {
         Some(path) => Some(
-            Config::load_with_env_token(path)
+            Config::load_switched(path, &switches)
                 .map(|config| Config {
                     shard: cli.shard,
                     target_failures: cli.target_failures,

@@ -764,3 +764,87 @@ async fn it_listens_on_every_address_given_and_on_the_socket_systemd_passes() {
     wait_for(&url, || serves_metrics(&url)).await;
     activated.terminate();
 }
+
+/// `--collector.NAME` and `--no-collector.NAME` switch the collectors of the config file: at
+/// `--config.check`, at start and again on every reload; the two of one collector exclude each
+/// other, switching everything off is refused, and demo mode refuses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collector_flags_switch_the_configs_collectors_at_start_and_on_reload() {
+    let sim = spawn_sim_with(SimConfig::demo(crate::helpers::TOKEN)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, crate::helpers::TOKEN).unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "api:\n  base_url: {}\n  token_file: {}\ncollectors:\n  delivery_account: {{interval: 1s, accounts: [1001]}}\n  tracemail_daily: {{interval: 1s, enabled: false, accounts: [1001]}}\n",
+            sim.url,
+            token_file.display()
+        ),
+    )
+    .unwrap();
+    let file = format!("--config.file={}", config.display());
+    let check = |flags: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+            .args([file.as_str(), "--config.check"])
+            .args(flags)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    assert_eq!(check(&["--collector.tracemail_daily"]).0, Some(0));
+    let (code, said) = check(&["--no-collector.delivery_account"]);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("no collector is enabled"), "{said}");
+    let (code, said) = check(&["--collector.mailbox", "--no-collector.mailbox"]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(said.contains("cannot be used with"), "{said}");
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .args(["--demo", "--no-collector.mailbox"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("demo mode runs every collector"));
+
+    // Switched on over `enabled: false`, the other switched off: only the daily statistics run,
+    // and a reload reads the file with the same flags.
+    let port = crate::helpers::free_port();
+    let listen = format!("--web.listen-address=127.0.0.1:{port}");
+    let mut running = Running::start(&[
+        &file,
+        &listen,
+        "--web.enable-lifecycle",
+        "--collector.tracemail_daily",
+        "--no-collector.delivery_account",
+    ]);
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let only_daily = |body: &str| {
+        value(
+            body,
+            "mailhost_collector_success{collector=\"tracemail_daily\"}",
+        ) == Some(1.0)
+            && !body.contains("collector=\"delivery_account\"")
+    };
+    wait_for("the daily statistics alone", || async {
+        let body = reqwest::get(&url).await.ok()?.text().await.ok()?;
+        only_daily(&body).then_some(())
+    })
+    .await;
+    let reloaded = reqwest::Client::new()
+        .post(format!("http://127.0.0.1:{port}/-/reload"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reloaded.status(), 200);
+    let body = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    assert!(only_daily(&body), "{body}");
+    running.terminate();
+}

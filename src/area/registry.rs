@@ -361,6 +361,29 @@ macro_rules! areas {
                 None
             }
 
+            /// Switches collector `name` on (with a block of defaults when the config has
+            /// none) or off, over what the config says.
+            pub fn switch(&mut self, name: CollectorName, on: bool) -> Result<(), ConfigError> {
+                $(
+                    if name == CollectorName::$Area {
+                        match (&mut self.$module, on) {
+                            (Some(block), _) => block.set_enabled(on),
+                            (None, true) => {
+                                let empty = serde_yaml_ng::Value::Mapping(Default::default());
+                                let mut block: <$module::$Area as Area>::Raw =
+                                    serde_yaml_ng::from_value(empty).map_err(|e| {
+                                        crate::config::invalid(format!("--collector.{}", stringify!($module)), e.to_string())
+                                    })?;
+                                block.set_enabled(true);
+                                self.$module = Some(block);
+                            }
+                            (None, false) => {}
+                        }
+                    }
+                )+
+                Ok(())
+            }
+
             /// Every enabled collector, validated, in the order of the list of areas; with
             /// `required`, each must list targets.
             pub fn validate(self, required: bool) -> Result<Vec<Collector>, ConfigError> {
@@ -377,6 +400,15 @@ macro_rules! areas {
         }
 
         impl RawTenantCollectors {
+            /// Forgets the tenant's targets of collector `name` (switched off by a flag).
+            pub fn forget(&mut self, name: CollectorName) {
+                $(
+                    if name == CollectorName::$Area {
+                        self.$module = None;
+                    }
+                )+
+            }
+
             /// Gives the collectors of `collectors` the target lists of the tenant at `at`.
             pub fn apply(self, collectors: &mut [Collector], at: &str) -> Result<(), ConfigError> {
                 $(

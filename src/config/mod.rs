@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
-use crate::area::{Collector, RawCollectors};
+use crate::area::{Collector, CollectorName, RawCollectors};
 use crate::tenant::TenantName;
 use raw::RawConfig;
 use validate::{api_settings, check_flow_depth, read_at_most, validate_api};
@@ -53,6 +53,8 @@ pub struct Config {
     /// How loud a target's failures are in the log (`--log.target-failures`), not a key of the
     /// file; a reload keeps it.
     pub target_failures: TargetFailureLog,
+    /// The collector flags this config was read with; a reload reads the file with them again.
+    pub collector_switches: CollectorSwitches,
 }
 
 /// How a collector logs the targets that fail: the one knob for per-target failures in the log.
@@ -167,17 +169,57 @@ pub struct BreakerPolicy {
     pub cooldown: Duration,
 }
 
+/// `--collector.NAME` and `--no-collector.NAME`, as node_exporter spells them: collectors
+/// switched on or off over the config's `enabled` (a collector switched on that the config
+/// does not name runs with its defaults; one switched off is validated but never run, and
+/// tenants' targets of it are ignored). Applied at start, by `--config.check` and on every
+/// reload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CollectorSwitches {
+    pub on: Vec<CollectorName>,
+    pub off: Vec<CollectorName>,
+}
+
+impl CollectorSwitches {
+    fn apply(&self, raw: &mut RawConfig) -> Result<(), ConfigError> {
+        for (names, on) in [(&self.on, true), (&self.off, false)] {
+            for name in names {
+                raw.collectors.switch(*name, on)?;
+                if !on {
+                    for tenant in raw.tenants.iter_mut().flatten() {
+                        tenant.collectors.forget(*name);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Config {
+    /// [`Config::load_switched`] without switches.
+    pub fn load_with_env_token(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_switched(path, &CollectorSwitches::default())
+    }
+
     /// [`Config::load`] with [`TOKEN_ENV`] read from the environment now. This is the one place
     /// the exporter reads the token's variable: at start, for `--config.check` and on every
     /// reload (so a reload sees a rotated token); the token file is read by the validation.
-    pub fn load_with_env_token(path: &Path) -> Result<Config, ConfigError> {
-        Self::load(path, std::env::var(TOKEN_ENV).ok())
+    pub fn load_switched(path: &Path, switches: &CollectorSwitches) -> Result<Config, ConfigError> {
+        Self::load_with(path, std::env::var(TOKEN_ENV).ok(), switches)
     }
 
     /// Reads, parses and validates a config file; the token comes from `api.token_file` or,
     /// when that is unset, from [`TOKEN_ENV`] as given by `env_token`.
     pub fn load(path: &Path, env_token: Option<String>) -> Result<Config, ConfigError> {
+        Self::load_with(path, env_token, &CollectorSwitches::default())
+    }
+
+    fn load_with(
+        path: &Path,
+        env_token: Option<String>,
+        switches: &CollectorSwitches,
+    ) -> Result<Config, ConfigError> {
         let read = |source| ConfigError::Read {
             path: path.to_owned(),
             source,
@@ -195,13 +237,14 @@ impl Config {
             ))
         })?;
         // The single token may be given by the caller; tenants' variables are read now.
-        Self::parse_with_env(&text, &|name| {
+        let env = |name: &str| {
             if name == TOKEN_ENV {
                 env_token.clone()
             } else {
                 std::env::var(name).ok()
             }
-        })
+        };
+        Self::parse_switched(&text, &env, switches)
     }
 
     /// Parses and validates YAML text; see [`Config::load`]. Only [`TOKEN_ENV`] is looked up,
@@ -222,6 +265,15 @@ impl Config {
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
+        Self::parse_switched(text, env, &CollectorSwitches::default())
+    }
+
+    /// [`Config::parse_with_env`] with collectors switched on or off by flags.
+    pub fn parse_switched(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+        switches: &CollectorSwitches,
+    ) -> Result<Config, ConfigError> {
         // The YAML parser's own word for this ("EOF while parsing") does not help a new user.
         let blank = text
             .lines()
@@ -232,8 +284,9 @@ impl Config {
         // The YAML scanner takes time quadratic in the depth of `[`/`{` nesting: refuse a deep
         // file before it sees it.
         check_flow_depth(text)?;
-        let raw: RawConfig = serde_yaml_ng::from_str(text)
+        let mut raw: RawConfig = serde_yaml_ng::from_str(text)
             .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e, "examples/config.yml")))?;
+        switches.apply(&mut raw)?;
         let tenant_mode = raw.tenants.is_some();
         let api = if tenant_mode {
             if raw.api.token_file.is_some() {
@@ -274,6 +327,7 @@ impl Config {
             probe_idle_intervals,
             shard: crate::shard::Shard::default(),
             target_failures: TargetFailureLog::default(),
+            collector_switches: switches.clone(),
         })
     }
 }
@@ -474,5 +528,58 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("collectors: no collector is enabled"), "{e}");
+    }
+
+    fn switched(text: &str, on: &[CollectorName], off: &[CollectorName]) -> Result<Config, String> {
+        let env = |name: &str| (name == TOKEN_ENV || name == "ACME").then(|| "tok".to_owned());
+        let switches = CollectorSwitches {
+            on: on.to_vec(),
+            off: off.to_vec(),
+        };
+        Config::parse_switched(text, &env, &switches).map_err(|e| e.to_string())
+    }
+
+    fn names(c: &[Collector]) -> Vec<CollectorName> {
+        c.iter().map(|c| c.name()).collect()
+    }
+
+    #[test]
+    fn collector_flags_switch_collectors_over_the_config() {
+        use CollectorName::{DeliveryAccount, TracemailDaily, TracemailDashboard};
+        let text = "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account:\n    accounts: [1001]\n  tracemail_daily:\n    enabled: false\n    accounts: [1001]\n";
+        // As written: the daily statistics are off.
+        let c = switched(text, &[], &[]).unwrap();
+        assert_eq!(names(&c.collectors), [DeliveryAccount]);
+        // --collector.tracemail_daily turns them on with the block's settings.
+        let c = switched(text, &[TracemailDaily], &[]).unwrap();
+        assert_eq!(names(&c.collectors), [DeliveryAccount, TracemailDaily]);
+        assert_eq!(c.collector_switches.on, [TracemailDaily]);
+        // --collector.tracemail_dashboard runs a collector the file does not name, with its
+        // defaults.
+        let c = switched(text, &[TracemailDashboard], &[]).unwrap();
+        assert!(names(&c.collectors).contains(&TracemailDashboard));
+        // --no-collector.delivery_account leaves nothing to run: refused, as a file would be.
+        let e = switched(text, &[], &[DeliveryAccount]).unwrap_err();
+        assert!(e.contains("no collector is enabled"), "{e}");
+        let c = switched(text, &[TracemailDaily], &[DeliveryAccount]).unwrap();
+        assert_eq!(names(&c.collectors), [TracemailDaily]);
+        // A collector switched on without the targets it needs names its list.
+        let e = switched(
+            "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account:\n    accounts: [1]\n",
+            &[CollectorName::Migration],
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.starts_with("collectors.migration"), "{e}");
+    }
+
+    #[test]
+    fn a_collector_switched_off_ignores_the_tenants_lists_of_it() {
+        let text = "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account: {}\n  migration: {}\ntenants:\n  - name: acme\n    token_env: ACME\n    collectors:\n      delivery_account:\n        accounts: [1]\n      migration:\n        migrations: [MG00000001]\n";
+        let c = switched(text, &[], &[CollectorName::Migration]).unwrap();
+        assert_eq!(
+            names(&c.tenants[0].collectors),
+            [CollectorName::DeliveryAccount]
+        );
     }
 }

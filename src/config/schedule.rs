@@ -30,6 +30,9 @@ pub struct RawSchedule {
 /// A `collectors.<area>` block as written: the shared schedule keys, then the area's own.
 pub trait CollectorBlock {
     fn schedule_keys(&self) -> RawSchedule;
+    /// Switches the block on or off over its `enabled` (`--collector.NAME`,
+    /// `--no-collector.NAME`).
+    fn set_enabled(&mut self, on: bool);
 }
 
 /// Declares an area's `collectors.<area>` block: the schedule keys every block has (in this
@@ -60,6 +63,10 @@ macro_rules! collector_block {
                     deadline: self.deadline,
                     max_age: self.max_age,
                 }
+            }
+
+            fn set_enabled(&mut self, on: bool) {
+                self.enabled = on;
             }
         }
     };

@@ -7,3 +7,10 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root}"
 mkdir -p "$out/prometheus" "$out/dashboards"
 jsonnet -S -m "$out" "$root/mixin/render.jsonnet" >/dev/null
+# The Helm chart carries copies of the rule files and dashboards (tests/helm.rs compares them).
+if [ "$out" = "$root" ]; then
+  chart="$root/deploy/helm/mailhost-exporter/files"
+  mkdir -p "$chart/dashboards"
+  cp "$root/prometheus/rules.yml" "$root/prometheus/alerts.yml" "$chart/"
+  cp "$root"/dashboards/*.json "$chart/dashboards/"
+fi

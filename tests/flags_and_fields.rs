@@ -237,6 +237,11 @@ api:
   retry_max_backoff: 5s
   circuit_breaker_failures: 5
   circuit_breaker_cooldown: 60s
+  proxy_url: http://proxy.example.net:3128
+  no_proxy: localhost,.internal
+  tls_config:
+    server_name: api.example.net
+    min_version: TLS12
 collectors:
   delivery_account:
     enabled: true

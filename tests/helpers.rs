@@ -297,6 +297,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "golden::mailbox_bodies_render_exactly_as_their_golden_files",
             "golden::team_member_bodies_render_exactly_as_their_golden_files",
             "prometheus3::every_accept_of_prometheus_3_gets_a_type_it_parses_with_a_body_of_that_type",
+            "helm::the_rules_and_dashboards_inside_are_the_shipped_ones",
         ],
     ),
     (
@@ -405,6 +406,18 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "kubernetes::core_objects_fit_the_kubernetes_schemas_strictly",
             "kubernetes::promtool_accepts_the_rule_groups_of_the_rendered_prometheusrule",
             "kubernetes::the_alertmanager_overlay_routes_as_the_example_and_fits_the_crd",
+            "helm::the_chart_runs_the_pod_as_locked_down_as_the_kustomize_base",
+        ],
+    ),
+    (
+        "helm",
+        "bash .ci/kubernetes-tools",
+        &[
+            "helm::helm_lints_the_chart_and_its_values_schema_refuses_bad_values",
+            "helm::default_and_fleet_renders_fit_the_kubernetes_and_operator_schemas",
+            "helm::the_chart_runs_the_pod_as_locked_down_as_the_kustomize_base",
+            "helm::the_rules_and_dashboards_inside_are_the_shipped_ones",
+            "helm::the_rendered_configs_pass_config_check_with_the_mounted_tokens",
         ],
     ),
     (
@@ -413,12 +426,16 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         &[
             "kubernetes::prometheus_operator_objects_fit_the_operators_crd_schemas",
             "kubernetes::the_alertmanager_overlay_routes_as_the_example_and_fits_the_crd",
+            "helm::default_and_fleet_renders_fit_the_kubernetes_and_operator_schemas",
         ],
     ),
     (
         "kubernetes-validate",
         "bash .ci/kubernetes-tools",
-        &["kubernetes::core_objects_fit_the_kubernetes_schemas_strictly"],
+        &[
+            "kubernetes::core_objects_fit_the_kubernetes_schemas_strictly",
+            "helm::default_and_fleet_renders_fit_the_kubernetes_and_operator_schemas",
+        ],
     ),
     (
         "grafana-packages",

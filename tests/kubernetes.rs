@@ -11,18 +11,18 @@ use serde_yaml_ng::{Mapping, Value};
 
 use crate::helpers::{promtool, repo_root, run_with_input, tool};
 
-const INSTALL: &str = "bash .ci/kubernetes-tools";
-const BASE: &str = "deploy/kubernetes/base";
+pub(crate) const INSTALL: &str = "bash .ci/kubernetes-tools";
+pub(crate) const BASE: &str = "deploy/kubernetes/base";
 const PROBE: &str = "deploy/kubernetes/overlays/probe";
 /// Where the Deployment mounts the token Secret; every `token_file` must lie under it.
-const SECRET_DIR: &str = "/run/secrets/mailhost/";
+pub(crate) const SECRET_DIR: &str = "/run/secrets/mailhost/";
 
 fn kubectl() -> Option<&'static str> {
     tool("kubectl", INSTALL)
 }
 
 /// Every object `kubectl kustomize DIR` renders.
-fn render(kubectl: &str, dir: &str) -> Vec<Value> {
+pub(crate) fn render(kubectl: &str, dir: &str) -> Vec<Value> {
     let out = Command::new(kubectl)
         .args(["kustomize", dir])
         .current_dir(repo_root())
@@ -40,7 +40,7 @@ fn render(kubectl: &str, dir: &str) -> Vec<Value> {
 }
 
 /// The one object of `kind` (and `name`, when several share the kind).
-fn object<'a>(objects: &'a [Value], kind: &str, name: Option<&str>) -> &'a Value {
+pub(crate) fn object<'a>(objects: &'a [Value], kind: &str, name: Option<&str>) -> &'a Value {
     let found: Vec<&Value> = objects
         .iter()
         .filter(|o| o["kind"] == kind && name.is_none_or(|n| o["metadata"]["name"] == n))
@@ -49,13 +49,13 @@ fn object<'a>(objects: &'a [Value], kind: &str, name: Option<&str>) -> &'a Value
     found[0]
 }
 
-fn str_of<'a>(value: &'a Value, what: &str) -> &'a str {
+pub(crate) fn str_of<'a>(value: &'a Value, what: &str) -> &'a str {
     value
         .as_str()
         .unwrap_or_else(|| panic!("{what} is not a string: {value:?}"))
 }
 
-fn seq<'a>(value: &'a Value, what: &str) -> &'a [Value] {
+pub(crate) fn seq<'a>(value: &'a Value, what: &str) -> &'a [Value] {
     value
         .as_sequence()
         .unwrap_or_else(|| panic!("{what} is not a list: {value:?}"))
@@ -372,7 +372,7 @@ fn the_probe_overlay_scrapes_every_account_through_the_services_sd() {
 }
 
 /// The operator's objects as JSON, for the validator.
-fn operator_objects(objects: &[Value]) -> Vec<&Value> {
+pub(crate) fn operator_objects(objects: &[Value]) -> Vec<&Value> {
     objects
         .iter()
         .filter(|o| {

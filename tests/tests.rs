@@ -36,6 +36,13 @@ mod alertmanager;
 // Prometheus 3's pieces: its Accept headers, a strict OpenMetrics parser, its PromQL grammar.
 mod prometheus3;
 
+// Corporate networks: a private CA, server_name, mutual TLS, a CONNECT proxy, HTTPS_PROXY.
+mod corporate;
+
+// The Helm chart: lint and schema, renders against the Kubernetes and operator schemas, the
+// rules and dashboards it carries, the configs it renders, the pod as locked down as kustomize's.
+mod helm;
+
 // A real Prometheus scraping demo mode: dashboard queries, metric names, the quota alert.
 mod prometheus;
 

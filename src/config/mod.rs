@@ -5,6 +5,7 @@ pub mod date_format;
 pub mod defaults;
 pub mod error;
 pub mod fields;
+pub mod http_client;
 pub mod limits;
 mod raw;
 pub mod schedule;
@@ -148,6 +149,8 @@ pub struct ApiConfig {
     pub max_response_bytes: u64,
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,
+    /// Proxy and TLS towards the provider.
+    pub http: http_client::HttpClientSettings,
 }
 
 /// How read calls are retried.

@@ -41,12 +41,32 @@ pub(super) struct RawTenant {
     /// Requests per second the provider's contract allows this token, at most.
     #[serde(default)]
     pub(super) rate_limit: Option<f64>,
+    /// Prometheus' `http_client_config` keys: the way to the provider.
+    #[serde(default)]
+    pub(super) proxy_url: Option<String>,
+    #[serde(default)]
+    pub(super) no_proxy: Option<String>,
+    #[serde(default)]
+    pub(super) proxy_from_environment: Option<bool>,
+    #[serde(default)]
+    pub(super) tls_config: Option<super::http_client::RawTlsConfig>,
     #[serde(default)]
     pub(super) collectors: RawTenantCollectors,
     #[serde(default)]
     pub(super) probe: Option<RawTenantProbe>,
     #[serde(default)]
     pub(super) discovery: Option<RawDiscovery>,
+}
+
+impl RawTenant {
+    pub(super) fn http_client(&mut self) -> super::http_client::RawHttpClient {
+        super::http_client::RawHttpClient::take(
+            &mut self.proxy_url,
+            &mut self.no_proxy,
+            &mut self.proxy_from_environment,
+            &mut self.tls_config,
+        )
+    }
 }
 
 /// `/probe` settings; `max_targets` and `allow` are the defaults of every tenant.
@@ -121,4 +141,24 @@ pub(super) struct RawApi {
     pub(super) circuit_breaker_failures: Option<u32>,
     #[serde(default, with = "humantime_serde")]
     pub(super) circuit_breaker_cooldown: Option<Duration>,
+    /// Prometheus' `http_client_config` keys: the way to the provider.
+    #[serde(default)]
+    pub(super) proxy_url: Option<String>,
+    #[serde(default)]
+    pub(super) no_proxy: Option<String>,
+    #[serde(default)]
+    pub(super) proxy_from_environment: Option<bool>,
+    #[serde(default)]
+    pub(super) tls_config: Option<super::http_client::RawTlsConfig>,
+}
+
+impl RawApi {
+    pub(super) fn http_client(&mut self) -> super::http_client::RawHttpClient {
+        super::http_client::RawHttpClient::take(
+            &mut self.proxy_url,
+            &mut self.no_proxy,
+            &mut self.proxy_from_environment,
+            &mut self.tls_config,
+        )
+    }
 }

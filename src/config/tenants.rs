@@ -155,6 +155,7 @@ pub(super) fn tenants(
     }
     let mut seen = HashSet::with_capacity(list.len());
     let mut out = Vec::with_capacity(list.len());
+    let mut distinct: Vec<super::http_client::HttpClientSettings> = Vec::new();
     for (i, raw) in list.into_iter().enumerate() {
         let at = format!("tenants[{i}]");
         let name = TenantName::parse(&raw.name)
@@ -165,7 +166,22 @@ pub(super) fn tenants(
                 format!("{name} is listed twice; each tenant needs its own name"),
             ));
         }
-        out.push(tenant(&at, name, raw, api, collectors, defaults, env)?);
+        let t = tenant(&at, name, raw, api, collectors, defaults, env)?;
+        // Each distinct proxy and TLS setting is a connection pool of its own.
+        if !t.api.http.is_default() && !distinct.contains(&t.api.http) {
+            if distinct.len() == super::http_client::MAX_DISTINCT {
+                return Err(invalid(
+                    format!("{at}.tls_config"),
+                    format!(
+                        "is the {}th distinct proxy and TLS setting; at most {} are supported (each is a connection pool): let tenants share them",
+                        distinct.len() + 1,
+                        super::http_client::MAX_DISTINCT
+                    ),
+                ));
+            }
+            distinct.push(t.api.http.clone());
+        }
+        out.push(t);
     }
     Ok(out)
 }
@@ -173,7 +189,7 @@ pub(super) fn tenants(
 fn tenant(
     at: &str,
     name: TenantName,
-    raw: RawTenant,
+    mut raw: RawTenant,
     api: &ApiConfig,
     collectors: &CollectorsConfig,
     (probe, discovery_defaults): (&ProbeConfig, &DiscoveryConfig),
@@ -231,6 +247,8 @@ fn tenant(
     if raw.concurrency.is_some() {
         tenant_api.concurrency = concurrency(&format!("{at}.concurrency"), raw.concurrency)?;
     }
+    tenant_api.http =
+        super::http_client::settings(at, &tenant_api.base_url, raw.http_client(), &api.http)?;
     let mut own = collectors.clone();
     raw.collectors.apply(&mut own, at)?;
     let probe = match raw.probe {

@@ -183,8 +183,14 @@ fn from_env_empty(file_field: &str) -> ConfigError {
 }
 
 /// The API settings of `raw` with `token`.
-pub(super) fn api_settings(raw: RawApi, token: SecretString) -> Result<ApiConfig, ConfigError> {
+pub(super) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiConfig, ConfigError> {
     let base_url = base_url("api.base_url", &raw.base_url)?;
+    let http = super::http_client::settings(
+        "api",
+        &base_url,
+        raw.http_client(),
+        &super::http_client::HttpClientSettings::default(),
+    )?;
     let timeout = raw.timeout.unwrap_or(defaults::TIMEOUT);
     within(
         "api.timeout",
@@ -265,6 +271,7 @@ pub(super) fn api_settings(raw: RawApi, token: SecretString) -> Result<ApiConfig
             max_backoff,
         },
         breaker: BreakerPolicy { failures, cooldown },
+        http,
     })
 }
 

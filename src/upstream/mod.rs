@@ -9,6 +9,7 @@ pub mod error;
 pub mod model;
 pub mod observe;
 pub mod pacer;
+pub mod tls;
 pub mod trail;
 pub mod transport;
 
@@ -76,6 +77,8 @@ impl Route {
 #[derive(Clone)]
 pub struct Client {
     /// The pool and the cap on calls in flight, shared by every tenant.
+    /// The connection pool for the tenant's proxy and TLS settings.
+    pool: reqwest::Client,
     transport: Transport,
     /// The settings this client was built with.
     api: Arc<ApiConfig>,
@@ -118,6 +121,7 @@ impl Client {
             .map_err(|_| BuildError("the API token is not a valid header value".to_owned()))?;
         token.set_sensitive(true);
         Ok(Client {
+            pool: transport.pool_for(&api.http)?,
             transport,
             api: Arc::new(api.clone()),
             token,
@@ -148,6 +152,7 @@ impl Client {
             && a.max_response_bytes == api.max_response_bytes
             && a.retry == api.retry
             && a.rate_limit == api.rate_limit
+            && a.http == api.http
     }
 
     /// The token's pacer.
@@ -209,7 +214,7 @@ impl Client {
         route: Route,
         params: &M::Params,
     ) -> Result<M, UpstreamError> {
-        let pool = self.transport.pool();
+        let pool = &self.pool;
         let url = self.url(&route.path);
         let mut request = match route.body {
             Some(body) => pool.post(url).json(&body),

@@ -4,7 +4,7 @@
 //! request, never on a connection, so tenants sharing a pool share nothing else; and ten thousand
 //! tenants cost one pool, not ten thousand, each with its own idle connections and TLS setup.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue};
@@ -12,6 +12,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::BuildError;
+use super::tls::client_config;
+use crate::config::http_client::{HttpClientSettings, TlsSettings};
 use crate::descriptors::{MAX_CONNECTING, MAX_IDLE, Upstream};
 
 /// How long an idle connection is kept for the next call.
@@ -24,9 +26,14 @@ pub struct Transport {
 }
 
 struct Inner {
-    /// One pool for every tenant. It sets no connect timeout of its own: each attempt, connect
-    /// included, is bounded by its tenant's `api.timeout` and the run's deadline.
+    /// One pool for every tenant with the default proxy and TLS settings. It sets no connect
+    /// timeout of its own: each attempt, connect included, is bounded by its tenant's
+    /// `api.timeout` and the run's deadline.
     pool: reqwest::Client,
+    /// A pool for each other proxy and TLS setting tenants use, made when first asked for;
+    /// at most [`MAX_POOLS`] (the config refuses more).
+    others: Mutex<Vec<(HttpClientSettings, reqwest::Client)>>,
+    plan: Option<Upstream>,
     /// Calls in flight across all tenants, at most; `None`: no cap (no open-file limit).
     connections: Option<Arc<Semaphore>>,
 }
@@ -38,15 +45,41 @@ impl Transport {
         let cap = plan.map(|p| p.calls.clamp(1, Semaphore::MAX_PERMITS));
         Ok(Transport {
             inner: Arc::new(Inner {
-                pool: build(plan)?,
+                pool: build(plan, &HttpClientSettings::default())?,
+                others: Mutex::default(),
+                plan,
                 connections: cap.map(|c| Arc::new(Semaphore::new(c))),
             }),
         })
     }
 
-    /// The connection pool.
+    /// The connection pool of tenants with the default proxy and TLS settings.
     pub fn pool(&self) -> &reqwest::Client {
         &self.inner.pool
+    }
+
+    /// The connection pool for `settings`: the shared one for the defaults, else one per
+    /// distinct setting, kept for the process's life (a reload that changes them makes
+    /// another; pools are few and small).
+    pub fn pool_for(&self, settings: &HttpClientSettings) -> Result<reqwest::Client, BuildError> {
+        if settings.is_default() {
+            return Ok(self.inner.pool.clone());
+        }
+        let mut others = self
+            .inner
+            .others
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, pool)) = others.iter().find(|(s, _)| s == settings) {
+            return Ok(pool.clone());
+        }
+        if others.len() >= MAX_POOLS {
+            // The oldest goes: a process reloaded through many settings keeps only recent ones.
+            others.remove(0);
+        }
+        let pool = build(self.inner.plan, settings)?;
+        others.push((settings.clone(), pool.clone()));
+        Ok(pool)
     }
 
     /// A turn to have a call in flight, once one is free; `None` if `deadline` comes first.
@@ -67,7 +100,13 @@ impl Transport {
 /// A call's turn to be in flight; the turn is given back when this is dropped.
 pub struct Connection(#[allow(dead_code)] Option<OwnedSemaphorePermit>);
 
-fn build(plan: Option<Upstream>) -> Result<reqwest::Client, BuildError> {
+/// Distinct proxy and TLS settings with a pool of their own, at most.
+pub const MAX_POOLS: usize = crate::config::http_client::MAX_DISTINCT;
+
+fn build(
+    plan: Option<Upstream>,
+    settings: &HttpClientSettings,
+) -> Result<reqwest::Client, BuildError> {
     let idle = plan.map_or(MAX_IDLE, |p| p.idle);
     let connecting = plan.map_or(MAX_CONNECTING, |p| p.connecting.max(1));
     let mut headers = HeaderMap::new();
@@ -75,7 +114,25 @@ fn build(plan: Option<Upstream>) -> Result<reqwest::Client, BuildError> {
         reqwest::header::ACCEPT,
         HeaderValue::from_static("application/json"),
     );
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder();
+    // Proxies from the environment only when asked for, as Prometheus does.
+    if !settings.proxy_from_environment {
+        builder = builder.no_proxy();
+    }
+    if let Some(url) = &settings.proxy_url {
+        let no_proxy = settings
+            .no_proxy
+            .as_deref()
+            .and_then(reqwest::NoProxy::from_string);
+        let proxy = reqwest::Proxy::all(url)
+            .map_err(|_| BuildError("proxy_url is not a usable proxy address".to_owned()))?
+            .no_proxy(no_proxy);
+        builder = builder.proxy(proxy);
+    }
+    if settings.tls != TlsSettings::default() {
+        builder = builder.use_preconfigured_tls(client_config(&settings.tls).map_err(BuildError)?);
+    }
+    builder
         .default_headers(headers)
         .user_agent(concat!("mailhost_exporter/", env!("CARGO_PKG_VERSION")))
         // A redirect could carry the token header to another host: never follow one.

@@ -1,0 +1,301 @@
+//! The Helm chart `deploy/helm/mailhost-exporter`, checked as the kustomize manifests are:
+//! `helm lint --strict` (with its values schema biting on bad values), `helm template` with the
+//! default and a tenant fleet's values, the rendered objects against Kubernetes' and the
+//! prometheus-operator's schemas, the rules inside through promtool, the dashboards and rules
+//! it carries equal to the shipped ones, the configs it renders through `--config.check`, and
+//! the pod as locked down as the kustomize base's.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_yaml_ng::{Mapping, Value};
+
+use crate::helpers::{outcome, promtool, repo_root, run_with_input, tool};
+use crate::kubernetes::{BASE, INSTALL, SECRET_DIR, object, operator_objects, seq, str_of};
+
+const CHART: &str = "deploy/helm/mailhost-exporter";
+const FLEET: &str = "tests/fixtures/helm/fleet-values.yaml";
+
+fn helm() -> Option<&'static str> {
+    tool("helm", INSTALL)
+}
+
+/// `helm ARGS` in the repository; its success and output.
+fn run_helm(helm: &str, args: &[&str]) -> (bool, String) {
+    outcome(Command::new(helm).args(args).current_dir(repo_root()))
+}
+
+/// Every object `helm template` renders with `values` (a file; none for the defaults).
+fn template(helm: &str, values: Option<&str>) -> Vec<Value> {
+    let mut args = vec!["template", "mailhost", CHART, "--namespace", "mailhost"];
+    if let Some(values) = values {
+        args.extend(["--values", values]);
+    }
+    let out = Command::new(helm)
+        .args(&args)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .split("\n---")
+        .filter(|doc| doc.lines().any(|l| l.starts_with("kind:")))
+        .map(|doc| serde_yaml_ng::from_str(doc).unwrap_or_else(|e| panic!("{e}\n{doc}")))
+        .collect()
+}
+
+fn kinds(objects: &[Value]) -> Vec<&str> {
+    let mut kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    kinds.sort_unstable();
+    kinds
+}
+
+#[test]
+fn helm_lints_the_chart_and_its_values_schema_refuses_bad_values() {
+    let Some(helm) = helm() else { return };
+    for values in [None, Some(FLEET)] {
+        let mut args = vec!["lint", "--strict", CHART];
+        if let Some(v) = values {
+            args.extend(["--values", v]);
+        }
+        let (ok, report) = run_helm(helm, &args);
+        assert!(ok, "{values:?}: {report}");
+    }
+    for (set, named) in [
+        ("replicaCount=-1", "replicaCount"),
+        ("service.type=Internal", "service.type"),
+        ("serviceMonitor.interval=soon", "serviceMonitor.interval"),
+        ("image.pullPolicy=Sometimes", "image.pullPolicy"),
+        ("config.api.base_url=ftp://x", "config.api.base_url"),
+        ("extraArgs[0]=oops", "extraArgs"),
+        ("unknownKey=1", "unknownKey"),
+    ] {
+        let (ok, report) = run_helm(helm, &["lint", CHART, "--set", set]);
+        assert!(!ok, "{set} should be refused: {report}");
+        assert!(report.contains(named), "{set}: {report}");
+    }
+}
+
+#[test]
+fn default_and_fleet_renders_fit_the_kubernetes_and_operator_schemas() {
+    let Some(helm) = helm() else { return };
+    let default = template(helm, None);
+    assert_eq!(
+        kinds(&default),
+        ["ConfigMap", "Deployment", "Secret", "Service"]
+    );
+    let fleet = template(helm, Some(FLEET));
+    assert_eq!(
+        kinds(&fleet),
+        [
+            "ConfigMap",
+            "ConfigMap",
+            "ConfigMap",
+            "ConfigMap",
+            "ConfigMap",
+            "Deployment",
+            "PrometheusRule",
+            "ScrapeConfig",
+            "Secret",
+            "Service",
+            "ServiceMonitor"
+        ]
+    );
+    if let Some(validate) = tool("kubernetes-validate", INSTALL) {
+        let tmp = tempfile::tempdir().unwrap();
+        for (name, objects) in [("default.yml", &default), ("fleet.yml", &fleet)] {
+            let core: Vec<String> = objects
+                .iter()
+                .filter(|o| {
+                    !o["apiVersion"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("monitoring.coreos.com/")
+                })
+                .map(|o| serde_yaml_ng::to_string(o).unwrap())
+                .collect();
+            let path = tmp.path().join(name);
+            std::fs::write(&path, core.join("---\n")).unwrap();
+            let (ok, report) = outcome(
+                Command::new(validate)
+                    .args(["--strict", "--no-warn"])
+                    .arg(&path),
+            );
+            assert!(ok, "{name}:\n{report}");
+            assert_eq!(
+                report.matches(" passed for resource ").count(),
+                core.len(),
+                "{report}"
+            );
+        }
+    }
+    if let Some(validator) = tool("validate-prometheus-operator", INSTALL) {
+        let operator = operator_objects(&fleet);
+        assert_eq!(operator.len(), 3);
+        let (ok, report) =
+            run_with_input(validator, &[], &serde_json::to_string(&operator).unwrap());
+        assert!(ok, "{report}");
+    }
+}
+
+/// The chart's pod runs as the kustomize base's: the same security contexts, probes, mounts and
+/// resources, no service-account token.
+#[test]
+fn the_chart_runs_the_pod_as_locked_down_as_the_kustomize_base() {
+    let Some(helm) = helm() else { return };
+    let Some(kubectl) = tool("kubectl", INSTALL) else {
+        return;
+    };
+    let chart = template(helm, None);
+    let base = crate::kubernetes::render(kubectl, BASE);
+    let pod =
+        |objects: &[Value]| object(objects, "Deployment", None)["spec"]["template"]["spec"].clone();
+    let (chart, base) = (pod(&chart), pod(&base));
+    for key in [
+        "securityContext",
+        "automountServiceAccountToken",
+        "enableServiceLinks",
+    ] {
+        assert_eq!(chart[key], base[key], "{key}");
+    }
+    let (c, b) = (&chart["containers"][0], &base["containers"][0]);
+    for key in [
+        "securityContext",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "volumeMounts",
+        "ports",
+        "args",
+    ] {
+        assert_eq!(c[key], b[key], "container {key}");
+    }
+    assert_eq!(
+        chart["volumes"][1]["secret"]["defaultMode"],
+        base["volumes"][1]["secret"]["defaultMode"]
+    );
+}
+
+/// The rules and dashboards the chart carries are the shipped ones; its PrometheusRule holds
+/// their groups, which promtool loads; one ConfigMap per dashboard, labelled for Grafana's
+/// sidecar; the ServiceMonitor names the job the rules select.
+#[test]
+fn the_rules_and_dashboards_inside_are_the_shipped_ones() {
+    let root = repo_root();
+    let same = |shipped: &Path, copy: &Path| {
+        assert_eq!(
+            std::fs::read(shipped).unwrap(),
+            std::fs::read(copy).unwrap(),
+            "{} differs from {}: run mixin/build.sh",
+            copy.display(),
+            shipped.display()
+        );
+    };
+    for file in ["rules.yml", "alerts.yml"] {
+        same(
+            &root.join("prometheus").join(file),
+            &root.join(CHART).join("files").join(file),
+        );
+    }
+    let mut dashboards = 0;
+    for entry in std::fs::read_dir(root.join("dashboards")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap();
+        same(&path, &root.join(CHART).join("files/dashboards").join(name));
+        dashboards += 1;
+    }
+    let Some(helm) = helm() else { return };
+    let fleet = template(helm, Some(FLEET));
+    let maps: Vec<&Value> = fleet
+        .iter()
+        .filter(|o| o["kind"] == "ConfigMap" && o["metadata"]["labels"]["grafana_dashboard"] == "1")
+        .collect();
+    assert_eq!(maps.len(), dashboards);
+    for map in maps {
+        let (file, json) = map["data"].as_mapping().unwrap().iter().next().unwrap();
+        let shipped =
+            std::fs::read_to_string(root.join("dashboards").join(file.as_str().unwrap())).unwrap();
+        assert_eq!(json.as_str().unwrap().trim_end(), shipped.trim_end());
+    }
+    let rule = object(&fleet, "PrometheusRule", None);
+    let mut groups = Vec::new();
+    for file in ["prometheus/rules.yml", "prometheus/alerts.yml"] {
+        let shipped: Value =
+            serde_yaml_ng::from_str(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap();
+        groups.extend(seq(&shipped["groups"], file).iter().cloned());
+    }
+    assert_eq!(seq(&rule["spec"]["groups"], "groups"), groups.as_slice());
+    let monitor = object(&fleet, "ServiceMonitor", None);
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["relabelings"][0],
+        serde_yaml_ng::from_str::<Value>("{targetLabel: job, replacement: mailhost}").unwrap()
+    );
+    if let Some(promtool) = promtool() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut file = Mapping::new();
+        file.insert("groups".into(), rule["spec"]["groups"].clone());
+        let path = tmp.path().join("groups.yml");
+        std::fs::write(&path, serde_yaml_ng::to_string(&file).unwrap()).unwrap();
+        let (ok, report) = outcome(
+            Command::new(promtool)
+                .args(["check", "rules", "--lint=all", "--lint-fatal"])
+                .arg(&path),
+        );
+        assert!(ok, "{report}");
+    }
+}
+
+/// The config each render carries passes `--config.check` with its token files where the
+/// chart mounts the Secret, and the Secret holds a key for each of them.
+#[test]
+fn the_rendered_configs_pass_config_check_with_the_mounted_tokens() {
+    let Some(helm) = helm() else { return };
+    for values in [None, Some(FLEET)] {
+        let objects = template(helm, values);
+        let map = objects
+            .iter()
+            .find(|o| o["kind"] == "ConfigMap" && o["data"]["config.yml"].is_string())
+            .unwrap();
+        let text = str_of(&map["data"]["config.yml"], "config.yml");
+        let config: Value = serde_yaml_ng::from_str(text).unwrap();
+        let token_files: Vec<&str> = match config["tenants"].as_sequence() {
+            Some(tenants) => tenants
+                .iter()
+                .map(|t| str_of(&t["token_file"], "token_file"))
+                .collect(),
+            None => vec![str_of(&config["api"]["token_file"], "token_file")],
+        };
+        let secret = object(&objects, "Secret", None);
+        let tmp = tempfile::tempdir().unwrap();
+        for file in &token_files {
+            let key = file.strip_prefix(SECRET_DIR).unwrap();
+            if values.is_some() {
+                assert!(secret["stringData"][key].is_string(), "no token {key}");
+            }
+            std::fs::write(tmp.path().join(key), "a-token\n").unwrap();
+        }
+        let local = text.replace(SECRET_DIR, &format!("{}/", tmp.path().display()));
+        let path = tmp.path().join("config.yml");
+        std::fs::write(&path, local).unwrap();
+        let (ok, report) = outcome(
+            Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+                .arg("--config.check")
+                .arg(format!("--config.file={}", path.display()))
+                .env_remove("MAILHOST_API_TOKEN"),
+        );
+        assert!(ok, "{values:?}: {report}");
+        // The ScrapeConfig of the fleet reads /sd from the Service, in the release namespace.
+        if values.is_some() {
+            let scrape = object(&objects, "ScrapeConfig", None);
+            assert_eq!(
+                scrape["spec"]["httpSDConfigs"][0]["url"],
+                "http://mailhost-mailhost-exporter.mailhost.svc:19587/sd"
+            );
+        }
+    }
+}

@@ -270,6 +270,17 @@ fn the_service_and_the_service_monitor_meet_on_the_named_port() {
         assert_eq!(endpoints.len(), 1);
         assert_eq!(endpoints[0]["port"], "http-metrics");
         assert_eq!(endpoints[0]["path"], "/metrics");
+        // The job the rules select (their mailhostSelector is job="mailhost").
+        let relabel = &endpoints[0]["relabelings"][0];
+        assert_eq!(
+            (
+                relabel["targetLabel"].as_str(),
+                relabel["replacement"].as_str()
+            ),
+            (Some("job"), Some("mailhost"))
+        );
+        let rules = std::fs::read_to_string(repo_root().join("prometheus/rules.yml")).unwrap();
+        assert!(rules.contains("{job=\"mailhost\"}"));
     }
 }
 

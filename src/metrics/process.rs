@@ -1,6 +1,7 @@
 //! The `process_*` series every exporter built on exporter-toolkit serves (CPU time, memory,
-//! file descriptors, threads, start time), read from `/proc/self` at each scrape of `/metrics`,
-//! as client_golang's process collector reads them. Off with `--web.disable-exporter-metrics`.
+//! file descriptors, threads, start time), read from `/proc/self` as client_golang's process
+//! collector reads them, for `/metrics` at most once a second (`web::scrape::TailCache`). Off
+//! with `--web.disable-exporter-metrics`.
 //! Elsewhere than on Linux, or when `/proc` cannot be read, the series that cannot be read are
 //! left out; a scrape never fails for them.
 

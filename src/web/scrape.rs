@@ -36,10 +36,9 @@ pub(super) async fn metrics(
         Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
     };
     let tail = state.tails.get(&state.telemetry, format);
-    // Read at every scrape: CPU time and memory move without any event of the exporter's.
-    let process = state
-        .process_metrics
-        .then(|| Bytes::from(ProcessFigures::read().render(format)));
+    // CPU time and memory move without any event of the exporter's: read again at most once a
+    // second, so that a flood of scrapes reads /proc and compresses once a second, not each time.
+    let process = state.process_metrics.then(|| state.tails.process(format));
     let parts = prepared.parts(format, |section| match (&wanted, section) {
         (None, _) | (_, Section::Health) => true,
         (Some(names), Section::Collector(name)) => names.contains(&name),
@@ -47,7 +46,7 @@ pub(super) async fn metrics(
     let chunks: Vec<Part> = if gzip {
         parts
             .map(|p| Part::Plain(p.gzip.clone()))
-            .chain(process.as_ref().map(|p| Part::Plain(gzip_member(p))))
+            .chain(process.as_ref().map(|p| Part::Plain(p.gzip.clone())))
             .chain([Part::Plain(tail.gzip.clone())])
             .collect()
     } else {
@@ -56,7 +55,7 @@ pub(super) async fn metrics(
                 Some(b) => Part::Plain(b.clone()),
                 None => Part::inflate(p.gzip.clone(), p.identity_len),
             })
-            .chain(process.map(Part::Plain))
+            .chain(process.as_ref().map(|p| Part::Plain(p.plain.clone())))
             .chain([Part::Plain(tail.plain.clone())])
             .collect()
     };
@@ -138,9 +137,43 @@ pub struct Tail {
 #[derive(Debug, Default)]
 pub struct TailCache {
     slots: [ArcSwapOption<Tail>; 2],
+    /// The `process_*` series of each format, and when they were read.
+    process: [ArcSwapOption<ProcessTail>; 2],
+}
+
+/// How long a reading of the `process_*` series is served again.
+const PROCESS_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The `process_*` series of one format, as read at one moment.
+#[derive(Debug)]
+pub struct ProcessTail {
+    read_at: std::time::Instant,
+    pub plain: Bytes,
+    pub gzip: Bytes,
 }
 
 impl TailCache {
+    /// The `process_*` series in `format`, read again when the last reading is a second old.
+    pub fn process(&self, format: Format) -> Arc<ProcessTail> {
+        let slot = &self.process[match format {
+            Format::Classic => 0,
+            Format::OpenMetrics => 1,
+        }];
+        if let Some(tail) = slot.load_full()
+            && tail.read_at.elapsed() < PROCESS_TTL
+        {
+            return tail;
+        }
+        let plain = Bytes::from(ProcessFigures::read().render(format));
+        let tail = Arc::new(ProcessTail {
+            read_at: std::time::Instant::now(),
+            gzip: gzip_member(&plain),
+            plain,
+        });
+        slot.store(Some(tail.clone()));
+        tail
+    }
+
     pub fn get(&self, telemetry: &Telemetry, format: Format) -> Arc<Tail> {
         let slot = &self.slots[match format {
             Format::Classic => 0,

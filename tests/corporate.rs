@@ -203,6 +203,13 @@ struct Proxied {
     proxy_task: tokio::task::JoinHandle<()>,
 }
 
+impl Drop for Proxied {
+    fn drop(&mut self) {
+        self.relay.abort();
+        self.proxy_task.abort();
+    }
+}
+
 impl Proxied {
     async fn start() -> Proxied {
         let sim = spawn_sim().await;
@@ -303,15 +310,8 @@ async fn a_provider_behind_a_private_ca_is_reached_with_ca_file_server_name_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_go_through_the_connect_proxy_and_the_token_travels_only_inside_the_tunnel() {
-    let Proxied {
-        _sim,
-        pki,
-        addr,
-        relay,
-        proxy,
-        log,
-        proxy_task,
-    } = Proxied::start().await;
+    let p = Proxied::start().await;
+    let (pki, addr, proxy, log) = (&p.pki, &p.addr, &p.proxy, &p.log);
     let extra = format!(
         "  proxy_url: {proxy}\n  tls_config:\n    ca_file: {}\n",
         pki.path("ca.crt")
@@ -342,23 +342,14 @@ async fn calls_go_through_the_connect_proxy_and_the_token_travels_only_inside_th
     assert!(outcome(&direct).await);
     assert_eq!(log.heads().len(), before);
     drop((through, direct));
-    relay.abort();
-    proxy_task.abort();
 }
 
 /// `HTTPS_PROXY` is honoured only with `proxy_from_environment: true`, as in Prometheus: the
 /// binary with the variable set and the default goes direct; with the key it goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_proxy_from_the_environment_is_used_only_when_the_config_says_so() {
-    let Proxied {
-        _sim,
-        pki,
-        addr,
-        relay,
-        proxy,
-        log,
-        proxy_task,
-    } = Proxied::start().await;
+    let p = Proxied::start().await;
+    let (pki, addr, proxy, log) = (&p.pki, &p.addr, &p.proxy, &p.log);
     for from_environment in [false, true] {
         let config = pki
             .dir
@@ -379,7 +370,7 @@ async fn https_proxy_from_the_environment_is_used_only_when_the_config_says_so()
                 &format!("--config.file={}", config.display()),
                 &format!("--web.listen-address=127.0.0.1:{port}"),
             ],
-            &[("HTTPS_PROXY", &proxy), ("https_proxy", &proxy)],
+            &[("HTTPS_PROXY", proxy), ("https_proxy", proxy)],
         );
         let url = format!("http://127.0.0.1:{port}/metrics");
         let series = format!(
@@ -398,8 +389,6 @@ async fn https_proxy_from_the_environment_is_used_only_when_the_config_says_so()
             log.heads()
         );
     }
-    relay.abort();
-    proxy_task.abort();
 }
 
 #[test]

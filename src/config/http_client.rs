@@ -330,3 +330,72 @@ fn private_key(field: &str, path: &Path) -> Result<PrivateKeyDer<'static>, Confi
             )
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse_with_env(text, &|_| Some("tok".to_owned())).map_err(|e| e.to_string())
+    }
+
+    const API: &str = "api:\n  base_url: https://api.example.net\n  proxy_url: http://proxy.example.net:3128\n  tls_config:\n    server_name: api.example.net\ncollectors:\n  delivery_account: {}\ntenants:\n";
+
+    #[test]
+    fn a_tenant_takes_the_api_blocks_settings_and_replaces_what_it_names() {
+        let c = parse(&format!(
+            "{API}  - name: same\n    token_env: T\n  - name: direct\n    token_env: T\n    proxy_url: http://other.example.net:8080\n    no_proxy: .internal\n    tls_config:\n      min_version: TLS13\n"
+        ))
+        .unwrap();
+        let (same, direct) = (&c.tenants[0].api.http, &c.tenants[1].api.http);
+        assert_eq!(
+            same.proxy_url.as_deref(),
+            Some("http://proxy.example.net:3128")
+        );
+        assert_eq!(same.tls.server_name.as_deref(), Some("api.example.net"));
+        assert_eq!(
+            direct.proxy_url.as_deref(),
+            Some("http://other.example.net:8080")
+        );
+        assert_eq!(direct.no_proxy.as_deref(), Some(".internal"));
+        // tls_config replaces the api block's whole: no server_name here.
+        assert_eq!(direct.tls.server_name, None);
+        assert_eq!(direct.tls.min_version, TlsVersion::Tls13);
+        assert!(HttpClientSettings::default().is_default() && !same.is_default());
+    }
+
+    #[test]
+    fn more_distinct_settings_than_pools_are_refused_naming_the_tenant() {
+        let tenant = |i: usize| {
+            format!(
+                "  - name: t{i}\n    token_env: T\n    tls_config:\n      server_name: t{i}.example.net\n"
+            )
+        };
+        let fits: String = (0..MAX_DISTINCT).map(tenant).collect();
+        assert!(parse(&format!("{API}{fits}")).is_ok());
+        let over: String = (0..=MAX_DISTINCT).map(tenant).collect();
+        let e = parse(&format!("{API}{over}")).unwrap_err();
+        assert!(
+            e.starts_with(&format!(
+                "tenants[{MAX_DISTINCT}].tls_config: is the 65th distinct"
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_client_key_is_never_shown_by_debug() {
+        let id = ClientIdentity {
+            chain: Vec::new(),
+            key: Arc::new(PrivateKeyDer::Pkcs8(
+                vec![0x53, 0x45, 0x43, 0x52, 0x45, 0x54].into(),
+            )),
+        };
+        let shown = format!("{id:?}");
+        assert!(
+            shown.contains("redacted") && !shown.contains("83"),
+            "{shown}"
+        );
+    }
+}

@@ -370,7 +370,13 @@ async fn https_proxy_from_the_environment_is_used_only_when_the_config_says_so()
                 &format!("--config.file={}", config.display()),
                 &format!("--web.listen-address=127.0.0.1:{port}"),
             ],
-            &[("HTTPS_PROXY", proxy), ("https_proxy", proxy)],
+            // A NO_PROXY of the machine (often loopback) must not send the exporter direct.
+            &[
+                ("HTTPS_PROXY", proxy),
+                ("https_proxy", proxy),
+                ("NO_PROXY", ""),
+                ("no_proxy", ""),
+            ],
         );
         let url = format!("http://127.0.0.1:{port}/metrics");
         let series = format!(

@@ -85,7 +85,8 @@ pub struct TlsSettings {
 }
 
 /// The way to the provider: proxy and TLS. Tenants with equal settings share a connection pool.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// `Debug` shows the proxy without its user and password.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct HttpClientSettings {
     /// `http://` or `https://` proxy, reached with CONNECT (it may carry user and password).
     pub proxy_url: Option<String>,
@@ -95,6 +96,17 @@ pub struct HttpClientSettings {
     /// Prometheus: a variable set for something else must not reroute the token).
     pub proxy_from_environment: bool,
     pub tls: TlsSettings,
+}
+
+impl std::fmt::Debug for HttpClientSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClientSettings")
+            .field("proxy_url", &self.proxy_url.as_deref().map(redact_url))
+            .field("no_proxy", &self.no_proxy)
+            .field("proxy_from_environment", &self.proxy_from_environment)
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 impl HttpClientSettings {
@@ -294,7 +306,7 @@ fn certificates(field: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>
             ));
         }
         // Checked as a trust anchor now, so that building the pool cannot fail later.
-        webpki_roots_check(&cert).map_err(|why| {
+        readable_certificate(&cert).map_err(|why| {
             invalid(
                 field,
                 format!("holds a certificate that cannot be read ({why})"),
@@ -311,8 +323,8 @@ fn certificates(field: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>
     Ok(certs)
 }
 
-/// Whether `cert` parses as a certificate.
-fn webpki_roots_check(cert: &CertificateDer<'_>) -> Result<(), String> {
+/// Whether `cert` parses as a certificate a root store takes.
+fn readable_certificate(cert: &CertificateDer<'_>) -> Result<(), String> {
     let mut store = rustls::RootCertStore::empty();
     store.add(cert.clone()).map_err(|e| e.to_string())
 }
@@ -381,6 +393,19 @@ mod tests {
                 "tenants[{MAX_DISTINCT}].tls_config: is the 65th distinct"
             )),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_proxy_password_is_never_shown_by_debug() {
+        let c = parse(
+            "api:\n  base_url: https://api.example.net\n  proxy_url: http://user:hunter2@proxy.example.net:3128\ncollectors:\n  delivery_account: {}\ntenants:\n  - name: a\n    token_env: T\n",
+        )
+        .unwrap();
+        let shown = format!("{:?}", c.tenants[0].api);
+        assert!(
+            shown.contains("proxy.example.net") && !shown.contains("hunter2"),
+            "{shown}"
         );
     }
 

@@ -499,11 +499,11 @@ pub fn skip_report(tool: &str, install: &str, checks: &[&str]) -> String {
 /// Finds a tool on PATH, then in [`local_tools`]. Absent, the check calling it passes without checking, and the skip
 /// report for that tool is written once per test run; in CI (`CI=true`) it panics instead.
 pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
-    // kubectl has no --version flag.
-    let version_args: &[&str] = if name == "kubectl" {
-        &["version", "--client"]
-    } else {
-        &["--version"]
+    // kubectl and helm have no --version flag.
+    let version_args: &[&str] = match name {
+        "kubectl" => &["version", "--client"],
+        "helm" => &["version", "--short"],
+        _ => &["--version"],
     };
     let works = |program: &str| {
         std::process::Command::new(program)

@@ -53,11 +53,6 @@ impl Transport {
         })
     }
 
-    /// The connection pool of tenants with the default proxy and TLS settings.
-    pub fn pool(&self) -> &reqwest::Client {
-        &self.inner.pool
-    }
-
     /// The connection pool for `settings`: the shared one for the defaults, else one per
     /// distinct setting, kept for the process's life (a reload that changes them makes
     /// another; pools are few and small).

@@ -3,7 +3,8 @@
 //! mixin's alerts carry. End to end on loopback, simulator -> exporter -> Prometheus ->
 //! Alertmanager -> a webhook receiver: one tenant's account heading for exhaustion notifies that
 //! tenant's receiver alone, resolves after a top-up, and stopping the exporter pages operations
-//! while the account's alert is held back.
+//! while the account's alert is held back; the same for a fleet scraped through `/probe` and `/sd`
+//! as `examples/prometheus/fleet.yml` says.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -517,6 +518,60 @@ fn two_tenants() -> SimConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it()
 {
+    exhaustion_reaches_its_tenant_alone(Scrape::Metrics).await;
+}
+
+/// The same path for a reseller's fleet, scraped as `examples/prometheus/fleet.yml` says: each
+/// account its own `/probe` target from `/sd`, the exporter's `/metrics` for its health. The
+/// shipped rules select the probe targets' series, each account alerts once (not once per job),
+/// and the probe target's own MailhostExporterDown holds back its account's alert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_scraped_through_probe_and_sd_alerts_once_per_account_and_is_inhibited_per_account()
+{
+    exhaustion_reaches_its_tenant_alone(Scrape::Fleet).await;
+}
+
+/// How Prometheus scrapes the exporter in the end-to-end test.
+#[derive(Clone, Copy, PartialEq)]
+enum Scrape {
+    /// One job on `/metrics`, as `prometheus/prometheus.yml`.
+    Metrics,
+    /// The jobs of `examples/prometheus/fleet.yml`.
+    Fleet,
+}
+
+/// The scrape jobs of the end-to-end test, for the exporter at `addr`.
+fn scrape_configs(scrape: Scrape, addr: &str) -> String {
+    match scrape {
+        Scrape::Metrics => format!(
+            "scrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{addr}\"]\n"
+        ),
+        Scrape::Fleet => {
+            let example =
+                std::fs::read_to_string(repo_root().join("examples/prometheus/fleet.yml")).unwrap();
+            assert!(
+                example.contains("localhost:19587"),
+                "the example's address moved"
+            );
+            example.replace("localhost:19587", addr)
+        }
+    }
+}
+
+/// The tenants guide shows the fleet's scrape jobs whole, as a user copies them: the file this
+/// end-to-end test runs.
+#[test]
+fn the_tenants_guide_quotes_the_fleet_example_verbatim() {
+    let root = repo_root();
+    let guide = std::fs::read_to_string(root.join("docs/tenants.md")).unwrap();
+    let example = std::fs::read_to_string(root.join("examples/prometheus/fleet.yml")).unwrap();
+    assert!(
+        guide.contains(&format!("```yaml\n{example}```")),
+        "docs/tenants.md does not quote examples/prometheus/fleet.yml as it is"
+    );
+}
+
+async fn exhaustion_reaches_its_tenant_alone(scrape: Scrape) {
     let Some(prometheus) = tool("prometheus", "apt-get install prometheus") else {
         return;
     };
@@ -550,11 +605,11 @@ async fn a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporte
     let prom = spawn_prometheus(
         prometheus,
         &format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [\"{}\"]\nrule_files:\n  - {}\n  - {}\nscrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{}\"]\n",
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nalerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [\"{}\"]\nrule_files:\n  - {}\n  - {}\n{}",
             am_url.trim_start_matches("http://"),
             rules.path().join("prometheus/rules.yml").display(),
             rules.path().join("prometheus/alerts.yml").display(),
-            exporter.addr
+            scrape_configs(scrape, &exporter.addr.to_string())
         ),
     );
 
@@ -635,6 +690,16 @@ async fn a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporte
     .await;
     assert_eq!(held["labels"]["tenant"], "customer-a", "{held}");
     assert_eq!(held["labels"]["collector"], "delivery_account", "{held}");
+    assert_eq!(held["labels"]["job"], "mailhost", "{held}");
+    if scrape == Scrape::Fleet {
+        // From the account's own probe target, held back by that target's MailhostExporterDown
+        // (the example's inhibition is equal: [job, instance]).
+        assert_eq!(
+            held["labels"]["instance"],
+            format!("customer-a/{TENANT_A_ACCOUNT}"),
+            "{held}"
+        );
+    }
     // keep_firing_for (15 s) runs out and Prometheus resolves the alert while the exporter is
     // still down: that resolution is held back too. Alertmanager's API leaves out a resolved
     // alert, so the wait ends when the alert is gone; then a few group intervals pass.
@@ -647,7 +712,18 @@ async fn a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporte
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let all = notifications(&got);
-    assert_eq!(all.len(), 4, "nothing after the page: {all:?}");
+    match scrape {
+        Scrape::Metrics => assert_eq!(all.len(), 4, "nothing after the page: {all:?}"),
+        // Each probe target is down too: their MailhostExporterDown alerts join the page's
+        // group (no tenant label), and nothing else is sent.
+        Scrape::Fleet => assert!(
+            all[4..]
+                .iter()
+                .all(|n| (n.0.as_str(), n.1.as_str(), n.2.as_str())
+                    == ("operations-pager", "firing", "MailhostExporterDown")),
+            "only the page after it: {all:?}"
+        ),
+    }
     assert!(
         all.iter()
             .all(|n| n.0 != "customer-b" && !n.3.contains(&TENANT_B_ACCOUNT.to_string())),

@@ -11,7 +11,9 @@ use std::process::Command;
 use serde_yaml_ng::{Mapping, Value};
 
 use crate::helpers::{outcome, promtool, repo_root, run_with_input, tool};
-use crate::kubernetes::{BASE, INSTALL, SECRET_DIR, object, operator_objects, seq, str_of};
+use crate::kubernetes::{
+    BASE, INSTALL, SECRET_DIR, object, operator_objects, relabel_as_the_fleet_example, seq, str_of,
+};
 
 const CHART: &str = "deploy/helm/mailhost-exporter";
 const FLEET: &str = "tests/fixtures/helm/fleet-values.yaml";
@@ -289,13 +291,17 @@ fn the_rendered_configs_pass_config_check_with_the_mounted_tokens() {
                 .env_remove("MAILHOST_API_TOKEN"),
         );
         assert!(ok, "{values:?}: {report}");
-        // The ScrapeConfig of the fleet reads /sd from the Service, in the release namespace.
+        // The ScrapeConfig of the fleet reads /sd from the Service, in the release namespace,
+        // and both jobs relabel as examples/prometheus/fleet.yml (which the end-to-end alert
+        // test runs): probe targets under the job the rules select, /metrics without the
+        // accounts' copies.
         if values.is_some() {
             let scrape = object(&objects, "ScrapeConfig", None);
             assert_eq!(
                 scrape["spec"]["httpSDConfigs"][0]["url"],
                 "http://mailhost-mailhost-exporter.mailhost.svc:19587/sd"
             );
+            relabel_as_the_fleet_example(&objects);
         }
     }
 }

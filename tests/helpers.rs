@@ -311,6 +311,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "scale_out::prometheus_agent_with_hashmod_remote_writes_into_a_receiver",
             "posture::posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_put_back",
             "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
+            "alertmanager::a_fleet_scraped_through_probe_and_sd_alerts_once_per_account_and_is_inhibited_per_account",
         ],
     ),
     (
@@ -340,6 +341,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "mixin::vmalert_loads_the_shipped_rule_files_in_dry_run",
             "mixin::the_labels_alerts_carry_follow_the_config_switches",
             "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
+            "alertmanager::a_fleet_scraped_through_probe_and_sd_alerts_once_per_account_and_is_inhibited_per_account",
         ],
     ),
     (
@@ -350,6 +352,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "alertmanager::every_label_set_reaches_the_receiver_it_must",
             "alertmanager::each_template_renders_the_account_figure_time_left_reset_and_runbook",
             "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
+            "alertmanager::a_fleet_scraped_through_probe_and_sd_alerts_once_per_account_and_is_inhibited_per_account",
         ],
     ),
     (
@@ -357,6 +360,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "apt-get install prometheus-alertmanager",
         &[
             "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
+            "alertmanager::a_fleet_scraped_through_probe_and_sd_alerts_once_per_account_and_is_inhibited_per_account",
             "alertmanager::each_inhibition_of_the_example_holds_back_what_it_should_and_nothing_else",
         ],
     ),

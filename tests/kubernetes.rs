@@ -328,6 +328,33 @@ fn the_shipped_configs_pass_config_check_with_the_mounted_paths() {
     }
 }
 
+/// The relabelling of `examples/prometheus/fleet.yml` in the operator's form: its `/metrics`
+/// job's `metric_relabel_configs` and its probe job's `relabel_configs`.
+pub fn fleet_example() -> (Value, Value) {
+    let example: Value = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/prometheus/fleet.yml")).unwrap(),
+    )
+    .unwrap();
+    let jobs = seq(&example["scrape_configs"], "scrape_configs");
+    assert_eq!(jobs.len(), 2);
+    (
+        crd_form(&jobs[0]["metric_relabel_configs"]),
+        crd_form(&jobs[1]["relabel_configs"]),
+    )
+}
+
+/// The rendered ScrapeConfig and ServiceMonitor relabel as `examples/prometheus/fleet.yml`.
+pub fn relabel_as_the_fleet_example(objects: &[Value]) {
+    let (metric_relabelings, relabelings) = fleet_example();
+    let scrape = object(objects, "ScrapeConfig", None);
+    assert_eq!(scrape["spec"]["relabelings"], relabelings);
+    let monitor = object(objects, "ServiceMonitor", None);
+    assert_eq!(
+        monitor["spec"]["endpoints"][0]["metricRelabelings"],
+        metric_relabelings
+    );
+}
+
 #[test]
 fn the_probe_overlay_scrapes_every_account_through_the_services_sd() {
     let Some(kubectl) = kubectl() else { return };
@@ -348,21 +375,12 @@ fn the_probe_overlay_scrapes_every_account_through_the_services_sd() {
         )
     );
     // /sd sets the path and parameters; anything here would override them.
-    for key in ["metricsPath", "params", "relabelings"] {
+    for key in ["metricsPath", "params"] {
         assert!(scrape["spec"][key].is_null(), "ScrapeConfig sets {key}");
     }
-    // The exporter's /metrics keeps only what the /probe targets do not store already.
-    let monitor = object(&objects, "ServiceMonitor", None);
-    let dropped: BTreeSet<&str> = seq(
-        &monitor["spec"]["endpoints"][0]["metricRelabelings"],
-        "metricRelabelings",
-    )
-    .iter()
-    .filter(|r| r["action"] == "drop" && r["regex"] == ".+")
-    .flat_map(|r| seq(&r["sourceLabels"], "sourceLabels"))
-    .map(|l| str_of(l, "label"))
-    .collect();
-    assert_eq!(dropped, BTreeSet::from(["account_id", "target"]));
+    // The same jobs as examples/prometheus/fleet.yml, which the end-to-end alert test runs: the
+    // probe targets under the job the rules select, /metrics without the accounts' copies.
+    relabel_as_the_fleet_example(&objects);
     // The accounts /sd lists are the tenants' configured ones.
     let config: Value = serde_yaml_ng::from_str(str_of(
         &object(&objects, "ConfigMap", None)["data"]["config.yml"],
@@ -555,7 +573,7 @@ fn crd_matcher(matcher: &str) -> Value {
 }
 
 /// Alertmanager's snake_case settings as the operator's camelCase, matchers as objects.
-fn crd_form(value: &Value) -> Value {
+pub fn crd_form(value: &Value) -> Value {
     match value {
         Value::Mapping(map) => {
             let mut out = Mapping::new();

@@ -369,10 +369,11 @@ async fn probe_targets(scraper: &str) -> Option<BTreeMap<String, String>> {
         .ok()?;
     let mut out = BTreeMap::new();
     for target in body["data"]["activeTargets"].as_array()? {
-        if target["labels"]["job"] != "mailhost_probe" {
+        // Both jobs store job="mailhost"; a probe's instance is tenant/account.
+        let instance = target["labels"]["instance"].as_str()?.to_owned();
+        if !instance.contains('/') {
             continue;
         }
-        let instance = target["labels"]["instance"].as_str()?.to_owned();
         let url = target["scrapeUrl"].as_str()?;
         let address = url.strip_prefix("http://")?.split('/').next()?.to_owned();
         out.insert(instance, address);
@@ -423,7 +424,7 @@ async fn wait_until_stored(store: &Store, tenants: &[Tenant]) {
     let revoked = tenants.iter().find(|t| t.name == REVOKED).unwrap();
     wait_for("every account in the store", || async {
         let stored = store
-            .by_account("mailhost_delivery_remaining_messages")
+            .by_account("mailhost_delivery_remaining_messages{job=\"mailhost\"}")
             .await;
         let failed = store
             .query(&format!(
@@ -560,7 +561,9 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
         .unwrap();
     assert_health(&success, &tenants);
     let failures = store
-        .query("sum by (tenant, reason) (mailhost_api_request_failures_total{job=\"mailhost_exporter\"}) > 0")
+        .query(
+            "sum by (tenant, reason) (mailhost_api_request_failures_total{job=\"mailhost\"}) > 0",
+        )
         .await
         .unwrap();
     let failing: BTreeSet<(String, String)> = failures
@@ -584,7 +587,7 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
     store.flush().await;
     let times = store
         .sample_times(
-            "mailhost_delivery_remaining_messages{job=\"mailhost_probe\"}",
+            "mailhost_delivery_remaining_messages{job=\"mailhost\"}",
             from,
             until,
         )
@@ -750,6 +753,28 @@ fn the_scaling_guide_quotes_the_shipped_configs_verbatim() {
             guide.contains(&format!("```yaml\n{text}```")),
             "docs/scaling.md does not quote {} as it is",
             file.display()
+        );
+    }
+}
+
+/// Each scale-out config stores its series as `examples/prometheus/fleet.yml` does (the file the
+/// end-to-end alert test runs with the shipped rules): the probe job under the job the rules
+/// select, the replicas' `/metrics` under that job too, without the accounts' copies.
+#[test]
+fn the_scale_out_jobs_relabel_as_the_fleet_example() {
+    let (metric_relabelings, relabelings) = crate::kubernetes::fleet_example();
+    let job = relabelings.as_sequence().unwrap().last().unwrap().clone();
+    for name in ["vmagent.yml", "prometheus-agent.yml"] {
+        let config: serde_yaml_ng::Value = serde_yaml_ng::from_str(&example(name, &[])).unwrap();
+        let jobs = config["scrape_configs"].as_sequence().unwrap();
+        assert_eq!(jobs.len(), 2, "{name}");
+        let probe = crate::kubernetes::crd_form(&jobs[0]["relabel_configs"]);
+        assert_eq!(probe.as_sequence().unwrap().last(), Some(&job), "{name}");
+        assert_eq!(jobs[1]["job_name"], "mailhost", "{name}");
+        assert_eq!(
+            crate::kubernetes::crd_form(&jobs[1]["metric_relabel_configs"]),
+            metric_relabelings,
+            "{name}"
         );
     }
 }

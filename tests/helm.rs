@@ -29,10 +29,16 @@ fn run_helm(helm: &str, args: &[&str]) -> (bool, String) {
 
 /// Every object `helm template` renders with `values` (a file; none for the defaults).
 fn template(helm: &str, values: Option<&str>) -> Vec<Value> {
-    let mut args = vec!["template", "mailhost", CHART, "--namespace", "mailhost"];
-    if let Some(values) = values {
-        args.extend(["--values", values]);
+    match values {
+        Some(values) => template_with(helm, &["--values", values]),
+        None => template_with(helm, &[]),
     }
+}
+
+/// Every object `helm template` renders with these further arguments (`--values`, `--set`).
+fn template_with(helm: &str, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["template", "mailhost", CHART, "--namespace", "mailhost"];
+    args.extend(extra);
     let out = Command::new(helm)
         .args(&args)
         .current_dir(repo_root())
@@ -304,4 +310,11 @@ fn the_rendered_configs_pass_config_check_with_the_mounted_tokens() {
             relabel_as_the_fleet_example(&objects);
         }
     }
+    // Without probe targets, /metrics is the only copy of each account: nothing is dropped.
+    let single = template_with(helm, &["--set", "serviceMonitor.enabled=true"]);
+    let monitor = object(&single, "ServiceMonitor", None);
+    assert!(
+        monitor["spec"]["endpoints"][0]["metricRelabelings"].is_null(),
+        "{monitor:?}"
+    );
 }

@@ -572,7 +572,8 @@ fn crd_matcher(matcher: &str) -> Value {
     .unwrap()
 }
 
-/// Alertmanager's snake_case settings as the operator's camelCase, matchers as objects.
+/// Prometheus' and Alertmanager's snake_case settings as the operator's camelCase, matchers as
+/// objects.
 pub fn crd_form(value: &Value) -> Value {
     match value {
         Value::Mapping(map) => {

@@ -5,7 +5,7 @@
 //! `world` is the provider's state and its rules, with no HTTP in it; `api` is the service on the
 //! wire (router, handlers, the `/_sim/` control plane, fault injection) and reads and changes the
 //! world, never the reverse. [`Simulator`] joins them: the world behind one lock, the clock, the
-//! faults, the management tokens and their rate limits.
+//! faults, the management tokens and their rate limits (per token, and per route of a token).
 
 mod api;
 pub mod traffic;
@@ -38,10 +38,11 @@ pub use world::{
     DemoTargets, MAILBOX_RECORD_FIELDS, MAX_BURST, MAX_RATE, MAX_RETRY_AFTER_SECS,
     MESSAGES_PER_VOLUME_UNIT, MIN_RATE, MailboxSeed, MailboxState, ManagementToken, MigrationSeed,
     OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome, PERMISSION_KEY_MAX_CHARS, RECENT_REQUESTS, RateLimit,
-    RateLimitHeaders, RateLimitStats, RetryAfterStyle, SendIdentity, SimClock, SimConfig,
-    SimConfigError, SuppressionReason, TEAM_MEMBER_MAX_PERMISSIONS, TEAM_MEMBER_PASSWORD_MAX_CHARS,
-    TEAM_MEMBER_PASSWORD_MIN_CHARS, TEAM_MEMBER_RECORD_FIELDS, TOKEN_RECORD_FIELDS, TeamMemberSeed,
-    TeamMemberState, TokenRateLimit, TokenSeed, format_datetime,
+    RateLimitHeaders, RateLimitStats, RetryAfterStyle, RouteRateLimit, SendIdentity, SimClock,
+    SimConfig, SimConfigError, SuppressionReason, TEAM_MEMBER_MAX_PERMISSIONS,
+    TEAM_MEMBER_PASSWORD_MAX_CHARS, TEAM_MEMBER_PASSWORD_MIN_CHARS, TEAM_MEMBER_RECORD_FIELDS,
+    TOKEN_RECORD_FIELDS, TeamMemberSeed, TeamMemberState, TokenRateLimit, TokenSeed,
+    format_datetime,
 };
 
 use api::Faults;
@@ -108,8 +109,14 @@ impl Simulator {
         let now = tokio::time::Instant::now();
         for (index, entry) in config.rate_limits.iter().enumerate() {
             rate_limits
-                .set(Some(&entry.token), Some(entry.limit.clone()), now)
+                .set(Some(&entry.token), None, Some(entry.limit.clone()), now)
                 .map_err(|reason| SimConfigError::BadRateLimit { index, reason })?;
+        }
+        for (index, entry) in config.route_rate_limits.iter().enumerate() {
+            let limit = Some(entry.limit.clone());
+            rate_limits
+                .set(Some(&entry.token), Some(entry.route), limit, now)
+                .map_err(|reason| SimConfigError::BadRouteRateLimit { index, reason })?;
         }
         let sim = Self {
             inner: Arc::new(Inner {
@@ -197,12 +204,13 @@ impl Simulator {
         self.inner.faults.add(route, spec);
     }
 
-    /// Sets (`Some(limit)`) or lifts (`None`) the rate limit of one management token
-    /// (`Some(token)`), or of every management token (`None`), each with its own bucket. It
-    /// applies at once: a token already limited keeps the tokens its bucket holds, clamped to
-    /// the new burst; a newly limited token starts with a full bucket; lifting a limit forgets
-    /// the bucket and its counters. Refused: an invalid limit (see [`RateLimit::validate`]), a
-    /// token that is not one of the configuration's management tokens.
+    /// Sets (`Some(limit)`) or lifts (`None`) the token-wide rate limit of one management token
+    /// (`Some(token)`), or of every management token (`None`), each with its own bucket; the
+    /// token's route limits ([`Simulator::set_route_rate_limit`]) stay as they are. It applies
+    /// at once: a token already limited keeps the tokens its bucket holds, clamped to the new
+    /// burst; a newly limited token starts with a full bucket; lifting a limit forgets the bucket
+    /// and its counters. Refused: an invalid limit (see [`RateLimit::validate`]), a token that is
+    /// not one of the configuration's management tokens.
     pub fn set_rate_limit(
         &self,
         token: Option<&str>,
@@ -210,13 +218,41 @@ impl Simulator {
     ) -> Result<(), String> {
         self.inner
             .rate_limits
-            .set(token, limit, tokio::time::Instant::now())
+            .set(token, None, limit, tokio::time::Instant::now())
     }
 
-    /// What the limiter did with the requests of management token `token` since it was limited;
-    /// `None` when it is not limited.
+    /// Sets (`Some(limit)`) or lifts (`None`) the limit of one Management API route of one
+    /// management token (`Some(token)`), or of every management token (`None`), each (token,
+    /// route) with its own bucket, beside the token-wide limit of [`Simulator::set_rate_limit`]
+    /// and the token's other routes, which stay as they are. A request on `route` then goes
+    /// through only if this bucket and the token-wide one (if set) both have a token; the route's
+    /// is asked first, and a refused request takes a token from neither. Its 429 and rate-limit
+    /// headers are the refusing limit's, or this limit's when both let it through. Changes apply
+    /// at once as with [`Simulator::set_rate_limit`]. Refused: an invalid limit, a token that is
+    /// not one of the configuration's management tokens, a route of the Send API (never limited).
+    pub fn set_route_rate_limit(
+        &self,
+        token: Option<&str>,
+        route: Route,
+        limit: Option<RateLimit>,
+    ) -> Result<(), String> {
+        self.inner
+            .rate_limits
+            .set(token, Some(route), limit, tokio::time::Instant::now())
+    }
+
+    /// What the token-wide limit did with the requests of management token `token` since it was
+    /// limited (requests a route limit refused first are not among them); `None` when it is not
+    /// limited as a whole.
     pub fn rate_limit_stats(&self, token: &str) -> Option<RateLimitStats> {
-        self.inner.rate_limits.stats(token)
+        self.inner.rate_limits.stats(token, None)
+    }
+
+    /// What the limit of `route` of management token `token` did with its requests since it was
+    /// set (requests its token-wide limit refused are not among them); `None` when that route of
+    /// that token is not limited.
+    pub fn route_rate_limit_stats(&self, token: &str, route: Route) -> Option<RateLimitStats> {
+        self.inner.rate_limits.stats(token, Some(route))
     }
 
     /// How many requests reached exactly `path` (e.g. `/api/delivery/accounts/1001`), whatever

@@ -199,6 +199,49 @@ async fn an_omitted_retry_after_leaves_a_bare_429() {
 }
 
 #[tokio::test]
+async fn chosen_accounts_answer_429_every_time_with_or_without_retry_after_beside_healthy_ones() {
+    let sim = sim();
+    let app = loopback_app(&sim);
+    sim.set_fault(
+        Route::DeliveryAccountGet,
+        fault(|f| {
+            f.rate_limit_rate = 1.0;
+            f.retry_after_secs = 30;
+            f.only_ids = Some(vec!["1".to_owned()]);
+        }),
+    );
+    // The second through the control plane, as an exporter test would.
+    let added = call(
+        &app,
+        mgmt(
+            Method::POST,
+            "/_sim/faults/delivery_account_get",
+            TOKEN,
+            Some(json!({"rate_limit_rate": 1.0, "retry_after_omit": true, "only_ids": ["4"]})),
+        ),
+    )
+    .await;
+    assert_eq!(added.status, StatusCode::OK, "{:?}", added.json());
+    for _ in 0..10 {
+        let with = call(&app, get_account("1")).await;
+        with.error(StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(with.json()["code"], "rate_limited");
+        assert_eq!(with.headers[header::RETRY_AFTER], "30");
+        let without = call(&app, get_account("4")).await;
+        without.error(StatusCode::TOO_MANY_REQUESTS);
+        assert!(!without.headers.contains_key(header::RETRY_AFTER));
+        for healthy in ["2", "3"] {
+            assert_eq!(
+                call(&app, get_account(healthy)).await.record()["id"],
+                healthy.parse::<i32>().expect("id")
+            );
+        }
+    }
+    // Another route of the same accounts is untouched.
+    assert_eq!(call(&app, daily("1", "")).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
 async fn injected_error_statuses_answer_json_every_time() {
     let sim = hosting_sim();
     let app = loopback_app(&sim);

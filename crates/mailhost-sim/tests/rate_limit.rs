@@ -1,5 +1,6 @@
-//! Per-token rate limits of the Management API on the wire: the bucket, its 429s and headers,
-//! runtime changes, isolation between tokens, hit counts, the control plane and configuration.
+//! Rate limits of the Management API on the wire, per token and per route of a token: the bucket,
+//! its 429s and headers, how a route's limit and its token's combine, runtime changes, isolation
+//! between tokens, hit counts, the control plane and configuration.
 //! Every test runs on paused tokio time, so a slow machine cannot refill a bucket behind its back.
 
 use crate::helpers::*;
@@ -403,6 +404,7 @@ async fn the_control_plane_sets_lists_masked_and_lifts_rate_limits() {
         answer.json(),
         json!({"rate_limits": [{
             "token": "test…",
+            "route": null,
             "limit": {"rate": 1.0, "burst": 2.0, "retry_after": "seconds",
                       "retry_after_secs": null, "headers": "x_ratelimit"},
             "allowed": 0,
@@ -590,6 +592,394 @@ fn bad_rate_limits_in_the_configuration_are_refused_without_showing_the_token() 
         .to_string();
     assert!(message.contains("`rate` must be"), "{message}");
     let printed = format!("{:?}", with(SCOPED, RateLimit::per_second(1.0)));
+    assert!(
+        !printed.contains(TOKEN) && !printed.contains(SCOPED),
+        "{printed}"
+    );
+}
+
+const DAILY_1: &str = "/api/delivery/tracemail/daily/1";
+const DAILY_2: &str = "/api/delivery/tracemail/daily/2";
+
+/// The status of `n` requests to `path` with `token`.
+async fn statuses_of(app: &Router, path: &str, token: &str, n: usize) -> Vec<u16> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(call(app, get(path, token)).await.status.as_u16());
+    }
+    out
+}
+
+/// The allowed and limited counts of one limit, if it is set.
+fn counts(stats: Option<RateLimitStats>) -> Option<(u64, u64)> {
+    stats.map(|s| (s.allowed, s.limited))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_route_limit_refuses_only_its_route_while_the_tokens_other_routes_stay_free() {
+    let sim = frozen_sim(NOW);
+    sim.set_route_rate_limit(Some(TOKEN), Route::TracemailDaily, Some(limit(1.0, 2.0)))
+        .expect("valid limit");
+    let app = loopback_app(&sim);
+    assert_eq!(statuses_of(&app, DAILY_1, TOKEN, 3).await, [200, 200, 429]);
+    let refused = call(&app, get(DAILY_1, TOKEN)).await;
+    refused.error(StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(header(&refused, "retry-after"), Some("1"));
+    // The token's other routes, and the same route for another token, know no limit.
+    assert_eq!(statuses(&app, 20).await, [200; 20]);
+    assert_eq!(statuses_of(&app, DAILY_2, SCOPED, 5).await, [200; 5]);
+    assert_eq!(
+        counts(sim.route_rate_limit_stats(TOKEN, Route::TracemailDaily)),
+        Some((2, 2))
+    );
+    assert_eq!(sim.rate_limit_stats(TOKEN), None, "no token-wide limit");
+    assert_eq!(
+        sim.route_rate_limit_stats(TOKEN, Route::DeliveryAccountGet),
+        None
+    );
+    assert_eq!(
+        sim.route_rate_limit_stats(SCOPED, Route::TracemailDaily),
+        None
+    );
+    advance(Duration::from_secs(1)).await;
+    assert_eq!(statuses_of(&app, DAILY_1, TOKEN, 2).await, [200, 429]);
+    // Lifted, the route is free again.
+    sim.set_route_rate_limit(Some(TOKEN), Route::TracemailDaily, None)
+        .expect("lift");
+    assert_eq!(statuses_of(&app, DAILY_1, TOKEN, 10).await, [200; 10]);
+    assert_eq!(
+        sim.route_rate_limit_stats(TOKEN, Route::TracemailDaily),
+        None
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn both_limits_apply_together_and_a_refusal_spends_neither_bucket() {
+    // The token refills fast, its daily route slowly (one token in ten seconds).
+    let (sim, app) = limited(RateLimit {
+        headers: RateLimitHeaders::XRateLimit,
+        ..limit(4.0, 3.0)
+    });
+    sim.set_route_rate_limit(
+        Some(TOKEN),
+        Route::TracemailDaily,
+        Some(RateLimit {
+            headers: RateLimitHeaders::XRateLimit,
+            ..limit(0.1, 1.0)
+        }),
+    )
+    .expect("valid limit");
+    assert_eq!(
+        statuses_of(&app, DAILY_1, TOKEN, 4).await,
+        [200, 429, 429, 429]
+    );
+    // The route's three refusals took nothing from the token: two of its three are left.
+    assert_eq!(statuses(&app, 3).await, [200, 200, 429]);
+    advance(Duration::from_secs(10)).await;
+    assert_eq!(statuses(&app, 3).await, [200, 200, 200]);
+    // Now the route has a token and the token none: refused by the token, with its numbers...
+    let refused = call(&app, get(DAILY_1, TOKEN)).await;
+    refused.error(StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(x_ratelimit(&refused).0, Some("3"), "the token's burst");
+    // ...and the route kept its token: a quarter second gives the token one, and both let it
+    // through, the answer carrying the route's numbers.
+    advance(Duration::from_millis(250)).await;
+    let both = call(&app, get(DAILY_1, TOKEN)).await;
+    assert_eq!(both.status, StatusCode::OK);
+    assert_eq!(x_ratelimit(&both), (Some("1"), Some("0"), Some("10")));
+    assert_eq!(
+        counts(sim.route_rate_limit_stats(TOKEN, Route::TracemailDaily)),
+        Some((2, 3)),
+        "the token's refusal is not the route's"
+    );
+    assert_eq!(
+        counts(sim.rate_limit_stats(TOKEN)),
+        Some((7, 2)),
+        "the route's refusals are not the token's"
+    );
+    // Lifting the token-wide limit leaves the route's.
+    sim.set_rate_limit(Some(TOKEN), None).expect("lift");
+    assert_eq!(statuses(&app, 10).await, [200; 10]);
+    assert_eq!(statuses_of(&app, DAILY_1, TOKEN, 1).await, [429]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn rate_limit_headers_are_the_routes_on_a_limited_route_and_the_tokens_elsewhere() {
+    let (sim, app) = limited(RateLimit {
+        headers: RateLimitHeaders::XRateLimit,
+        ..limit(1.0, 10.0)
+    });
+    sim.set_route_rate_limit(
+        Some(TOKEN),
+        Route::TracemailDaily,
+        Some(RateLimit {
+            headers: RateLimitHeaders::Both,
+            retry_after: RetryAfterStyle::HttpDate,
+            ..limit(0.5, 2.0)
+        }),
+    )
+    .expect("valid limit");
+    let account = call(&app, get_account("1")).await;
+    assert_eq!(x_ratelimit(&account), (Some("10"), Some("9"), Some("1")));
+    assert_eq!(ietf(&account), (None, None));
+    let daily = call(&app, get(DAILY_1, TOKEN)).await;
+    assert_eq!(daily.status, StatusCode::OK);
+    assert_eq!(x_ratelimit(&daily), (Some("2"), Some("1"), Some("2")));
+    assert_eq!(
+        ietf(&daily),
+        (Some("\"default\";q=2;w=4"), Some("\"default\";r=1;t=2"))
+    );
+    assert_eq!(
+        x_ratelimit(&call(&app, get(DAILY_1, TOKEN)).await),
+        (Some("2"), Some("0"), Some("4"))
+    );
+    let refused = call(&app, get(DAILY_1, TOKEN)).await;
+    refused.error(StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(x_ratelimit(&refused), (Some("2"), Some("0"), Some("4")));
+    assert_eq!(
+        header(&refused, "retry-after"),
+        Some("Sun, 22 Nov 2026 10:00:02 GMT"),
+        "the route's Retry-After style"
+    );
+    // The token spent three (not four): the route's refusal took none of its tokens.
+    let account = call(&app, get_account("1")).await;
+    assert_eq!(x_ratelimit(&account), (Some("10"), Some("6"), Some("4")));
+    // A route limit without headers governs its answers: none, though the token has some.
+    sim.set_route_rate_limit(Some(TOKEN), Route::MigrationStats, Some(limit(5.0, 5.0)))
+        .expect("valid limit");
+    let migration = call(&app, get("/api/migrations/MG00000001/stats", TOKEN)).await;
+    assert_eq!(x_ratelimit(&migration), NO_X_RATELIMIT);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_control_plane_sets_lists_and_lifts_route_limits_scope_by_scope() {
+    let sim = frozen_sim(NOW);
+    let app = loopback_app(&sim);
+    let put = |body: Value| mgmt(Method::PUT, "/_sim/rate_limit", TOKEN, Some(body));
+    let delete = |body: Option<Value>| mgmt(Method::DELETE, "/_sim/rate_limit", TOKEN, body);
+    let listing = |app: Router| async move {
+        let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await.json();
+        listed["rate_limits"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|e| (e["token"].clone(), e["route"].clone()))
+            .collect::<Vec<_>>()
+    };
+    let answer = call(
+        &app,
+        put(json!({"token": TOKEN, "route": "tracemail_daily", "rate": 1, "burst": 1})),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.json());
+    assert_eq!(
+        answer.json(),
+        json!({"rate_limits": [{
+            "token": "test…",
+            "route": "tracemail_daily",
+            "limit": {"rate": 1.0, "burst": 1.0, "retry_after": "seconds",
+                      "retry_after_secs": null, "headers": "none"},
+            "allowed": 0,
+            "limited": 0,
+        }]})
+    );
+    // A token-wide limit, and one route of every token: token-wide limits come first.
+    let answer = call(&app, put(json!({"token": TOKEN, "rate": 5}))).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    let answer = call(
+        &app,
+        put(json!({"route": "delivery_account_get", "rate": 2})),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(
+        listing(app.clone()).await,
+        [
+            (json!("test…"), json!(null)),
+            (json!("test…"), json!("delivery_account_get")),
+            (json!("test…"), json!("tracemail_daily")),
+            (json!("scop…"), json!("delivery_account_get")),
+        ]
+    );
+    assert_eq!(statuses_of(&app, DAILY_1, TOKEN, 2).await, [200, 429]);
+    let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await.json();
+    let entries = &listed["rate_limits"];
+    // Each limit its own counts; bench scripts read the token-wide one at [0].
+    assert_eq!(
+        (&entries[0]["allowed"], &entries[0]["limited"]),
+        (&json!(1), &json!(0))
+    );
+    assert_eq!(
+        (&entries[2]["allowed"], &entries[2]["limited"]),
+        (&json!(1), &json!(1))
+    );
+    assert_eq!(
+        (&entries[3]["allowed"], &entries[3]["limited"]),
+        (&json!(0), &json!(0))
+    );
+    assert_eq!(entries[3]["limit"]["rate"], 2.0);
+
+    // Without a route: the token-wide limit only.
+    let answer = call(&app, delete(Some(json!({"token": TOKEN})))).await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT);
+    assert_eq!(listing(app.clone()).await.len(), 3);
+    assert_eq!(sim.rate_limit_stats(TOKEN), None);
+    // With a token and a route: that one.
+    let answer = call(
+        &app,
+        delete(Some(json!({"token": TOKEN, "route": "tracemail_daily"}))),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        listing(app.clone()).await,
+        [
+            (json!("test…"), json!("delivery_account_get")),
+            (json!("scop…"), json!("delivery_account_get")),
+        ]
+    );
+    // No body: token-wide limits only, so the route limits stay.
+    let answer = call(&app, delete(None)).await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT);
+    assert_eq!(listing(app.clone()).await.len(), 2);
+    // A route without a token: that route of every token.
+    let answer = call(&app, delete(Some(json!({"route": "delivery_account_get"})))).await;
+    assert_eq!(answer.status, StatusCode::NO_CONTENT);
+    assert!(listing(app.clone()).await.is_empty());
+    assert_eq!(statuses_of(&app, DAILY_1, TOKEN, 10).await, [200; 10]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_control_plane_refuses_a_route_that_is_not_a_management_route_naming_the_choices() {
+    let sim = frozen_sim(NOW);
+    let app = loopback_app(&sim);
+    let refused = |method: Method, body: Value| {
+        let app = app.clone();
+        async move {
+            call(&app, mgmt(method, "/_sim/rate_limit", TOKEN, Some(body)))
+                .await
+                .error(StatusCode::BAD_REQUEST)
+        }
+    };
+    for (method, body) in [
+        (Method::PUT, json!({"rate": 1, "route": "tracemail_weekly"})),
+        (
+            Method::DELETE,
+            json!({"token": TOKEN, "route": "tracemail_weekly"}),
+        ),
+    ] {
+        let message = refused(method, body).await;
+        assert!(
+            message.starts_with(
+                "`route` \"tracemail_weekly\" is not a Management API route: name one of \
+                 delivery_account_get, delivery_account_put,"
+            ),
+            "{message}"
+        );
+        assert!(message.contains("tracemail_daily"), "{message}");
+    }
+    // The Send API is never limited: its routes are refused, and not offered.
+    for name in ["send", "send_bulk"] {
+        let message = refused(Method::PUT, json!({"rate": 1, "route": name})).await;
+        assert!(message.contains(&format!("{name:?} is not a")), "{message}");
+        assert!(!message.contains("send_bulk,"), "{message}");
+    }
+    let message = refused(Method::PUT, json!({"rate": 1, "route": 5})).await;
+    assert_eq!(message, "`route` must be a string");
+    let message = sim
+        .set_route_rate_limit(Some(TOKEN), Route::SendBulk, Some(limit(1.0, 1.0)))
+        .expect_err("the Send API");
+    assert!(
+        message.contains("is not a Management API route"),
+        "{message}"
+    );
+    // An unknown token with a route is refused as without one, never echoed.
+    let message = refused(
+        Method::PUT,
+        json!({"rate": 1, "token": "made-up-token", "route": "tracemail_daily"}),
+    )
+    .await;
+    assert!(
+        message.contains("not one of the simulator's management tokens"),
+        "{message}"
+    );
+    assert!(!message.contains("made-up-token"), "{message}");
+    let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await.json();
+    assert_eq!(listed, json!({"rate_limits": []}), "nothing changed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn route_rate_limits_of_the_configuration_apply_from_the_start() {
+    let config = SimConfig {
+        route_rate_limits: vec![RouteRateLimit {
+            token: SCOPED.to_owned(),
+            route: Route::TracemailDaily,
+            limit: limit(1.0, 2.0),
+        }],
+        ..config()
+    };
+    let sim = Simulator::try_new(config).expect("valid");
+    let app = loopback_app(&sim);
+    assert_eq!(statuses_of(&app, DAILY_2, SCOPED, 3).await, [200, 200, 429]);
+    assert_eq!(
+        statuses_of(&app, "/api/delivery/accounts/2", SCOPED, 5).await,
+        [200; 5]
+    );
+    assert_eq!(statuses_of(&app, DAILY_2, TOKEN, 5).await, [200; 5]);
+}
+
+#[test]
+fn bad_route_rate_limits_in_the_configuration_are_refused_without_showing_the_token() {
+    let with = |token: &str, route: Route, limit: RateLimit| SimConfig {
+        route_rate_limits: vec![
+            RouteRateLimit {
+                token: TOKEN.to_owned(),
+                route: Route::TracemailDaily,
+                limit: RateLimit::per_second(1.0),
+            },
+            RouteRateLimit {
+                token: token.to_owned(),
+                route,
+                limit,
+            },
+        ],
+        ..config()
+    };
+    let error = Simulator::try_new(with(
+        "made-up-token",
+        Route::TracemailDaily,
+        RateLimit::per_second(1.0),
+    ))
+    .expect_err("unknown token");
+    assert!(matches!(
+        error,
+        SimConfigError::BadRouteRateLimit { index: 1, .. }
+    ));
+    let message = error.to_string();
+    assert!(
+        message.starts_with("route_rate_limits entry 1: `token` is not one"),
+        "{message}"
+    );
+    assert!(!message.contains("made-up-token"), "{message}");
+    let message = Simulator::try_new(with(SCOPED, Route::Send, RateLimit::per_second(1.0)))
+        .expect_err("the Send API")
+        .to_string();
+    assert!(
+        message.starts_with("route_rate_limits entry 1: `route` \"send\" is not a Management"),
+        "{message}"
+    );
+    let message = Simulator::try_new(with(
+        SCOPED,
+        Route::MigrationStats,
+        RateLimit::per_second(0.0),
+    ))
+    .expect_err("bad rate")
+    .to_string();
+    assert!(message.contains("`rate` must be"), "{message}");
+    let printed = format!(
+        "{:?}",
+        with(SCOPED, Route::MigrationStats, RateLimit::per_second(1.0))
+    );
     assert!(
         !printed.contains(TOKEN) && !printed.contains(SCOPED),
         "{printed}"

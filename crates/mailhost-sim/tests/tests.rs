@@ -26,7 +26,8 @@ mod faults;
 mod fault_table;
 // The `/_sim/` control plane.
 mod control_plane;
-// Per-token rate limits of the Management API: buckets, 429s, headers, the control endpoints.
+// Rate limits of the Management API, per token and per route: buckets, 429s, headers, the
+// control endpoints.
 mod rate_limit;
 // Configurations the simulator refuses.
 mod config;

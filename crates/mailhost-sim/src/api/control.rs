@@ -1,6 +1,6 @@
 //! The `/_sim/` control plane: not part of the real API, it lets tests and benchmarks read the
-//! simulator's state and set faults and per-token rate limits over HTTP. It needs an unrestricted
-//! management token.
+//! simulator's state and set faults and rate limits (per token, and per route of a token) over
+//! HTTP. It needs an unrestricted management token.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, RawPathParams, State};
@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 use super::extract::{JsonBody, Management};
 use super::faults::FaultSpec;
-use super::route::Route;
+use super::route::{Route, not_a_limited_route};
 use crate::Simulator;
 use crate::world::rate_limit::RateLimit;
 
@@ -122,56 +122,90 @@ async fn clear_faults(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Sets a per-token rate limit: the body is a rate limit plus an optional `"token"` (absent: every
-/// management token). Answers the limits now in force, as `GET /_sim/rate_limits` does.
+/// Sets a rate limit: the body is a rate limit plus an optional `"token"` (absent: every
+/// management token, each with its own bucket) and an optional `"route"`, the name of a
+/// Management API route (absent or null: the token-wide limit). Answers the limits now in force,
+/// as `GET /_sim/rate_limits` does.
 async fn set_rate_limit(
     State(sim): State<Simulator>,
     auth: Management,
     JsonBody(mut body): JsonBody<Map<String, Value>>,
 ) -> Result<Json<Value>, ApiError> {
     auth.check_unscoped("the simulator control plane")?;
-    // `token` is not a member of the limit itself, which refuses unknown members: take it out.
+    // `token` and `route` are not members of the limit itself, which refuses unknown members:
+    // take them out.
     let token = match body.remove("token") {
         None | Some(Value::Null) => None,
         Some(Value::String(token)) => Some(token),
         Some(_) => return Err(ApiError::bad_request("`token` must be a string")),
     };
+    let route = match body.remove("route") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) => Some(limited_route(&name)?),
+        Some(_) => return Err(ApiError::bad_request("`route` must be a string")),
+    };
     let limit: RateLimit = serde_json::from_value(Value::Object(body))
         .map_err(|e| ApiError::BadRequest(format!("invalid rate limit: {e}")))?;
-    sim.set_rate_limit(token.as_deref(), Some(limit))
-        .map_err(ApiError::BadRequest)?;
+    scoped_limit(&sim, token.as_deref(), route, Some(limit))?;
     Ok(Json(rate_limit_listing(&sim)))
 }
 
+/// The Management API route a `route` member names; any other name answers 400 naming the
+/// accepted ones.
+fn limited_route(name: &str) -> Result<Route, ApiError> {
+    name.parse::<Route>()
+        .ok()
+        .filter(Route::is_management)
+        .ok_or_else(|| ApiError::BadRequest(not_a_limited_route(name)))
+}
+
+/// Sets or lifts the token-wide limit (`route` `None`) or a route's.
+fn scoped_limit(
+    sim: &Simulator,
+    token: Option<&str>,
+    route: Option<Route>,
+    limit: Option<RateLimit>,
+) -> Result<(), ApiError> {
+    match route {
+        None => sim.set_rate_limit(token, limit),
+        Some(route) => sim.set_route_rate_limit(token, route, limit),
+    }
+    .map_err(ApiError::BadRequest)
+}
+
 /// The body of `DELETE /_sim/rate_limit`, which may also be empty.
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LiftBody {
     #[serde(default)]
     token: Option<String>,
+    #[serde(default)]
+    route: Option<String>,
 }
 
-/// Lifts the rate limit of one management token (`{"token": "..."}`) or, without a body, of
-/// every one.
+/// Lifts one limit: `{"token": "..."}` the token-wide limit of one management token,
+/// `{"token": "...", "route": "..."}` the limit of one of its routes, and without `token` the
+/// same limit of every management token. Without a `route` (or without a body) only token-wide
+/// limits are lifted, as before route limits existed: route limits stay until lifted by name.
 async fn lift_rate_limit(
     State(sim): State<Simulator>,
     auth: Management,
     body: Bytes,
 ) -> Result<StatusCode, ApiError> {
     auth.check_unscoped("the simulator control plane")?;
-    let token = if body.iter().all(u8::is_ascii_whitespace) {
-        None
+    let LiftBody { token, route } = if body.iter().all(u8::is_ascii_whitespace) {
+        LiftBody::default()
     } else {
         serde_json::from_slice::<LiftBody>(&body)
             .map_err(|e| ApiError::BadRequest(format!("invalid JSON body: {e}")))?
-            .token
     };
-    sim.set_rate_limit(token.as_deref(), None)
-        .map_err(ApiError::BadRequest)?;
+    let route = route.as_deref().map(limited_route).transpose()?;
+    scoped_limit(&sim, token.as_deref(), route, None)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Every limited token (a preview, never the whole token), its limit and its counts.
+/// Every limit (the token a preview, never the whole token), its route (null for token-wide
+/// limits, which come first), the limit and its own counts.
 async fn rate_limits(
     State(sim): State<Simulator>,
     auth: Management,

@@ -1,7 +1,7 @@
 //! The simulated service on the wire: each [`Route`] served by its handler, wrapped in its own
-//! fault layer (and, for the Management API, the per-token rate limiter), beside the `/_sim/`
-//! control plane. Handlers check requests and answer in the
-//! provider's envelope; the state they read and change, and its rules, are in `crate::world`.
+//! fault layer (and, for the Management API, the rate limiter: per token and per route), beside
+//! the `/_sim/` control plane. Handlers check requests and answer in the provider's envelope; the
+//! state they read and change, and its rules, are in `crate::world`.
 
 mod control;
 mod envelope;
@@ -17,6 +17,8 @@ mod send;
 mod team_members;
 mod tracemail;
 
+use std::sync::Arc;
+
 use axum::Router;
 use axum::http::{Method, Uri};
 use axum::middleware::from_fn_with_state;
@@ -27,6 +29,7 @@ pub use extract::MANAGEMENT_TOKEN_HEADER;
 pub(crate) use faults::Faults;
 pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec};
 pub use management::PAYMENT_METHODS;
+pub(crate) use route::not_a_limited_route;
 pub use route::{Route, UnknownRoute};
 pub use send::{SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES};
 pub use tracemail::{
@@ -63,10 +66,7 @@ fn handler(route: Route) -> MethodRouter<Simulator> {
 /// answers it), the rate limiter (Management routes only, like a gateway in front of the
 /// service), the fault layer, the handler.
 pub(crate) fn build(sim: &Simulator) -> Router {
-    let limiter = RateLimitLayerState {
-        limiter: sim.rate_limiter(),
-        clock: sim.clock().clone(),
-    };
+    let limiter = sim.rate_limiter();
     let mut router = Router::new();
     for route in Route::ALL {
         let faulted = from_fn_with_state(
@@ -80,8 +80,13 @@ pub(crate) fn build(sim: &Simulator) -> Router {
         // Each `route_layer` wraps what is already there, so the last one is the outermost.
         let mut method_router = handler(route).route_layer(faulted);
         if route.is_management() {
+            let limited = RateLimitLayerState {
+                limiter: Arc::clone(&limiter),
+                route,
+                clock: sim.clock().clone(),
+            };
             method_router =
-                method_router.route_layer(from_fn_with_state(limiter.clone(), rate_limit::limit));
+                method_router.route_layer(from_fn_with_state(limited, rate_limit::limit));
         }
         method_router = method_router.route_layer(from_fn_with_state(sim.faults(), faults::count));
         router = router.route(route.path(), method_router);

@@ -1,7 +1,12 @@
-//! The per-token rate limiter on the wire: the outermost layer of every Management API route,
-//! like a gateway in front of the service. It answers 429 before authentication and before any
-//! injected fault, and adds the rate-limit headers the limit asks for to every answer to a limited
-//! token. The buckets and their rules are in `crate::world::rate_limit`.
+//! The rate limiter on the wire: the outermost layer of every Management API route (after the hit
+//! counter), like a gateway in front of the service. It answers 429 before authentication and
+//! before any injected fault, and adds the rate-limit headers of the limit that governs the answer
+//! (the route's limit of the token, else the token-wide one) to every answer to a limited token.
+//! The buckets and their rules, and which limit governs, are in `crate::world::rate_limit`.
+//!
+//! Each route has its own instance of the layer, which knows its [`Route`]: the router has already
+//! matched method and path, so nothing here parses a path. Paths that match no route never reach
+//! the layer.
 
 use std::sync::Arc;
 
@@ -15,6 +20,7 @@ use tokio::time::Instant;
 use super::error::ApiError;
 use super::extract::MANAGEMENT_TOKEN_HEADER;
 use super::faults::http_date;
+use super::route::Route;
 use crate::world::clock::{SimClock, shift};
 use crate::world::rate_limit::{Decision, RateLimiter, RetryAfterStyle};
 
@@ -24,17 +30,21 @@ const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset
 const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
-/// State of the limiter layer, shared by every Management route.
+/// State of the limiter layer of one Management route.
 #[derive(Clone)]
 pub(crate) struct RateLimitLayerState {
+    /// Shared by every route.
     pub limiter: Arc<RateLimiter>,
+    /// The route this layer is in front of, for its per-route limits.
+    pub route: Route,
     /// Dates the HTTP-date `Retry-After`, as the fault layer does.
     pub clock: SimClock,
 }
 
-/// Lets a request of a limited token through if its bucket has a token, else answers 429; either
-/// way the answer carries the limit's headers. Requests without a limited token (no token, an
-/// unknown one, one without a limit) pass untouched.
+/// Lets a request of a limited token through if its buckets (token-wide, and of this route) have a
+/// token, else answers 429; either way the answer carries the headers of the governing limit.
+/// Requests without a limit (no token, an unknown one, one limited neither as a whole nor on this
+/// route) pass untouched.
 pub(crate) async fn limit(
     State(layer): State<RateLimitLayerState>,
     request: Request,
@@ -44,7 +54,7 @@ pub(crate) async fn limit(
         .headers()
         .get(MANAGEMENT_TOKEN_HEADER)
         .and_then(|value| value.to_str().ok())
-        .and_then(|token| layer.limiter.take(token, Instant::now()));
+        .and_then(|token| layer.limiter.take(token, layer.route, Instant::now()));
     let Some(decision) = decision else {
         return next.run(request).await;
     };

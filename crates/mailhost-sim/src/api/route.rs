@@ -102,6 +102,12 @@ impl Route {
         self.path().starts_with("/api/")
     }
 
+    /// The Management API routes, in the order of [`Route::ALL`]: those a rate limit may be
+    /// scoped to.
+    pub fn management() -> impl Iterator<Item = Route> {
+        Route::ALL.into_iter().filter(Route::is_management)
+    }
+
     /// The path template, in axum's `{param}` syntax.
     pub fn path(&self) -> &'static str {
         match self {
@@ -130,15 +136,24 @@ impl fmt::Display for Route {
 
 /// A route name that is not one of [`Route::ALL`].
 #[derive(Debug, thiserror::Error)]
-#[error("unknown route {0:?}; known routes: {names}", names = known_names())]
+#[error("unknown route {0:?}; known routes: {names}", names = names(Route::ALL))]
 pub struct UnknownRoute(pub String);
 
-fn known_names() -> String {
-    Route::ALL
-        .iter()
-        .map(Route::name)
+fn names(routes: impl IntoIterator<Item = Route>) -> String {
+    routes
+        .into_iter()
+        .map(|route| route.name())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Why `name` cannot scope a rate limit (an unknown name, or a Send API route), naming the
+/// accepted names: one message for the library, the configuration and the control plane.
+pub(crate) fn not_a_limited_route(name: &str) -> String {
+    format!(
+        "`route` {name:?} is not a Management API route: name one of {}",
+        names(Route::management())
+    )
 }
 
 impl FromStr for Route {
@@ -175,5 +190,11 @@ mod tests {
             .filter(|r| !r.is_management())
             .collect();
         assert_eq!(send, [Route::Send, Route::SendBulk]);
+        assert_eq!(Route::management().count(), Route::ALL.len() - 2);
+        let message = not_a_limited_route("send");
+        assert!(message.starts_with("`route` \"send\" is not"), "{message}");
+        assert!(message.contains("delivery_account_get, "), "{message}");
+        assert!(message.ends_with("team_member_put"), "{message}");
+        assert!(!message.contains("send_bulk"), "{message}");
     }
 }

@@ -5,9 +5,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{ArgGroup, Parser, ValueEnum};
 use mailhost_sim::{
-    AccountSeed, DEMO_SEED, ManagementToken, RateLimit, RateLimitHeaders, RetryAfterStyle,
+    AccountSeed, DEMO_SEED, ManagementToken, RateLimit, RateLimitHeaders, RetryAfterStyle, Route,
     SimConfig, Simulator, traffic,
 };
 use tokio::net::TcpListener;
@@ -27,6 +27,11 @@ const DEFAULT_TOKEN: &str = "demo-management-token";
                   without it the simulator accepts `demo-management-token`.\n\
                   Log level: RUST_LOG (default info)."
 )]
+#[command(group(
+    ArgGroup::new("any_rate_limit")
+        .multiple(true)
+        .args(["rate_limit", "route_rate_limit"])
+))]
 struct Args {
     /// Address to listen on (host:port).
     #[arg(long, default_value = "127.0.0.1:19588")]
@@ -58,12 +63,42 @@ struct Args {
     /// 1).
     #[arg(long, value_name = "N", requires = "rate_limit")]
     rate_limit_burst: Option<f64>,
-    /// How a 429 of the rate limit says when to come back.
-    #[arg(long, value_enum, default_value_t = RetryAfterArg::Seconds, requires = "rate_limit")]
+    /// Limits every management token (each with its own token bucket) on one Management API
+    /// route, named as in the fault table, to this many requests per second (0.01 to 100000),
+    /// e.g. `tracemail_daily=5`; may be given once per route. A request needs a token from its
+    /// route's bucket and, with --rate-limit, from the token's own; refused, it takes neither. The
+    /// burst is the rate (at least 1).
+    #[arg(long, value_name = "ROUTE=RPS", value_parser = route_rate)]
+    route_rate_limit: Vec<(Route, f64)>,
+    /// How a 429 of the rate limits says when to come back.
+    #[arg(long, value_enum, default_value_t = RetryAfterArg::Seconds, requires = "any_rate_limit")]
     rate_limit_retry_after: RetryAfterArg,
-    /// Rate-limit headers on every answer to a limited token.
-    #[arg(long, value_enum, default_value_t = HeadersArg::None, requires = "rate_limit")]
+    /// Rate-limit headers on every answer to a limited token: those of the route's limit, if it
+    /// has one, else those of the token's.
+    #[arg(long, value_enum, default_value_t = HeadersArg::None, requires = "any_rate_limit")]
     rate_limit_headers: HeadersArg,
+}
+
+/// `ROUTE=RPS` of `--route-rate-limit`; the rate is checked with the rest of the limit.
+fn route_rate(value: &str) -> Result<(Route, f64), String> {
+    let (name, rate) = value
+        .split_once('=')
+        .ok_or_else(|| format!("expected ROUTE=RPS, e.g. tracemail_daily=5, got {value:?}"))?;
+    let route = name
+        .parse::<Route>()
+        .ok()
+        .filter(Route::is_management)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Route::management().map(|r| r.name()).collect();
+            format!(
+                "{name:?} is not a Management API route: name one of {}",
+                names.join(", ")
+            )
+        })?;
+    let rate = rate
+        .parse::<f64>()
+        .map_err(|_| format!("expected requests per second after `{name}=`, got {rate:?}"))?;
+    Ok((route, rate))
 }
 
 /// `--rate-limit-retry-after`, in kebab-case as command lines are.
@@ -85,14 +120,44 @@ enum HeadersArg {
 }
 
 impl Args {
-    /// The limit the flags ask for, if any, checked.
+    /// The token-wide limit the flags ask for, if any, checked.
     fn rate_limit(&self) -> Result<Option<RateLimit>, String> {
         let Some(rate) = self.rate_limit else {
             return Ok(None);
         };
-        let limit = RateLimit {
+        let limit = self.limit(rate, self.rate_limit_burst);
+        // The library's message names the members of a limit; here they are flags.
+        limit.validate().map_err(|reason| {
+            reason
+                .replace("`rate`", "--rate-limit")
+                .replace("`burst`", "--rate-limit-burst")
+        })?;
+        Ok(Some(limit))
+    }
+
+    /// The route limits the flags ask for, checked, each route at most once.
+    fn route_rate_limits(&self) -> Result<Vec<(Route, RateLimit)>, String> {
+        let mut limits: Vec<(Route, RateLimit)> = Vec::new();
+        for &(route, rate) in &self.route_rate_limit {
+            if limits.iter().any(|(seen, _)| *seen == route) {
+                return Err(format!(
+                    "--route-rate-limit names {route} twice: give each route once"
+                ));
+            }
+            let limit = self.limit(rate, None);
+            limit.validate().map_err(|reason| {
+                reason.replace("`rate`", &format!("the rate of --route-rate-limit {route}"))
+            })?;
+            limits.push((route, limit));
+        }
+        Ok(limits)
+    }
+
+    /// A limit of `rate` and `burst` with the Retry-After style and headers of the flags.
+    fn limit(&self, rate: f64, burst: Option<f64>) -> RateLimit {
+        RateLimit {
             rate,
-            burst: self.rate_limit_burst,
+            burst,
             retry_after: match self.rate_limit_retry_after {
                 RetryAfterArg::Seconds => RetryAfterStyle::Seconds,
                 RetryAfterArg::HttpDate => RetryAfterStyle::HttpDate,
@@ -105,14 +170,7 @@ impl Args {
                 HeadersArg::Ietf => RateLimitHeaders::Ietf,
                 HeadersArg::Both => RateLimitHeaders::Both,
             },
-        };
-        // The library's message names the members of a limit; here they are flags.
-        limit.validate().map_err(|reason| {
-            reason
-                .replace("`rate`", "--rate-limit")
-                .replace("`burst`", "--rate-limit-burst")
-        })?;
-        Ok(Some(limit))
+        }
     }
 }
 
@@ -149,6 +207,7 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), String> {
     // Checked before anything starts, so a bad flag fails fast.
     let rate_limit = args.rate_limit()?;
+    let route_rate_limits = args.route_rate_limits()?;
     let token = match std::env::var(TOKEN_ENV) {
         Ok(token) if !token.trim().is_empty() => token,
         _ => {
@@ -202,6 +261,16 @@ async fn run(args: Args) -> Result<(), String> {
             "Management API rate limit: every management token has its own token bucket"
         );
         sim.set_rate_limit(None, Some(limit))?;
+    }
+    for (route, limit) in route_rate_limits {
+        tracing::info!(
+            %route,
+            rate = limit.rate,
+            burst = limit.effective_burst(),
+            tokens = limited_tokens,
+            "Management API route rate limit: every management token has its own bucket on it"
+        );
+        sim.set_route_rate_limit(None, route, Some(limit))?;
     }
 
     let listener = TcpListener::bind(&args.listen)

@@ -1,5 +1,5 @@
-//! What a simulator starts with: management tokens and their rate limits, Delivery accounts and
-//! their send tokens, migrations, mailboxes and team members.
+//! What a simulator starts with: management tokens and their rate limits (token-wide and per
+//! route), Delivery accounts and their send tokens, migrations, mailboxes and team members.
 
 use std::fmt;
 use std::time::Duration;
@@ -7,6 +7,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use super::rate_limit::RateLimit;
+use crate::api::Route;
 
 /// Everything [`crate::Simulator::new`] needs.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +28,31 @@ pub struct SimConfig {
     /// Per-token limits of the Management API in force from the start; each names one of
     /// `management_tokens`.
     pub rate_limits: Vec<TokenRateLimit>,
+    /// Limits of one Management API route of one token, in force from the start, beside (and
+    /// checked before) the token's own limit in `rate_limits`; each names one of
+    /// `management_tokens`. A later entry for the same (token, route) replaces an earlier one's
+    /// limit, as in `rate_limits`.
+    pub route_rate_limits: Vec<RouteRateLimit>,
+}
+
+/// The rate limit of one Management API route of one management token.
+#[derive(Clone)]
+pub struct RouteRateLimit {
+    /// One of [`SimConfig::management_tokens`].
+    pub token: String,
+    /// A Management API route ([`Route::is_management`]).
+    pub route: Route,
+    pub limit: RateLimit,
+}
+
+impl fmt::Debug for RouteRateLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RouteRateLimit")
+            .field("token", &"[redacted]")
+            .field("route", &self.route)
+            .field("limit", &self.limit)
+            .finish()
+    }
 }
 
 /// A Management API token (`X-Api-Token`).
@@ -386,6 +412,11 @@ mod tests {
             rate_limits: vec![TokenRateLimit {
                 token: "very-secret-management".into(),
                 limit: RateLimit::per_second(1.0),
+            }],
+            route_rate_limits: vec![RouteRateLimit {
+                token: "very-secret-management".into(),
+                route: Route::TracemailDaily,
+                limit: RateLimit::per_second(5.0),
             }],
             ..SimConfig::default()
         };

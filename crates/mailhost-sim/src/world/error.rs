@@ -36,4 +36,7 @@ pub enum SimConfigError {
     /// The reason never contains the token.
     #[error("rate_limits entry {index}: {reason}")]
     BadRateLimit { index: usize, reason: String },
+    /// The reason never contains the token.
+    #[error("route_rate_limits entry {index}: {reason}")]
+    BadRouteRateLimit { index: usize, reason: String },
 }

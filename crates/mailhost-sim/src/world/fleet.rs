@@ -189,6 +189,7 @@ impl SimConfig {
             mailboxes: demo_mailboxes(),
             team_members: demo_team_members(),
             rate_limits: Vec::new(),
+            route_rate_limits: Vec::new(),
         }
     }
 

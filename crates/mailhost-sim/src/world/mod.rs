@@ -1,7 +1,8 @@
 //! The provider's state and its rules: accounts, tokens, domains, the suppression list, sending
-//! statistics, migrations, mailboxes, team members, per-token rate limits, the clock, the demo
-//! fleet and the traffic model. Nothing here knows HTTP: the `api` module reads and changes this
-//! state, never the other way round.
+//! statistics, migrations, mailboxes, team members, rate limits (per token and per route), the
+//! clock, the demo fleet and the traffic model. Nothing here knows HTTP: the `api` module reads and
+//! changes this state, never the other way round. The one name borrowed from `api` is
+//! [`crate::Route`], the operations' names, which key the per-route rate limits.
 
 pub(crate) mod accounts;
 pub(crate) mod clock;
@@ -31,8 +32,8 @@ pub use accounts::{
 };
 pub use clock::{SimClock, format_datetime};
 pub use config::{
-    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SendIdentity, SimConfig,
-    TeamMemberSeed, TokenRateLimit, TokenSeed,
+    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, RouteRateLimit, SendIdentity,
+    SimConfig, TeamMemberSeed, TokenRateLimit, TokenSeed,
 };
 pub use error::SimConfigError;
 pub use fleet::{

@@ -1,13 +1,20 @@
-//! Per-token rate limits of the Management API: a token bucket per limited management token, its
-//! rules (refill, cap, what a refused request is told) and its counters. The wire form (status,
-//! headers) is `crate::api::rate_limit`'s business.
+//! Rate limits of the Management API: a token bucket per limited management token and one per
+//! limited (token, route) pair, their rules (refill, cap, what a refused request is told, how the
+//! two buckets of one request combine) and their counters. The wire form (status, headers) is
+//! `crate::api::rate_limit`'s business.
+//!
+//! Route limits are keyed by [`Route`], the operations' names that the configuration, fault
+//! injection and the control plane share; besides it, only the message refusing a route that
+//! cannot be limited comes from `crate::api`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
+
+use crate::api::{Route, not_a_limited_route};
 
 /// Smallest accepted [`RateLimit::rate`], in requests per second.
 pub const MIN_RATE: f64 = 0.01;
@@ -17,7 +24,7 @@ pub const MAX_RATE: f64 = 100_000.0;
 pub const MAX_BURST: f64 = 10_000_000.0;
 /// Largest accepted [`RateLimit::retry_after_secs`]: a day.
 pub const MAX_RETRY_AFTER_SECS: u64 = 86_400;
-/// Requests remembered per limited token in [`RateLimitStats::recent`].
+/// Requests remembered per limit (token-wide or of one route) in [`RateLimitStats::recent`].
 pub const RECENT_REQUESTS: usize = 10_000;
 
 /// Float rounding of `elapsed × rate` must not refuse a client that waited exactly as long as it
@@ -38,8 +45,9 @@ pub enum RetryAfterStyle {
     None,
 }
 
-/// Which rate-limit headers every answer to a limited token carries. Written in snake_case in
-/// JSON.
+/// Which rate-limit headers every answer a limit governs carries (see [`RateLimiter::take`] for
+/// which limit governs an answer when a token and its route are both limited). Written in
+/// snake_case in JSON.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RateLimitHeaders {
@@ -65,7 +73,8 @@ impl RateLimitHeaders {
     }
 }
 
-/// A per-token limit of the Management API: a token bucket.
+/// A limit of the Management API, on one management token as a whole or on one of its routes: a
+/// token bucket.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
@@ -80,7 +89,7 @@ pub struct RateLimit {
     /// A fixed Retry-After in seconds instead of the computed one.
     #[serde(default)]
     pub retry_after_secs: Option<u64>,
-    /// Which rate-limit headers every answer to a limited token carries.
+    /// Which rate-limit headers every answer governed by this limit carries.
     #[serde(default)]
     pub headers: RateLimitHeaders,
 }
@@ -138,12 +147,12 @@ impl RateLimit {
     }
 }
 
-/// What a limited token's requests met so far.
+/// What the requests of a limited token (or of a limited route of a token) met so far.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RateLimitStats {
-    /// Requests the limiter let through.
+    /// Requests this limit let through (a token was taken from its bucket).
     pub allowed: u64,
-    /// Requests the limiter answered 429.
+    /// Requests this limit answered 429 (not those the other limit of the request refused).
     pub limited: u64,
     /// The most recent requests (at most [`RECENT_REQUESTS`]), oldest first: when each came (wall
     /// clock) and whether it was let through.
@@ -179,15 +188,15 @@ impl Bucket {
         self.updated = self.updated.max(now);
     }
 
-    /// Takes one token if there is one at `now`.
-    pub(crate) fn try_take(&mut self, now: Instant) -> bool {
+    /// Whether there is a token at `now` (refilling up to it), without taking it.
+    fn has_token(&mut self, now: Instant) -> bool {
         self.refill(now);
-        if self.tokens + SLACK >= 1.0 {
-            self.tokens = (self.tokens - 1.0).max(0.0);
-            true
-        } else {
-            false
-        }
+        self.tokens + SLACK >= 1.0
+    }
+
+    /// Takes the token [`Bucket::has_token`] found.
+    fn take_one(&mut self) {
+        self.tokens = (self.tokens - 1.0).max(0.0);
     }
 
     /// Tokens left at the last update.
@@ -226,7 +235,7 @@ fn floor_count(count: f64) -> u64 {
 }
 
 /// The limiter's answer to one request of a limited token, with every number its wire form needs,
-/// computed after this request's token was taken (or not).
+/// computed after this request's token was taken (or not), from the limit that governs the answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Decision {
     pub allowed: bool,
@@ -245,7 +254,7 @@ pub(crate) struct Decision {
     pub headers: RateLimitHeaders,
 }
 
-/// The bucket and counters of one limited token.
+/// The bucket and counters of one limit (of a token, or of one route of a token).
 #[derive(Debug)]
 struct Limited {
     limit: RateLimit,
@@ -266,9 +275,41 @@ impl Limited {
         }
     }
 
+    /// What `current` becomes when `limit` is set (`Some`) or lifted (`None`) at `now`: see
+    /// [`RateLimiter::set`].
+    fn reconfigured(
+        current: Option<Self>,
+        limit: &Option<RateLimit>,
+        now: Instant,
+    ) -> Option<Self> {
+        match (current, limit) {
+            (_, None) => None,
+            (Some(mut limited), Some(limit)) => {
+                limited
+                    .bucket
+                    .reconfigure(limit.rate, limit.effective_burst(), now);
+                limited.limit = limit.clone();
+                Some(limited)
+            }
+            (None, Some(limit)) => Some(Self::new(limit.clone(), now)),
+        }
+    }
+
+    fn has_token(&mut self, now: Instant) -> bool {
+        self.bucket.has_token(now)
+    }
+
+    /// Takes a token if there is one at `now`, counts the request and decides it.
     fn take(&mut self, now: Instant) -> Decision {
-        let allowed = self.bucket.try_take(now);
+        let allowed = self.has_token(now);
+        self.settle(allowed)
+    }
+
+    /// Counts one request this limit let through (taking the token [`Limited::has_token`] found)
+    /// or refused, and decides it, as of the bucket's last refill.
+    fn settle(&mut self, allowed: bool) -> Decision {
         if allowed {
+            self.bucket.take_one();
             self.allowed = self.allowed.saturating_add(1);
         } else {
             self.refused = self.refused.saturating_add(1);
@@ -311,35 +352,47 @@ impl Limited {
 struct Slot {
     /// Its place among the management tokens, so listings follow the configuration.
     position: usize,
+    /// Its token-wide limit.
     limited: Option<Limited>,
+    /// Its limits of one route each: at most one per [`Route`], so at most `Route::ALL.len()`.
+    routes: BTreeMap<Route, Limited>,
 }
 
-/// A limited token as the control plane lists it: never the whole token.
+/// A limit as the control plane lists it: never the whole token.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub(crate) struct LimitedToken {
     /// See [`preview`].
     pub token: String,
+    /// The route the limit is scoped to; `None` (null) for the token-wide limit.
+    pub route: Option<Route>,
     pub limit: RateLimit,
     pub allowed: u64,
     pub limited: u64,
 }
 
-/// The rate limits of every management token. It holds a slot for each known management token
-/// from the start and never adds one, so requests carrying made-up tokens cannot grow it.
+/// The rate limits of every management token, token-wide and per route. It holds a slot for each
+/// known management token from the start and never adds one, so requests carrying made-up tokens
+/// cannot grow it; each slot holds at most one limit per [`Route`], so there are at most
+/// tokens × `Route::ALL.len()` route buckets.
 pub(crate) struct RateLimiter {
     slots: Mutex<HashMap<String, Slot>>,
 }
 
 impl fmt::Debug for RateLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The keys are secrets: only how many tokens are limited is shown.
-        let limited = self
+        // The keys are secrets: only how many limits there are is shown.
+        let counts = self
             .slots
             .try_lock()
-            .map(|slots| slots.values().filter(|s| s.limited.is_some()).count())
+            .map(|slots| {
+                let tokens = slots.values().filter(|s| s.limited.is_some()).count();
+                let routes = slots.values().map(|s| s.routes.len()).sum::<usize>();
+                (tokens, routes)
+            })
             .ok();
         f.debug_struct("RateLimiter")
-            .field("limited_tokens", &limited)
+            .field("limited_tokens", &counts.map(|(tokens, _)| tokens))
+            .field("route_limits", &counts.map(|(_, routes)| routes))
             .finish_non_exhaustive()
     }
 }
@@ -354,6 +407,7 @@ impl RateLimiter {
                 slots.entry(token.to_owned()).or_insert(Slot {
                     position,
                     limited: None,
+                    routes: BTreeMap::new(),
                 });
             }
         }
@@ -366,29 +420,35 @@ impl RateLimiter {
         self.slots.lock().expect("rate limiter mutex poisoned")
     }
 
-    /// Sets (`Some`) or lifts (`None`) the limit of one management token, or of every one when
-    /// `token` is `None` (each with its own bucket). A token already limited keeps the tokens
-    /// its bucket holds, clamped to the new burst, and its counters; a newly limited one starts
-    /// full; a lifted one forgets its bucket and counters.
+    /// Sets (`Some`) or lifts (`None`) the token-wide limit (`route` `None`) or the limit of one
+    /// Management API route (`route` `Some`) of one management token, or of every one when
+    /// `token` is `None` (each with its own bucket). The other limits of the token stay as they
+    /// are. A limit already set keeps the tokens its bucket holds, clamped to the new burst, and
+    /// its counters; a new one starts full; a lifted one forgets its bucket and counters.
     pub(crate) fn set(
         &self,
         token: Option<&str>,
+        route: Option<Route>,
         limit: Option<RateLimit>,
         now: Instant,
     ) -> Result<(), String> {
+        if let Some(route) = route
+            && !route.is_management()
+        {
+            return Err(not_a_limited_route(route.name()));
+        }
         if let Some(limit) = &limit {
             limit.validate()?;
         }
         let mut slots = self.slots();
-        let apply = |slot: &mut Slot| match (&mut slot.limited, &limit) {
-            (_, None) => slot.limited = None,
-            (Some(limited), Some(limit)) => {
-                limited
-                    .bucket
-                    .reconfigure(limit.rate, limit.effective_burst(), now);
-                limited.limit = limit.clone();
+        let apply = |slot: &mut Slot| match route {
+            None => slot.limited = Limited::reconfigured(slot.limited.take(), &limit, now),
+            Some(route) => {
+                let current = slot.routes.remove(&route);
+                if let Some(limited) = Limited::reconfigured(current, &limit, now) {
+                    slot.routes.insert(route, limited);
+                }
             }
-            (None, Some(limit)) => slot.limited = Some(Limited::new(limit.clone(), now)),
         };
         match token {
             Some(token) => {
@@ -404,45 +464,75 @@ impl RateLimiter {
         Ok(())
     }
 
-    /// Takes one request of `token` at `now`; `None` when the token is not limited (unknown
-    /// tokens included: the handler answers them).
-    pub(crate) fn take(&self, token: &str, now: Instant) -> Option<Decision> {
-        self.slots()
-            .get_mut(token)?
-            .limited
-            .as_mut()
-            .map(|limited| limited.take(now))
+    /// Takes one request of `token` on `route` at `now`; `None` when neither the token nor its
+    /// route is limited (unknown tokens included: the handler answers them).
+    ///
+    /// With both limits set, the request goes through only if both buckets have a token. The
+    /// route's bucket is asked first and the token-wide one only if the route's has a token; a
+    /// token is taken from each only when both have one (both are checked and taken under this
+    /// one lock, so nothing is ever taken and given back). So a refused request spends nothing:
+    /// a 429 of the route leaves the token-wide bucket for the token's other routes. Each limit
+    /// counts what it decided: both count a request they let through, only the refusing one a
+    /// 429. The [`Decision`] (its 429's Retry-After, the answer's rate-limit headers) is that of
+    /// the limit that refused, or, when both let the request through, the route's, so headers
+    /// differ from route to route.
+    pub(crate) fn take(&self, token: &str, route: Route, now: Instant) -> Option<Decision> {
+        let mut slots = self.slots();
+        let Slot {
+            limited, routes, ..
+        } = slots.get_mut(token)?;
+        match (routes.get_mut(&route), limited.as_mut()) {
+            (None, None) => None,
+            (Some(only), None) | (None, Some(only)) => Some(only.take(now)),
+            (Some(of_route), Some(of_token)) => {
+                if !of_route.has_token(now) {
+                    return Some(of_route.settle(false));
+                }
+                if !of_token.has_token(now) {
+                    return Some(of_token.settle(false));
+                }
+                of_token.settle(true);
+                Some(of_route.settle(true))
+            }
+        }
     }
 
-    /// The counters of `token`, if it is limited.
-    pub(crate) fn stats(&self, token: &str) -> Option<RateLimitStats> {
-        self.slots()
-            .get(token)?
-            .limited
-            .as_ref()
-            .map(Limited::stats)
+    /// The counters of the token-wide limit (`route` `None`) or of the limit of one route of
+    /// `token`, if it is set.
+    pub(crate) fn stats(&self, token: &str, route: Option<Route>) -> Option<RateLimitStats> {
+        let slots = self.slots();
+        let slot = slots.get(token)?;
+        match route {
+            None => slot.limited.as_ref(),
+            Some(route) => slot.routes.get(&route),
+        }
+        .map(Limited::stats)
     }
 
-    /// Every limited token, in the order of the configuration, as a preview.
+    /// Every limit, the token previewed: first the token-wide limits, in the order of the
+    /// configuration's tokens, then the route limits, by token in the same order, then by route.
     pub(crate) fn list(&self) -> Vec<LimitedToken> {
         let slots = self.slots();
-        let mut listed: Vec<(usize, LimitedToken)> = slots
+        let mut ordered: Vec<(&String, &Slot)> = slots.iter().collect();
+        ordered.sort_by_key(|(_, slot)| slot.position);
+        let token_wide = ordered
             .iter()
-            .filter_map(|(token, slot)| {
-                let limited = slot.limited.as_ref()?;
-                Some((
-                    slot.position,
-                    LimitedToken {
-                        token: preview(token),
-                        limit: limited.limit.clone(),
-                        allowed: limited.allowed,
-                        limited: limited.refused,
-                    },
-                ))
+            .filter_map(|(token, slot)| Some((*token, None, slot.limited.as_ref()?)));
+        let per_route = ordered.iter().flat_map(|(token, slot)| {
+            slot.routes
+                .iter()
+                .map(move |(route, limited)| (*token, Some(*route), limited))
+        });
+        token_wide
+            .chain(per_route)
+            .map(|(token, route, limited)| LimitedToken {
+                token: preview(token),
+                route,
+                limit: limited.limit.clone(),
+                allowed: limited.allowed,
+                limited: limited.refused,
             })
-            .collect();
-        listed.sort_by_key(|(position, _)| *position);
-        listed.into_iter().map(|(_, entry)| entry).collect()
+            .collect()
     }
 }
 
@@ -462,6 +552,16 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    impl Bucket {
+        fn try_take(&mut self, now: Instant) -> bool {
+            let allowed = self.has_token(now);
+            if allowed {
+                self.take_one();
+            }
+            allowed
+        }
+    }
 
     fn limit(rate: f64, burst: Option<f64>) -> RateLimit {
         RateLimit {
@@ -657,7 +757,7 @@ mod tests {
         let t0 = Instant::now();
         let limiter = RateLimiter::new(["alpha-token", "", "beta-token"]);
         let message = limiter
-            .set(Some("made-up"), Some(limit(1.0, None)), t0)
+            .set(Some("made-up"), None, Some(limit(1.0, None)), t0)
             .expect_err("unknown token");
         assert!(
             message.contains("SimConfig::management_tokens"),
@@ -668,19 +768,25 @@ mod tests {
             "never echo a token: {message}"
         );
         assert!(
-            limiter.set(Some(""), Some(limit(1.0, None)), t0).is_err(),
+            limiter
+                .set(Some(""), None, Some(limit(1.0, None)), t0)
+                .is_err(),
             "an empty token authenticates nobody"
         );
-        assert_eq!(limiter.take("made-up", t0), None);
+        assert_eq!(limiter.take("made-up", Route::DeliveryAccountGet, t0), None);
         assert_eq!(
-            limiter.take("alpha-token", t0),
+            limiter.take("alpha-token", Route::DeliveryAccountGet, t0),
             None,
             "known but not limited"
         );
         limiter
-            .set(Some("beta-token"), Some(limit(1.0, None)), t0)
+            .set(Some("beta-token"), None, Some(limit(1.0, None)), t0)
             .expect("known token");
-        assert!(limiter.take("beta-token", t0).is_some_and(|d| d.allowed));
+        assert!(
+            limiter
+                .take("beta-token", Route::DeliveryAccountGet, t0)
+                .is_some_and(|d| d.allowed)
+        );
         assert_eq!(limiter.slots().len(), 2);
     }
 
@@ -689,21 +795,155 @@ mod tests {
         let t0 = Instant::now();
         let limiter = RateLimiter::new(["alpha-token", "beta-token"]);
         limiter
-            .set(None, Some(limit(1.0, None)), t0)
+            .set(None, None, Some(limit(1.0, None)), t0)
             .expect("valid");
-        assert!(limiter.take("alpha-token", t0).is_some_and(|d| d.allowed));
-        assert!(limiter.take("alpha-token", t0).is_some_and(|d| !d.allowed));
-        assert!(limiter.take("beta-token", t0).is_some_and(|d| d.allowed));
+        assert!(
+            limiter
+                .take("alpha-token", Route::DeliveryAccountGet, t0)
+                .is_some_and(|d| d.allowed)
+        );
+        assert!(
+            limiter
+                .take("alpha-token", Route::DeliveryAccountGet, t0)
+                .is_some_and(|d| !d.allowed)
+        );
+        assert!(
+            limiter
+                .take("beta-token", Route::DeliveryAccountGet, t0)
+                .is_some_and(|d| d.allowed)
+        );
         let listed = limiter.list();
         assert_eq!(
             listed.iter().map(|l| l.token.as_str()).collect::<Vec<_>>(),
             ["alph…", "beta…"]
         );
         assert_eq!((listed[0].allowed, listed[0].limited), (1, 1));
-        limiter.set(Some("alpha-token"), None, t0).expect("lift");
-        assert_eq!(limiter.take("alpha-token", t0), None);
-        assert_eq!(limiter.stats("alpha-token"), None);
+        limiter
+            .set(Some("alpha-token"), None, None, t0)
+            .expect("lift");
+        assert_eq!(
+            limiter.take("alpha-token", Route::DeliveryAccountGet, t0),
+            None
+        );
+        assert_eq!(limiter.stats("alpha-token", None), None);
         assert_eq!(limiter.list().len(), 1);
+    }
+
+    #[test]
+    fn a_request_is_let_through_only_when_its_route_and_its_token_both_have_a_token() {
+        let t0 = Instant::now();
+        let limiter = RateLimiter::new(["alpha-token", "beta-token"]);
+        let daily = Route::TracemailDaily;
+        let account = Route::DeliveryAccountGet;
+        limiter
+            .set(Some("alpha-token"), None, Some(limit(1.0, Some(3.0))), t0)
+            .expect("valid");
+        limiter
+            .set(
+                Some("alpha-token"),
+                Some(daily),
+                Some(limit(1.0, Some(1.0))),
+                t0,
+            )
+            .expect("valid");
+        let verdicts = |route| {
+            (0..4)
+                .map(|_| limiter.take("alpha-token", route, t0).map(|d| d.allowed))
+                .collect::<Vec<_>>()
+        };
+        // The route's one token, then its refusals: they take nothing from the token's three.
+        let first = limiter.take("alpha-token", daily, t0).expect("limited");
+        assert_eq!((first.allowed, first.limit, first.remaining), (true, 1, 0));
+        assert_eq!(verdicts(daily), [Some(false); 4]);
+        // The route's answer, its own numbers; the token's other routes only meet its bucket.
+        assert_eq!(
+            verdicts(account),
+            [Some(true), Some(true), Some(false), Some(false)]
+        );
+        let stats = |route| {
+            let s = limiter.stats("alpha-token", route).expect("limited");
+            (s.allowed, s.limited)
+        };
+        assert_eq!(stats(Some(daily)), (1, 4));
+        assert_eq!(
+            stats(None),
+            (3, 2),
+            "the route's refusals are not the token's"
+        );
+        // A second later both buckets hold one token, but the token-wide one goes first on the
+        // account route; the daily route then finds its own but not the token's, and keeps its.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(
+            limiter
+                .take("alpha-token", account, t1)
+                .is_some_and(|d| d.allowed)
+        );
+        let refused = limiter.take("alpha-token", daily, t1).expect("limited");
+        assert_eq!(
+            (refused.allowed, refused.limit),
+            (false, 3),
+            "the token's refusal"
+        );
+        assert_eq!(stats(Some(daily)), (1, 4), "not counted by the route");
+        let t2 = t0 + Duration::from_secs(2);
+        let both = limiter.take("alpha-token", daily, t2).expect("limited");
+        assert_eq!((both.allowed, both.limit), (true, 1), "the route's numbers");
+        assert_eq!(stats(None), (5, 3));
+        // The other token is free, even on the limited route.
+        assert_eq!(limiter.take("beta-token", daily, t0), None);
+    }
+
+    #[test]
+    fn route_limits_are_bounded_listed_after_the_token_wide_ones_and_lifted_one_by_one() {
+        let t0 = Instant::now();
+        let limiter = RateLimiter::new(["alpha-token", "beta-token"]);
+        let message = limiter
+            .set(None, Some(Route::Send), Some(limit(1.0, None)), t0)
+            .expect_err("the Send API");
+        assert!(
+            message.contains("is not a Management API route"),
+            "{message}"
+        );
+        for _ in 0..2 {
+            for route in Route::management() {
+                limiter
+                    .set(None, Some(route), Some(limit(1.0, None)), t0)
+                    .expect("valid");
+            }
+        }
+        let routes = Route::management().count();
+        assert_eq!(
+            limiter.list().len(),
+            2 * routes,
+            "one bucket per (token, route)"
+        );
+        limiter
+            .set(Some("beta-token"), None, Some(limit(2.0, None)), t0)
+            .expect("valid");
+        let listed = limiter.list();
+        assert_eq!((listed[0].token.as_str(), listed[0].route), ("beta…", None));
+        assert_eq!(
+            (listed[1].token.as_str(), listed[1].route),
+            ("alph…", Some(Route::DeliveryAccountGet))
+        );
+        assert_eq!(listed[routes + 1].token, "beta…");
+        // Lifting the token-wide limit leaves the route limits; lifting one route, the others.
+        limiter.set(None, None, None, t0).expect("lift");
+        assert_eq!(limiter.list().len(), 2 * routes);
+        limiter
+            .set(Some("alpha-token"), Some(Route::TracemailDaily), None, t0)
+            .expect("lift");
+        assert_eq!(limiter.list().len(), 2 * routes - 1);
+        assert_eq!(
+            limiter.stats("alpha-token", Some(Route::TracemailDaily)),
+            None
+        );
+        assert!(
+            limiter
+                .stats("beta-token", Some(Route::TracemailDaily))
+                .is_some()
+        );
+        assert!(format!("{limiter:?}").contains("route_limits: Some(21)"));
     }
 
     #[test]
@@ -735,7 +975,7 @@ mod tests {
         assert_eq!(preview("ééééééééé"), "éééé…");
         let limiter = RateLimiter::new(["very-secret-management"]);
         limiter
-            .set(None, Some(limit(1.0, None)), Instant::now())
+            .set(None, None, Some(limit(1.0, None)), Instant::now())
             .expect("valid");
         assert!(!format!("{limiter:?}").contains("secret"));
     }

@@ -174,6 +174,7 @@ impl App {
                 t.name.clone(),
                 t.api.concurrency,
                 t.api.rate_limit,
+                t.api.endpoint_rate_limits.clone(),
                 telemetry.clone(),
             );
             let client = Client::new(
@@ -371,7 +372,11 @@ impl App {
             }
         };
         for t in tenants.values() {
-            t.pacer.configure(t.api.concurrency, t.api.rate_limit);
+            t.pacer.configure(
+                t.api.concurrency,
+                t.api.rate_limit,
+                t.api.endpoint_rate_limits.clone(),
+            );
         }
         self.replan_descriptors(&config);
         telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
@@ -421,6 +426,7 @@ impl App {
                     name.clone(),
                     api.concurrency,
                     api.rate_limit,
+                    api.endpoint_rate_limits.clone(),
                     telemetry.clone(),
                 ),
             };
@@ -464,8 +470,8 @@ impl App {
         }
     }
 
-    /// Keeps the circuits of the targets `specs` still poll, and closes those of tenants no
-    /// longer configured.
+    /// Keeps the circuits, and the pacer's record of targets refused on their own, of the
+    /// targets `specs` still poll; closes the circuits of tenants no longer configured.
     fn reconfigure_circuits(
         &self,
         tenants: &HashMap<TenantName, TenantClient>,
@@ -477,6 +483,7 @@ impl App {
             for (endpoint, open) in t.breakers.reconfigure(t.api.breaker, |k| keep.contains(k)) {
                 telemetry.set_open_circuits(name, endpoint, open);
             }
+            t.pacer.retain_targets(|k| keep.contains(k));
         }
         // A tenant no longer configured has no circuit open any more.
         for (name, old) in &self.tenants {

@@ -276,8 +276,9 @@ impl Turns {
                     self.failing.remove(target);
                     self.fetched.insert(target.clone(), now);
                 }
-                // Not tried, or refused by the token's limit: the target itself is fine.
-                Err(e) if e.deferred || e.reason == FailureReason::RateLimited => {
+                // Not tried, or refused by the token's limit: the target itself is fine. One
+                // refused on its own is failing as any other.
+                Err(e) if e.deferred || (e.reason == FailureReason::RateLimited && !e.own) => {
                     self.failing.remove(target);
                 }
                 Err(_) => {
@@ -555,8 +556,9 @@ impl Loop {
             results
                 .iter()
                 .filter(|(_, r)| {
-                    r.as_ref()
-                        .is_err_and(|e| !e.deferred && e.reason == FailureReason::RateLimited)
+                    r.as_ref().is_err_and(|e| {
+                        !e.deferred && !e.own && e.reason == FailureReason::RateLimited
+                    })
                 })
                 .map(|(t, _)| t.clone()),
         );
@@ -830,7 +832,7 @@ async fn run_targets(
         .checked_add(deadline)
         .unwrap_or(now + Duration::from_secs(86_400));
     let ctx = Context {
-        client: ctx.client.until(until),
+        client: ctx.client.until(until).holding(spec.schedule.max_age),
         clock: ctx.clock.clone(),
     };
     let jobs = spec.jobs_for(&targets);

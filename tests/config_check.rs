@@ -146,6 +146,14 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
             "api.rate_limit: 1000000000 is out of range: give the requests per second the provider allows the token, from 0.01 to 10000, e.g. 50 (or leave it out: the exporter learns the limit from the provider's answers)",
         ),
         (
+            "endpoint-rate-limit-unknown-endpoint.yml",
+            "api.endpoint_rate_limits.tracemail: no such endpoint: name one of delivery_account, tracemail_dashboard, tracemail_daily, tracemail_domains_rank, migration_stats, email_account, team_member (the values of the endpoint label)",
+        ),
+        (
+            "endpoint-rate-limit-out-of-range.yml",
+            "api.endpoint_rate_limits.tracemail_daily: 0 is out of range: give the requests per second the provider allows the token, from 0.01 to 10000, e.g. 50 (or leave it out: the exporter learns the limit from the provider's answers)",
+        ),
+        (
             "max-response-bytes-too-large.yml",
             "api.max_response_bytes: 18446744073709551615 is out of range: use 1024 to 268435456 (256 MiB), for example 4194304",
         ),

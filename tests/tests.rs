@@ -80,6 +80,10 @@ mod fault_matrix;
 // Isolation: broken accounts beside healthy ones, per-target circuits, bursts of reloads.
 mod isolation;
 
+// The isolation property: one account broken by each fault of the matrix, 429 included, never
+// stalls the healthy accounts beside it on the same token.
+mod isolation_property;
+
 // Memory against hostile but valid answers: tiny objects and ever-changing keys, as a child.
 mod memory;
 

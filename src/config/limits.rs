@@ -31,3 +31,5 @@ pub const MAX_FIRST_FETCHES: usize = 10_000;
 pub const MIN_RATE_LIMIT: f64 = 0.01;
 /// `rate_limit` at most, requests per second.
 pub const MAX_RATE_LIMIT: f64 = 10_000.0;
+/// Entries of `endpoint_rate_limits` at most (each must name an endpoint the exporter calls).
+pub const MAX_ENDPOINT_RATE_LIMITS: usize = 64;

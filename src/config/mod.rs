@@ -18,6 +18,7 @@ pub use schedule::Schedule;
 
 pub(crate) use validate::describe_yaml_error;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -146,6 +147,10 @@ pub struct ApiConfig {
     /// goes past, for providers whose contract states one; `None` leaves the pace to what the
     /// provider answers.
     pub rate_limit: Option<f64>,
+    /// Requests per second the token may make at most on one endpoint (`endpoint_rate_limits`,
+    /// by the `endpoint` label's value), for providers whose contract limits an endpoint on its
+    /// own; the endpoints not named are paced by what the provider answers.
+    pub endpoint_rate_limits: BTreeMap<String, f64>,
     pub max_response_bytes: u64,
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,
@@ -323,6 +328,15 @@ impl Config {
                 discovery,
             }],
         };
+        known_endpoints("api.endpoint_rate_limits", &api.endpoint_rate_limits)?;
+        for (i, t) in tenants.iter().enumerate() {
+            if t.api.endpoint_rate_limits != api.endpoint_rate_limits {
+                known_endpoints(
+                    &format!("tenants[{i}].endpoint_rate_limits"),
+                    &t.api.endpoint_rate_limits,
+                )?;
+            }
+        }
         Ok(Config {
             api,
             collectors,
@@ -333,6 +347,27 @@ impl Config {
             collector_switches: switches.clone(),
         })
     }
+}
+
+/// Refuses an `endpoint_rate_limits` key that names no endpoint the exporter calls.
+fn known_endpoints(at: &str, limits: &BTreeMap<String, f64>) -> Result<(), ConfigError> {
+    let known: Vec<&str> = CollectorName::ALL
+        .iter()
+        .flat_map(|c| c.endpoints())
+        .map(|e| e.as_str())
+        .collect();
+    for name in limits.keys() {
+        if !known.contains(&name.as_str()) {
+            return Err(invalid(
+                format!("{at}.{name}"),
+                format!(
+                    "no such endpoint: name one of {} (the values of the endpoint label)",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The `collectors` block: each enabled collector's schedule, settings and targets. With

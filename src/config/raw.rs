@@ -41,6 +41,9 @@ pub(super) struct RawTenant {
     /// Requests per second the provider's contract allows this token, at most.
     #[serde(default)]
     pub(super) rate_limit: Option<f64>,
+    /// The same, per endpoint: the tenant's own list replaces `api.endpoint_rate_limits`.
+    #[serde(default)]
+    pub(super) endpoint_rate_limits: Option<std::collections::BTreeMap<String, f64>>,
     /// Prometheus' `http_client_config` keys: the way to the provider.
     #[serde(default)]
     pub(super) proxy_url: Option<String>,
@@ -129,6 +132,9 @@ pub(super) struct RawApi {
     /// Requests per second the provider's contract allows each token, at most.
     #[serde(default)]
     pub(super) rate_limit: Option<f64>,
+    /// Requests per second the provider's contract allows each token on one endpoint, at most.
+    #[serde(default)]
+    pub(super) endpoint_rate_limits: Option<std::collections::BTreeMap<String, f64>>,
     #[serde(default)]
     pub(super) max_response_bytes: Option<u64>,
     #[serde(default)]

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashSet};
 
 use super::fields::account_list;
 use super::raw::{RawDiscovery, RawProbe, RawTenant, RawTenantProbe};
-use super::validate::{base_url, concurrency, rate_limit, token};
+use super::validate::{base_url, concurrency, endpoint_rate_limits, rate_limit, token};
 use super::{
     ApiConfig, CollectorsConfig, ConfigError, DiscoveryConfig, ProbeConfig, TenantConfig, defaults,
     invalid, limits,
@@ -244,6 +244,12 @@ fn tenant(
     if raw.rate_limit.is_some() {
         tenant_api.rate_limit = rate_limit(&format!("{at}.rate_limit"), raw.rate_limit)?;
     }
+    if raw.endpoint_rate_limits.is_some() {
+        tenant_api.endpoint_rate_limits = endpoint_rate_limits(
+            &format!("{at}.endpoint_rate_limits"),
+            raw.endpoint_rate_limits.take(),
+        )?;
+    }
     if raw.concurrency.is_some() {
         tenant_api.concurrency = concurrency(&format!("{at}.concurrency"), raw.concurrency)?;
     }
@@ -291,7 +297,7 @@ mod tests {
     #[test]
     fn each_tenant_gets_its_token_settings_and_own_targets() {
         let c = parse(
-            "tenants:\n  - name: acme\n    token_env: ACME\n    concurrency: 2\n    rate_limit: 12.5\n    collectors:\n      delivery_account:\n        accounts: [1, 2]\n  - name: bare\n    token_env: ACME\n    base_url: http://127.0.0.1:9/\n",
+            "tenants:\n  - name: acme\n    token_env: ACME\n    concurrency: 2\n    rate_limit: 12.5\n    endpoint_rate_limits: {tracemail_daily: 2.5}\n    collectors:\n      delivery_account:\n        accounts: [1, 2]\n  - name: bare\n    token_env: ACME\n    base_url: http://127.0.0.1:9/\n",
         )
         .unwrap();
         assert_eq!(c.tenants.len(), 2);
@@ -300,6 +306,10 @@ mod tests {
         assert_eq!(acme.api.token.expose_secret(), "acme-token");
         assert_eq!(acme.api.concurrency, 2);
         assert_eq!(acme.api.rate_limit, Some(12.5));
+        assert_eq!(
+            acme.api.endpoint_rate_limits,
+            std::collections::BTreeMap::from([("tracemail_daily".to_owned(), 2.5)])
+        );
         assert_eq!(acme.api.base_url, "https://api.example.net");
         assert_eq!(
             acme.collectors[0].targets(),
@@ -309,6 +319,7 @@ mod tests {
         let bare = &c.tenants[1];
         assert_eq!(bare.api.concurrency, 4);
         assert_eq!(bare.api.rate_limit, None, "no ceiling unless one is given");
+        assert!(bare.api.endpoint_rate_limits.is_empty());
         assert_eq!(bare.api.base_url, "http://127.0.0.1:9");
         let names: Vec<_> = bare.collectors.iter().map(|c| c.name()).collect();
         assert_eq!(
@@ -367,6 +378,14 @@ mod tests {
             (
                 "tenants:\n  - name: a\n    token_env: ACME\n    rate_limit: .nan\n",
                 "tenants[0].rate_limit: NaN is out of range",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    endpoint_rate_limits: {tracemail_daily: 0}\n",
+                "tenants[0].endpoint_rate_limits.tracemail_daily: 0 is out of range",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n  - name: b\n    token_env: ACME\n    endpoint_rate_limits: {daily: 1}\n",
+                "tenants[1].endpoint_rate_limits.daily: no such endpoint: name one of delivery_account",
             ),
             (
                 "tenants:\n  - name: a\n    token_env: ACME\n    token_file: /x\n",

@@ -2,6 +2,7 @@
 //! names the field, the bound or form expected, and a fix, and never quotes a value that may
 //! hold a secret.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -201,6 +202,8 @@ pub(super) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiCo
     )?;
     let concurrency = concurrency("api.concurrency", raw.concurrency)?;
     let rate_limit = rate_limit("api.rate_limit", raw.rate_limit)?;
+    let endpoint_rate_limits =
+        endpoint_rate_limits("api.endpoint_rate_limits", raw.endpoint_rate_limits.take())?;
     let max_response_bytes = raw
         .max_response_bytes
         .unwrap_or(defaults::MAX_RESPONSE_BYTES);
@@ -264,6 +267,7 @@ pub(super) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiCo
         timeout,
         concurrency,
         rate_limit,
+        endpoint_rate_limits,
         max_response_bytes,
         retry: RetryPolicy {
             max_retries,
@@ -305,6 +309,34 @@ pub(super) fn rate_limit(field: &str, raw: Option<f64>) -> Result<Option<f64>, C
             ),
         )),
     }
+}
+
+/// Ceilings per endpoint: each a [`rate_limit`], keyed by an endpoint's name (checked against
+/// the areas' endpoints where the whole config is assembled), at most
+/// [`limits::MAX_ENDPOINT_RATE_LIMITS`] of them.
+pub(super) fn endpoint_rate_limits(
+    field: &str,
+    raw: Option<BTreeMap<String, f64>>,
+) -> Result<BTreeMap<String, f64>, ConfigError> {
+    let raw = raw.unwrap_or_default();
+    if raw.len() > limits::MAX_ENDPOINT_RATE_LIMITS {
+        return Err(invalid(
+            field,
+            format!(
+                "{} endpoints named: at most {} (one per endpoint the exporter calls)",
+                raw.len(),
+                limits::MAX_ENDPOINT_RATE_LIMITS
+            ),
+        ));
+    }
+    let mut out = BTreeMap::new();
+    for (endpoint, r) in raw {
+        let at = format!("{field}.{endpoint}");
+        if let Some(r) = rate_limit(&at, Some(r))? {
+            out.insert(endpoint, r);
+        }
+    }
+    Ok(out)
 }
 
 /// The reason an I/O error gives, without the path it concerns.

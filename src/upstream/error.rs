@@ -176,6 +176,10 @@ pub struct UpstreamError {
     /// Not called at all: the token's pace gave the call no turn before the deadline (reason
     /// `rate_limited`). The target keeps its state and goes first next run.
     pub deferred: bool,
+    /// A 429 of this target's own (reason `rate_limited`): refused again and again while its
+    /// neighbours on the same endpoint succeed. It backs off alone and waits for its next run,
+    /// not for a catch-up: nothing about the token held it.
+    pub own: bool,
     /// The trail of the poll that failed: what `/probe?debug=true` prints. Set by the run that
     /// polled the target.
     pub trail: Option<Arc<Trail>>,
@@ -188,6 +192,7 @@ impl UpstreamError {
             detail: detail.into(),
             retry_after: None,
             deferred: false,
+            own: false,
             trail: None,
         }
     }

@@ -96,6 +96,9 @@ pub struct Client {
     observer: Arc<dyn Observer>,
     /// When set, no call of this client goes past it (the collector run's deadline).
     deadline: Option<Instant>,
+    /// How long the values of this client's targets live: a target refused on its own never
+    /// backs off longer.
+    hold: Duration,
     breakers: Arc<Breakers>,
     /// Whose token this is: the `tenant` label of the failures it counts.
     tenant: TenantName,
@@ -130,6 +133,7 @@ impl Client {
             rank: None,
             observer,
             deadline: None,
+            hold: pacer::shape::MAX_TARGET_BACKOFF,
             breakers,
             tenant,
             trail: None,
@@ -196,6 +200,14 @@ impl Client {
     pub fn until(&self, deadline: Instant) -> Client {
         Client {
             deadline: Some(deadline),
+            ..self.clone()
+        }
+    }
+
+    /// This client, for targets whose values live `max_age`: none backs off longer on its own.
+    pub fn holding(&self, max_age: Duration) -> Client {
+        Client {
+            hold: max_age,
             ..self.clone()
         }
     }
@@ -277,8 +289,9 @@ impl Client {
     }
 
     /// Makes a read call behind the target's circuit breaker: attempts admitted by the token's
-    /// pacer, each within the timeout and the deadline. A 429 is the token's state, not the
-    /// target's: the pacer learns from it and the call waits for its next turn, again and again
+    /// pacer, each within the timeout and the deadline. A 429 is the pacer's to judge: it slows
+    /// the token's or the endpoint's pace, or, when the target is refused on its own, that
+    /// target backs off alone; either way the call waits for its next turn, again and again
     /// while the deadline allows, and it never counts towards the circuit. The reasons of
     /// [`FailureReason::TRANSIENT`] are retried with exponential back-off and jitter, up to
     /// `api.max_retries`; no other answer is retried. All our calls are reads (GETs and the
@@ -323,19 +336,21 @@ impl Client {
                 ));
             };
             let number = retries + throttled + 1;
-            let e = match self.attempt(endpoint, attempt, &mut place, number).await {
+            let e = match self.attempt(&key, attempt, &mut place, number).await {
                 Ok(v) => break Ok(v),
                 Err(Attempt::NotSent(e)) => {
                     break Err(match (e.reason, last_429.take()) {
                         // Refused by the pace after a 429: the target fails rate_limited.
-                        (FailureReason::RateLimited, Some(throttled)) => UpstreamError {
-                            detail: format!(
-                                "{}; the token's pace left no turn to try again before the collector deadline",
-                                throttled.detail
-                            ),
-                            deferred: false,
-                            ..throttled
-                        },
+                        (FailureReason::RateLimited, Some(throttled)) if e.deferred => {
+                            UpstreamError {
+                                detail: format!(
+                                    "{}; the token's pace left no turn to try again before the collector deadline",
+                                    throttled.detail
+                                ),
+                                deferred: false,
+                                ..throttled
+                            }
+                        }
                         (_, _) => e,
                     });
                 }
@@ -418,11 +433,12 @@ impl Client {
     /// request, its failure and its latency.
     async fn attempt(
         &self,
-        endpoint: Endpoint,
+        key: &CircuitKey,
         request: reqwest::RequestBuilder,
         place: &mut Option<u64>,
         number: u32,
     ) -> Result<Body, Attempt> {
+        let endpoint = key.0;
         let deadline_error =
             || UpstreamError::new(FailureReason::Timeout, "collector deadline reached");
         let queued = Instant::now();
@@ -436,12 +452,39 @@ impl Client {
         };
         let permit = match self
             .pacer
-            .admit(self.urgent, self.rank, *place, self.deadline)
+            .admit(pacer::Call {
+                target: key,
+                urgent: self.urgent,
+                rank: self.rank,
+                place: *place,
+                deadline: self.deadline,
+            })
             .await
         {
             Ok(p) => {
                 *place = Some(p.place());
                 p
+            }
+            Err(denied) if denied.backing_off => {
+                self.step(|| Step::BackingOff {
+                    route: endpoint.route(),
+                    number,
+                    left: denied.left,
+                    retry_after: denied.told,
+                    own: denied.own,
+                });
+                // Its own 429s: a failure of its own. The Retry-After of a lone 429, not known
+                // as its own: the shared pace's doing, deferred as a call the pace gave no turn.
+                let detail = if denied.own {
+                    "not called: this target's own HTTP 429s (its neighbours on the same endpoint succeed) keep it backing off past the collector deadline; it alone waits, no other target is slowed"
+                } else {
+                    "not called: the Retry-After of this target's last HTTP 429 outlasts the collector deadline; it goes first next run"
+                };
+                return Err(Attempt::NotSent(UpstreamError {
+                    own: denied.own,
+                    deferred: !denied.own,
+                    ..UpstreamError::new(FailureReason::RateLimited, detail)
+                }));
             }
             Err(denied) if denied.paced => {
                 not_sent(FailureReason::RateLimited);
@@ -505,8 +548,19 @@ impl Client {
             }
             Err(_) => pacer::Outcome::Other,
         };
-        self.pacer.observe(&permit, outcome, &quota);
+        let charged = self.pacer.observe(&permit, key, outcome, &quota, self.hold);
         drop(permit);
+        let result = match (result, charged) {
+            (Err(e), pacer::Charged::Target(_)) => Err(UpstreamError {
+                own: true,
+                detail: format!(
+                    "{}; refused again while its neighbours on the same endpoint succeed: this target's own limit, it backs off alone",
+                    e.detail
+                ),
+                ..e
+            }),
+            (result, _) => result,
+        };
         drop(connection);
         self.observer
             .observe_request(endpoint, code, started.elapsed());

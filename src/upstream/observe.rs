@@ -23,6 +23,21 @@ pub trait Observer: Send + Sync {
     fn set_pacer(&self, tenant: &TenantName, allowed: Option<f64>, demand: f64, paused: bool);
     /// A call of the tenant waited this long for its turn.
     fn observe_pacer_wait(&self, tenant: &TenantName, waited: Duration);
+    /// The pace of each endpoint the tenant has called, as it stands.
+    fn set_endpoint_paces(&self, tenant: &TenantName, paces: &[EndpointPace]);
+}
+
+/// One endpoint's pace within a token.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EndpointPace {
+    pub endpoint: Endpoint,
+    /// The rate allowed on this endpoint alone (`None`: not limited on its own).
+    pub allowed: Option<f64>,
+    /// The provider has paused this endpoint (a burst of 429s with `Retry-After`, or its stated
+    /// quota used up).
+    pub paused: bool,
+    /// Targets of this endpoint whose 429s are their own: each backs off alone.
+    pub backing_off: usize,
 }
 
 /// An observer that keeps nothing, for the unit tests of `upstream/`.
@@ -39,4 +54,5 @@ impl Observer for Nothing {
     fn parse_problem(&self, _: Endpoint, _: &str, _: &str) {}
     fn set_pacer(&self, _: &TenantName, _: Option<f64>, _: f64, _: bool) {}
     fn observe_pacer_wait(&self, _: &TenantName, _: Duration) {}
+    fn set_endpoint_paces(&self, _: &TenantName, _: &[EndpointPace]) {}
 }

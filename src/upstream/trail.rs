@@ -44,6 +44,15 @@ pub enum Step {
         waited: Duration,
         reason: &'static str,
     },
+    /// An attempt not sent because its target backs off past the deadline, after its own 429s
+    /// or the `Retry-After` of a lone one.
+    BackingOff {
+        route: &'static str,
+        number: u32,
+        left: Duration,
+        retry_after: Option<Duration>,
+        own: bool,
+    },
     /// A pause before the next attempt.
     Backoff { wait: Duration },
     /// A field of the answer that could not be read as expected (the answer may still be used).
@@ -162,6 +171,29 @@ impl fmt::Display for Step {
                 route,
                 secs(*waited)
             ),
+            Step::BackingOff {
+                route,
+                number,
+                left,
+                retry_after,
+                own,
+            } => {
+                write!(
+                    f,
+                    "{route} attempt {number}: not sent, the target backs off {} more after its HTTP 429",
+                    secs(*left)
+                )?;
+                if let Some(wait) = retry_after {
+                    write!(f, " (Retry-After {})", secs(*wait))?;
+                }
+                if *own {
+                    write!(
+                        f,
+                        "; refused on its own while its neighbours succeed, so no one else is slowed"
+                    )?;
+                }
+                Ok(())
+            }
             Step::Backoff { wait } => write!(f, "back-off {} before the next attempt", secs(*wait)),
             Step::Field { route, path, found } => write!(
                 f,

@@ -28,6 +28,7 @@ use crate::metrics::labels::{
 };
 use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, FailureReason};
+use crate::upstream::observe::EndpointPace;
 
 /// Upper bounds of the request latency histogram, in seconds.
 pub const DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
@@ -46,13 +47,15 @@ pub const PROBE_REFUSALS: [&str; 5] = [
 ];
 
 /// What a tenant's pacer shows.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 struct PacerFigures {
     allowed: Option<f64>,
     demand: f64,
     paused: bool,
     /// Seconds waited, summed.
     waited: f64,
+    /// Each endpoint the tenant has called (a fixed set, declared by the areas).
+    endpoints: Vec<EndpointPace>,
 }
 
 /// Every tenant's pacer series, written by hand: a family whose only label is `tenant` must
@@ -94,10 +97,92 @@ impl PacerSeries {
     }
 }
 
+impl PacerSeries {
+    /// One family labelled by tenant (left out for the unnamed one) and endpoint.
+    fn by_endpoint<M: EncodeMetric>(
+        encoder: &mut DescriptorEncoder,
+        (name, help, kind): (&str, &str, MetricType),
+        samples: Vec<(TenantEndpointLabels, M)>,
+    ) -> std::fmt::Result {
+        if samples.is_empty() {
+            return Ok(());
+        }
+        let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+        for (labels, sample) in &samples {
+            sample.encode(metric.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn endpoint_families(
+        encoder: &mut DescriptorEncoder,
+        all: &[(TenantName, PacerFigures)],
+    ) -> std::fmt::Result {
+        let named = all.iter().any(|(t, _)| !t.is_default());
+        let each = || {
+            all.iter()
+                .filter(move |(t, _)| !named || !t.is_default())
+                .flat_map(|(t, f)| {
+                    f.endpoints.iter().map(move |p| {
+                        (
+                            TenantEndpointLabels {
+                                tenant: TenantLabel(t.clone()),
+                                endpoint: p.endpoint,
+                            },
+                            p,
+                        )
+                    })
+                })
+        };
+        PacerSeries::by_endpoint(
+            encoder,
+            (
+                "mailhost_api_pacer_endpoint_rate",
+                "Requests per second the provider allows one endpoint of the tenant's token on its own, as the pacer learned it from 429s that stayed on that endpoint, from that endpoint's rate-limit headers, or as endpoint_rate_limits sets it; absent while the endpoint is not limited on its own.",
+                MetricType::Gauge,
+            ),
+            each()
+                .filter_map(|(l, p)| p.allowed.map(|r| (l, ConstGauge::new(r))))
+                .collect(),
+        )?;
+        PacerSeries::by_endpoint(
+            encoder,
+            (
+                "mailhost_api_pacer_endpoint_paused",
+                "1 while the provider has paused one endpoint of the tenant's token (a burst of 429s with Retry-After there, or its stated quota used up until its reset), else 0.",
+                MetricType::Gauge,
+            ),
+            each()
+                .map(|(l, p)| (l, ConstGauge::new(i64::from(p.paused))))
+                .collect(),
+        )?;
+        PacerSeries::by_endpoint(
+            encoder,
+            (
+                "mailhost_api_throttled_targets",
+                "Targets of the endpoint whose HTTP 429s are their own (refused again and again while their neighbours succeed): each backs off alone, fails rate_limited and keeps its values until max_age, and slows no one else.",
+                MetricType::Gauge,
+            ),
+            each()
+                .map(|(l, p)| {
+                    (
+                        l,
+                        ConstGauge::new(i64::try_from(p.backing_off).unwrap_or(i64::MAX)),
+                    )
+                })
+                .collect(),
+        )
+    }
+}
+
 impl Collector for PacerSeries {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
-        let all: Vec<(TenantName, PacerFigures)> =
-            self.lock().iter().map(|(t, f)| (t.clone(), *f)).collect();
+        let all: Vec<(TenantName, PacerFigures)> = self
+            .lock()
+            .iter()
+            .map(|(t, f)| (t.clone(), f.clone()))
+            .collect();
+        PacerSeries::endpoint_families(&mut encoder, &all)?;
         let rates: Vec<_> = all
             .iter()
             .filter_map(|(t, f)| f.allowed.map(|r| (t, ConstGauge::new(r))))
@@ -360,6 +445,17 @@ impl SelfMetrics {
         p.demand = demand;
         p.paused = paused;
         before != (allowed, demand, paused)
+    }
+
+    /// Sets the pace of each endpoint of a tenant. Returns whether anything changed.
+    pub fn set_endpoint_paces(&self, tenant: &TenantName, paces: &[EndpointPace]) -> bool {
+        let mut all = self.pacers.lock();
+        let p = all.entry(tenant.clone()).or_default();
+        if p.endpoints == paces {
+            return false;
+        }
+        p.endpoints = paces.to_vec();
+        true
     }
 
     /// Time a tenant's call waited for its pacer.

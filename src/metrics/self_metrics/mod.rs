@@ -16,7 +16,7 @@ use super::labels::BuildLabels;
 use crate::redact::{redact, shorten};
 use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, FailureReason};
-use crate::upstream::observe::Observer;
+use crate::upstream::observe::{EndpointPace, Observer};
 
 /// Distinct `(endpoint, path)` shapes of parse problems logged at warn level. Paths come from
 /// the upstream's keys, so without a bound an upstream whose keys change on every answer would
@@ -170,6 +170,12 @@ impl Observer for Telemetry {
 
     fn set_pacer(&self, tenant: &TenantName, allowed: Option<f64>, demand: f64, paused: bool) {
         if self.metrics.set_pacer(tenant, allowed, demand, paused) {
+            self.changed();
+        }
+    }
+
+    fn set_endpoint_paces(&self, tenant: &TenantName, paces: &[EndpointPace]) {
+        if self.metrics.set_endpoint_paces(tenant, paces) {
             self.changed();
         }
     }

@@ -11,11 +11,19 @@
 //! while calls wait for the pace, so an idle token does not drift upwards between runs. 429s of
 //! calls sent before the last event belong to it and do not cut the rate again.
 //!
-//! An estimate resting on too few successes (a storm of 429s, a `Retry-After` that was too
-//! short) says little: such an event cuts the rate by half at most, and the rate known to work
+//! The estimate is what was measured: successes per second of demand, never below the rate of
+//! the last second of demand (not of a second that had not passed yet, which would read a
+//! cold start's first 50 ms as a twentieth of its rate). An estimate resting on too few
+//! successes (a storm of 429s, a `Retry-After` that was too short, a small burst at a cold
+//! start) says little: such an event cuts the rate by half at most, and the rate known to work
 //! before it is remembered. Below it, the rate doubles every second of waiting demand (TCP's
 //! slow start) until it is back near that rate, and the cubic takes over from there: a token the
-//! provider blocked for a minute is back at its pace within seconds of the block ending.
+//! provider blocked for a minute is back at its pace within seconds of the block ending. At a
+//! cold start nothing is known to work yet: a thin first estimate doubles until the next 429,
+//! which then rests on a second of real traffic.
+//!
+//! One [`Control`] paces a token, and one each of its endpoints: which of them a 429 is
+//! charged to is [`super::shape`]'s business.
 
 use std::time::Duration;
 
@@ -36,24 +44,34 @@ const PLATEAU_SECS: f64 = 8.0;
 /// A congestion event never cuts the rate by more than half: a 429 right after a pause (whose
 /// `Retry-After` was too short) says little about the sustainable rate.
 const MAX_CUT: f64 = 0.5;
+/// Nor by more than a fifth when a third or more of the answers since the last one were
+/// successes: a pace just over a small burst's limit is refused every other call, so its
+/// successes read half the limit; the pace that was refused is the better reading then, as TCP
+/// CUBIC takes its window at a loss.
+const MAX_CUT_WITH_SUCCESSES: f64 = 0.8;
 
 /// An estimate resting on fewer successes than this is not trusted to say what works.
 const CONFIDENT_SUCCESSES: u64 = 10;
 /// Seconds of waiting demand in which slow start doubles the rate.
 const DOUBLING_SECS: f64 = 1.0;
+/// The same at a cold start, when no rate is known to work yet: a thin first estimate (a
+/// small burst spent at once, or 429s answered before any success) is far below the limit as
+/// often as not, so the rate doubles four times a second until the next 429 says where it stops.
+const COLD_DOUBLING_SECS: f64 = 0.25;
 
 /// The cubic's constant, from [`PLATEAU_SECS`]: r(t) = r_max (1 + C (t - K)^3).
 fn growth_constant() -> f64 {
     (1.0 - BETA) / PLATEAU_SECS.powi(3)
 }
 
-/// Successes over the last second, in ten slots of 100 ms: the first estimate; and the most
-/// seen in any second, the rate known to work before the first 429.
+/// Successes over the last second, in ten slots of 100 ms: what just went through.
 #[derive(Clone, Debug)]
 struct Window {
     origin: Instant,
     slots: [(u64, u32); 10],
-    peak: u64,
+    /// Since when calls have been waiting or in flight without a break: a window younger than a
+    /// second is read over the time it covers.
+    demand_since: Option<Instant>,
 }
 
 impl Window {
@@ -61,7 +79,7 @@ impl Window {
         Window {
             origin,
             slots: [(u64::MAX, 0); 10],
-            peak: 0,
+            demand_since: None,
         }
     }
 
@@ -77,7 +95,6 @@ impl Window {
             *s = (i, 0);
         }
         s.1 = s.1.saturating_add(1);
-        self.peak = self.peak.max(self.count(now));
     }
 
     fn count(&self, now: Instant) -> u64 {
@@ -88,7 +105,27 @@ impl Window {
             .map(|(_, n)| u64::from(*n))
             .sum()
     }
+
+    /// Successes per second of demand over the last second: the count over the time there was
+    /// demand within it (at least [`MIN_SPAN`]), so a window still filling is not read as empty.
+    fn rate(&self, now: Instant) -> f64 {
+        let span = self
+            .demand_since
+            .map_or(1.0, |since| {
+                now.saturating_duration_since(since).as_secs_f64()
+            })
+            .clamp(MIN_SPAN, 1.0);
+        self.count(now) as f64 / span
+    }
 }
+
+/// The shortest time a success rate is read over: a burst answered within a few milliseconds
+/// would otherwise read as thousands per second.
+const MIN_SPAN: f64 = 0.1;
+/// 429s of calls sent within this of the last congestion event belong to it: a fleet of broken
+/// targets answering their first 429s one after another must not compound cut upon cut before
+/// the new pace has been seen to hold or fail.
+const MIN_EVENT_GAP: Duration = Duration::from_millis(250);
 
 /// The rate learned since the last congestion event.
 #[derive(Clone, Debug)]
@@ -104,6 +141,8 @@ struct Learned {
     at: Instant,
     /// Successes since the event.
     successes: u64,
+    /// 429s since the event.
+    refused: u64,
     /// Seconds since the event with calls waiting or in flight (a pause included): what the
     /// successes were spread over.
     active: f64,
@@ -122,6 +161,7 @@ impl Learned {
             k,
             at,
             successes: 0,
+            refused: 0,
             active: 0.0,
             growth: 0.0,
         }
@@ -140,7 +180,12 @@ impl Learned {
         let t = self.growth - self.k;
         let cubic = self.r_max * (1.0 + growth_constant() * t * t * t);
         let rate = if self.slow_starting() {
-            let doubled = self.r0 * (self.growth / DOUBLING_SECS).min(64.0).exp2();
+            let doubling = if self.recall >= MAX_RATE {
+                COLD_DOUBLING_SECS
+            } else {
+                DOUBLING_SECS
+            };
+            let doubled = self.r0 * (self.growth / doubling).min(64.0).exp2();
             cubic.max(doubled.min(self.slow_start_cap()))
         } else {
             cubic
@@ -154,6 +199,7 @@ impl Learned {
         let recall = self.recall;
         *self = Learned {
             successes: self.successes,
+            refused: self.refused,
             active: self.active,
             ..Learned::new(recall, self.slow_start_cap(), recall, self.at)
         };
@@ -244,8 +290,18 @@ impl Control {
             }
         }
         self.last_tick = self.last_tick.max(now);
+        if active && !self.active {
+            self.window.demand_since = Some(now);
+        } else if !active {
+            self.window.demand_since = None;
+        }
         self.active = active;
         self.saturated = saturated;
+    }
+
+    /// Whether 429s have taught a rate (as opposed to none, or only a ceiling).
+    pub fn learned(&self) -> bool {
+        self.learned.is_some()
     }
 
     /// The rate calls are paced at, requests per second; `None` when unlimited.
@@ -333,23 +389,47 @@ impl Control {
         if let Some(wait) = retry_after {
             self.pause(now, wait);
         }
-        if self.learned.as_ref().is_some_and(|l| sent_at < l.at) {
-            return Event::Absorbed;
+        if let Some(l) = &mut self.learned {
+            l.refused = l.refused.saturating_add(1);
+            if sent_at < l.at.checked_add(MIN_EVENT_GAP).unwrap_or(l.at) {
+                return Event::Absorbed;
+            }
         }
         let current = self.rate().unwrap_or(f64::INFINITY);
+        // What went through in the last second of demand: never less than that.
+        let recent = self.window.rate(now);
         let (estimate, successes) = match &self.learned {
-            Some(l) if l.active > 0.0 => (l.successes as f64 / l.active, l.successes),
-            Some(l) => (0.0, l.successes),
-            // The first event: what went through in the last second.
-            None => {
-                let n = self.window.count(now);
-                (n as f64, n)
-            }
+            Some(l) if l.active > 0.0 => ((l.successes as f64 / l.active).max(recent), l.successes),
+            Some(l) => (recent, l.successes),
+            None => (recent, self.window.count(now)),
+        };
+        // The pace worked in part (a third of its answers or more were successes): it was
+        // just over the limit.
+        let cut = if self
+            .learned
+            .as_ref()
+            .is_some_and(|l| l.successes > 0 && l.successes.saturating_mul(2) >= l.refused)
+        {
+            MAX_CUT_WITH_SUCCESSES
+        } else {
+            MAX_CUT
         };
         let floor = if current.is_finite() {
-            current * MAX_CUT
+            current * cut
         } else {
             0.0
+        };
+        // A cold start's slow start doubles the pace faster than successes can show it: the
+        // pace it was refused at is the better reading of the limit, as TCP takes its window at
+        // a loss. (Climbing back towards a rate known to work, the estimate stands.)
+        let climbing = self
+            .learned
+            .as_ref()
+            .is_some_and(|l| l.slow_starting() && l.recall >= MAX_RATE && current.is_finite());
+        let estimate = if climbing {
+            estimate.max(current)
+        } else {
+            estimate
         };
         let r_max = current.min(estimate.max(floor)).clamp(MIN_RATE, MAX_RATE);
         let r0 = (BETA * r_max).max(MIN_RATE.min(r_max));
@@ -358,9 +438,9 @@ impl Control {
         let recall = match &self.learned {
             Some(l) if successes < CONFIDENT_SUCCESSES => l.recall.max(r_max),
             Some(_) => r_max,
-            None if successes < CONFIDENT_SUCCESSES => {
-                r_max.max((self.window.peak as f64).min(MAX_RATE))
-            }
+            // A cold start whose first estimate is thin (a small burst, spent at once): nothing
+            // is known to work yet, so the rate doubles until the next 429 says where it stops.
+            None if successes < CONFIDENT_SUCCESSES => MAX_RATE,
             None => r_max,
         };
         self.learned = Some(Learned::new(r_max, r0, recall, now));

@@ -1,11 +1,20 @@
 //! The pacer: one per token (tenant), and every call of that token goes through it. It admits a
-//! call when a connection slot is free (`api.concurrency`), the provider has not paused the
-//! token, its stated quota is not used up, and the learned rate (or the configured
-//! `rate_limit`) has a slot for it ([`control`]). Waiting calls are served oldest data first,
-//! whichever collector of the tenant they belong to (each call carries when its target was last
-//! fetched: its [`Rank`]), then in the order they came; urgent ones (the first fetch of a
-//! target, which a `/probe` may be waiting for) go before all the others. A call that cannot be admitted before its deadline is
-//! refused, saying whether the token's pace was the reason ([`Denied::paced`]).
+//! call when a connection slot is free (`api.concurrency`), neither the token nor the call's
+//! endpoint is paused or past its stated quota, both the token's pace and its endpoint's have a
+//! slot for it ([`control`]: learned, or set by `rate_limit` and `endpoint_rate_limits`), and
+//! its target is not backing off on its own ([`shape`]). Each endpoint has its own queue, so a
+//! slow endpoint never holds up a free one; within an endpoint, and across endpoints for a free
+//! slot, waiting calls are served oldest data first, whichever collector of the tenant they
+//! belong to (each call carries when its target was last fetched: its [`Rank`]), then in the
+//! order they came; urgent ones (the first fetch of a target, which a `/probe` may be waiting
+//! for) go before all the others. A call that cannot be admitted before its deadline is refused,
+//! saying why ([`Denied`]).
+//!
+//! Whose a 429 is decides what slows down ([`shape`]): a target refused again and again while
+//! its neighbours succeed backs off alone; otherwise the 429 is its endpoint's, or the token's
+//! when the token's other endpoints are refused too within [`TOKEN_SPAN`]. A `Retry-After`
+//! pauses the endpoint or the token only when 429s come in a burst there; a lone one only makes
+//! its own call wait (and slows the shared pace as any 429 does).
 //!
 //! The pacer outlives a reload that keeps its token and address, so what it learned stays. It
 //! also compares what the tenant's collectors need ([`Pacer::set_demand`]) with what the
@@ -13,8 +22,9 @@
 
 pub mod control;
 pub mod headers;
+pub mod shape;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -23,9 +33,15 @@ use tokio::time::Instant;
 
 use crate::collector::CollectorName;
 use crate::tenant::TenantName;
-use crate::upstream::observe::Observer;
+use crate::upstream::error::Endpoint;
+use crate::upstream::observe::{EndpointPace, Observer};
 use control::{Control, Event};
 use headers::QuotaInfo;
+use shape::{Outcomes, Scope, Targets};
+
+/// 429s on two endpoints of a token within this of each other are the token's limit, not each
+/// endpoint's.
+pub const TOKEN_SPAN: Duration = Duration::from_secs(2);
 
 /// What a collector asks of the token: calls per run, once per interval.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -52,29 +68,60 @@ enum Fit {
 /// sooner its turn.
 pub type Rank = Option<Instant>;
 
-/// One urgent call waiting for its turn.
+/// A call's place among the waiting ones: urgent first (in the order they came), then oldest
+/// data first, then in the order they came.
+type Key = (bool, Rank, u64);
+
+/// The target of a call, keyed as its circuit is: its endpoint and its id.
+pub type TargetKey = (Endpoint, String);
+
+/// One endpoint of the token: its pace, its queue, what its answers said.
 #[derive(Debug)]
-struct Waiter {
-    id: u64,
-    notify: Arc<Notify>,
+struct Way {
+    control: Control,
+    queue: BTreeMap<Key, Arc<Notify>>,
+    in_flight: usize,
+    /// A call was refused for want of a turn of this endpoint's pace since the last admitted.
+    backlogged: bool,
+    history: Outcomes,
+    /// The last 429 taken as shared, for telling the token's limit from this endpoint's.
+    last_shared_429: Option<Instant>,
 }
 
-/// Where a waiting call stands: the urgent queue, or its place among the others.
-#[derive(Clone, Copy, Debug)]
-enum Lane {
-    Urgent,
-    Ranked(Rank),
+impl Way {
+    fn new(now: Instant, ceiling: Option<f64>) -> Way {
+        Way {
+            control: Control::new(now, ceiling),
+            queue: BTreeMap::new(),
+            in_flight: 0,
+            backlogged: false,
+            history: Outcomes::default(),
+            last_shared_429: None,
+        }
+    }
+
+    fn head(&self) -> Option<Key> {
+        self.queue.keys().next().copied()
+    }
+
+    fn wake_head(&self) {
+        if let Some(n) = self.queue.values().next() {
+            n.notify_one();
+        }
+    }
 }
 
 #[derive(Debug)]
 struct State {
-    control: Control,
+    /// The token's own pace: `rate_limit`, and what 429s charged to the token taught.
+    token: Control,
+    /// Each endpoint called so far (a fixed set, declared by the areas).
+    ways: BTreeMap<Endpoint, Way>,
+    /// `endpoint_rate_limits` of the config, by endpoint name.
+    ceilings: BTreeMap<String, f64>,
+    targets: Targets,
     concurrency: usize,
     in_flight: usize,
-    /// Urgent callers, first come, first served.
-    urgent: VecDeque<Waiter>,
-    /// The others, oldest data first, then in the order they came.
-    ranked: BTreeMap<(Rank, u64), Arc<Notify>>,
     next_id: u64,
     /// Calls admitted so far: a call's sequence number says which answers are newer.
     seq: u64,
@@ -96,73 +143,87 @@ struct State {
 }
 
 impl State {
-    fn head(&self) -> Option<u64> {
-        match self.urgent.front() {
-            Some(w) => Some(w.id),
-            None => self.ranked.keys().next().map(|(_, id)| *id),
-        }
-    }
-
     fn waiting(&self) -> bool {
-        !self.urgent.is_empty() || !self.ranked.is_empty()
+        self.ways.values().any(|w| !w.queue.is_empty())
     }
 
-    fn wake_head(&self) {
-        match self.urgent.front() {
-            Some(w) => w.notify.notify_one(),
-            None => {
-                if let Some(n) = self.ranked.values().next() {
-                    n.notify_one();
-                }
-            }
+    fn way(&mut self, endpoint: Endpoint, now: Instant) -> &mut Way {
+        let ceiling = self.ceilings.get(endpoint.as_str()).copied();
+        self.ways
+            .entry(endpoint)
+            .or_insert_with(|| Way::new(now, ceiling))
+    }
+
+    fn wake_heads(&self) {
+        for w in self.ways.values() {
+            w.wake_head();
         }
     }
 
-    fn enqueue(&mut self, lane: Lane, id: u64, notify: Arc<Notify>) {
-        match lane {
-            Lane::Urgent => self.urgent.push_back(Waiter { id, notify }),
-            Lane::Ranked(rank) => {
-                self.ranked.insert((rank, id), notify);
-            }
-        }
+    /// The call that goes next, if a slot is free: the first of the heads whose endpoint has a
+    /// turn now.
+    fn next(&self, now: Instant) -> Option<Key> {
+        self.ways
+            .values()
+            .filter(|w| w.control.ready_at(now) <= now)
+            .filter_map(Way::head)
+            .min()
     }
 
-    fn dequeue(&mut self, lane: Lane, id: u64) {
-        match lane {
-            Lane::Urgent => self.urgent.retain(|w| w.id != id),
-            Lane::Ranked(rank) => {
-                self.ranked.remove(&(rank, id));
-            }
-        }
+    /// When the call `key` of `endpoint` may go, as far as the paces say.
+    fn ready_at(&self, endpoint: Endpoint, now: Instant) -> Instant {
+        let way = self
+            .ways
+            .get(&endpoint)
+            .map_or(now, |w| w.control.ready_at(now));
+        way.max(self.token.ready_at(now))
     }
 
-    /// Moves the control's clocks on, describing the gate from now on.
+    fn limiting(&self, endpoint: Endpoint, now: Instant) -> bool {
+        self.token.limiting(now)
+            || self
+                .ways
+                .get(&endpoint)
+                .is_some_and(|w| w.control.limiting(now))
+    }
+
+    /// Moves the controls' clocks on, describing the gates from now on.
     fn tick(&mut self, now: Instant) {
-        let active = self.waiting() || self.in_flight > 0 || self.backlogged;
-        let saturated = (self.waiting() || self.backlogged) && self.in_flight < self.concurrency;
-        self.control.tick(now, active, saturated);
+        let free = self.in_flight < self.concurrency;
+        let waiting = self.waiting();
+        let active = waiting || self.in_flight > 0 || self.backlogged;
+        let saturated = (waiting || self.backlogged) && free;
+        self.token.tick(now, active, saturated);
+        for w in self.ways.values_mut() {
+            let waiting = !w.queue.is_empty() || w.backlogged;
+            w.control
+                .tick(now, waiting || w.in_flight > 0, waiting && free);
+        }
     }
 
-    /// Whether a call starting at `at` has time left before `deadline`: while the pacer holds
-    /// calls back, at least twice the recent answer time (at least 5 ms, at most 2 s), so that
-    /// a call let out at the last moment is not merely cut by the deadline.
-    fn time_for(&self, at: Instant, deadline: Option<Instant>) -> bool {
+    /// Whether a call of `endpoint` starting at `at` has time left before `deadline`: while a
+    /// pace holds calls back, at least twice the recent answer time (at least 5 ms, at most
+    /// 2 s), so that a call let out at the last moment is not merely cut by the deadline.
+    fn time_for(&self, endpoint: Endpoint, at: Instant, deadline: Option<Instant>) -> bool {
         let Some(d) = deadline else {
             return true;
         };
-        if !self.control.limiting(at) {
+        if !self.limiting(endpoint, at) {
             return at <= d;
         }
         let margin = Duration::from_secs_f64((2.0 * self.latency).clamp(0.005, 2.0));
         at.checked_add(margin).is_some_and(|end| end <= d)
     }
 
-    /// A call was refused before its deadline; `paced` when the pace (not the connection
-    /// slots) held it back.
-    fn refused(&mut self, paced: bool) {
+    /// A call of `endpoint` was refused before its deadline; `paced` when a pace (not the
+    /// connection slots) held it back.
+    fn refused(&mut self, endpoint: Endpoint, paced: bool) {
         if paced {
             self.tick(Instant::now());
             self.backlogged = true;
+            if let Some(w) = self.ways.get_mut(&endpoint) {
+                w.backlogged = true;
+            }
         }
     }
 
@@ -170,12 +231,50 @@ impl State {
         self.demand.values().map(Demand::rate).sum()
     }
 
-    /// Demand over the allowed rate: above 1 the fleet does not fit.
+    /// What the collectors need of each endpoint: a collector's calls spread evenly over the
+    /// endpoints it calls.
+    fn demand_by_endpoint(&self) -> HashMap<Endpoint, f64> {
+        let mut by = HashMap::new();
+        for (name, d) in &self.demand {
+            let endpoints = name.endpoints();
+            let share = d.rate() / endpoints.len().max(1) as f64;
+            for e in endpoints {
+                *by.entry(*e).or_insert(0.0) += share;
+            }
+        }
+        by
+    }
+
+    /// The rate the provider allows the whole token, as far as the pacer knows: its own, and
+    /// the sum over the endpoints it calls when every one of them is limited.
+    fn allowed(&self) -> Option<f64> {
+        let sum = self
+            .ways
+            .values()
+            .map(|w| w.control.allowed())
+            .sum::<Option<f64>>()
+            .filter(|_| !self.ways.is_empty());
+        match (self.token.allowed(), sum) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Demand over the allowed rate, the worst of the token's and of each endpoint's: above 1
+    /// the fleet does not fit.
     fn overload(&self) -> f64 {
-        match self.control.allowed() {
+        let mut worst = match self.token.allowed() {
             Some(allowed) if allowed > 0.0 => self.demand() / allowed,
             _ => 0.0,
+        };
+        for (e, need) in self.demand_by_endpoint() {
+            if let Some(allowed) = self.ways.get(&e).and_then(|w| w.control.allowed())
+                && allowed > 0.0
+            {
+                worst = worst.max(need / allowed);
+            }
         }
+        worst
     }
 
     /// The fit now, with hysteresis so that a learned rate moving by a few percent around a
@@ -197,6 +296,12 @@ impl State {
             fits => fits,
         }
     }
+
+    /// Whether the provider has paused the token, or every endpoint it calls.
+    fn paused(&self, now: Instant) -> bool {
+        self.token.paused(now)
+            || (!self.ways.is_empty() && self.ways.values().all(|w| w.control.paused(now)))
+    }
 }
 
 /// What to tell the operator after a change, said outside the lock.
@@ -217,9 +322,28 @@ enum Told {
 /// Why a call was not admitted before its deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Denied {
-    /// The token's pace (rate, pause or quota) held it back; otherwise only the connection
-    /// slots were all taken.
+    /// The token's or the endpoint's pace (rate, pause or quota) held it back; otherwise only
+    /// the connection slots were all taken, or its target's own back-off.
     pub paced: bool,
+    /// Its target's own wait (after its own 429s) outlasts the deadline: nothing else held it.
+    pub backing_off: bool,
+    /// That target is known to be refused on its own, its neighbours succeeding.
+    pub own: bool,
+    /// How long its back-off had left, and the `Retry-After` its last 429 carried.
+    pub left: Duration,
+    pub told: Option<Duration>,
+}
+
+impl Denied {
+    fn paced(paced: bool) -> Denied {
+        Denied {
+            paced,
+            backing_off: false,
+            own: false,
+            left: Duration::ZERO,
+            told: None,
+        }
+    }
 }
 
 /// How an admitted call ended, as the pacer learns from it.
@@ -230,6 +354,19 @@ pub enum Outcome {
     Throttled(Option<Duration>),
     /// Anything else (another status, a timeout, a broken connection).
     Other,
+}
+
+/// Whose a 429 was, as the pacer took it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Charged {
+    /// Not a 429.
+    Nothing,
+    /// The target's own: it backs off alone until this instant; no one else's pace moved.
+    Target(Instant),
+    /// The endpoint's pace.
+    Endpoint,
+    /// The token's pace.
+    Token,
 }
 
 struct Shared {
@@ -255,6 +392,7 @@ impl std::fmt::Debug for Pacer {
 /// A call admitted and not yet ended: it holds a connection slot until dropped.
 pub struct Permit {
     pacer: Pacer,
+    endpoint: Endpoint,
     seq: u64,
     sent_at: Instant,
     place: u64,
@@ -264,17 +402,21 @@ impl Drop for Permit {
     fn drop(&mut self) {
         let mut s = self.pacer.lock();
         s.in_flight = s.in_flight.saturating_sub(1);
+        if let Some(w) = s.ways.get_mut(&self.endpoint) {
+            w.in_flight = w.in_flight.saturating_sub(1);
+        }
         s.tick(Instant::now());
-        s.wake_head();
+        s.wake_heads();
     }
 }
 
-/// A place in the queue; leaving it (admitted, refused or dropped) passes the turn on.
+/// A place in an endpoint's queue; leaving it (admitted, refused or dropped) passes the turn
+/// on.
 struct Ticket<'a> {
     pacer: &'a Pacer,
-    id: u64,
+    endpoint: Endpoint,
+    key: Key,
     notify: Arc<Notify>,
-    lane: Lane,
     queued: bool,
 }
 
@@ -284,22 +426,34 @@ impl Drop for Ticket<'_> {
             return;
         }
         let mut s = self.pacer.lock();
-        let was_head = s.head() == Some(self.id);
-        s.dequeue(self.lane, self.id);
-        if was_head {
-            s.wake_head();
+        if let Some(w) = s.ways.get_mut(&self.endpoint) {
+            w.queue.remove(&self.key);
         }
+        s.wake_heads();
         s.tick(Instant::now());
     }
 }
 
+/// One call as the pacer sees it: its endpoint and target, its turn and its time.
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    pub target: &'a TargetKey,
+    /// Goes before the token's other waiting calls (a first fetch a probe may wait for).
+    pub urgent: bool,
+    pub rank: Rank,
+    /// Its place from an earlier attempt ([`Permit::place`]): kept among equals after a 429.
+    pub place: Option<u64>,
+    pub deadline: Option<Instant>,
+}
+
 impl Pacer {
     /// A pacer for `tenant` letting `concurrency` calls through at once, at most `ceiling`
-    /// requests per second when set.
+    /// requests per second when set, and at most `endpoint_ceilings` on the endpoints named.
     pub fn new(
         tenant: TenantName,
         concurrency: usize,
         ceiling: Option<f64>,
+        endpoint_ceilings: BTreeMap<String, f64>,
         observer: Arc<dyn Observer>,
     ) -> Pacer {
         let pacer = Pacer {
@@ -307,11 +461,12 @@ impl Pacer {
                 tenant,
                 observer,
                 state: Mutex::new(State {
-                    control: Control::new(Instant::now(), ceiling),
+                    token: Control::new(Instant::now(), ceiling),
+                    ways: BTreeMap::new(),
+                    ceilings: endpoint_ceilings,
+                    targets: Targets::default(),
                     concurrency: concurrency.max(1),
                     in_flight: 0,
-                    urgent: VecDeque::new(),
-                    ranked: BTreeMap::new(),
                     next_id: 0,
                     seq: 0,
                     demand: BTreeMap::new(),
@@ -345,58 +500,75 @@ impl Pacer {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
 
-    /// Takes a reloaded `api.concurrency` and `rate_limit`; what was learned stays.
-    pub fn configure(&self, concurrency: usize, ceiling: Option<f64>) {
+    /// Takes a reloaded `api.concurrency`, `rate_limit` and `endpoint_rate_limits`; what was
+    /// learned stays.
+    pub fn configure(
+        &self,
+        concurrency: usize,
+        ceiling: Option<f64>,
+        endpoint_ceilings: BTreeMap<String, f64>,
+    ) {
         let told = {
             let mut s = self.lock();
             s.concurrency = concurrency.max(1);
-            s.control.set_ceiling(ceiling);
+            s.token.set_ceiling(ceiling);
+            for (e, w) in &mut s.ways {
+                w.control
+                    .set_ceiling(endpoint_ceilings.get(e.as_str()).copied());
+            }
+            s.ceilings = endpoint_ceilings;
             s.tick(Instant::now());
-            s.wake_head();
+            s.wake_heads();
             self.publish(&s);
             self.check_fit(&mut s)
         };
         self.tell(told);
     }
 
-    /// Waits for this call's turn, at most until `deadline`. `urgent` calls go before the
-    /// others, which go oldest `rank` first, then in the order they first came: a call back
-    /// after a 429 passes its `place` (from [`Permit::place`]) and keeps its turn among equals.
-    pub async fn admit(
-        &self,
-        urgent: bool,
-        rank: Rank,
-        place: Option<u64>,
-        deadline: Option<Instant>,
-    ) -> Result<Permit, Denied> {
+    /// Waits for this call's turn, at most until its deadline: after its target's own
+    /// back-off, if any, then in its endpoint's queue until both paces have a slot and a
+    /// connection slot is free.
+    pub async fn admit(&self, call: Call<'_>) -> Result<Permit, Denied> {
+        let endpoint = call.target.0;
+        let now = Instant::now();
+        let backing_off = self.lock().targets.backing_off(call.target, now);
+        if let Some(b) = backing_off {
+            if call.deadline.is_some_and(|d| b.until >= d) {
+                return Err(Denied {
+                    paced: false,
+                    backing_off: true,
+                    own: b.own,
+                    left: b.until.saturating_duration_since(now),
+                    told: b.told,
+                });
+            }
+            tokio::time::sleep_until(b.until).await;
+        }
         let started = Instant::now();
         let mut ticket = {
             let mut s = self.lock();
+            s.way(endpoint, started);
             s.tick(started);
-            let id = place.unwrap_or_else(|| {
+            let id = call.place.unwrap_or_else(|| {
                 s.next_id += 1;
                 s.next_id
             });
             if !s.waiting()
                 && s.in_flight < s.concurrency
-                && s.control.ready_at(started) <= started
-                && s.time_for(started, deadline)
+                && s.ready_at(endpoint, started) <= started
+                && s.time_for(endpoint, started, call.deadline)
             {
-                return Ok(self.grant(&mut s, started, started, id));
+                return Ok(self.grant(&mut s, endpoint, started, started, id));
             }
             let notify = Arc::new(Notify::new());
-            let lane = if urgent {
-                Lane::Urgent
-            } else {
-                Lane::Ranked(rank)
-            };
-            s.enqueue(lane, id, notify.clone());
+            let key = (!call.urgent, if call.urgent { None } else { call.rank }, id);
+            s.way(endpoint, started).queue.insert(key, notify.clone());
             s.tick(started);
             Ticket {
                 pacer: self,
-                id,
+                endpoint,
+                key,
                 notify,
-                lane,
                 queued: true,
             }
         };
@@ -405,21 +577,26 @@ impl Pacer {
             let wait_until = {
                 let mut s = self.lock();
                 s.tick(now);
-                if s.head() == Some(ticket.id) && s.in_flight < s.concurrency {
-                    let at = s.control.ready_at(now);
-                    if at <= now && s.time_for(now, deadline) {
-                        s.dequeue(ticket.lane, ticket.id);
+                let head = s.ways.get(&endpoint).and_then(Way::head) == Some(ticket.key);
+                if head && s.in_flight < s.concurrency {
+                    let at = s.ready_at(endpoint, now);
+                    if at <= now
+                        && s.next(now) == Some(ticket.key)
+                        && s.time_for(endpoint, now, call.deadline)
+                    {
+                        s.way(endpoint, now).queue.remove(&ticket.key);
                         ticket.queued = false;
-                        let permit = self.grant(&mut s, now, started, ticket.id);
-                        s.wake_head();
+                        let permit = self.grant(&mut s, endpoint, now, started, ticket.key.2);
+                        s.wake_heads();
                         return Ok(permit);
                     }
-                    if !s.time_for(at, deadline) {
+                    if !s.time_for(endpoint, at, call.deadline) {
                         // Nothing will let it through in time: refused now, not at the deadline.
-                        let paced = s.control.limiting(now);
-                        s.refused(paced);
+                        let paced = s.limiting(endpoint, now);
+                        s.refused(endpoint, paced);
                         tracing::trace!(
                             tenant = self.shared.tenant.as_str(),
+                            endpoint = endpoint.as_str(),
                             next_turn_ms =
                                 u64::try_from(at.saturating_duration_since(now).as_millis())
                                     .unwrap_or(u64::MAX),
@@ -429,24 +606,25 @@ impl Pacer {
                         drop(ticket);
                         return Err(self.refuse(paced, started));
                     }
-                    Some(at)
+                    // Its turn has come but another endpoint's head goes first: woken after.
+                    (at > now).then_some(at)
                 } else {
                     None
                 }
             };
             // Past the deadline, and its turn did not come above: refused.
-            if deadline.is_some_and(|d| now >= d) {
+            if call.deadline.is_some_and(|d| now >= d) {
                 let paced = {
                     let mut s = self.lock();
-                    let paced = s.control.limiting(now);
-                    s.refused(paced);
+                    let paced = s.limiting(endpoint, now);
+                    s.refused(endpoint, paced);
                     paced
                 };
                 drop(ticket);
                 return Err(self.refuse(paced, started));
             }
             let timer = async {
-                match (wait_until, deadline) {
+                match (wait_until, call.deadline) {
                     (Some(a), Some(d)) => tokio::time::sleep_until(a.min(d)).await,
                     (Some(a), None) => tokio::time::sleep_until(a).await,
                     (None, Some(d)) => tokio::time::sleep_until(d).await,
@@ -460,13 +638,24 @@ impl Pacer {
         }
     }
 
-    /// Admits a call now (under the lock); `place` is its place in the queue.
-    fn grant(&self, s: &mut State, now: Instant, started: Instant, place: u64) -> Permit {
-        let limiting = s.control.limiting(now);
+    /// Admits a call of `endpoint` now (under the lock); `place` is its place in the queue.
+    fn grant(
+        &self,
+        s: &mut State,
+        endpoint: Endpoint,
+        now: Instant,
+        started: Instant,
+        place: u64,
+    ) -> Permit {
+        let limiting = s.limiting(endpoint, now);
         s.in_flight += 1;
         s.seq += 1;
-        s.control.admitted(now);
+        s.token.admitted(now);
         s.backlogged = false;
+        let w = s.way(endpoint, now);
+        w.in_flight += 1;
+        w.backlogged = false;
+        w.control.admitted(now);
         s.tick(now);
         if limiting {
             self.waited(now.saturating_duration_since(started));
@@ -474,6 +663,7 @@ impl Pacer {
         self.publish(s);
         Permit {
             pacer: self.clone(),
+            endpoint,
             seq: s.seq,
             sent_at: now,
             place,
@@ -484,7 +674,7 @@ impl Pacer {
         if paced {
             self.waited(started.elapsed());
         }
-        Denied { paced }
+        Denied::paced(paced)
     }
 
     fn waited(&self, d: Duration) {
@@ -495,27 +685,45 @@ impl Pacer {
         }
     }
 
-    /// Learns from the answer to an admitted call: its outcome and its quota fields.
-    pub fn observe(&self, permit: &Permit, outcome: Outcome, quota: &QuotaInfo) {
+    /// Learns from the answer to an admitted call of `target`: its outcome and its quota
+    /// fields; `hold` is how long the target's values live (its own back-off never outlasts
+    /// them). Says whose a 429 was.
+    pub fn observe(
+        &self,
+        permit: &Permit,
+        target: &TargetKey,
+        outcome: Outcome,
+        quota: &QuotaInfo,
+        hold: Duration,
+    ) -> Charged {
         let now = Instant::now();
-        let (event, told) = {
+        let endpoint = permit.endpoint;
+        let (charged, event, told) = {
             let mut s = self.lock();
             s.tick(now);
             let sent_after = s.seq.saturating_sub(permit.seq);
             let mut changed = false;
             if !quota.is_empty() {
-                changed |= s.control.quota(now, quota, permit.seq, sent_after);
+                changed |= s
+                    .way(endpoint, now)
+                    .control
+                    .quota(now, quota, permit.seq, sent_after);
             }
-            let event = match outcome {
+            let mut event = None;
+            let charged = match outcome {
                 Outcome::Success => {
-                    s.control.succeeded(now);
+                    s.token.succeeded(now);
+                    let w = s.way(endpoint, now);
+                    w.control.succeeded(now);
+                    w.history.push(false);
+                    s.targets.succeeded(target);
                     let took = now.saturating_duration_since(permit.sent_at).as_secs_f64();
                     s.latency = if s.latency == 0.0 {
                         took
                     } else {
                         0.8 * s.latency + 0.2 * took
                     };
-                    None
+                    Charged::Nothing
                 }
                 Outcome::Throttled(retry_after) => {
                     // A 429 that names no wait but says the quota is used up waits for its reset.
@@ -523,33 +731,49 @@ impl Pacer {
                         (Some(0), Some(reset)) => Some(reset),
                         _ => None,
                     });
-                    let was = s.control.rate();
-                    let e = s.control.throttled(now, permit.sent_at, wait);
-                    changed = true;
-                    Some((e, was, wait))
+                    let history = s.way(endpoint, now).history;
+                    match s.targets.throttled(target, &history, now, wait, hold) {
+                        Scope::Target(until) => Charged::Target(until),
+                        Scope::Shared { pause, burst } => {
+                            changed = true;
+                            let (charged, was, e) = self.charge(&mut s, permit, now, pause, burst);
+                            event = Some((e, was, pause, charged));
+                            charged
+                        }
+                    }
                 }
-                Outcome::Other => None,
+                Outcome::Other => {
+                    s.way(endpoint, now).history.push(false);
+                    Charged::Nothing
+                }
             };
             if changed {
-                s.wake_head();
+                s.wake_heads();
             }
             self.publish(&s);
             let told = self.check_fit(&mut s);
-            (event, told)
+            (charged, event, told)
         };
-        if let Some((Event::Cut(rate), was, wait)) = event {
+        if let Some((Event::Cut(rate), was, pause, charged)) = event {
             let tenant = self.shared.tenant.as_str();
-            let pause_ms = wait.map_or(0, |w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+            let pause_ms = pause.map_or(0, |w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX));
+            let scope = if charged == Charged::Token {
+                "token"
+            } else {
+                endpoint.as_str()
+            };
             if was.is_none() {
                 tracing::info!(
                     tenant,
+                    scope,
                     rate = format!("{rate:.2}"),
                     pause_ms,
-                    "the provider rate-limits this token (HTTP 429): calls are paced from now on"
+                    "the provider rate-limits this token (HTTP 429): calls of this scope are paced from now on"
                 );
             } else {
                 tracing::debug!(
                     tenant,
+                    scope,
                     rate = format!("{rate:.2}"),
                     pause_ms,
                     "HTTP 429: pace lowered"
@@ -557,6 +781,44 @@ impl Pacer {
             }
         }
         self.tell(told);
+        charged
+    }
+
+    /// A 429 taken as shared: the token's when its other endpoints were refused too within
+    /// [`TOKEN_SPAN`], else its endpoint's; that scope pauses for `pause`. A scope never limited
+    /// before is first slowed by a `burst` of 429s, not by a lone one (a broken target's first
+    /// answer, before it is known as such).
+    fn charge(
+        &self,
+        s: &mut State,
+        permit: &Permit,
+        now: Instant,
+        pause: Option<Duration>,
+        burst: bool,
+    ) -> (Charged, Option<f64>, Event) {
+        let endpoint = permit.endpoint;
+        let token_wide = s.ways.iter().any(|(e, w)| {
+            *e != endpoint
+                && w.last_shared_429
+                    .is_some_and(|at| now.saturating_duration_since(at) <= TOKEN_SPAN)
+        });
+        let w = s.way(endpoint, now);
+        w.history.push(true);
+        w.last_shared_429 = Some(now);
+        let (control, charged) = if token_wide {
+            (&mut s.token, Charged::Token)
+        } else {
+            (&mut w.control, Charged::Endpoint)
+        };
+        let was = control.rate();
+        if !burst && !control.learned() {
+            if let Some(wait) = pause {
+                control.pause(now, wait);
+            }
+            return (charged, was, Event::Absorbed);
+        }
+        let e = control.throttled(now, permit.sent_at, pause);
+        (charged, was, e)
     }
 
     /// Records what collector `name` needs of the token; `None` when it stops.
@@ -600,32 +862,64 @@ impl Pacer {
         }
     }
 
-    /// When the pause the provider asked for ends, if one is running.
+    /// When the first pause the provider asked for ends (the token's, or one endpoint's), if
+    /// one is running.
     pub fn resumes_at(&self) -> Option<Instant> {
-        self.lock().control.resumes_at(Instant::now())
+        let s = self.lock();
+        let now = Instant::now();
+        std::iter::once(s.token.resumes_at(now))
+            .chain(s.ways.values().map(|w| w.control.resumes_at(now)))
+            .flatten()
+            .min()
     }
 
-    /// The rate the pacer allows now (`None`: unlimited), for tests and the landing page.
+    /// The rate the pacer allows the token now (`None`: unlimited), for tests and the landing
+    /// page.
     pub fn allowed(&self) -> Option<f64> {
-        self.lock().control.allowed()
+        self.lock().allowed()
+    }
+
+    /// Each endpoint's pace as it stands, for the landing page.
+    pub fn endpoints(&self) -> Vec<EndpointPace> {
+        let s = self.lock();
+        endpoint_paces(&s, Instant::now())
+    }
+
+    /// At most `limit` targets backing off on their own now: endpoint, target, until when,
+    /// soonest first.
+    pub fn backing_off(&self, limit: usize) -> Vec<(Endpoint, String, Instant)> {
+        self.lock().targets.list_own(Instant::now(), limit)
+    }
+
+    /// Until when `target` backs off on its own, if it does.
+    pub fn backing_off_until(&self, target: &TargetKey) -> Option<Instant> {
+        let s = self.lock();
+        s.targets
+            .backing_off(target, Instant::now())
+            .filter(|b| b.own)
+            .map(|b| b.until)
+    }
+
+    /// Forgets the targets a reload removed: only those `keep` names stay on record.
+    pub fn retain_targets(&self, keep: impl Fn(&TargetKey) -> bool) {
+        let mut s = self.lock();
+        s.targets.retain(keep);
+        self.publish(&s);
     }
 
     /// Puts the current figures on the tenant's series.
     fn publish(&self, s: &State) {
         let t = &self.shared.observer;
         let now = Instant::now();
-        t.set_pacer(
-            &self.shared.tenant,
-            s.control.allowed(),
-            s.demand(),
-            s.control.paused(now),
-        );
+        t.set_pacer(&self.shared.tenant, s.allowed(), s.demand(), s.paused(now));
+        t.set_endpoint_paces(&self.shared.tenant, &endpoint_paces(s, now));
     }
 
     /// Compares the fleet's needs with the allowed rate; what to tell if the fit changed and
     /// has held long enough.
     fn check_fit(&self, s: &mut State) -> Option<Told> {
         let now = Instant::now();
+        s.targets.forget_now(now);
         let fit = s.fit_now();
         if fit != s.fit {
             s.fit = fit;
@@ -644,12 +938,15 @@ impl Pacer {
         if fit == Fit::Fits && was == Fit::Fits {
             return None;
         }
-        let allowed = s.control.allowed();
         let needed = s.demand();
-        let allowed = allowed.unwrap_or(f64::INFINITY);
+        let f = s.overload();
+        let allowed = if f > 0.0 {
+            needed / f
+        } else {
+            s.allowed().unwrap_or(f64::INFINITY)
+        };
         Some(match fit {
             Fit::Over(intervals) => {
-                let f = needed / allowed;
                 let fitting = s
                     .demand
                     .iter()
@@ -700,6 +997,19 @@ impl Pacer {
     }
 }
 
+/// Each endpoint's pace in `s` at `now`.
+fn endpoint_paces(s: &State, now: Instant) -> Vec<EndpointPace> {
+    s.ways
+        .iter()
+        .map(|(e, w)| EndpointPace {
+            endpoint: *e,
+            allowed: w.control.allowed(),
+            paused: w.control.paused(now),
+            backing_off: s.targets.own(*e),
+        })
+        .collect()
+}
+
 impl Permit {
     /// When the call went out.
     pub fn sent_at(&self) -> Instant {
@@ -716,31 +1026,57 @@ impl Permit {
 mod tests {
     use super::*;
 
+    const E: Endpoint = Endpoint::new("delivery_account");
+    const HOLD: Duration = Duration::from_secs(300);
+
     fn pacer(concurrency: usize, ceiling: Option<f64>) -> Pacer {
         Pacer::new(
             TenantName::default(),
             concurrency,
             ceiling,
+            BTreeMap::new(),
             Arc::new(crate::upstream::observe::Nothing),
         )
+    }
+
+    fn key(target: &str) -> TargetKey {
+        (E, target.to_owned())
+    }
+
+    /// A call of one target of [`E`].
+    async fn admit(
+        p: &Pacer,
+        urgent: bool,
+        rank: Rank,
+        place: Option<u64>,
+        deadline: Option<Instant>,
+    ) -> Result<Permit, Denied> {
+        let target = key("t");
+        p.admit(Call {
+            target: &target,
+            urgent,
+            rank,
+            place,
+            deadline,
+        })
+        .await
     }
 
     #[tokio::test(start_paused = true)]
     async fn calls_beyond_the_concurrency_wait_for_a_slot_and_time_out_without_a_pace() {
         let p = pacer(2, None);
-        let a = p.admit(false, None, None, None).await.unwrap();
-        let _b = p.admit(false, None, None, None).await.unwrap();
+        let a = admit(&p, false, None, None, None).await.unwrap();
+        let _b = admit(&p, false, None, None, None).await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(1);
-        let denied = p
-            .admit(false, None, None, Some(deadline))
+        let denied = admit(&p, false, None, None, Some(deadline))
             .await
             .err()
             .unwrap();
-        assert_eq!(denied, Denied { paced: false });
+        assert_eq!(denied, Denied::paced(false));
         assert_eq!(Instant::now(), deadline);
         drop(a);
         assert!(
-            p.admit(false, None, None, Some(Instant::now()))
+            admit(&p, false, None, None, Some(Instant::now()))
                 .await
                 .is_ok()
         );
@@ -752,7 +1088,7 @@ mod tests {
         let t0 = Instant::now();
         let mut sent = Vec::new();
         for _ in 0..5 {
-            let permit = p.admit(false, None, None, None).await.unwrap();
+            let permit = admit(&p, false, None, None, None).await.unwrap();
             sent.push(permit.sent_at() - t0);
         }
         // 100 ms apart (the first catches up one slot).
@@ -760,8 +1096,8 @@ mod tests {
         let d = Instant::now() + Duration::from_millis(10);
         let before = Instant::now();
         assert_eq!(
-            p.admit(false, None, None, Some(d)).await.err(),
-            Some(Denied { paced: true })
+            admit(&p, false, None, None, Some(d)).await.err(),
+            Some(Denied::paced(true))
         );
         assert_eq!(
             Instant::now(),
@@ -773,13 +1109,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn urgent_calls_go_first_then_the_oldest_data_then_the_order_of_arrival() {
         let p = pacer(1, Some(10.0));
-        let first = p.admit(false, None, None, None).await.unwrap();
+        let first = admit(&p, false, None, None, None).await.unwrap();
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
         for i in 0..5 {
             let (p, order) = (p.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
-                let _permit = p.admit(false, None, None, None).await.unwrap();
+                let _permit = admit(&p, false, None, None, None).await.unwrap();
                 order.lock().unwrap().push(i);
             }));
             tokio::task::yield_now().await;
@@ -790,14 +1126,14 @@ mod tests {
             let (p, order) = (p.clone(), order.clone());
             let rank = Some(t0 - Duration::from_secs(age));
             tasks.push(tokio::spawn(async move {
-                let _permit = p.admit(false, rank, None, None).await.unwrap();
+                let _permit = admit(&p, false, rank, None, None).await.unwrap();
                 order.lock().unwrap().push(i);
             }));
             tokio::task::yield_now().await;
         }
         let (p2, order2) = (p.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
-            let _permit = p2.admit(true, None, None, None).await.unwrap();
+            let _permit = admit(&p2, true, None, None, None).await.unwrap();
             order2.lock().unwrap().push(99);
         }));
         tokio::task::yield_now().await;
@@ -811,16 +1147,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_call_back_after_a_429_keeps_its_place_among_equals() {
         let p = pacer(1, Some(10.0));
-        let first = p.admit(false, None, None, None).await.unwrap();
+        let first = admit(&p, false, None, None, None).await.unwrap();
         let place = first.place();
         drop(first);
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
-        let held = p.admit(false, None, None, None).await.unwrap();
+        let held = admit(&p, false, None, None, None).await.unwrap();
         for i in 0..3 {
             let (p, order) = (p.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
-                let _permit = p.admit(false, None, None, None).await.unwrap();
+                let _permit = admit(&p, false, None, None, None).await.unwrap();
                 order.lock().unwrap().push(i);
             }));
             tokio::task::yield_now().await;
@@ -828,7 +1164,7 @@ mod tests {
         // The first call comes back (its answer was 429): it goes before the later ones.
         let (p2, order2) = (p.clone(), order.clone());
         tasks.push(tokio::spawn(async move {
-            let _permit = p2.admit(false, None, Some(place), None).await.unwrap();
+            let _permit = admit(&p2, false, None, Some(place), None).await.unwrap();
             order2.lock().unwrap().push(99);
         }));
         tokio::task::yield_now().await;
@@ -842,60 +1178,328 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_paced_call_is_not_started_when_its_deadline_leaves_no_time_for_an_answer() {
         let p = pacer(4, Some(10.0));
-        let permit = p.admit(false, None, None, None).await.unwrap();
+        let permit = admit(&p, false, None, None, None).await.unwrap();
         // Answers take 300 ms.
         tokio::time::advance(Duration::from_millis(300)).await;
-        p.observe(&permit, Outcome::Success, &QuotaInfo::default());
+        p.observe(
+            &permit,
+            &key("t"),
+            Outcome::Success,
+            &QuotaInfo::default(),
+            HOLD,
+        );
         drop(permit);
         // The next turn is now, but only 100 ms are left: not started, deferred.
         let d = Instant::now() + Duration::from_millis(100);
         assert_eq!(
-            p.admit(false, None, None, Some(d)).await.err(),
-            Some(Denied { paced: true })
+            admit(&p, false, None, None, Some(d)).await.err(),
+            Some(Denied::paced(true))
         );
         let d = Instant::now() + Duration::from_secs(1);
-        assert!(p.admit(false, None, None, Some(d)).await.is_ok());
+        assert!(admit(&p, false, None, None, Some(d)).await.is_ok());
+    }
+
+    /// A call of `target` on `endpoint`, answered with `outcome` at once.
+    async fn answered(p: &Pacer, endpoint: Endpoint, target: &str, outcome: Outcome) -> Charged {
+        let target = (endpoint, target.to_owned());
+        let permit = p
+            .admit(Call {
+                target: &target,
+                urgent: false,
+                rank: None,
+                place: None,
+                deadline: None,
+            })
+            .await
+            .unwrap();
+        p.observe(&permit, &target, outcome, &QuotaInfo::default(), HOLD)
+    }
+
+    const RETRY_3S: Outcome = Outcome::Throttled(Some(Duration::from_secs(3)));
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_only_its_call() {
+        let p = pacer(4, None);
+        for i in 0..20 {
+            answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
+        }
+        // A first lone 429, nothing known yet: the endpoint pauses, briefly.
+        assert_eq!(answered(&p, E, "a", RETRY_3S).await, Charged::Endpoint);
+        let resumes = p.resumes_at().unwrap();
+        assert!(resumes - Instant::now() <= shape::MAX_UNPROVEN_PAUSE);
+        tokio::time::sleep_until(resumes).await;
+        for i in 0..20 {
+            answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
+        }
+        // Refused again while its neighbours succeed: its own, and no one else pauses.
+        assert!(matches!(
+            answered(&p, E, "a", RETRY_3S).await,
+            Charged::Target(_)
+        ));
+        assert_eq!(p.resumes_at(), None);
+        // With a broken target known, another target's first lone 429 only makes it wait.
+        assert_eq!(answered(&p, E, "b", RETRY_3S).await, Charged::Endpoint);
+        assert_eq!(p.resumes_at(), None);
+        let d = Instant::now() + Duration::from_secs(1);
+        let refused = p
+            .admit(Call {
+                target: &key("b"),
+                urgent: false,
+                rank: None,
+                place: None,
+                deadline: Some(d),
+            })
+            .await
+            .err()
+            .unwrap();
+        assert!(refused.backing_off && !refused.own, "{refused:?}");
+        assert_eq!(refused.told, Some(Duration::from_secs(3)));
+        // A burst: every call of the endpoint waits.
+        for t in ["c", "d", "e"] {
+            answered(&p, E, t, RETRY_3S).await;
+        }
+        assert!(p.resumes_at().is_some());
+        let t = Instant::now();
+        let _next = admit(&p, false, None, None, None).await.unwrap();
+        assert!(Instant::now() - t >= Duration::from_secs(3));
+        p.observe(&_next, &key("t"), RETRY_3S, &QuotaInfo::default(), HOLD);
+        for t in ["f", "g"] {
+            answered(&p, E, t, RETRY_3S).await;
+        }
+        // Within a deadline shorter than the pause: refused at once, as paced.
+        let d = Instant::now() + Duration::from_secs(1);
+        assert_eq!(
+            admit(&p, false, None, None, Some(d)).await.err(),
+            Some(Denied::paced(true))
+        );
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_retry_after_pauses_every_call_of_the_token() {
+    async fn a_target_refused_again_and_again_backs_off_alone_and_slows_no_one() {
         let p = pacer(4, None);
-        let permit = p.admit(false, None, None, None).await.unwrap();
-        p.observe(
-            &permit,
-            Outcome::Throttled(Some(Duration::from_secs(3))),
-            &QuotaInfo::default(),
-        );
-        drop(permit);
+        for round in 0..5 {
+            for i in 0..20 {
+                answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
+            }
+            let charged = answered(&p, E, "bad", RETRY_3S).await;
+            if round == 0 {
+                assert_eq!(charged, Charged::Endpoint, "one 429 says nothing yet");
+            } else {
+                assert!(
+                    matches!(charged, Charged::Target(_)),
+                    "{round}: {charged:?}"
+                );
+            }
+            tokio::time::advance(Duration::from_secs(4)).await;
+        }
+        let rate_after_first = p.endpoints()[0].allowed;
+        assert_eq!(p.resumes_at(), None, "no pause of anyone else");
+        assert_eq!(p.endpoints()[0].backing_off, 1);
+        assert_eq!(p.backing_off(10).len(), 0, "its wait is over");
+        // Its own 429s cut nothing more: the others go at once.
         let t = Instant::now();
-        assert!(p.resumes_at().is_some());
-        let _next = p.admit(false, None, None, None).await.unwrap();
-        assert!(Instant::now() - t >= Duration::from_secs(3));
-        // Within a deadline shorter than the pause: refused at once, as paced.
-        p.observe(
-            &_next,
-            Outcome::Throttled(Some(Duration::from_secs(3))),
-            &QuotaInfo::default(),
+        for i in 0..20 {
+            answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
+        }
+        assert!(Instant::now() - t <= Duration::from_millis(200));
+        assert!(p.endpoints()[0].allowed >= rate_after_first, "no cut");
+        // Refused again: it backs off, and says so at its deadline.
+        answered(&p, E, "bad", Outcome::Throttled(None)).await;
+        let d = Instant::now() + Duration::from_millis(500);
+        let refused = p
+            .admit(Call {
+                target: &key("bad"),
+                urgent: false,
+                rank: None,
+                place: None,
+                deadline: Some(d),
+            })
+            .await
+            .err()
+            .unwrap();
+        assert!(refused.backing_off && refused.own);
+        assert_eq!(p.backing_off(10).len(), 1);
+        // Removed from the config: forgotten.
+        p.retain_targets(|k| k.1 != "bad");
+        assert_eq!(p.endpoints()[0].backing_off, 0);
+        assert_eq!(p.backing_off(10).len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_that_stays_on_one_endpoint_paces_that_endpoint_only() {
+        let p = pacer(8, None);
+        let stats = Endpoint::new("tracemail_daily");
+        for i in 0..30 {
+            answered(&p, E, &format!("a{i}"), Outcome::Success).await;
+            answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
+        }
+        for i in 0..4 {
+            let charged = answered(&p, stats, &format!("s{i}"), Outcome::Throttled(None)).await;
+            assert_eq!(charged, Charged::Endpoint);
+        }
+        let paces: BTreeMap<_, _> = p
+            .endpoints()
+            .into_iter()
+            .map(|e| (e.endpoint.as_str(), e.allowed))
+            .collect();
+        assert!(paces["tracemail_daily"].is_some(), "{paces:?}");
+        assert_eq!(paces["delivery_account"], None, "{paces:?}");
+        // The free endpoint's calls go at once, however slow the limited one is.
+        let t = Instant::now();
+        for i in 0..50 {
+            answered(&p, E, &format!("a{i}"), Outcome::Success).await;
+        }
+        assert_eq!(Instant::now(), t);
+        // 429s on both endpoints within a short time: the token's limit, slowed at a burst.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        for i in 0..4 {
+            let charged = answered(&p, E, &format!("a{i}"), Outcome::Throttled(None)).await;
+            assert_eq!(charged, Charged::Token);
+        }
+        assert!(p.lock().token.rate().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_endpoint_ceiling_from_the_config_paces_that_endpoint_only() {
+        let ceilings = BTreeMap::from([("tracemail_daily".to_owned(), 2.0)]);
+        let p = Pacer::new(
+            TenantName::default(),
+            8,
+            None,
+            ceilings,
+            Arc::new(crate::upstream::observe::Nothing),
         );
-        let d = Instant::now() + Duration::from_secs(1);
-        assert_eq!(
-            p.admit(false, None, None, Some(d)).await.err(),
-            Some(Denied { paced: true })
+        let stats = Endpoint::new("tracemail_daily");
+        let t = Instant::now();
+        for i in 0..5 {
+            answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
+        }
+        assert!(Instant::now() - t >= Duration::from_millis(1500));
+        let t = Instant::now();
+        for i in 0..50 {
+            answered(&p, E, &format!("a{i}"), Outcome::Success).await;
+        }
+        assert_eq!(Instant::now(), t);
+        p.configure(8, None, BTreeMap::new());
+        let t = Instant::now();
+        for i in 0..5 {
+            answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
+        }
+        assert!(
+            Instant::now() - t <= Duration::from_millis(500),
+            "lifted by a reload"
         );
+    }
+
+    /// A provider of these tests: a token bucket answering after `latency`.
+    struct Provider {
+        rate: f64,
+        burst: f64,
+        tokens: f64,
+        at: Instant,
+        answered: u64,
+        throttled: u64,
+    }
+
+    impl Provider {
+        fn take(&mut self, now: Instant) -> bool {
+            let dt = now.saturating_duration_since(self.at).as_secs_f64();
+            self.tokens = (self.tokens + dt * self.rate).min(self.burst);
+            self.at = now;
+            if self.tokens >= 1.0 {
+                self.tokens -= 1.0;
+                self.answered += 1;
+                true
+            } else {
+                self.throttled += 1;
+                false
+            }
+        }
+    }
+
+    /// `n` targets polled once each through `p` (as many at once as the client's window
+    /// allows), each call answered after 50 ms by a token bucket of `rate` and `burst`, a
+    /// refused call coming back at its next turn; how long until every target had its answer,
+    /// and the share of calls refused.
+    async fn cold_start(p: &Pacer, n: usize, rate: f64, burst: f64) -> (Duration, f64) {
+        let provider = Arc::new(Mutex::new(Provider {
+            rate,
+            burst,
+            tokens: burst,
+            at: Instant::now(),
+            answered: 0,
+            throttled: 0,
+        }));
+        let t0 = Instant::now();
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let (p, provider) = (p.clone(), provider.clone());
+            set.spawn(async move {
+                let target = key(&i.to_string());
+                let mut place = None;
+                loop {
+                    let permit = p
+                        .admit(Call {
+                            target: &target,
+                            urgent: false,
+                            rank: None,
+                            place,
+                            deadline: None,
+                        })
+                        .await
+                        .unwrap();
+                    place = Some(permit.place());
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let ok = provider.lock().unwrap().take(Instant::now());
+                    let outcome = if ok {
+                        Outcome::Success
+                    } else {
+                        Outcome::Throttled(None)
+                    };
+                    p.observe(&permit, &target, outcome, &QuotaInfo::default(), HOLD);
+                    if ok {
+                        return;
+                    }
+                }
+            });
+        }
+        while set.join_next().await.is_some() {}
+        let pr = provider.lock().unwrap();
+        let share = pr.throttled as f64 / (pr.answered + pr.throttled) as f64;
+        (Instant::now() - t0, share)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn from_a_cold_start_every_target_is_answered_within_one_and_a_half_n_over_rate_whatever_the_burst()
+     {
+        for burst in [1.0, 5.0, 60.0] {
+            let p = pacer(16, None);
+            let (took, _) = cold_start(&p, 600, 60.0, burst).await;
+            let bound = Duration::from_secs_f64(1.5 * 600.0 / 60.0);
+            assert!(took <= bound, "burst {burst}: {took:?} against {bound:?}");
+            // Learned: the next refresh within 1.2x N / rate, with few 429s.
+            let (took, share) = cold_start(&p, 600, 60.0, burst).await;
+            let bound = Duration::from_secs_f64(1.2 * 600.0 / 60.0);
+            assert!(
+                took <= bound,
+                "burst {burst}, learned: {took:?} against {bound:?}"
+            );
+            assert!(share <= 0.05, "burst {burst}: {share:.3} of calls refused");
+        }
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_waiter_passes_its_turn_on() {
         let p = pacer(1, None);
-        let held = p.admit(false, None, None, None).await.unwrap();
+        let held = admit(&p, false, None, None, None).await.unwrap();
         let waiting = {
             let p = p.clone();
-            tokio::spawn(async move { p.admit(false, None, None, None).await.map(|_| ()) })
+            tokio::spawn(async move { admit(&p, false, None, None, None).await.map(|_| ()) })
         };
         tokio::task::yield_now().await;
         let behind = {
             let p = p.clone();
-            tokio::spawn(async move { p.admit(false, None, None, None).await.map(|_| ()) })
+            tokio::spawn(async move { admit(&p, false, None, None, None).await.map(|_| ()) })
         };
         tokio::task::yield_now().await;
         waiting.abort();

@@ -140,7 +140,8 @@ pub struct Cli {
 
     /// In demo mode, the simulated provider rate-limits the demo token to this many requests
     /// per second, as real providers do without saying how (429 with Retry-After past it), and
-    /// the exporter learns the limit; try 2 to see a fleet that does not fit, 0 for no limit.
+    /// its daily statistics endpoint to half of that on its own; the exporter learns both
+    /// limits; try 2 to see a fleet that does not fit, 0 for no limit.
     /// It can be changed at runtime through the simulator's /_sim/rate_limit (logged at start).
     #[arg(
         long = "demo.rate-limit",

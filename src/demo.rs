@@ -1,6 +1,7 @@
 //! Demo mode: the simulator with its demo fleet on a loopback port, a traffic generator
 //! sending through it so that quota moves, and the exporter against it on short intervals.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -8,7 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, AppError, WebOptions};
 use crate::config::Config;
-use mailhost_sim::{DemoTargets, RateLimit, SimConfig, Simulator, traffic};
+
+use mailhost_sim::{DemoTargets, RateLimit, Route, SimConfig, Simulator, traffic};
 
 /// The simulator's management token in demo mode; it never leaves this process.
 const DEMO_TOKEN: &str = "demo-management-token";
@@ -37,12 +39,16 @@ pub async fn run(
         let rate = rate_limit;
         sim.set_rate_limit(None, Some(RateLimit::per_second(rate)))
             .map_err(|e| std::io::Error::other(format!("--demo.rate-limit: {e}")))?;
+        // And the daily statistics on their own, at half of it.
+        let daily = RateLimit::per_second((rate / 2.0).max(0.1));
+        sim.set_route_rate_limit(None, Route::TracemailDaily, Some(daily))
+            .map_err(|e| std::io::Error::other(format!("--demo.rate-limit: {e}")))?;
         // The demo token is well known and the simulator listens on loopback only.
         tracing::info!(
             rate,
             change = %format!("curl -X PUT -H 'X-Api-Token: {DEMO_TOKEN}' -d '{{\"rate\": 5}}' {sim_url}/_sim/rate_limit"),
             lift = %format!("curl -X DELETE -H 'X-Api-Token: {DEMO_TOKEN}' {sim_url}/_sim/rate_limit"),
-            "demo mode: the simulated provider rate-limits the demo token (429 with Retry-After past it)"
+            "demo mode: the simulated provider rate-limits the demo token (429 with Retry-After past it), and its daily statistics at half of that; the config states both limits as a contract would (rate_limit, endpoint_rate_limits)"
         );
     }
     let sim_task = tokio::spawn(sim.serve(listener, shutdown.clone()));
@@ -60,7 +66,19 @@ pub async fn run(
     } else {
         "http"
     };
-    let config = config(&sim_url, DEMO_TOKEN, &targets);
+    let mut config = config(&sim_url, DEMO_TOKEN, &targets);
+    if rate_limit > 0.0 {
+        // The demo token's contract states both limits, as some providers' contracts do: the
+        // pacer never goes past them (`rate_limit`, `endpoint_rate_limits`), and learns lower
+        // ones from the answers when they are lowered at runtime.
+        let daily = BTreeMap::from([("tracemail_daily".to_owned(), (rate_limit / 2.0).max(0.1))]);
+        for api in
+            std::iter::once(&mut config.api).chain(config.tenants.iter_mut().map(|t| &mut t.api))
+        {
+            api.rate_limit = Some(rate_limit);
+            api.endpoint_rate_limits = daily.clone();
+        }
+    }
     let app = App::build(config, web).await?.with_demo_mode();
     let addr = app.local_addr();
     let host = if addr.ip().is_unspecified() {

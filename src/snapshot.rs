@@ -241,11 +241,17 @@ impl Snapshot {
         let mut next: Option<Timestamp> = None;
         for shared in self.collectors.values_mut() {
             // A target waiting for its turn keeps its values longer while its tenant's fleet does
-            // not fit the rate limit; one whose turn came and failed has `max_age`, as always.
+            // not fit the rate limit; so does one that met a 429 of the token's or endpoint's
+            // pace and had no turn left (it waits for the token, not for a fault of its own).
+            // One whose turn came and failed for a reason of its own has `max_age`, as always.
             let waiting = shared.max_age();
             let failing = shared.schedule.max_age;
             let max_age_of = |t: &TargetState| {
-                if t.last_ok == Some(false) {
+                let own_fault = t
+                    .last_error
+                    .as_ref()
+                    .is_none_or(|e| e.reason != FailureReason::RateLimited || e.own);
+                if t.last_ok == Some(false) && own_fault {
                     failing
                 } else {
                     waiting
@@ -354,6 +360,49 @@ mod tests {
                 .data
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_target_that_met_the_tokens_429_waits_as_a_deferred_one_and_one_refused_on_its_own_does_not()
+     {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let key = (CollectorName::DeliveryAccount, TenantName::default());
+        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
+        let waiting = CollectorSpec {
+            keep_for: Some(Duration::from_secs(80)),
+            ..spec()
+        };
+        let own = UpstreamError {
+            own: true,
+            ..err(FailureReason::RateLimited)
+        };
+        s.apply_run(
+            &waiting,
+            vec![
+                (
+                    Target::DeliveryAccount(1),
+                    Err(err(FailureReason::RateLimited)),
+                ),
+                (Target::DeliveryAccount(2), Err(own)),
+            ],
+            Duration::ZERO,
+            t0 + jiff::SignedDuration::from_secs(20),
+        );
+        // At 40 s: past max_age (30 s), within the fleet's wait (80 s).
+        s.expire(t0 + jiff::SignedDuration::from_secs(40));
+        let c = &s.collectors[&key];
+        let data = |id| {
+            c.target(&Target::DeliveryAccount(id))
+                .unwrap()
+                .data
+                .is_some()
+        };
+        assert!(
+            data(1),
+            "a shared 429 and no turn left: it waits for the token"
+        );
+        assert!(!data(2), "its own 429s: max_age, as any failure of its own");
     }
 
     #[test]

@@ -7,7 +7,9 @@
 use std::time::{Duration, Instant};
 
 use mailhost_exporter::config::Config;
-use mailhost_sim::{AccountSeed, ManagementToken, RateLimit, SimConfig, Simulator, TokenRateLimit};
+use mailhost_sim::{
+    AccountSeed, FaultSpec, ManagementToken, RateLimit, Route, SimConfig, Simulator, TokenRateLimit,
+};
 
 use crate::helpers::{Exporter, must, spawn_exporter, spawn_sim_with, value};
 
@@ -452,4 +454,152 @@ async fn a_429_never_opens_a_circuit_and_a_reload_keeps_what_the_pacer_learned()
         "the reload forgot the learned rate {learned}: {kept:?}"
     );
     assert_eq!(must(&body, open), 0.0);
+}
+
+#[tokio::test]
+async fn a_limit_on_one_endpoint_and_an_account_refused_on_its_own_slow_only_themselves_and_show_where()
+ {
+    let ids: Vec<i32> = (1..=8).collect();
+    let sim = spawn_sim_with(sim_config(&[("shaped-token", ids.clone())], &[])).await;
+    // The daily statistics (two calls per account) at 8 a second; the account endpoint free.
+    sim.sim
+        .set_route_rate_limit(
+            Some("shaped-token"),
+            Route::TracemailDaily,
+            Some(limit(8.0, 8.0)),
+        )
+        .unwrap();
+    // Account 7 answers 429 to every account call, with Retry-After: 1.
+    sim.sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            rate_limit_rate: 1.0,
+            retry_after_secs: 1,
+            only_ids: Some(vec!["7".into()]),
+            ..FaultSpec::default()
+        },
+    );
+    let list: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let list = list.join(", ");
+    let every = "interval: 4s\n    deadline: 3500ms\n    max_age: 30s";
+    let yaml = format!(
+        "api:\n  base_url: {}\n  timeout: 2s\ncollectors:\n  delivery_account:\n    {every}\n  tracemail_daily:\n    {every}\n    timezone: Europe/Rome\ntenants:\n  - name: shaped\n    token_env: SHAPED\n    collectors:\n      delivery_account:\n        accounts: [{list}]\n      tracemail_daily:\n        accounts: [{list}]\n",
+        sim.url,
+    );
+    let exporter = spawn_exporter(parse(&yaml)).await;
+    let throttled =
+        "mailhost_api_throttled_targets{tenant=\"shaped\",endpoint=\"delivery_account\"}";
+    let stats_paced = |b: &str| {
+        ["tracemail_daily", "tracemail_domains_rank"]
+            .iter()
+            .any(|e| {
+                value(
+                    b,
+                    &format!(
+                        "mailhost_api_pacer_endpoint_rate{{tenant=\"shaped\",endpoint=\"{e}\"}}"
+                    ),
+                )
+                .is_some()
+            })
+    };
+    exporter
+        .scrape_until(
+            "the broken account known as such, the statistics paced",
+            |b| value(b, throttled) == Some(1.0) && stats_paced(b),
+        )
+        .await;
+    // Two more runs of each: the account endpoint is neither paced nor paused, the token not
+    // limited as a whole, and every healthy account keeps its values.
+    let daily =
+        |series: &str| format!("{series}{{tenant=\"shaped\",collector=\"tracemail_daily\"}}");
+    let mut seen = value(
+        &exporter.scrape().await,
+        &daily("mailhost_collector_last_success_timestamp_seconds"),
+    );
+    for _ in 0..2 {
+        let body = exporter
+            .scrape_until("another run of both collectors", |b| {
+                let now = value(
+                    b,
+                    &daily("mailhost_collector_last_success_timestamp_seconds"),
+                );
+                now.is_some() && now != seen
+            })
+            .await;
+        seen = value(
+            &body,
+            &daily("mailhost_collector_last_success_timestamp_seconds"),
+        );
+    }
+    let healthy = "mailhost_target_last_success_timestamp_seconds{tenant=\"shaped\",collector=\"delivery_account\",target=\"1\"}";
+    let another_run = async |what: &str| {
+        let seen = value(&exporter.scrape().await, healthy);
+        exporter
+            .scrape_until(what, |b| {
+                value(b, healthy).is_some() && value(b, healthy) != seen
+            })
+            .await
+    };
+    let body = another_run("another run of delivery_account").await;
+    assert!(
+        value(
+            &body,
+            "mailhost_api_pacer_endpoint_rate{tenant=\"shaped\",endpoint=\"delivery_account\"}"
+        )
+        .is_none(),
+        "the free endpoint was paced:\n{body}"
+    );
+    assert_eq!(
+        must(
+            &body,
+            "mailhost_api_pacer_endpoint_paused{tenant=\"shaped\",endpoint=\"delivery_account\"}"
+        ),
+        0.0
+    );
+    assert!(value(&body, &pacer("mailhost_api_pacer_rate", "shaped")).is_none());
+    for id in ids.iter().filter(|&&id| id != 7) {
+        assert!(value(&body, &remaining("shaped", *id)).is_some(), "{id}");
+    }
+    assert_eq!(must(&body, throttled), 1.0);
+    let free_took = must(
+        &body,
+        &collector("mailhost_collector_duration_seconds", "shaped"),
+    );
+    let stats_took = must(&body, &daily("mailhost_collector_duration_seconds"));
+    assert!(
+        free_took * 3.0 < stats_took,
+        "the free collector's run took {free_took}s beside the paced one's {stats_took}s"
+    );
+    // The broken account costs about one call per back-off, not one per turn.
+    let before = sim.sim.hits("/api/delivery/accounts/7");
+    another_run("a run of delivery_account").await;
+    another_run("a second run of delivery_account").await;
+    let calls = sim.sim.hits("/api/delivery/accounts/7") - before;
+    assert!(
+        calls <= 4,
+        "{calls} calls of the broken account in two runs"
+    );
+    // Where it shows: the landing page and the debug view.
+    let page = exporter.get("/").await.text().await.unwrap();
+    assert!(page.contains("Pace at the provider"), "{page}");
+    assert!(
+        page.contains(
+            "<td>shaped</td><td>free</td><td>delivery_account</td><td>free</td><td>1</td>"
+        ),
+        "{page}"
+    );
+    let debug = exporter
+        .get("/probe?tenant=shaped&target=7&debug=true")
+        .await
+        .text()
+        .await
+        .unwrap();
+    for want in [
+        "Pace of the token: not limited",
+        "Endpoint delivery_account: not limited; 1 target(s) refused on their own",
+        "Reason: rate_limited",
+        "refused",
+    ] {
+        assert!(debug.contains(want), "debug lacks {want:?}:\n{debug}");
+    }
 }

@@ -476,7 +476,7 @@ impl Client {
                 // Its own 429s: a failure of its own. The Retry-After of a lone 429, not known
                 // as its own: the shared pace's doing, deferred as a call the pace gave no turn.
                 let detail = if denied.own {
-                    "not called: this target's own HTTP 429s (its neighbours on the same endpoint succeed) keep it backing off past the collector deadline; it alone waits, no other target is slowed"
+                    "not called: this target's own HTTP 429s (its neighbours on the same endpoint succeed) keep it backing off; it alone waits, no other target is slowed, and it is tried again at the first run after its back-off"
                 } else {
                     "not called: the Retry-After of this target's last HTTP 429 outlasts the collector deadline; it goes first next run"
                 };

@@ -18,6 +18,7 @@ use jiff::Timestamp;
 
 use crate::collector::{CollectorName, Target};
 use crate::metrics;
+use crate::metrics::self_metrics::PaceView;
 use crate::redact::{quote, redact, shorten};
 use crate::snapshot::{CollectorState, Snapshot, TargetState};
 use crate::tenant::TenantName;
@@ -97,8 +98,8 @@ fn names() -> String {
         .join(", ")
 }
 
-/// The debug answer for `asked` from `snapshot`.
-pub(super) fn answer(snapshot: &Snapshot, asked: &Asked) -> Response {
+/// The debug answer for `asked` from `snapshot`, with the pace of its tenant's token.
+pub(super) fn answer(snapshot: &Snapshot, asked: &Asked, paces: &[PaceView]) -> Response {
     let now = Timestamp::now();
     let mut out = String::new();
     let tenant = if asked.tenant.is_default() {
@@ -114,6 +115,7 @@ pub(super) fn answer(snapshot: &Snapshot, asked: &Asked) -> Response {
         quote(&asked.target),
         when(Some(now)),
     );
+    pace(&mut out, paces);
     let mut view = Snapshot::default();
     let mut found = 0;
     for (collector, state) in targets(snapshot, asked) {
@@ -166,6 +168,28 @@ fn targets<'a>(
             };
             state.map(|s| (c.as_ref(), s))
         })
+}
+
+/// The pace of the token and of each endpoint it called, and how many targets of each back off
+/// on their own.
+fn pace(out: &mut String, paces: &[PaceView]) {
+    let Some(p) = paces.first() else {
+        return;
+    };
+    let rate = |allowed: Option<f64>, paused: bool| {
+        let r = allowed.map_or("not limited".to_owned(), |r| format!("{r:.2} requests/s"));
+        if paused { format!("{r}, paused") } else { r }
+    };
+    let _ = writeln!(out, "\nPace of the token: {}", rate(p.allowed, p.paused));
+    for e in &p.endpoints {
+        let _ = writeln!(
+            out,
+            "  Endpoint {}: {}; {} target(s) refused on their own, each backing off alone",
+            e.endpoint,
+            rate(e.allowed, e.paused),
+            e.backing_off
+        );
+    }
 }
 
 fn describe(out: &mut String, collector: &CollectorState, t: &TargetState) {

@@ -11,7 +11,7 @@ use axum::response::Response;
 use jiff::Timestamp;
 
 use super::{AppState, html};
-use crate::metrics::self_metrics::BuildInfo;
+use crate::metrics::self_metrics::{BuildInfo, PaceView};
 use crate::snapshot::{CollectorState, TargetState};
 
 /// Target rows shown per collector; the rest are counted, and are all on `/metrics`. A fleet
@@ -24,6 +24,9 @@ pub const MAX_COLLECTOR_ROWS: usize = 100;
 
 /// Target rows of the whole page at most.
 pub const MAX_PAGE_TARGET_ROWS: usize = 2000;
+
+/// Tenants whose pace is shown at most (the limited ones; the others are counted).
+pub const MAX_PACE_ROWS: usize = 100;
 
 /// What the landing page says about the provider polled: its address, redacted (no userinfo,
 /// query or fragment), whether it is the built-in simulator of demo mode, and which shard of
@@ -125,6 +128,7 @@ pub async fn page(
             "<tr class=\"more\"><td colspan=\"6\">\u{2026} and {hidden} more collectors; failing ones are listed first (see <a href=\"{path}\">{path}</a>)</td></tr>",
         );
     }
+    let paces = paces(&state.telemetry.paces(None, usize::MAX));
     let upstream = match upstream {
         Some(Extension(u)) => {
             let u = u.load();
@@ -150,13 +154,87 @@ pub async fn page(
          <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}tr.collector{{background:#f4f4f4}}tr.failed{{background:#fdecea}}</style></head>\
          <body><h1>mailhost_exporter</h1><p>Version {} (revision {}, {})</p>{upstream}\
          <ul><li><a href=\"{path}\">Metrics</a></li><li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li><li><a href=\"/sd\">Service discovery</a> of the accounts for <code>/probe?tenant=NAME&amp;target=ID</code></li></ul>\
-         <h2>Collectors and targets</h2><p>Failing ones first; at most {MAX_COLLECTOR_ROWS} collectors, {MAX_TARGET_ROWS} targets per collector and {MAX_PAGE_TARGET_ROWS} in all.</p>\
+         {paces}<h2>Collectors and targets</h2><p>Failing ones first; at most {MAX_COLLECTOR_ROWS} collectors, {MAX_TARGET_ROWS} targets per collector and {MAX_PAGE_TARGET_ROWS} in all.</p>\
          <table><tr><th>Collector / target</th><th>Interval</th><th>Last run</th><th>Last success</th><th>Age</th><th>Last failure</th></tr>{rows}</table>\
          </body></html>\n",
         esc(build.version),
         esc(build.revision),
         esc(build.rustc_version),
     ))
+}
+
+/// The pace section: each tenant whose token or endpoints the provider limits, or with targets
+/// backing off on their own, at most [`MAX_PACE_ROWS`]; the unlimited ones are counted.
+fn paces(all: &[PaceView]) -> String {
+    let limited: Vec<&PaceView> = all
+        .iter()
+        .filter(|p| {
+            p.allowed.is_some()
+                || p.paused
+                || p.endpoints
+                    .iter()
+                    .any(|e| e.allowed.is_some() || e.paused || e.backing_off > 0)
+        })
+        .collect();
+    let mut out = String::from(
+        "<h2>Pace at the provider</h2><p>What each token's pacer learned of the provider's rate limit, or was given (<code>rate_limit</code>, <code>endpoint_rate_limits</code>), per token and per endpoint, and the targets refused on their own (each backs off alone; see their failure below).</p>",
+    );
+    if limited.is_empty() {
+        let _ = write!(
+            out,
+            "<p>No token is rate-limited now ({} tokens).</p>",
+            all.len()
+        );
+        return out;
+    }
+    out.push_str("<table><tr><th>Tenant</th><th>Token</th><th>Endpoint</th><th>Endpoint pace</th><th>Targets backing off on their own</th></tr>");
+    for p in limited.iter().take(MAX_PACE_ROWS) {
+        let tenant = if p.tenant.is_default() {
+            "(the token)".to_owned()
+        } else {
+            p.tenant.as_str().to_owned()
+        };
+        let token = pace(p.allowed, p.paused);
+        if p.endpoints.is_empty() {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{token}</td><td></td><td></td><td></td></tr>",
+                esc(&tenant)
+            );
+        }
+        for e in &p.endpoints {
+            let _ = write!(
+                out,
+                "<tr><td>{}</td><td>{token}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&tenant),
+                e.endpoint,
+                pace(e.allowed, e.paused),
+                e.backing_off,
+            );
+        }
+    }
+    let more = limited.len().saturating_sub(MAX_PACE_ROWS);
+    let _ = write!(
+        out,
+        "</table><p>{} tokens not limited now{}.</p>",
+        all.len() - limited.len(),
+        if more > 0 {
+            format!("; {more} more limited ones not listed")
+        } else {
+            String::new()
+        }
+    );
+    out
+}
+
+/// A pace as the page says it.
+fn pace(allowed: Option<f64>, paused: bool) -> String {
+    let rate = allowed.map_or("free".to_owned(), |r| format!("{r:.2}/s"));
+    if paused {
+        format!("{rate}, paused")
+    } else {
+        rate
+    }
 }
 
 fn when(ts: Option<Timestamp>) -> String {

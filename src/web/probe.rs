@@ -114,7 +114,11 @@ fn debug_answer(state: &AppState, pairs: &[(String, String)]) -> Response {
     )
     .and_then(|t| debug::asked(pairs, t));
     match asked {
-        Ok(asked) => debug::answer(&state.store.prepared().snapshot, &asked),
+        Ok(asked) => debug::answer(
+            &state.store.prepared().snapshot,
+            &asked,
+            &state.telemetry.paces(Some(&asked.tenant), 1),
+        ),
         Err(problem) => (StatusCode::BAD_REQUEST, problem).into_response(),
     }
 }

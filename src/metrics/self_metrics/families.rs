@@ -58,6 +58,16 @@ struct PacerFigures {
     endpoints: Vec<EndpointPace>,
 }
 
+/// A tenant's pace as its pacer last published it: for the landing page and the debug view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PaceView {
+    pub tenant: TenantName,
+    /// The rate allowed the whole token (`None`: not limited as a whole).
+    pub allowed: Option<f64>,
+    pub paused: bool,
+    pub endpoints: Vec<EndpointPace>,
+}
+
 /// Every tenant's pacer series, written by hand: a family whose only label is `tenant` must
 /// have no label set at all for the one tenant of a single-token config (a family of the
 /// library would write `name{}`).
@@ -461,6 +471,23 @@ impl SelfMetrics {
     /// Time a tenant's call waited for its pacer.
     pub fn pacer_wait(&self, tenant: &TenantName, seconds: f64) {
         self.pacers.lock().entry(tenant.clone()).or_default().waited += seconds;
+    }
+
+    /// The pace of each tenant as last published (`only`: that tenant's alone), tenants in
+    /// name order, at most `limit`.
+    pub fn paces(&self, only: Option<&TenantName>, limit: usize) -> Vec<PaceView> {
+        self.pacers
+            .lock()
+            .iter()
+            .filter(|(t, _)| only.is_none_or(|o| o == *t))
+            .take(limit)
+            .map(|(t, f)| PaceView {
+                tenant: t.clone(),
+                allowed: f.allowed,
+                paused: f.paused,
+                endpoints: f.endpoints.clone(),
+            })
+            .collect()
     }
 
     /// Drops the pacer series of a tenant no longer configured.

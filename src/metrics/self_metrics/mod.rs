@@ -10,7 +10,7 @@ use std::time::Duration;
 
 mod families;
 
-pub use families::{DURATION_BUCKETS, PROBE_REFUSALS, SelfMetrics};
+pub use families::{DURATION_BUCKETS, PROBE_REFUSALS, PaceView, SelfMetrics};
 
 use super::labels::BuildLabels;
 use crate::redact::{redact, shorten};
@@ -122,6 +122,12 @@ impl Telemetry {
     }
 
     /// A tenant no longer configured: its pacer series go.
+    /// The pace of each tenant (`only`: one), at most `limit`, for the landing page and the
+    /// debug view.
+    pub fn paces(&self, only: Option<&TenantName>, limit: usize) -> Vec<PaceView> {
+        self.metrics.paces(only, limit)
+    }
+
     pub fn remove_pacer(&self, tenant: &TenantName) {
         self.metrics.remove_pacer(tenant);
         self.changed();

@@ -119,9 +119,9 @@ impl Window {
     }
 }
 
-/// The shortest time a success rate is read over: a burst answered within a few milliseconds
-/// would otherwise read as thousands per second.
-const MIN_SPAN: f64 = 0.1;
+/// The shortest time a success rate is read over: a bucket's burst answered within a few
+/// milliseconds of a run's start would otherwise read as hundreds per second.
+const MIN_SPAN: f64 = 0.5;
 /// 429s of calls sent within this of the last congestion event belong to it: a fleet of broken
 /// targets answering their first 429s one after another must not compound cut upon cut before
 /// the new pace has been seen to hold or fail.

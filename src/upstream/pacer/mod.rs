@@ -39,9 +39,13 @@ use control::{Control, Event};
 use headers::QuotaInfo;
 use shape::{Outcomes, Scope, Targets};
 
-/// 429s on two endpoints of a token within this of each other are the token's limit, not each
-/// endpoint's.
+/// Bursts of 429s on two endpoints of a token within this of each other are the token's limit,
+/// not each endpoint's, unless another of its endpoints is known to be free ([`FREE_SPAN`]).
 pub const TOKEN_SPAN: Duration = Duration::from_secs(2);
+/// An endpoint that succeeded within this and met no burst of 429s within it is free: while one
+/// is, bursts elsewhere are those endpoints' own (two endpoints behind one limited route are
+/// refused together while the free one, whose runs may come at other times, goes on).
+pub const FREE_SPAN: Duration = Duration::from_secs(60);
 
 /// What a collector asks of the token: calls per run, once per interval.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -84,8 +88,10 @@ struct Way {
     /// A call was refused for want of a turn of this endpoint's pace since the last admitted.
     backlogged: bool,
     history: Outcomes,
-    /// The last 429 taken as shared, for telling the token's limit from this endpoint's.
-    last_shared_429: Option<Instant>,
+    /// The last success, for telling the token's limit from this endpoint's.
+    last_success: Option<Instant>,
+    /// The last 429 that came in a burst there.
+    last_burst: Option<Instant>,
 }
 
 impl Way {
@@ -96,7 +102,8 @@ impl Way {
             in_flight: 0,
             backlogged: false,
             history: Outcomes::default(),
-            last_shared_429: None,
+            last_success: None,
+            last_burst: None,
         }
     }
 
@@ -525,15 +532,19 @@ impl Pacer {
         self.tell(told);
     }
 
-    /// Waits for this call's turn, at most until its deadline: after its target's own
-    /// back-off, if any, then in its endpoint's queue until both paces have a slot and a
-    /// connection slot is free.
+    /// Waits for this call's turn, at most until its deadline: after the `Retry-After` of its
+    /// target's last lone 429, if any (a target refused on its own is refused at once while it
+    /// backs off), then in its endpoint's queue until both paces have a slot and a connection
+    /// slot is free.
     pub async fn admit(&self, call: Call<'_>) -> Result<Permit, Denied> {
         let endpoint = call.target.0;
         let now = Instant::now();
         let backing_off = self.lock().targets.backing_off(call.target, now);
         if let Some(b) = backing_off {
-            if call.deadline.is_some_and(|d| b.until >= d) {
+            // A target refused on its own is not waited for within the run: its run (and the
+            // publication of its neighbours' values) does not wait on it; it is tried again at
+            // the first run after its back-off.
+            if b.own || call.deadline.is_some_and(|d| b.until >= d) {
                 return Err(Denied {
                     paced: false,
                     backing_off: true,
@@ -545,6 +556,9 @@ impl Pacer {
             tokio::time::sleep_until(b.until).await;
         }
         let started = Instant::now();
+        // Whether a pace or a pause held the call back when it queued: its wait is the pacer's
+        // even when the pause is over by its turn.
+        let paced_when_queued;
         let mut ticket = {
             let mut s = self.lock();
             s.way(endpoint, started);
@@ -558,8 +572,9 @@ impl Pacer {
                 && s.ready_at(endpoint, started) <= started
                 && s.time_for(endpoint, started, call.deadline)
             {
-                return Ok(self.grant(&mut s, endpoint, started, started, id));
+                return Ok(self.grant(&mut s, endpoint, started, (started, false), id));
             }
+            paced_when_queued = s.limiting(endpoint, started);
             let notify = Arc::new(Notify::new());
             let key = (!call.urgent, if call.urgent { None } else { call.rank }, id);
             s.way(endpoint, started).queue.insert(key, notify.clone());
@@ -586,7 +601,13 @@ impl Pacer {
                     {
                         s.way(endpoint, now).queue.remove(&ticket.key);
                         ticket.queued = false;
-                        let permit = self.grant(&mut s, endpoint, now, started, ticket.key.2);
+                        let permit = self.grant(
+                            &mut s,
+                            endpoint,
+                            now,
+                            (started, paced_when_queued),
+                            ticket.key.2,
+                        );
                         s.wake_heads();
                         return Ok(permit);
                     }
@@ -638,16 +659,18 @@ impl Pacer {
         }
     }
 
-    /// Admits a call of `endpoint` now (under the lock); `place` is its place in the queue.
+    /// Admits a call of `endpoint` now (under the lock); `place` is its place in the queue,
+    /// `queued` when it came and whether a pace held it back then.
     fn grant(
         &self,
         s: &mut State,
         endpoint: Endpoint,
         now: Instant,
-        started: Instant,
+        queued: (Instant, bool),
         place: u64,
     ) -> Permit {
-        let limiting = s.limiting(endpoint, now);
+        let (started, paced) = queued;
+        let limiting = paced || s.limiting(endpoint, now);
         s.in_flight += 1;
         s.seq += 1;
         s.token.admitted(now);
@@ -715,7 +738,8 @@ impl Pacer {
                     s.token.succeeded(now);
                     let w = s.way(endpoint, now);
                     w.control.succeeded(now);
-                    w.history.push(false);
+                    w.history.success();
+                    w.last_success = Some(now);
                     s.targets.succeeded(target);
                     let took = now.saturating_duration_since(permit.sent_at).as_secs_f64();
                     s.latency = if s.latency == 0.0 {
@@ -734,16 +758,21 @@ impl Pacer {
                     let history = s.way(endpoint, now).history;
                     match s.targets.throttled(target, &history, now, wait, hold) {
                         Scope::Target(until) => Charged::Target(until),
-                        Scope::Shared { pause, burst } => {
+                        Scope::Shared {
+                            pause,
+                            burst,
+                            first,
+                        } => {
                             changed = true;
-                            let (charged, was, e) = self.charge(&mut s, permit, now, pause, burst);
+                            let (charged, was, e) =
+                                self.charge(&mut s, permit, now, pause, burst, first);
                             event = Some((e, was, pause, charged));
                             charged
                         }
                     }
                 }
                 Outcome::Other => {
-                    s.way(endpoint, now).history.push(false);
+                    s.way(endpoint, now).history.success();
                     Charged::Nothing
                 }
             };
@@ -785,7 +814,9 @@ impl Pacer {
     }
 
     /// A 429 taken as shared: the token's when its other endpoints were refused too within
-    /// [`TOKEN_SPAN`], else its endpoint's; that scope pauses for `pause`. A scope never limited
+    /// [`TOKEN_SPAN`] and none of them succeeded meanwhile without a 429 (two endpoints behind
+    /// one limited route are refused together while a free one goes on), else its endpoint's;
+    /// that scope pauses for `pause`. A scope never limited
     /// before is first slowed by a `burst` of 429s, not by a lone one (a broken target's first
     /// answer, before it is known as such).
     fn charge(
@@ -795,16 +826,29 @@ impl Pacer {
         now: Instant,
         pause: Option<Duration>,
         burst: bool,
+        first: bool,
     ) -> (Charged, Option<f64>, Event) {
         let endpoint = permit.endpoint;
-        let token_wide = s.ways.iter().any(|(e, w)| {
-            *e != endpoint
-                && w.last_shared_429
-                    .is_some_and(|at| now.saturating_duration_since(at) <= TOKEN_SPAN)
-        });
+        let within = |at: Option<Instant>, span: Duration| {
+            at.is_some_and(|at| now.saturating_duration_since(at) <= span)
+        };
+        let others = || {
+            s.ways
+                .iter()
+                .filter(|(e, _)| **e != endpoint)
+                .map(|(_, w)| w)
+        };
+        // Refused in bursts there too, and no endpoint known to go on freely (a lone 429 there
+        // is a broken target's, or bad luck).
+        let refused_elsewhere = others().any(|w| within(w.last_burst, TOKEN_SPAN));
+        let free_elsewhere =
+            others().any(|w| within(w.last_success, FREE_SPAN) && !within(w.last_burst, FREE_SPAN));
+        let token_wide = burst && refused_elsewhere && !free_elsewhere;
         let w = s.way(endpoint, now);
-        w.history.push(true);
-        w.last_shared_429 = Some(now);
+        if burst {
+            w.last_burst = Some(now);
+        }
+        w.history.throttled(first);
         let (control, charged) = if token_wide {
             (&mut s.token, Charged::Token)
         } else {
@@ -1350,12 +1394,37 @@ mod tests {
             answered(&p, E, &format!("a{i}"), Outcome::Success).await;
         }
         assert_eq!(Instant::now(), t);
-        // 429s on both endpoints within a short time: the token's limit, slowed at a burst.
-        tokio::time::advance(Duration::from_secs(1)).await;
+        // Two endpoints behind one limited route, refused together while a third goes on
+        // freely: each is slowed on its own, not the token.
+        let rank = Endpoint::new("tracemail_domains_rank");
+        let free = Endpoint::new("email_account");
+        answered(&p, free, "m", Outcome::Success).await;
         for i in 0..4 {
-            let charged = answered(&p, E, &format!("a{i}"), Outcome::Throttled(None)).await;
-            assert_eq!(charged, Charged::Token);
+            let charged = answered(&p, rank, &format!("r{i}"), Outcome::Throttled(None)).await;
+            assert_eq!(charged, Charged::Endpoint);
         }
+        assert!(p.lock().token.rate().is_none());
+        // Bursts of 429s on every endpoint it calls within a short time, none known to be
+        // free: the token's limit.
+        let p = pacer(8, None);
+        for i in 0..20 {
+            answered(&p, E, &format!("a{i}"), Outcome::Success).await;
+            answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
+        }
+        tokio::time::advance(FREE_SPAN).await;
+        let mut charged = Vec::new();
+        for i in 0..5 {
+            for (e, t) in [(E, "a"), (stats, "s")] {
+                let c = answered(&p, e, &format!("{t}{i}"), Outcome::Throttled(None)).await;
+                charged.push(c);
+            }
+        }
+        use Charged::{Endpoint as Ep, Token};
+        assert_eq!(
+            charged[..9],
+            [Ep, Ep, Ep, Ep, Ep, Ep, Ep, Token, Token],
+            "lone 429s, a burst on one endpoint, then on both"
+        );
         assert!(p.lock().token.rate().is_some());
     }
 

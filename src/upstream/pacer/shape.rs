@@ -39,21 +39,67 @@ const MAX_SHARE_FOR_OWN: f64 = 0.3;
 const HISTORY: u32 = 128;
 /// Answers looked back over to tell a lone 429 from a burst of them.
 const NEIGHBOURHOOD: u32 = 16;
+/// Answers in a row, every one a shared 429, that make a burst however few targets they came
+/// from.
+const REFUSED_IN_A_ROW: u32 = 4;
 /// Shared 429s among the last [`NEIGHBOURHOOD`] answers that make the next one part of a burst
 /// (a quarter of them, with it): a limit that is spent, not one target's bad luck, nor the
 /// first answers of a few broken targets among many.
 const BURST: u32 = 3;
 
-/// The last [`HISTORY`] answers of an endpoint, a bit each: 1 for a 429 taken as shared.
+/// The last answers of an endpoint: every one (a 429 taken as shared is a 1), for the share
+/// of calls a shared limit refuses; and the successes and first 429s of each target's streak
+/// alone, for telling a burst of refusals from one target tried again and again.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Outcomes {
+    all: Ring,
+    firsts: Ring,
+}
+
+impl Outcomes {
+    pub fn success(&mut self) {
+        self.all.push(false);
+        self.firsts.push(false);
+    }
+
+    /// A 429 taken as shared; `first` when it began its target's streak.
+    pub fn throttled(&mut self, first: bool) {
+        self.all.push(true);
+        if first {
+            self.firsts.push(true);
+        }
+    }
+
+    /// The share of recent answers refused by a shared limit, leaving out `mine` 429s of the
+    /// target being judged (its streak so far), smoothed (Laplace) so that a short history
+    /// says "unknown" (near one half) rather than "never".
+    pub fn share_without(&self, mine: u32) -> f64 {
+        let ones = self.all.ones(HISTORY);
+        let mine = mine.min(ones);
+        (f64::from(ones - mine) + 1.0) / (f64::from(self.all.len - mine) + 2.0)
+    }
+
+    /// Whether other targets' first 429s are among the last few answers, or every one of the
+    /// last few answers was a 429 (an endpoint of one or two targets, all refused): refusals
+    /// come in bursts when a shared limit is spent, alone when a single call was unlucky or a
+    /// target's own.
+    pub fn burst(&self) -> bool {
+        self.firsts.ones(NEIGHBOURHOOD) >= BURST
+            || (self.all.len >= REFUSED_IN_A_ROW
+                && self.all.ones(REFUSED_IN_A_ROW) == REFUSED_IN_A_ROW)
+    }
+}
+
+/// The last [`HISTORY`] outcomes, a bit each.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ring {
     bits: u128,
     len: u32,
 }
 
-impl Outcomes {
-    pub fn push(&mut self, throttled: bool) {
-        self.bits = (self.bits << 1) | u128::from(throttled);
+impl Ring {
+    fn push(&mut self, one: bool) {
+        self.bits = (self.bits << 1) | u128::from(one);
         self.len = (self.len + 1).min(HISTORY);
     }
 
@@ -68,18 +114,6 @@ impl Outcomes {
             (1u128 << n) - 1
         };
         (self.bits & mask).count_ones()
-    }
-
-    /// The share of recent answers refused by a shared limit, smoothed (Laplace) so that a
-    /// short history says "unknown" (near one half) rather than "never".
-    pub fn share(&self) -> f64 {
-        (f64::from(self.ones(HISTORY)) + 1.0) / (f64::from(self.len) + 2.0)
-    }
-
-    /// Whether other shared 429s are among the last few answers: refusals come in bursts when
-    /// a shared limit is spent, alone when a single call was unlucky or a target's own.
-    pub fn burst(&self) -> bool {
-        self.ones(NEIGHBOURHOOD) >= BURST
     }
 }
 
@@ -122,10 +156,13 @@ pub enum Scope {
     /// in a burst of 429s; a lone one at most [`MAX_UNPROVEN_PAUSE`], and not at all once the
     /// endpoint has targets known to be refused on their own).
     /// `burst` when other recent calls were refused too: a pace never limited before is first
-    /// cut by a burst, never by a lone 429.
+    /// cut by a burst, never by a lone 429. `first` when it is the first 429 of the target's
+    /// streak: only such a 429 counts in the endpoint's share, so that one target tried again
+    /// and again does not read as a limit that refuses many.
     Shared {
         pause: Option<Duration>,
         burst: bool,
+        first: bool,
     },
 }
 
@@ -210,6 +247,7 @@ impl Targets {
             return Scope::Shared {
                 pause: shared_pause(retry_after, burst, !known_own),
                 burst,
+                first: true,
             };
         }
         let s = self.map.entry(key.clone()).or_insert(Streak {
@@ -222,7 +260,7 @@ impl Targets {
         s.count = s.count.saturating_add(1);
         s.last = now;
         s.told = retry_after;
-        let p = history.share();
+        let p = history.share_without(s.count - 1);
         let k = i32::try_from(s.count).unwrap_or(i32::MAX);
         if !s.own && s.count >= 2 && p <= MAX_SHARE_FOR_OWN && p.powi(k) <= OWN_EVIDENCE {
             s.own = true;
@@ -242,9 +280,11 @@ impl Targets {
         s.until = retry_after
             .filter(|_| !burst)
             .and_then(|w| now.checked_add(w.min(cap)));
+        let first = s.count == 1;
         Scope::Shared {
             pause: shared_pause(retry_after, burst, !known_own),
             burst,
+            first,
         }
     }
 
@@ -334,10 +374,10 @@ mod tests {
     fn history(ok: u32, throttled: u32) -> Outcomes {
         let mut h = Outcomes::default();
         for _ in 0..ok {
-            h.push(false);
+            h.success();
         }
         for _ in 0..throttled {
-            h.push(true);
+            h.throttled(true);
         }
         h
     }
@@ -351,7 +391,8 @@ mod tests {
             t.throttled(&key("7"), &h, now, None, CAP),
             Scope::Shared {
                 pause: None,
-                burst: false
+                burst: false,
+                first: true
             },
             "one 429 says nothing yet"
         );
@@ -381,10 +422,7 @@ mod tests {
         for _ in 0..3 {
             assert!(matches!(
                 t.throttled(&key("7"), &h, now, None, CAP),
-                Scope::Shared {
-                    pause: None,
-                    burst: true
-                }
+                Scope::Shared { .. }
             ));
         }
         assert!(matches!(
@@ -400,7 +438,7 @@ mod tests {
                 Scope::Shared { .. }
             ));
         }
-        assert!((Outcomes::default().share() - 0.5).abs() < 1e-9);
+        assert!((Outcomes::default().share_without(0) - 0.5).abs() < 1e-9);
     }
 
     #[test]
@@ -413,7 +451,8 @@ mod tests {
             t.throttled(&key("7"), &h, now, ra, CAP),
             Scope::Shared {
                 pause: Some(MAX_UNPROVEN_PAUSE),
-                burst: false
+                burst: false,
+                first: true
             },
             "a first lone 429 pauses its scope briefly"
         );
@@ -434,7 +473,7 @@ mod tests {
         );
         let mut h2 = Outcomes::default();
         for _ in 0..100 {
-            h2.push(false);
+            h2.success();
         }
         for _ in 0..40 {
             t.throttled(&key("8"), &h2, now, None, CAP);
@@ -464,7 +503,8 @@ mod tests {
             t.throttled(&key("one more"), &h, now, None, CAP),
             Scope::Shared {
                 pause: None,
-                burst: false
+                burst: false,
+                first: true
             },
             "past the bound a 429 is taken as shared"
         );
@@ -474,20 +514,38 @@ mod tests {
     }
 
     #[test]
-    fn the_share_counts_only_the_last_answers() {
+    fn the_share_counts_only_the_last_answers_and_a_burst_only_first_429s() {
         let mut h = Outcomes::default();
         for _ in 0..200 {
-            h.push(true);
+            h.throttled(true);
         }
         for _ in 0..128 {
-            h.push(false);
+            h.success();
         }
-        assert!(h.share() < 0.01);
+        assert!(h.share_without(0) < 0.01);
         assert!(!h.burst());
-        h.push(true);
-        h.push(true);
+        h.throttled(true);
+        h.throttled(true);
         assert!(!h.burst(), "two among sixteen are not a burst yet");
-        h.push(true);
+        // One target tried again and again while its neighbours succeed: counted in the share,
+        // not in a burst.
+        for _ in 0..5 {
+            h.throttled(false);
+            h.success();
+        }
+        assert!(!h.burst());
+        assert!(h.share_without(0) > h.share_without(5));
+        h.throttled(true);
         assert!(h.burst());
+        assert!((Outcomes::default().share_without(0) - 0.5).abs() < 1e-9);
+        // Two targets, every answer a 429: a burst all the same.
+        let mut two = Outcomes::default();
+        two.success();
+        for first in [true, true, false] {
+            two.throttled(first);
+            assert!(!two.burst());
+        }
+        two.throttled(false);
+        assert!(two.burst());
     }
 }

@@ -1533,5 +1533,137 @@
       title: 'Failing targets by reason',
       type: 'timeseries',
     },
+    {
+      type: 'row',
+      title: 'Pace per endpoint',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 72,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 24,
+    },
+    {
+      type: 'timeseries',
+      title: 'Pace of each endpoint',
+      description: "Per tenant and endpoint: the requests per second the provider allows that endpoint on its own (mailhost_api_pacer_endpoint_rate), learned from 429s that stayed on it while the token's other endpoints succeeded, from its own rate-limit headers, or set by endpoint_rate_limits. No line for an endpoint not limited on its own; a limit of the whole token is the allowed line of 'Allowed and needed request rate'.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 73,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'reqps',
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'min',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'max by (tenant, endpoint) (mailhost_api_pacer_endpoint_rate{job=~"$job",instance=~"$instance"})',
+          legendFormat: '{{tenant}} {{endpoint}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 25,
+    },
+    {
+      type: 'timeseries',
+      title: 'Targets refused on their own',
+      description: 'Per tenant and endpoint: targets whose HTTP 429s are their own (mailhost_api_throttled_targets): refused again and again while their neighbours on the endpoint succeed. Each backs off alone, fails rate_limited and keeps its values until max_age, and slows no one else. Which ones: the landing page, or /probe?target=ID&debug=true. 0 while none is.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 73,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          min: 0,
+          decimals: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (tenant, endpoint) (mailhost_api_throttled_targets{job=~"$job",instance=~"$instance"})',
+          legendFormat: '{{tenant}} {{endpoint}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 26,
+    },
   ],
 }

@@ -501,23 +501,23 @@ fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn secs(s: f64) -> Duration {
         Duration::from_secs_f64(s)
     }
 
-    /// A token bucket: the provider of these tests.
-    struct Bucket {
-        rate: f64,
-        burst: f64,
-        tokens: f64,
-        at: Instant,
+    /// A token bucket: the provider of these tests, and of the pacer's.
+    pub(in crate::upstream::pacer) struct Bucket {
+        pub rate: f64,
+        pub burst: f64,
+        pub tokens: f64,
+        pub at: Instant,
     }
 
     impl Bucket {
-        fn new(rate: f64, burst: f64, at: Instant) -> Self {
+        pub fn new(rate: f64, burst: f64, at: Instant) -> Self {
             Bucket {
                 rate,
                 burst,
@@ -526,7 +526,7 @@ mod tests {
             }
         }
 
-        fn take(&mut self, now: Instant) -> bool {
+        pub fn take(&mut self, now: Instant) -> bool {
             let dt = now.saturating_duration_since(self.at).as_secs_f64();
             self.tokens = (self.tokens + dt * self.rate).min(self.burst);
             self.at = now;

@@ -1261,6 +1261,20 @@ mod tests {
 
     const RETRY_3S: Outcome = Outcome::Throttled(Some(Duration::from_secs(3)));
 
+    /// Why a call of `target` of [`E`] is refused within `within`.
+    async fn refused(p: &Pacer, target: &str, within: Duration) -> Denied {
+        p.admit(Call {
+            target: &key(target),
+            urgent: false,
+            rank: None,
+            place: None,
+            deadline: Some(Instant::now() + within),
+        })
+        .await
+        .err()
+        .unwrap()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_only_its_call() {
         let p = pacer(4, None);
@@ -1284,18 +1298,7 @@ mod tests {
         // With a broken target known, another target's first lone 429 only makes it wait.
         assert_eq!(answered(&p, E, "b", RETRY_3S).await, Charged::Endpoint);
         assert_eq!(p.resumes_at(), None);
-        let d = Instant::now() + Duration::from_secs(1);
-        let refused = p
-            .admit(Call {
-                target: &key("b"),
-                urgent: false,
-                rank: None,
-                place: None,
-                deadline: Some(d),
-            })
-            .await
-            .err()
-            .unwrap();
+        let refused = refused(&p, "b", Duration::from_secs(1)).await;
         assert!(refused.backing_off && !refused.own, "{refused:?}");
         assert_eq!(refused.told, Some(Duration::from_secs(3)));
         // A burst: every call of the endpoint waits.
@@ -1349,18 +1352,7 @@ mod tests {
         assert!(p.endpoints()[0].allowed >= rate_after_first, "no cut");
         // Refused again: it backs off, and says so at its deadline.
         answered(&p, E, "bad", Outcome::Throttled(None)).await;
-        let d = Instant::now() + Duration::from_millis(500);
-        let refused = p
-            .admit(Call {
-                target: &key("bad"),
-                urgent: false,
-                rank: None,
-                place: None,
-                deadline: Some(d),
-            })
-            .await
-            .err()
-            .unwrap();
+        let refused = refused(&p, "bad", Duration::from_millis(500)).await;
         assert!(refused.backing_off && refused.own);
         assert_eq!(p.backing_off(10).len(), 1);
         // Removed from the config: forgotten.
@@ -1462,27 +1454,20 @@ mod tests {
 
     /// A provider of these tests: a token bucket answering after `latency`.
     struct Provider {
-        rate: f64,
-        burst: f64,
-        tokens: f64,
-        at: Instant,
+        bucket: control::tests::Bucket,
         answered: u64,
         throttled: u64,
     }
 
     impl Provider {
         fn take(&mut self, now: Instant) -> bool {
-            let dt = now.saturating_duration_since(self.at).as_secs_f64();
-            self.tokens = (self.tokens + dt * self.rate).min(self.burst);
-            self.at = now;
-            if self.tokens >= 1.0 {
-                self.tokens -= 1.0;
+            let ok = self.bucket.take(now);
+            if ok {
                 self.answered += 1;
-                true
             } else {
                 self.throttled += 1;
-                false
             }
+            ok
         }
     }
 
@@ -1492,10 +1477,7 @@ mod tests {
     /// and the share of calls refused.
     async fn cold_start(p: &Pacer, n: usize, rate: f64, burst: f64) -> (Duration, f64) {
         let provider = Arc::new(Mutex::new(Provider {
-            rate,
-            burst,
-            tokens: burst,
-            at: Instant::now(),
+            bucket: control::tests::Bucket::new(rate, burst, Instant::now()),
             answered: 0,
             throttled: 0,
         }));

@@ -436,6 +436,19 @@ impl Control {
         // A well-founded estimate is what works now; a thin one keeps the memory of the last,
         // and the first event remembers the busiest second before it.
         let recall = match &self.learned {
+            // A slow start refused past the last estimate, on its way back up, while calls do
+            // go through: what it remembered does not work now (a limit lowered for good, not a
+            // storm that refuses everything for a while), and it ends, as TCP lowers its
+            // threshold at a loss in slow start. Without this, the thin estimates of a
+            // persistently low limit climb back again and again.
+            Some(l)
+                if l.slow_starting()
+                    && l.successes > 0
+                    && current.is_finite()
+                    && current > l.r_max =>
+            {
+                r_max
+            }
             Some(l) if successes < CONFIDENT_SUCCESSES => l.recall.max(r_max),
             Some(_) => r_max,
             // A cold start whose first estimate is thin (a small burst, spent at once): nothing
@@ -646,6 +659,21 @@ pub(super) mod tests {
         let (_, t3) = drive(&mut c, &mut bucket, t2, 9000, None);
         assert!(c.rate().unwrap() > 70.0, "after the raise: {:?}", c.rate());
         assert!(t3 - t2 < Duration::from_secs(160), "{:?}", t3 - t2);
+    }
+
+    #[test]
+    fn a_persistently_low_limit_met_from_a_cold_start_is_learned_not_stormed() {
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, None);
+        let mut bucket = Bucket::new(5.0, 5.0, t0);
+        let (_, t1) = drive(&mut c, &mut bucket, t0, 100, None);
+        let (throttled, _) = drive(&mut c, &mut bucket, t1, 200, None);
+        assert!(
+            throttled <= 20,
+            "{throttled} of 200 calls answered 429 once learned"
+        );
+        let r = c.rate().unwrap();
+        assert!((3.0..=8.0).contains(&r), "learned {r} against a limit of 5");
     }
 
     #[test]

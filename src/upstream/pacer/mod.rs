@@ -841,8 +841,12 @@ impl Pacer {
         // Refused in bursts there too, and no endpoint known to go on freely (a lone 429 there
         // is a broken target's, or bad luck).
         let refused_elsewhere = others().any(|w| within(w.last_burst, TOKEN_SPAN));
-        let free_elsewhere =
-            others().any(|w| within(w.last_success, FREE_SPAN) && !within(w.last_burst, FREE_SPAN));
+        // Free: it succeeded within the last minute and met no burst in it, or (at a cold
+        // start, before anything is known) it succeeds right now without a burst of its own.
+        let free_elsewhere = others().any(|w| {
+            (within(w.last_success, FREE_SPAN) && !within(w.last_burst, FREE_SPAN))
+                || (within(w.last_success, TOKEN_SPAN) && !within(w.last_burst, TOKEN_SPAN))
+        });
         let token_wide = burst && refused_elsewhere && !free_elsewhere;
         let w = s.way(endpoint, now);
         if burst {

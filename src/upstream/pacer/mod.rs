@@ -77,7 +77,7 @@ pub type Rank = Option<Instant>;
 type Key = (bool, Rank, u64);
 
 /// The target of a call, keyed as its circuit is: its endpoint and its id.
-pub type TargetKey = (Endpoint, String);
+pub type TargetKey = crate::upstream::breaker::CircuitKey;
 
 /// One endpoint of the token: its pace, its queue, what its answers said.
 #[derive(Debug)]
@@ -935,17 +935,9 @@ impl Pacer {
 
     /// At most `limit` targets backing off on their own now: endpoint, target, until when,
     /// soonest first.
-    pub fn backing_off(&self, limit: usize) -> Vec<(Endpoint, String, Instant)> {
+    #[cfg(test)]
+    fn backing_off(&self, limit: usize) -> Vec<(Endpoint, String, Instant)> {
         self.lock().targets.list_own(Instant::now(), limit)
-    }
-
-    /// Until when `target` backs off on its own, if it does.
-    pub fn backing_off_until(&self, target: &TargetKey) -> Option<Instant> {
-        let s = self.lock();
-        s.targets
-            .backing_off(target, Instant::now())
-            .filter(|b| b.own)
-            .map(|b| b.until)
     }
 
     /// Forgets the targets a reload removed: only those `keep` names stay on record.

@@ -194,13 +194,6 @@ impl Targets {
         }
     }
 
-    /// Whether `key` is taken as refused on its own and backs off at `now`.
-    pub fn own_now(&self, key: &(Endpoint, String), now: Instant) -> bool {
-        self.map
-            .get(key)
-            .is_some_and(|s| s.own && s.until.is_some_and(|u| u > now))
-    }
-
     /// How `key` backs off, if it does at `now`.
     pub fn backing_off(&self, key: &(Endpoint, String), now: Instant) -> Option<Backoff> {
         let s = self.map.get(key)?;
@@ -218,6 +211,7 @@ impl Targets {
 
     /// At most `limit` targets backing off on their own at `now`, with their endpoint and when
     /// their back-off ends, soonest first.
+    #[cfg(test)]
     pub fn list_own(&self, now: Instant, limit: usize) -> Vec<(Endpoint, String, Instant)> {
         let mut all: Vec<_> = self
             .map
@@ -406,7 +400,7 @@ mod tests {
             "doubling"
         );
         assert_eq!(t.own(E), 1);
-        assert!(t.own_now(&key("7"), now));
+        assert!(t.backing_off(&key("7"), now).is_some_and(|b| b.own));
         assert_eq!(t.list_own(now, 10).len(), 1);
         t.succeeded(&key("7"));
         assert_eq!(t.own(E), 0);

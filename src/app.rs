@@ -385,10 +385,11 @@ impl App {
         let work = with_contexts(specs, &tenants, &self.state.poll_sets, &self.clock);
         scraper.reconfigure(work.clone()).await;
         // Its collectors have stopped: no call of a tenant no longer configured is left to put
-        // its pacer's series back.
+        // its series back.
+        let every_endpoint = crate::area::CollectorName::every_endpoint();
         for name in self.tenants.keys() {
             if !tenants.contains_key(name) {
-                telemetry.remove_pacer(name);
+                telemetry.remove_tenant(name, &every_endpoint);
             }
         }
         self.work = work;
@@ -485,12 +486,11 @@ impl App {
             }
             t.pacer.retain_targets(|k| keep.contains(k));
         }
-        // A tenant no longer configured has no circuit open any more.
+        // A tenant no longer configured has no circuit any more (its series go with the rest
+        // of its series once its collectors have stopped).
         for (name, old) in &self.tenants {
             if !tenants.contains_key(name) {
-                for (endpoint, _) in old.breakers.reconfigure(old.api.breaker, |_| false) {
-                    telemetry.set_open_circuits(name, endpoint, 0);
-                }
+                old.breakers.reconfigure(old.api.breaker, |_| false);
             }
         }
     }

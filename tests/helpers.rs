@@ -620,6 +620,15 @@ impl Running {
         self.log.lock().unwrap().clone()
     }
 
+    /// The base URL it serves on (`http://` and the address its start line logs), once it
+    /// listens.
+    pub async fn base_url(&self) -> String {
+        format!(
+            "http://{}",
+            self.logged("mailhost_exporter listening", "address").await
+        )
+    }
+
     /// The first value of `key=` in a log line that contains `marker`.
     pub async fn logged(&self, marker: &str, key: &str) -> String {
         wait_for(marker, || async {

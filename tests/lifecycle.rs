@@ -294,12 +294,7 @@ async fn sigterm_during_a_refresh_exits_at_once_and_a_run_is_only_ever_shown_who
         ],
         &[("MAILHOST_API_TOKEN", TOKEN)],
     );
-    let base = format!(
-        "http://{}",
-        exporter
-            .logged("mailhost_exporter listening", "address")
-            .await
-    );
+    let base = exporter.base_url().await;
     // 1001 has answered long ago, but its run is not finished: nothing of it is shown.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let body = scrape(&base).await;
@@ -342,12 +337,7 @@ async fn a_token_file_replaced_by_a_fifo_is_refused_on_reload_and_sigterm_still_
         "--web.listen-address=127.0.0.1:0",
         "--web.enable-lifecycle",
     ]);
-    let base = format!(
-        "http://{}",
-        exporter
-            .logged("mailhost_exporter listening", "address")
-            .await
-    );
+    let base = exporter.base_url().await;
     scrape_until(&base, "1001", |b| value(b, &remaining(1001)).is_some()).await;
     // Nobody ever writes to it: opening it for reading the usual way would wait forever.
     std::fs::remove_file(&token).unwrap();

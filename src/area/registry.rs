@@ -60,6 +60,17 @@ macro_rules! areas {
                 }
             }
 
+            /// Every endpoint of every area, in the order of the list, each once.
+            pub fn every_endpoint() -> Vec<Endpoint> {
+                let mut all: Vec<Endpoint> = Vec::new();
+                for e in Self::ALL.iter().flat_map(|c| c.endpoints()) {
+                    if !all.contains(e) {
+                        all.push(*e);
+                    }
+                }
+                all
+            }
+
             /// The upstream operations one run makes per target.
             pub fn endpoints(self) -> &'static [Endpoint] {
                 match self {

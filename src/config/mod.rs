@@ -351,9 +351,8 @@ impl Config {
 
 /// Refuses an `endpoint_rate_limits` key that names no endpoint the exporter calls.
 fn known_endpoints(at: &str, limits: &BTreeMap<String, f64>) -> Result<(), ConfigError> {
-    let known: Vec<&str> = CollectorName::ALL
+    let known: Vec<&str> = CollectorName::every_endpoint()
         .iter()
-        .flat_map(|c| c.endpoints())
         .map(|e| e.as_str())
         .collect();
     for name in limits.keys() {

@@ -490,8 +490,32 @@ impl SelfMetrics {
             .collect()
     }
 
-    /// Drops the pacer series of a tenant no longer configured.
-    pub fn remove_pacer(&self, tenant: &TenantName) {
+    /// Drops every series labelled with a tenant no longer configured (`endpoints`: every
+    /// endpoint its series may name): its failures, retries, open circuits, probe refusals and
+    /// pacer series. A tenant that comes back starts its counters at zero, a counter reset.
+    pub fn remove_tenant(&self, tenant: &TenantName, endpoints: &[Endpoint]) {
+        let label = TenantLabel(tenant.clone());
+        for reason in PROBE_REFUSALS {
+            self.probe_refused.remove(&ProbeRefusedLabels {
+                tenant: label.clone(),
+                reason,
+            });
+        }
+        for &endpoint in endpoints {
+            for reason in FailureReason::ALL {
+                let labels = FailureLabels {
+                    tenant: label.clone(),
+                    endpoint,
+                    reason,
+                };
+                self.failures.remove(&labels);
+                self.retries.remove(&labels);
+            }
+            self.open_circuits.remove(&TenantEndpointLabels {
+                tenant: label.clone(),
+                endpoint,
+            });
+        }
         self.pacers.lock().remove(tenant);
     }
 
@@ -592,7 +616,8 @@ mod tests {
     }
 
     #[test]
-    fn pacer_series_carry_the_tenant_label_only_for_named_tenants_and_no_rate_while_unlimited() {
+    fn pacer_series_carry_the_tenant_label_only_for_named_tenants_and_every_series_leaves_with_its_tenant()
+     {
         let m = metrics();
         m.set_pacer(&TenantName::default(), None, 4.5, false);
         m.pacer_wait(&TenantName::default(), 0.25);
@@ -625,8 +650,27 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("# TYPE mailhost_api_pacer_wait_seconds counter\n# UNIT mailhost_api_pacer_wait_seconds seconds\n"), "{out}");
-        m.remove_pacer(&acme);
-        assert!(!m.render(Format::OpenMetrics).contains("acme"));
+        // Every series of the tenant, counters included, goes with it; the others stay.
+        let endpoint = Endpoint::new("delivery_account");
+        let beta = TenantName::parse("beta").unwrap();
+        m.ensure_endpoints(&[endpoint], &[acme.clone(), beta.clone()]);
+        m.failure(&acme, endpoint, FailureReason::Timeout);
+        m.retry(&acme, endpoint, FailureReason::Timeout);
+        m.probe_refused(&acme, PROBE_REFUSALS[0]);
+        m.set_open_circuits(&acme, endpoint, 2);
+        assert!(m.render(Format::OpenMetrics).contains("tenant=\"acme\""));
+        m.remove_tenant(&acme, &[endpoint]);
+        let out = m.render(Format::OpenMetrics);
+        assert!(!out.contains("acme"), "{out}");
+        assert!(
+            out.contains("mailhost_api_request_failures_total{tenant=\"beta\",endpoint=\"delivery_account\",reason=\"timeout\"} 0\n"),
+            "{out}"
+        );
+        // Back again: its counters start at zero.
+        m.ensure_endpoints(&[endpoint], std::slice::from_ref(&acme));
+        assert!(
+            m.render(Format::OpenMetrics).contains("mailhost_api_request_failures_total{tenant=\"acme\",endpoint=\"delivery_account\",reason=\"timeout\"} 0\n")
+        );
     }
 
     #[test]

@@ -121,15 +121,16 @@ impl Telemetry {
         self.changed();
     }
 
-    /// A tenant no longer configured: its pacer series go.
     /// The pace of each tenant (`only`: one), at most `limit`, for the landing page and the
     /// debug view.
     pub fn paces(&self, only: Option<&TenantName>, limit: usize) -> Vec<PaceView> {
         self.metrics.paces(only, limit)
     }
 
-    pub fn remove_pacer(&self, tenant: &TenantName) {
-        self.metrics.remove_pacer(tenant);
+    /// A tenant no longer configured: every series labelled with it goes (`endpoints`: every
+    /// endpoint its series may name).
+    pub fn remove_tenant(&self, tenant: &TenantName, endpoints: &[Endpoint]) {
+        self.metrics.remove_tenant(tenant, endpoints);
         self.changed();
     }
 

@@ -42,9 +42,6 @@ LABEL org.opencontainers.image.title="mailhost_exporter" \
       org.opencontainers.image.documentation="README.md"
 COPY --from=build /src/target/release/mailhost_exporter /usr/local/bin/mailhost_exporter
 COPY examples/config.yml /etc/mailhost_exporter/config.example.yml
-# Two malloc arenas: a large fleet's rendering threads would otherwise each keep freed memory
-# (docs/performance.md: 483 MiB against 398 MiB at 100,000 accounts over 10 tenants).
-ENV MALLOC_ARENA_MAX=2
 # distroless nonroot
 USER 65532:65532
 EXPOSE 19587

@@ -78,6 +78,7 @@ def main():
                     help="the collector's interval in seconds (its deadline is 90%% of it)")
     ap.add_argument("--runs", type=int, default=1,
                     help="refreshes to watch: a second one renders while the first one's body is held")
+    ap.add_argument("--binary", help="the exporter binary to measure (default: the release build)")
     args = h.parse_args(ap)
     with h.Bench("mailhost-fleet-") as b:
         sim = b.start_sim(args.accounts, tenants=args.tenants, patience=120)
@@ -85,7 +86,7 @@ def main():
 
         config = b.write("config.yml", fleet_config(b, sim, args))
         started = time.time()
-        server = b.start_exporter(config, patience=60)
+        server = b.start_exporter(config, patience=60, binary=args.binary)
         exporter, exporter_proc, exp_log = server.url, server.proc, server.log
 
         finished = ([RUN_FINISHED] if args.tenants == 0 else

@@ -42,7 +42,8 @@ def measure(b, n, tenants, args):
     under = f"n{n}-{'tenants' if tenants else 'token'}"
     path = b.write(f"{under}/config.yml", config(b, under, n, tenants, args.interval))
     started = time.time()
-    server = b.start_exporter(path, log=f"{under}/exporter.log", patience=120, peaks=True)
+    server = b.start_exporter(path, log=f"{under}/exporter.log", patience=120, peaks=True,
+                              binary=args.binary)
     pid, peaks = server.pid, server.peaks
     deadline = started + args.patience
     while h.status(f"{server.url}/-/ready") != 200:
@@ -75,6 +76,7 @@ def main():
     ap.add_argument("--interval", type=int, default=30, help="delivery_account interval, seconds")
     ap.add_argument("--intervals", type=int, default=3, help="steady intervals to measure CPU over")
     ap.add_argument("--patience", type=int, default=300, help="seconds to wait for values")
+    ap.add_argument("--binary", help="the exporter binary to measure (default: the release build)")
     args = h.parse_args(ap)
     print("| accounts | shape | ready | all values | CPU per interval | threads | descriptors "
           "| VmHWM | warn lines |")

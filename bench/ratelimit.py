@@ -275,6 +275,19 @@ def hits(sim, token):
     return json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
 
 
+def start_limited_token(b, spec, n):
+    """The simulator with `n` accounts behind a token limited as `spec` says (rate, burst,
+    Retry-After, no headers), and the checked config polling them with delivery_account."""
+    sim = b.start_sim(n, patience=120)
+    body = {"rate": spec["rate"], "burst": spec["burst"], "retry_after": spec["retry_after"],
+            "headers": "none"}
+    http("PUT", f"{sim}/_sim/rate_limit", b.token, json.dumps(body).encode())
+    config = b.write("config.yml", shape_config(sim, b.token_file(), ["delivery_account"],
+                                                range(FIRST, FIRST + n), spec["interval"], 16))
+    b.check_config(config)
+    return sim, config
+
+
 def shape_config(sim, token_file, collectors, accounts, interval, concurrency):
     """The exporter's config: one token, these collectors on the same accounts."""
     sched = h.schedule(interval)
@@ -344,13 +357,7 @@ def run_bursts(name, spec, n, runs, work):
     rate, burst, interval = spec["rate"], spec["burst"], spec["interval"]
     ideal = n / rate
     with h.Bench(f"mailhost-ratelimit-{name}-", work) as b:
-        sim = b.start_sim(n, patience=120)
-        body = {"rate": rate, "burst": burst, "retry_after": spec["retry_after"],
-                "headers": "none"}
-        http("PUT", f"{sim}/_sim/rate_limit", b.token, json.dumps(body).encode())
-        config = b.write("config.yml", shape_config(sim, b.token_file(), ["delivery_account"],
-                                                    range(FIRST, FIRST + n), interval, 16))
-        b.check_config(config)
+        sim, config = start_limited_token(b, spec, n)
         counts = limits(sim, b.token)[None]
         t0 = time.time()
         server = b.start_exporter(config, patience=60)
@@ -610,13 +617,7 @@ def run_ha(name, spec, n, runs, work):
     rate, burst, interval = spec["rate"], spec["burst"], spec["interval"]
     ideal = 2 * n / rate
     with h.Bench(f"mailhost-ratelimit-{name}-", work) as b:
-        sim = b.start_sim(n, patience=120)
-        body = {"rate": rate, "burst": burst, "retry_after": spec["retry_after"],
-                "headers": "none"}
-        http("PUT", f"{sim}/_sim/rate_limit", b.token, json.dumps(body).encode())
-        config = b.write("config.yml", shape_config(sim, b.token_file(), ["delivery_account"],
-                                                    range(FIRST, FIRST + n), interval, 16))
-        b.check_config(config)
+        sim, config = start_limited_token(b, spec, n)
         counts0 = limits(sim, b.token)[None]
         t0 = time.time()
         servers = [b.start_exporter(config, patience=60, log=f"exporter-{x}.log")

@@ -256,6 +256,9 @@ pub struct Control {
     /// `X-RateLimit-Limit` and the longest reset seen with it: the window, for `stated`.
     limit_window: Option<(u64, Duration)>,
     paused_until: Option<Instant>,
+    /// The pause is a lone 429's, tentative, until this: a success lifts it (a paused scope
+    /// refuses every call, those already on their way too).
+    tentative: Option<Instant>,
     budget: Option<Budget>,
     /// When the next paced call may go.
     next_slot: Option<Instant>,
@@ -273,6 +276,7 @@ impl Control {
             stated: None,
             limit_window: None,
             paused_until: None,
+            tentative: None,
             budget: None,
             next_slot: None,
             window: Window::new(now),
@@ -501,6 +505,32 @@ impl Control {
     pub fn pause(&mut self, now: Instant, wait: Duration) {
         let until = now.checked_add(wait.min(MAX_PAUSE)).unwrap_or(now);
         self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
+        self.tentative = None;
+    }
+
+    /// Pauses until `now + wait` unless already paused as long, tentatively: the next success
+    /// lifts it ([`Control::lift`]). For a lone 429's `Retry-After`, which is the provider's
+    /// pause of the scope or one target's own: the scope's calls still on their way answer
+    /// which.
+    pub fn pause_tentatively(&mut self, now: Instant, wait: Duration) {
+        let until = now.checked_add(wait.min(MAX_PAUSE)).unwrap_or(now);
+        if self.paused_until.is_none_or(|p| p < until) {
+            self.paused_until = Some(until);
+            self.tentative = Some(until);
+        }
+    }
+
+    /// A call succeeded: a tentative pause ends (the scope is not paused). Says whether a
+    /// pause ended.
+    pub fn lift(&mut self) -> bool {
+        let Some(until) = self.tentative.take() else {
+            return false;
+        };
+        if self.paused_until == Some(until) {
+            self.paused_until = None;
+            return true;
+        }
+        false
     }
 
     /// The quota fields of the answer to call `seq`, `sent_after` calls having gone out since.

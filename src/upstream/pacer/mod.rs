@@ -11,10 +11,12 @@
 //! saying why ([`Denied`]).
 //!
 //! Whose a 429 is decides what slows down ([`shape`]): a target refused again and again while
-//! its neighbours succeed backs off alone; otherwise the 429 is its endpoint's, or the token's
-//! when the token's other endpoints are refused too within [`TOKEN_SPAN`]. A `Retry-After`
-//! pauses the endpoint or the token only when 429s come in a burst there; a lone one only makes
-//! its own call wait (and slows the shared pace as any 429 does).
+//! its neighbours succeed backs off alone; a lone 429 of a target not known either way waits
+//! for the target's next answer (a success cuts the shared pace then); a burst is its
+//! endpoint's, or the token's when the token's other endpoints are refused too within
+//! [`TOKEN_SPAN`]. A `Retry-After` pauses the endpoint or the token in full when it is shared
+//! (a burst, or a retry refused again while the endpoint refuses many); a lone one makes its
+//! own call wait, and pauses the endpoint only until a call of it succeeds.
 //!
 //! The pacer outlives a reload that keeps its token and address, so what it learned stays. It
 //! also compares what the tenant's collectors need ([`Pacer::set_demand`]) with what the
@@ -38,6 +40,17 @@ use crate::upstream::observe::{EndpointPace, Observer};
 use control::{Control, Event};
 use headers::QuotaInfo;
 use shape::{Outcomes, Scope, Targets};
+
+/// What showed a 429 to be shared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shown {
+    /// Many calls refused at once: a spent limit.
+    Burst,
+    /// The target's retry went through: the limit's, not the target's.
+    Retried,
+    /// The target refused again, not (yet) known as its own.
+    Lone,
+}
 
 /// Bursts of 429s on two endpoints of a token within this of each other are the token's limit,
 /// not each endpoint's, unless another of its endpoints is known to be free ([`FREE_SPAN`]).
@@ -370,6 +383,8 @@ pub enum Charged {
     Nothing,
     /// The target's own: it backs off alone until this instant; no one else's pace moved.
     Target(Instant),
+    /// Not known yet whose: the target's next answer decides; no one else's pace moved yet.
+    Undecided,
     /// The endpoint's pace.
     Endpoint,
     /// The token's pace.
@@ -738,9 +753,17 @@ impl Pacer {
                     s.token.succeeded(now);
                     let w = s.way(endpoint, now);
                     w.control.succeeded(now);
+                    changed |= w.control.lift();
                     w.history.success();
                     w.last_success = Some(now);
-                    s.targets.succeeded(target);
+                    // An undecided 429 of this target was the shared limit's: cut now, as
+                    // for the call that was refused.
+                    if let Some(sent_at) = s.targets.succeeded(target) {
+                        changed = true;
+                        let (charged, was, e) =
+                            self.charge(&mut s, endpoint, sent_at, now, None, Shown::Retried);
+                        event = Some((e, was, None, charged));
+                    }
                     let took = now.saturating_duration_since(permit.sent_at).as_secs_f64();
                     s.latency = if s.latency == 0.0 {
                         took
@@ -756,16 +779,39 @@ impl Pacer {
                         _ => None,
                     });
                     let history = s.way(endpoint, now).history;
-                    match s.targets.throttled(target, &history, now, wait, hold) {
+                    let scope =
+                        s.targets
+                            .throttled(target, &history, now, permit.sent_at, wait, hold);
+                    match scope {
                         Scope::Target(until) => Charged::Target(until),
+                        Scope::Undecided => {
+                            // Its Retry-After pauses the endpoint briefly, until a call of it
+                            // succeeds (a broken target's neighbours on their way lift it
+                            // within an answer; a paused endpoint refuses them too), and not at
+                            // all once targets there are known to be refused on their own.
+                            let known_own = s.targets.own(endpoint) > 0;
+                            let w = s.way(endpoint, now);
+                            w.history.throttled(true);
+                            if let Some(wait) = wait.filter(|_| !known_own) {
+                                w.control
+                                    .pause_tentatively(now, wait.min(shape::MAX_LONE_PAUSE));
+                                changed = true;
+                            }
+                            Charged::Undecided
+                        }
                         Scope::Shared {
                             pause,
                             burst,
                             first,
+                            counted,
                         } => {
                             changed = true;
+                            if counted {
+                                s.way(endpoint, now).history.throttled(first);
+                            }
+                            let shown = if burst { Shown::Burst } else { Shown::Lone };
                             let (charged, was, e) =
-                                self.charge(&mut s, permit, now, pause, burst, first);
+                                self.charge(&mut s, endpoint, permit.sent_at, now, pause, shown);
                             event = Some((e, was, pause, charged));
                             charged
                         }
@@ -816,19 +862,20 @@ impl Pacer {
     /// A 429 taken as shared: the token's when its other endpoints were refused too within
     /// [`TOKEN_SPAN`] and none of them succeeded meanwhile without a 429 (two endpoints behind
     /// one limited route are refused together while a free one goes on), else its endpoint's;
-    /// that scope pauses for `pause`. A scope never limited
-    /// before is first slowed by a `burst` of 429s, not by a lone one (a broken target's first
-    /// answer, before it is known as such).
+    /// that scope pauses for `pause`. A scope never limited before is first slowed by a burst
+    /// of 429s, or a lone one its target's retry showed shared (a broken target's retry never
+    /// goes through), not by a lone one refused again. `sent_at` is when the refused call
+    /// went out.
     fn charge(
         &self,
         s: &mut State,
-        permit: &Permit,
+        endpoint: Endpoint,
+        sent_at: Instant,
         now: Instant,
         pause: Option<Duration>,
-        burst: bool,
-        first: bool,
+        shown: Shown,
     ) -> (Charged, Option<f64>, Event) {
-        let endpoint = permit.endpoint;
+        let burst = shown == Shown::Burst;
         let within = |at: Option<Instant>, span: Duration| {
             at.is_some_and(|at| now.saturating_duration_since(at) <= span)
         };
@@ -852,20 +899,19 @@ impl Pacer {
         if burst {
             w.last_burst = Some(now);
         }
-        w.history.throttled(first);
         let (control, charged) = if token_wide {
             (&mut s.token, Charged::Token)
         } else {
             (&mut w.control, Charged::Endpoint)
         };
         let was = control.rate();
-        if !burst && !control.learned() {
+        if shown == Shown::Lone && !control.learned() {
             if let Some(wait) = pause {
                 control.pause(now, wait);
             }
             return (charged, was, Event::Absorbed);
         }
-        let e = control.throttled(now, permit.sent_at, pause);
+        let e = control.throttled(now, sent_at, pause);
         (charged, was, e)
     }
 
@@ -1277,11 +1323,23 @@ mod tests {
         for i in 0..20 {
             answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
         }
-        // A first lone 429, nothing known yet: the endpoint pauses, briefly.
-        assert_eq!(answered(&p, E, "a", RETRY_3S).await, Charged::Endpoint);
-        let resumes = p.resumes_at().unwrap();
-        assert!(resumes - Instant::now() <= shape::MAX_UNPROVEN_PAUSE);
-        tokio::time::sleep_until(resumes).await;
+        // A first lone 429, nothing known yet: its call waits, its next answer decides, and
+        // its Retry-After pauses the endpoint, briefly, until a call of it succeeds.
+        let on_its_way = admit(&p, false, None, None, None).await.unwrap();
+        assert_eq!(answered(&p, E, "a", RETRY_3S).await, Charged::Undecided);
+        let resumes = p.resumes_at().expect("paused tentatively");
+        assert!(resumes - Instant::now() <= shape::MAX_LONE_PAUSE);
+        let ok = Outcome::Success;
+        p.observe(&on_its_way, &key("t"), ok, &QuotaInfo::default(), HOLD);
+        assert_eq!(
+            p.resumes_at(),
+            None,
+            "a call on its way went through: lifted"
+        );
+        let refused_a = refused(&p, "a", Duration::from_secs(1)).await;
+        assert!(refused_a.backing_off && !refused_a.own, "{refused_a:?}");
+        assert_eq!(refused_a.told, Some(Duration::from_secs(3)));
+        tokio::time::advance(Duration::from_secs(3)).await;
         for i in 0..20 {
             answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
         }
@@ -1291,16 +1349,18 @@ mod tests {
             Charged::Target(_)
         ));
         assert_eq!(p.resumes_at(), None);
-        // With a broken target known, another target's first lone 429 only makes it wait.
-        assert_eq!(answered(&p, E, "b", RETRY_3S).await, Charged::Endpoint);
-        assert_eq!(p.resumes_at(), None);
-        let refused = refused(&p, "b", Duration::from_secs(1)).await;
-        assert!(refused.backing_off && !refused.own, "{refused:?}");
-        assert_eq!(refused.told, Some(Duration::from_secs(3)));
-        // A burst: every call of the endpoint waits.
-        for t in ["c", "d", "e"] {
-            answered(&p, E, t, RETRY_3S).await;
+        // Lone first 429s of other targets, among successes: each waits alone.
+        for t in ["b", "c", "d", "e", "f", "g"] {
+            answered(&p, E, &format!("ok-{t}"), Outcome::Success).await;
+            assert_eq!(
+                answered(&p, E, t, RETRY_3S).await,
+                Charged::Undecided,
+                "{t}"
+            );
+            assert_eq!(p.resumes_at(), None);
         }
+        // A burst (more than a third of the last answers first 429s): every call waits.
+        assert_eq!(answered(&p, E, "h", RETRY_3S).await, Charged::Endpoint);
         assert!(p.resumes_at().is_some());
         let t = Instant::now();
         let _next = admit(&p, false, None, None, None).await.unwrap();
@@ -1326,7 +1386,7 @@ mod tests {
             }
             let charged = answered(&p, E, "bad", RETRY_3S).await;
             if round == 0 {
-                assert_eq!(charged, Charged::Endpoint, "one 429 says nothing yet");
+                assert_eq!(charged, Charged::Undecided, "one 429 says nothing yet");
             } else {
                 assert!(
                     matches!(charged, Charged::Target(_)),
@@ -1365,10 +1425,16 @@ mod tests {
             answered(&p, E, &format!("a{i}"), Outcome::Success).await;
             answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
         }
-        for i in 0..4 {
-            let charged = answered(&p, stats, &format!("s{i}"), Outcome::Throttled(None)).await;
-            assert_eq!(charged, Charged::Endpoint);
-        }
+        // Refused in a row: undecided until four in a row make a burst.
+        let charged: Vec<_> = {
+            let mut v = Vec::new();
+            for i in 0..5 {
+                v.push(answered(&p, stats, &format!("s{i}"), Outcome::Throttled(None)).await);
+            }
+            v
+        };
+        use Charged::{Endpoint as Ep, Token, Undecided as U};
+        assert_eq!(charged, [U, U, U, U, Ep]);
         let paces: BTreeMap<_, _> = p
             .endpoints()
             .into_iter()
@@ -1387,9 +1453,9 @@ mod tests {
         let rank = Endpoint::new("tracemail_domains_rank");
         let free = Endpoint::new("email_account");
         answered(&p, free, "m", Outcome::Success).await;
-        for i in 0..4 {
+        for i in 0..5 {
             let charged = answered(&p, rank, &format!("r{i}"), Outcome::Throttled(None)).await;
-            assert_eq!(charged, Charged::Endpoint);
+            assert_eq!(charged, if i < 4 { U } else { Ep });
         }
         assert!(p.lock().token.rate().is_none());
         // Bursts of 429s on every endpoint it calls within a short time, none known to be
@@ -1407,11 +1473,10 @@ mod tests {
                 charged.push(c);
             }
         }
-        use Charged::{Endpoint as Ep, Token};
         assert_eq!(
-            charged[..9],
-            [Ep, Ep, Ep, Ep, Ep, Ep, Ep, Token, Token],
-            "lone 429s, a burst on one endpoint, then on both"
+            charged,
+            [U, U, U, U, U, U, U, U, Ep, Token],
+            "lone 429s undecided, a burst on one endpoint, then on both"
         );
         assert!(p.lock().token.rate().is_some());
     }
@@ -1532,6 +1597,104 @@ mod tests {
                 "burst {burst}, learned: {took:?} against {bound:?}"
             );
             assert!(share <= 0.05, "burst {burst}: {share:.3} of calls refused");
+        }
+    }
+
+    /// `n` targets polled once each through `p` (deadline 20 s) by a provider with no limit,
+    /// each call answered after 40 to 60 ms; the targets `broken` picks answer 429 to every call
+    /// (with `retry_after`) and stop once taken as refused on their own. How long until every
+    /// healthy target had its answer.
+    async fn broken_fleet(
+        p: &Pacer,
+        n: usize,
+        broken: &[bool],
+        retry_after: Option<Duration>,
+    ) -> Duration {
+        let t0 = Instant::now();
+        let deadline = t0 + Duration::from_secs(20);
+        let mut set = tokio::task::JoinSet::new();
+        for (i, broken) in broken.iter().copied().enumerate().take(n) {
+            let p = p.clone();
+            set.spawn(async move {
+                let target = key(&i.to_string());
+                let mut place = None;
+                loop {
+                    let call = Call {
+                        target: &target,
+                        urgent: false,
+                        rank: None,
+                        place,
+                        deadline: Some(deadline),
+                    };
+                    let permit = match p.admit(call).await {
+                        Ok(permit) => permit,
+                        Err(denied) => {
+                            assert!(broken, "healthy target {i} refused: {denied:?}");
+                            return None;
+                        }
+                    };
+                    place = Some(permit.place());
+                    // Answers spread over 40 to 60 ms, as a provider's are: never all at once.
+                    let spread = u64::try_from(i * 7 % 21).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(40 + spread)).await;
+                    let outcome = if broken {
+                        Outcome::Throttled(retry_after)
+                    } else {
+                        Outcome::Success
+                    };
+                    let charged = p.observe(&permit, &target, outcome, &QuotaInfo::default(), HOLD);
+                    if !broken {
+                        return Some(Instant::now());
+                    }
+                    if matches!(charged, Charged::Target(_)) {
+                        return None;
+                    }
+                }
+            });
+        }
+        let mut last = t0;
+        while let Some(done) = set.join_next().await {
+            if let Some(at) = done.unwrap() {
+                last = last.max(at);
+            }
+        }
+        last - t0
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tenth_of_the_fleet_refused_on_its_own_from_a_cold_start_slows_no_one() {
+        // A tenth of 300 targets, picked at random (a fixed seed), so that some come together.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let broken: Vec<bool> = (0..300)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % 10 == 0
+            })
+            .collect();
+        let k = broken.iter().filter(|b| **b).count();
+        assert!((20..=40).contains(&k), "{k} broken");
+        // Unlimited, 8 at once, 50 ms each: the healthy ones take 270 / 8 x 50 ms, about 1.7 s.
+        let bound = Duration::from_secs(3);
+        for retry_after in [None, Some(Duration::from_secs(1))] {
+            let p = pacer(8, None);
+            for run in 0..2 {
+                let took = broken_fleet(&p, 300, &broken, retry_after).await;
+                assert!(
+                    took <= bound,
+                    "{retry_after:?}, run {run}: the healthy targets took {took:?}"
+                );
+                let paces = p.endpoints();
+                assert!(
+                    paces.iter().all(|e| e.allowed.is_none() && !e.paused),
+                    "{retry_after:?}, run {run}: {paces:?}"
+                );
+                assert_eq!(p.allowed(), None, "{retry_after:?}: the token is not paced");
+                assert_eq!(p.resumes_at(), None);
+                assert_eq!(paces[0].backing_off, k, "every broken target is known");
+                tokio::time::advance(Duration::from_secs(20)).await;
+            }
         }
     }
 

@@ -7,10 +7,21 @@
 //! refuses that target every time while its neighbours on the same endpoint succeed. So a 429 is
 //! taken as the target's own once the target has been refused `k` times in a row (at least
 //! twice) where a shared limit, refusing the endpoint's other calls at the share `p` it does now,
-//! would have done so by chance at most once in a hundred (`p^k <= 0.01`). Until then it is
-//! shared, and the pacer slows its endpoint or its token down. Such a target backs off alone:
-//! `Retry-After` if the answer said, else doubling from a second, never longer than its values
-//! live; its 429s are left out of the endpoint's share, so it never cuts anyone else's pace.
+//! would have done so by chance at most once in a hundred (`p^k <= 0.01`). Such a target backs
+//! off alone: `Retry-After` if the answer said, else doubling from a second, never longer than
+//! its values live; its 429s are left out of the endpoint's share, so it never cuts anyone
+//! else's pace.
+//!
+//! A target's first lone 429 is undecided: the target waits a moment on its own and its next
+//! answer decides, while the pace it may belong to stops climbing. A success says the 429 was
+//! the shared limit's, and the pacer cuts then (as for a call sent when the 429 was); refused
+//! again and not yet its own, the 429 is shared and cuts a pace already limited, though not
+//! one never limited (a broken target's second answer, before it is known as such). A burst
+//! of first 429s (many targets refused at once: a limit that is spent), or a retry refused
+//! while the endpoint refuses many calls, is shared at once and pauses for its `Retry-After`
+//! in full.
+//! So a tenth of a fleet refused on its own from a cold start does not slow the rest, and a
+//! shared limit is still cut at its lone 429s, one answer later.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -24,6 +35,14 @@ use crate::upstream::error::Endpoint;
 pub const MAX_TRACKED: usize = 100_000;
 /// The first back-off of a target refused on its own, when the answer named no wait.
 pub const MIN_TARGET_BACKOFF: Duration = Duration::from_secs(1);
+/// How long a target whose 429 is undecided waits before it is tried again (longer if told):
+/// a shared limit that refused it at a pace just over its rate has refilled by then, so its
+/// next answer says whose the 429 was, not what the limit held at that same instant.
+pub const UNDECIDED_WAIT: Duration = Duration::from_millis(250);
+/// The longest a lone 429's `Retry-After` pauses its endpoint, tentatively (a success of a
+/// call sent since lifts it): long enough to honour a token's short pause in full when nothing
+/// else is in flight to show it, short enough to cost little when a call does not come.
+pub const MAX_LONE_PAUSE: Duration = Duration::from_secs(5);
 /// The longest back-off of a target, whatever it was told (and never longer than its values
 /// live, which the caller passes).
 pub const MAX_TARGET_BACKOFF: Duration = Duration::from_secs(600);
@@ -42,10 +61,11 @@ const NEIGHBOURHOOD: u32 = 16;
 /// Answers in a row, every one a shared 429, that make a burst however few targets they came
 /// from.
 const REFUSED_IN_A_ROW: u32 = 4;
-/// Shared 429s among the last [`NEIGHBOURHOOD`] answers that make the next one part of a burst
-/// (a quarter of them, with it): a limit that is spent, not one target's bad luck, nor the
-/// first answers of a few broken targets among many.
-const BURST: u32 = 3;
+/// First 429s among the last [`NEIGHBOURHOOD`] answers that make the next one part of a burst
+/// (more than a third of them): a limit that is spent refuses most calls at once; broken
+/// targets, a tenth of a fleet, come this close together by chance at about one of their 429s
+/// in three hundred.
+const BURST: u32 = 6;
 
 /// The last answers of an endpoint: every one (a 429 taken as shared is a 1), for the share
 /// of calls a shared limit refuses; and the successes and first 429s of each target's streak
@@ -72,11 +92,18 @@ impl Outcomes {
 
     /// The share of recent answers refused by a shared limit, leaving out `mine` 429s of the
     /// target being judged (its streak so far), smoothed (Laplace) so that a short history
-    /// says "unknown" (near one half) rather than "never".
+    /// says "unknown" (near one half) rather than "never". The larger of that share over the
+    /// last [`HISTORY`] answers and over the last [`NEIGHBOURHOOD`] (with the target's own in
+    /// it): a limit refuses in clusters (a pace that climbed past it, a bucket spent), and a
+    /// target tried again within one is refused again as often as the cluster's share says,
+    /// not the longer history's.
     pub fn share_without(&self, mine: u32) -> f64 {
         let ones = self.all.ones(HISTORY);
         let mine = mine.min(ones);
-        (f64::from(ones - mine) + 1.0) / (f64::from(self.all.len - mine) + 2.0)
+        let long = (f64::from(ones - mine) + 1.0) / (f64::from(self.all.len - mine) + 2.0);
+        let near = self.all.len.min(NEIGHBOURHOOD);
+        let short = (f64::from(self.all.ones(NEIGHBOURHOOD)) + 1.0) / (f64::from(near) + 2.0);
+        long.max(short)
     }
 
     /// Whether other targets' first 429s are among the last few answers, or every one of the
@@ -129,6 +156,11 @@ struct Streak {
     /// The `Retry-After` of its last 429, if it carried one.
     told: Option<Duration>,
     last: Instant,
+    /// When the call of its first undecided 429 went out, until its next answer decides.
+    undecided: Option<Instant>,
+    /// Of its 429s, those counted in its endpoint's [`Outcomes`]: its first, and those taken
+    /// as shared (an undecided one tried again is not: its evidence is its own streak).
+    counted: u32,
 }
 
 /// A target's own wait, as [`Targets::backing_off`] finds it.
@@ -141,28 +173,29 @@ pub struct Backoff {
     pub told: Option<Duration>,
 }
 
-/// The longest a `Retry-After` pauses an endpoint or a token when its 429 came alone, from a
-/// target not yet known either way, on an endpoint with no target refused on its own: long
-/// enough to honour a token's short pause in full, short enough that a broken account costs its
-/// neighbours a few seconds, once.
-pub const MAX_UNPROVEN_PAUSE: Duration = Duration::from_secs(5);
-
 /// Whose a 429 is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
     /// The target's own: it backs off alone until this instant.
     Target(Instant),
-    /// The endpoint's or the token's pace, which a `Retry-After` pauses for `pause` (in full
-    /// in a burst of 429s; a lone one at most [`MAX_UNPROVEN_PAUSE`], and not at all once the
-    /// endpoint has targets known to be refused on their own).
-    /// `burst` when other recent calls were refused too: a pace never limited before is first
-    /// cut by a burst, never by a lone 429. `first` when it is the first 429 of the target's
-    /// streak: only such a 429 counts in the endpoint's share, so that one target tried again
-    /// and again does not read as a limit that refuses many.
+    /// Not known yet: the target's next answer decides (see the module's documentation). It
+    /// waits alone ([`UNDECIDED_WAIT`], or the `Retry-After` it was told); no one's pace is
+    /// cut (a `Retry-After` pauses the endpoint only until a call of it succeeds: the pacer's
+    /// business). A first 429, counted in its endpoint's [`Outcomes`].
+    Undecided,
+    /// The endpoint's or the token's pace, which a `Retry-After` pauses for `pause` (a limit
+    /// shown to be spent: a `burst` of 429s, or a retry refused again while the endpoint
+    /// refuses many). Else the target's retry refused again, not yet known as its own: a pace
+    /// already limited is cut, one never limited is not (a broken target's second 429, before
+    /// it is known as such), and it waits its own `Retry-After` alone. `first` when it is the
+    /// first 429 of the target's streak; `counted` when it goes into the endpoint's
+    /// [`Outcomes`] (a target tried again and again while its neighbours succeed, at the end
+    /// of a run when they are done, must not read as an endpoint whose every call is refused).
     Shared {
         pause: Option<Duration>,
         burst: bool,
         first: bool,
+        counted: bool,
     },
 }
 
@@ -179,11 +212,12 @@ pub struct Targets {
 }
 
 impl Targets {
-    /// A success: the target's streak, and any back-off, end.
-    pub fn succeeded(&mut self, key: &(Endpoint, String)) {
-        if let Some(s) = self.map.remove(key) {
-            self.unown(key.0, &s);
-        }
+    /// A success: the target's streak, and any back-off, end. Returns when the call of its
+    /// undecided 429 went out, if it had one: that 429 was the shared limit's after all.
+    pub fn succeeded(&mut self, key: &(Endpoint, String)) -> Option<Instant> {
+        let s = self.map.remove(key)?;
+        self.unown(key.0, &s);
+        s.undecided
     }
 
     fn unown(&mut self, endpoint: Endpoint, s: &Streak) {
@@ -224,24 +258,28 @@ impl Targets {
         all
     }
 
-    /// A 429 of `key`, with the `Retry-After` it carried; `history` is its endpoint's, `cap`
-    /// how long the target's values live (its back-off never outlasts them).
+    /// A 429 of `key` to a call sent at `sent_at`, with the `Retry-After` it carried; `history`
+    /// is its endpoint's, `cap` how long the target's values live (its back-off never outlasts
+    /// them).
     pub fn throttled(
         &mut self,
         key: &(Endpoint, String),
         history: &Outcomes,
         now: Instant,
+        sent_at: Instant,
         retry_after: Option<Duration>,
         cap: Duration,
     ) -> Scope {
         let cap = cap.min(MAX_TARGET_BACKOFF).max(MIN_TARGET_BACKOFF);
         let burst = history.burst();
-        let known_own = self.own(key.0) > 0;
         if !self.map.contains_key(key) && !self.room(now) {
+            // Untracked: a burst is shared as ever, a lone 429 too (without its pause), as
+            // before targets were told apart.
             return Scope::Shared {
-                pause: shared_pause(retry_after, burst, !known_own),
+                pause: retry_after.filter(|_| burst),
                 burst,
                 first: true,
+                counted: true,
             };
         }
         let s = self.map.entry(key.clone()).or_insert(Streak {
@@ -250,14 +288,18 @@ impl Targets {
             until: None,
             told: None,
             last: now,
+            undecided: None,
+            counted: 0,
         });
         s.count = s.count.saturating_add(1);
         s.last = now;
         s.told = retry_after;
-        let p = history.share_without(s.count - 1);
+        let p = history.share_without(s.counted);
         let k = i32::try_from(s.count).unwrap_or(i32::MAX);
-        if !s.own && s.count >= 2 && p <= MAX_SHARE_FOR_OWN && p.powi(k) <= OWN_EVIDENCE {
+        // Within a burst the limit is spent: a target refused again says nothing of its own.
+        if !s.own && !burst && s.count >= 2 && p <= MAX_SHARE_FOR_OWN && p.powi(k) <= OWN_EVIDENCE {
             s.own = true;
+            s.undecided = None;
             *self.own.entry(key.0).or_insert(0) += 1;
         }
         if s.own {
@@ -268,17 +310,32 @@ impl Targets {
             s.until = Some(until);
             return Scope::Target(until);
         }
-        // Not known as its own yet: the call comes back at its next turn of the shared pace,
-        // after the wait it was told when the 429 was a lone one (in a burst, the shared scope
-        // pauses for everyone instead).
-        s.until = retry_after
-            .filter(|_| !burst)
-            .and_then(|w| now.checked_add(w.min(cap)));
         let first = s.count == 1;
+        if first && !burst {
+            // Undecided: the call comes back after a wait of its own, and that answer decides.
+            s.undecided = Some(sent_at);
+            let wait = retry_after.unwrap_or(Duration::ZERO).max(UNDECIDED_WAIT);
+            s.until = now.checked_add(wait.min(cap));
+            s.counted += 1;
+            return Scope::Undecided;
+        }
+        // Shared: refused in a burst, or refused again and not (yet) its own.
+        s.undecided = None;
+        // Refused again while the endpoint refuses many calls: a limit that is spent.
+        let spent = burst || p > MAX_SHARE_FOR_OWN;
+        s.until = if spent {
+            None
+        } else {
+            retry_after.and_then(|w| now.checked_add(w.min(cap)))
+        };
+        if first || spent {
+            s.counted += 1;
+        }
         Scope::Shared {
-            pause: shared_pause(retry_after, burst, !known_own),
-            burst,
+            pause: retry_after.filter(|_| spent),
+            burst: spent,
             first,
+            counted: first || spent,
         }
     }
 
@@ -343,17 +400,6 @@ impl Targets {
     }
 }
 
-/// How long a shared 429's `Retry-After` pauses its scope: in full in a `burst`, else at most
-/// [`MAX_UNPROVEN_PAUSE`] when `unproven` (no target of the endpoint known to be refused on its
-/// own), else not at all.
-fn shared_pause(retry_after: Option<Duration>, burst: bool, unproven: bool) -> Option<Duration> {
-    match retry_after {
-        Some(w) if burst => Some(w),
-        Some(w) if unproven => Some(w.min(MAX_UNPROVEN_PAUSE)),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,35 +422,109 @@ mod tests {
         h
     }
 
+    /// `ok` successes and `throttled` first 429s, the 429s spread evenly among them.
+    fn spread(ok: u32, throttled: u32) -> Outcomes {
+        let mut h = Outcomes::default();
+        let every = (ok + throttled) / throttled.max(1);
+        for i in 0..ok + throttled {
+            if i % every == every - 1 {
+                h.throttled(true);
+            } else {
+                h.success();
+            }
+        }
+        h
+    }
+
     #[test]
     fn a_target_refused_twice_while_its_neighbours_succeed_is_refused_on_its_own() {
         let mut t = Targets::default();
         let now = Instant::now();
         let h = history(100, 0);
         assert_eq!(
-            t.throttled(&key("7"), &h, now, None, CAP),
-            Scope::Shared {
-                pause: None,
-                burst: false,
-                first: true
-            },
+            t.throttled(&key("7"), &h, now, now, None, CAP),
+            Scope::Undecided,
             "one 429 says nothing yet"
         );
         assert_eq!(
-            t.throttled(&key("7"), &h, now, None, CAP),
+            t.throttled(&key("7"), &h, now, now, None, CAP),
             Scope::Target(now + MIN_TARGET_BACKOFF)
         );
         assert_eq!(
-            t.throttled(&key("7"), &h, now, None, CAP),
+            t.throttled(&key("7"), &h, now, now, None, CAP),
             Scope::Target(now + MIN_TARGET_BACKOFF * 2),
             "doubling"
         );
         assert_eq!(t.own(E), 1);
         assert!(t.backing_off(&key("7"), now).is_some_and(|b| b.own));
         assert_eq!(t.list_own(now, 10).len(), 1);
-        t.succeeded(&key("7"));
+        assert_eq!(
+            t.succeeded(&key("7")),
+            None,
+            "its own 429s are nobody's cut"
+        );
         assert_eq!(t.own(E), 0);
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn a_lone_429_is_decided_by_the_targets_next_answer_and_a_burst_at_once() {
+        let mut t = Targets::default();
+        let sent = Instant::now();
+        let now = sent + Duration::from_millis(50);
+        let h = history(100, 0);
+        let ra = Some(Duration::from_secs(1));
+        assert_eq!(
+            t.throttled(&key("7"), &h, now, sent, ra, CAP),
+            Scope::Undecided
+        );
+        assert_eq!(
+            t.backing_off(&key("7"), now).map(|b| (b.until, b.own)),
+            Some((now + Duration::from_secs(1), false)),
+            "a lone 429 waits its Retry-After alone"
+        );
+        assert_eq!(
+            t.succeeded(&key("7")),
+            Some(sent),
+            "its retry went through: the 429 was the shared limit's, cut as of its call"
+        );
+        assert_eq!(t.succeeded(&key("7")), None, "decided once");
+        // Refused again while the endpoint refuses many: shared, its pause for everyone.
+        let many = spread(90, 40);
+        assert!(!many.burst());
+        assert_eq!(
+            t.throttled(&key("8"), &many, now, sent, ra, CAP),
+            Scope::Undecided
+        );
+        assert_eq!(
+            t.throttled(&key("8"), &many, now, sent, ra, CAP),
+            Scope::Shared {
+                pause: ra,
+                burst: true,
+                first: false,
+                counted: true
+            }
+        );
+        assert_eq!(t.succeeded(&key("8")), None, "already charged");
+        // Six first 429s among the last sixteen answers: a spent limit, shared at once.
+        let mut spent = history(100, 0);
+        for _ in 0..6 {
+            spent.throttled(true);
+        }
+        assert_eq!(
+            t.throttled(&key("9"), &spent, now, sent, ra, CAP),
+            Scope::Shared {
+                pause: ra,
+                burst: true,
+                first: true,
+                counted: true
+            }
+        );
+        assert_eq!(
+            t.backing_off(&key("9"), now),
+            None,
+            "the scope waits instead"
+        );
     }
 
     #[test]
@@ -412,23 +532,33 @@ mod tests {
         let mut t = Targets::default();
         let now = Instant::now();
         // A quarter of the endpoint's calls refused: 0.25^k <= 0.01 takes four in a row.
-        let h = history(96, 32);
-        for _ in 0..3 {
-            assert!(matches!(
-                t.throttled(&key("7"), &h, now, None, CAP),
-                Scope::Shared { .. }
-            ));
+        let h = spread(96, 32);
+        assert_eq!(
+            t.throttled(&key("7"), &h, now, now, None, CAP),
+            Scope::Undecided
+        );
+        for _ in 0..2 {
+            assert_eq!(
+                t.throttled(&key("7"), &h, now, now, None, CAP),
+                Scope::Shared {
+                    pause: None,
+                    burst: false,
+                    first: false,
+                    counted: false
+                },
+                "refused again, not yet its own: shared, not counted"
+            );
         }
         assert!(matches!(
-            t.throttled(&key("7"), &h, now, None, CAP),
+            t.throttled(&key("7"), &h, now, now, None, CAP),
             Scope::Target(_)
         ));
         // Half of them: never, however long the streak (nor at the start, when nothing is
         // known and the share reads one half).
-        let h = history(64, 64);
+        let h = spread(64, 64);
         for _ in 0..20 {
             assert!(matches!(
-                t.throttled(&key("8"), &h, now, None, CAP),
+                t.throttled(&key("8"), &h, now, now, None, CAP),
                 Scope::Shared { .. }
             ));
         }
@@ -442,13 +572,9 @@ mod tests {
         let h = history(100, 0);
         let ra = Some(Duration::from_secs(30));
         assert_eq!(
-            t.throttled(&key("7"), &h, now, ra, CAP),
-            Scope::Shared {
-                pause: Some(MAX_UNPROVEN_PAUSE),
-                burst: false,
-                first: true
-            },
-            "a first lone 429 pauses its scope briefly"
+            t.throttled(&key("7"), &h, now, now, ra, CAP),
+            Scope::Undecided,
+            "a first lone 429 pauses no one else"
         );
         assert_eq!(
             t.backing_off(&key("7"), now)
@@ -458,11 +584,11 @@ mod tests {
         );
         let huge = Some(Duration::from_secs(86_400));
         assert_eq!(
-            t.throttled(&key("7"), &h, now, huge, Duration::from_secs(60)),
+            t.throttled(&key("7"), &h, now, now, huge, Duration::from_secs(60)),
             Scope::Target(now + Duration::from_secs(60))
         );
         assert_eq!(
-            t.throttled(&key("7"), &h, now, huge, Duration::from_secs(86_400)),
+            t.throttled(&key("7"), &h, now, now, huge, Duration::from_secs(86_400)),
             Scope::Target(now + MAX_TARGET_BACKOFF)
         );
         let mut h2 = Outcomes::default();
@@ -470,7 +596,7 @@ mod tests {
             h2.success();
         }
         for _ in 0..40 {
-            t.throttled(&key("8"), &h2, now, None, CAP);
+            t.throttled(&key("8"), &h2, now, now, None, CAP);
         }
         assert!(
             t.backing_off(&key("8"), now).unwrap().until <= now + CAP,
@@ -483,27 +609,28 @@ mod tests {
         let mut t = Targets::default();
         let now = Instant::now();
         let h = history(100, 0);
-        t.throttled(&key("gone"), &h, now, None, CAP);
-        t.throttled(&key("gone"), &h, now, None, CAP);
+        t.throttled(&key("gone"), &h, now, now, None, CAP);
+        t.throttled(&key("gone"), &h, now, now, None, CAP);
         assert_eq!(t.own(E), 1);
         t.forget(now + FORGET_AFTER);
         assert_eq!(t.len(), 0);
         assert_eq!(t.own(E), 0, "a forgotten target is no longer counted");
         for i in 0..MAX_TRACKED {
-            t.throttled(&key(&i.to_string()), &h, now, None, CAP);
+            t.throttled(&key(&i.to_string()), &h, now, now, None, CAP);
         }
         assert_eq!(t.len(), MAX_TRACKED);
         assert_eq!(
-            t.throttled(&key("one more"), &h, now, None, CAP),
+            t.throttled(&key("one more"), &h, now, now, None, CAP),
             Scope::Shared {
                 pause: None,
                 burst: false,
-                first: true
+                first: true,
+                counted: true
             },
             "past the bound a 429 is taken as shared"
         );
         assert_eq!(t.len(), MAX_TRACKED);
-        t.throttled(&key("later"), &h, now + FORGET_AFTER, None, CAP);
+        t.throttled(&key("later"), &h, now + FORGET_AFTER, now, None, CAP);
         assert_eq!(t.len(), 1, "full: the stale ones made room");
     }
 
@@ -516,11 +643,12 @@ mod tests {
         for _ in 0..128 {
             h.success();
         }
-        assert!(h.share_without(0) < 0.01);
+        // No 429 among the last 128: the last sixteen's smoothing (1 / 18) is the floor.
+        assert!((h.share_without(0) - 1.0 / 18.0).abs() < 1e-9);
         assert!(!h.burst());
         h.throttled(true);
         h.throttled(true);
-        assert!(!h.burst(), "two among sixteen are not a burst yet");
+        assert!(!h.burst(), "two among sixteen are not a burst");
         // One target tried again and again while its neighbours succeed: counted in the share,
         // not in a burst.
         for _ in 0..5 {
@@ -528,7 +656,15 @@ mod tests {
             h.success();
         }
         assert!(!h.burst());
-        assert!(h.share_without(0) > h.share_without(5));
+        // Seven 429s among the last sixteen: the cluster's share, whoever they were.
+        assert!((h.share_without(5) - 8.0 / 18.0).abs() < 1e-9);
+        for _ in 0..3 {
+            h.throttled(true);
+            assert!(
+                !h.burst(),
+                "five first 429s among sixteen are not a burst yet"
+            );
+        }
         h.throttled(true);
         assert!(h.burst());
         assert!((Outcomes::default().share_without(0) - 0.5).abs() < 1e-9);

@@ -383,7 +383,8 @@ pub enum Charged {
     Nothing,
     /// The target's own: it backs off alone until this instant; no one else's pace moved.
     Target(Instant),
-    /// Not known yet whose: the target's next answer decides; no one else's pace moved yet.
+    /// Not known yet whose: the target's next answer decides; no pace is cut yet (its
+    /// `Retry-After` may pause the endpoint until a call of it succeeds).
     Undecided,
     /// The endpoint's pace.
     Endpoint,

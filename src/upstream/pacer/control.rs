@@ -259,6 +259,10 @@ pub struct Control {
     /// The pause is a lone 429's, tentative, until this: a success lifts it (a paused scope
     /// refuses every call, those already on their way too).
     tentative: Option<Instant>,
+    /// One call may go during the tentative pause, at its pace: its answer says whose the
+    /// pause is (an endpoint whose calls have gone through for a while, answering at once,
+    /// has no other call on its way to say it).
+    probe: bool,
     budget: Option<Budget>,
     /// When the next paced call may go.
     next_slot: Option<Instant>,
@@ -277,6 +281,7 @@ impl Control {
             limit_window: None,
             paused_until: None,
             tentative: None,
+            probe: false,
             budget: None,
             next_slot: None,
             window: Window::new(now),
@@ -355,7 +360,9 @@ impl Control {
     /// The earliest instant the next call may go.
     pub fn ready_at(&self, now: Instant) -> Instant {
         let mut at = now;
-        if let Some(p) = self.paused_until {
+        if let Some(p) = self.paused_until
+            && !(self.probe && self.tentative == Some(p))
+        {
             at = at.max(p);
         }
         if let Some(b) = self.budget
@@ -373,6 +380,7 @@ impl Control {
 
     /// A call goes now.
     pub fn admitted(&mut self, now: Instant) {
+        self.probe = false;
         if let Some(r) = self.rate() {
             let gap = Duration::from_secs_f64(1.0 / r.max(MIN_RATE));
             // A slot missed by a late wake-up is caught up (one at most, so that no burst
@@ -506,23 +514,26 @@ impl Control {
         let until = now.checked_add(wait.min(MAX_PAUSE)).unwrap_or(now);
         self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
         self.tentative = None;
+        self.probe = false;
     }
 
     /// Pauses until `now + wait` unless already paused as long, tentatively: the next success
     /// lifts it ([`Control::lift`]). For a lone 429's `Retry-After`, which is the provider's
     /// pause of the scope or one target's own: the scope's calls still on their way answer
-    /// which.
-    pub fn pause_tentatively(&mut self, now: Instant, wait: Duration) {
+    /// which, and with `probe` one more call goes at its pace to answer it.
+    pub fn pause_tentatively(&mut self, now: Instant, wait: Duration, probe: bool) {
         let until = now.checked_add(wait.min(MAX_PAUSE)).unwrap_or(now);
         if self.paused_until.is_none_or(|p| p < until) {
             self.paused_until = Some(until);
             self.tentative = Some(until);
+            self.probe = probe;
         }
     }
 
     /// A call succeeded: a tentative pause ends (the scope is not paused). Says whether a
     /// pause ended.
     pub fn lift(&mut self) -> bool {
+        self.probe = false;
         let Some(until) = self.tentative.take() else {
             return false;
         };

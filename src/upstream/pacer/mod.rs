@@ -789,13 +789,19 @@ impl Pacer {
                             // Its Retry-After pauses the endpoint briefly, until a call of it
                             // succeeds (a broken target's neighbours on their way lift it
                             // within an answer; a paused endpoint refuses them too), and not at
-                            // all once targets there are known to be refused on their own.
+                            // all once targets there are known to be refused on their own. On
+                            // an endpoint whose calls have been going through, one call goes
+                            // at its pace to ask, lest none be on its way.
                             let known_own = s.targets.own(endpoint) > 0;
                             let w = s.way(endpoint, now);
                             w.history.throttled(true);
                             if let Some(wait) = wait.filter(|_| !known_own) {
-                                w.control
-                                    .pause_tentatively(now, wait.min(shape::MAX_LONE_PAUSE));
+                                let probe = w.history.steady();
+                                w.control.pause_tentatively(
+                                    now,
+                                    wait.min(shape::MAX_LONE_PAUSE),
+                                    probe,
+                                );
                                 changed = true;
                             }
                             Charged::Undecided
@@ -1375,6 +1381,44 @@ mod tests {
         assert_eq!(
             admit(&p, false, None, None, Some(d)).await.err(),
             Some(Denied::paced(true))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_retry_after_with_no_call_on_its_way_lets_one_call_ask_whose_it_is() {
+        let p = pacer(4, None);
+        for i in 0..40 {
+            answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
+        }
+        // Nothing on its way when the lone 429 comes back (answers come at once): one call
+        // goes at once to ask, and its success lifts the pause.
+        assert_eq!(answered(&p, E, "a", RETRY_3S).await, Charged::Undecided);
+        assert!(p.resumes_at().is_some(), "paused tentatively");
+        let t = Instant::now();
+        let asking = admit(&p, false, None, None, None).await.unwrap();
+        assert_eq!(Instant::now(), t, "the asking call goes at once");
+        assert!(p.resumes_at().is_some(), "one call asks, not every call");
+        p.observe(
+            &asking,
+            &key("t"),
+            Outcome::Success,
+            &QuotaInfo::default(),
+            HOLD,
+        );
+        assert_eq!(p.resumes_at(), None, "its success lifted the pause");
+        // Refused too, the pause holds for everyone else until its end.
+        for i in 0..40 {
+            answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
+        }
+        tokio::time::advance(Duration::from_secs(4)).await;
+        assert_eq!(answered(&p, E, "b", RETRY_3S).await, Charged::Undecided);
+        let asking = admit(&p, false, None, None, None).await.unwrap();
+        p.observe(&asking, &key("c"), RETRY_3S, &QuotaInfo::default(), HOLD);
+        let t = Instant::now();
+        let _next = admit(&p, false, None, None, None).await.unwrap();
+        assert!(
+            Instant::now() - t >= Duration::from_secs(2),
+            "the pause held"
         );
     }
 

@@ -54,6 +54,9 @@ const OWN_EVIDENCE: f64 = 0.01;
 /// a small burst's limit refuses every other call, and a call tried again at its next turn
 /// lands on a refusal again and again, whoever it belongs to.
 const MAX_SHARE_FOR_OWN: f64 = 0.3;
+/// The largest share of refused answers ([`Outcomes::share_without`]) of an endpoint taken as
+/// going through: one refusal among the last [`NEIGHBOURHOOD`] reads 2/18, two 3/18.
+const STEADY_SHARE: f64 = 0.125;
 /// Answers of an endpoint its 429 share is taken over.
 const HISTORY: u32 = 128;
 /// Answers looked back over to tell a lone 429 from a burst of them.
@@ -104,6 +107,13 @@ impl Outcomes {
         let near = self.all.len.min(NEIGHBOURHOOD);
         let short = (f64::from(self.all.ones(NEIGHBOURHOOD)) + 1.0) / (f64::from(near) + 2.0);
         long.max(short)
+    }
+
+    /// Whether the endpoint's calls have been going through: a long enough history, and at
+    /// most the last answer refused among the last [`NEIGHBOURHOOD`] (and as few over the
+    /// whole history).
+    pub fn steady(&self) -> bool {
+        self.all.len >= 2 * NEIGHBOURHOOD && self.share_without(0) <= STEADY_SHARE
     }
 
     /// Whether other targets' first 429s are among the last few answers, or every one of the

@@ -41,6 +41,10 @@ pub const BETA: f64 = 0.9;
 /// Seconds (of waiting demand) the cubic takes to climb from `BETA` times the estimate back to
 /// it; the plateau around the estimate is about this wide on each side.
 const PLATEAU_SECS: f64 = 8.0;
+/// Nor fewer calls than this at the estimate: a slow limit (a few calls a second) probed
+/// every eight seconds is refused once in every twenty or so calls; with the plateau this many
+/// calls wide, once in a hundred or so, as a fast one is. (A limit of 5/s: 20 s.)
+const PLATEAU_CALLS: f64 = 100.0;
 /// A congestion event never cuts the rate by more than half: a 429 right after a pause (whose
 /// `Retry-After` was too short) says little about the sustainable rate.
 const MAX_CUT: f64 = 0.5;
@@ -75,9 +79,11 @@ const DOUBLING_SECS: f64 = 1.0;
 /// often as not, so the rate doubles four times a second until the next 429 says where it stops.
 const COLD_DOUBLING_SECS: f64 = 0.25;
 
-/// The cubic's constant, from [`PLATEAU_SECS`]: r(t) = r_max (1 + C (t - K)^3).
-fn growth_constant() -> f64 {
-    (1.0 - BETA) / PLATEAU_SECS.powi(3)
+/// The cubic's constant for a plateau at `r_max`, from [`PLATEAU_SECS`] and
+/// [`PLATEAU_CALLS`]: r(t) = r_max (1 + C (t - K)^3).
+fn growth_constant(r_max: f64) -> f64 {
+    let plateau = PLATEAU_SECS.max(PLATEAU_CALLS / r_max.max(MIN_RATE));
+    (1.0 - BETA) / plateau.powi(3)
 }
 
 /// Successes over the last second, in ten slots of 100 ms: what just went through.
@@ -154,6 +160,8 @@ struct Learned {
     recall: f64,
     /// Seconds of waiting demand the curve takes to climb back to `r_max`.
     k: f64,
+    /// The cubic's constant, [`growth_constant`] of `r_max`.
+    c: f64,
     at: Instant,
     /// Successes since the event.
     successes: u64,
@@ -171,12 +179,14 @@ struct Learned {
 
 impl Learned {
     fn new(r_max: f64, r0: f64, recall: f64, at: Instant) -> Self {
-        let k = ((1.0 - r0 / r_max).max(0.0) / growth_constant()).cbrt();
+        let c = growth_constant(r_max);
+        let k = ((1.0 - r0 / r_max).max(0.0) / c).cbrt();
         Learned {
             r_max,
             r0,
             recall,
             k,
+            c,
             at,
             successes: 0,
             refused: 0,
@@ -197,7 +207,7 @@ impl Learned {
 
     fn rate(&self) -> f64 {
         let t = self.growth - self.k;
-        let cubic = self.r_max * (1.0 + growth_constant() * t * t * t);
+        let cubic = self.r_max * (1.0 + self.c * t * t * t);
         let rate = if self.slow_starting() {
             let doubling = if self.recall >= MAX_RATE {
                 COLD_DOUBLING_SECS
@@ -495,6 +505,17 @@ impl Control {
                     && l.successes > 0
                     && current.is_finite()
                     && current > l.r_max =>
+            {
+                r_max
+            }
+            // Nor does a thin estimate keep the memory when the pace was refused below it
+            // while calls went through: a limit lower than the memory, met again and again
+            // (a storm refuses everything, and keeps it).
+            Some(l)
+                if successes < CONFIDENT_SUCCESSES
+                    && l.successes > 0
+                    && current.is_finite()
+                    && current < l.recall =>
             {
                 r_max
             }
@@ -804,11 +825,12 @@ pub(super) mod tests {
                 steady.1 += u32::from(!ok);
             }
         }
-        // Each pace climbs until the shared limit refuses it: after the first two minutes, at
-        // most one call in twelve is refused (about one in eighteen as this is written), and
+        // Each pace climbs until the shared limit refuses it, slowly past a slow limit (a
+        // plateau of 100 calls): after the first two minutes, at most one call in forty is
+        // refused (one in 78 as this is written; one in 18 with a plateau of 8 s), and
         // together they use at least four fifths of the limit.
         assert!(
-            steady.1 * 12 <= steady.0,
+            steady.1 * 40 <= steady.0,
             "{steady:?} (sent, refused) after 120 s"
         );
         let used = f64::from(steady.0 - steady.1) / 480.0;

@@ -41,9 +41,12 @@ pub const BETA: f64 = 0.9;
 /// Seconds (of waiting demand) the cubic takes to climb from `BETA` times the estimate back to
 /// it; the plateau around the estimate is about this wide on each side.
 const PLATEAU_SECS: f64 = 8.0;
-/// Nor fewer calls than this at the estimate: a slow limit (a few calls a second) probed
-/// every eight seconds is refused once in every twenty or so calls; with the plateau this many
-/// calls wide, once in a hundred or so, as a fast one is. (A limit of 5/s: 20 s.)
+/// Nor fewer calls than this at an estimate resting on [`CONFIDENT_SUCCESSES`] or more: a
+/// slow limit (a few calls a second) probed every eight seconds is refused once in every
+/// twenty or so calls; with the plateau this many calls wide, once in a hundred or so, as a
+/// fast one is. (A limit of 5/s: 20 s.) A thin estimate keeps the 8 s plateau: a pace cut again
+/// and again while a neighbour on the same bucket took it (another exporter's cold start) must
+/// climb back at the pace of the neighbour's, or it never gets its share back.
 const PLATEAU_CALLS: f64 = 100.0;
 /// A congestion event never cuts the rate by more than half: a 429 right after a pause (whose
 /// `Retry-After` was too short) says little about the sustainable rate.
@@ -79,10 +82,15 @@ const DOUBLING_SECS: f64 = 1.0;
 /// often as not, so the rate doubles four times a second until the next 429 says where it stops.
 const COLD_DOUBLING_SECS: f64 = 0.25;
 
-/// The cubic's constant for a plateau at `r_max`, from [`PLATEAU_SECS`] and
-/// [`PLATEAU_CALLS`]: r(t) = r_max (1 + C (t - K)^3).
-fn growth_constant(r_max: f64) -> f64 {
-    let plateau = PLATEAU_SECS.max(PLATEAU_CALLS / r_max.max(MIN_RATE));
+/// The cubic's constant for a plateau at `r_max`, from [`PLATEAU_SECS`] and, for a
+/// `confident` estimate, [`PLATEAU_CALLS`]: r(t) = r_max (1 + C (t - K)^3).
+fn growth_constant(r_max: f64, confident: bool) -> f64 {
+    let calls = if confident {
+        PLATEAU_CALLS / r_max.max(MIN_RATE)
+    } else {
+        0.0
+    };
+    let plateau = PLATEAU_SECS.max(calls);
     (1.0 - BETA) / plateau.powi(3)
 }
 
@@ -160,7 +168,10 @@ struct Learned {
     recall: f64,
     /// Seconds of waiting demand the curve takes to climb back to `r_max`.
     k: f64,
-    /// The cubic's constant, [`growth_constant`] of `r_max`.
+    /// The curve restarted from the rate known to work, slow start done ([`Learned::reanchor`]):
+    /// a thin event on it says that rate does not work now.
+    recalled: bool,
+    /// The cubic's constant, [`growth_constant`] of `r_max` and the event's confidence.
     c: f64,
     at: Instant,
     /// Successes since the event.
@@ -178,14 +189,15 @@ struct Learned {
 }
 
 impl Learned {
-    fn new(r_max: f64, r0: f64, recall: f64, at: Instant) -> Self {
-        let c = growth_constant(r_max);
+    fn new(r_max: f64, r0: f64, recall: f64, at: Instant, confident: bool) -> Self {
+        let c = growth_constant(r_max, confident);
         let k = ((1.0 - r0 / r_max).max(0.0) / c).cbrt();
         Learned {
             r_max,
             r0,
             recall,
             k,
+            recalled: false,
             c,
             at,
             successes: 0,
@@ -230,7 +242,8 @@ impl Learned {
             successes: self.successes,
             refused: self.refused,
             active: self.active,
-            ..Learned::new(recall, self.slow_start_cap(), recall, self.at)
+            recalled: true,
+            ..Learned::new(recall, self.slow_start_cap(), recall, self.at, false)
         };
     }
 }
@@ -508,17 +521,12 @@ impl Control {
             {
                 r_max
             }
-            // Nor does a thin estimate keep the memory when the pace was refused below it
-            // while calls went through: a limit lower than the memory, met again and again
-            // (a storm refuses everything, and keeps it).
-            Some(l)
-                if successes < CONFIDENT_SUCCESSES
-                    && l.successes > 0
-                    && current.is_finite()
-                    && current < l.recall =>
-            {
-                r_max
-            }
+            // Nor does a thin event keep the memory when it came on the curve restarted from
+            // it, slow start done, while calls went through: the remembered rate was tried
+            // and refused (a limit lowered below it, met again and again). A cut before the
+            // curve got back there (cut after cut while a neighbour on the same bucket took
+            // it) keeps it.
+            Some(l) if l.recalled && successes < CONFIDENT_SUCCESSES && l.successes > 0 => r_max,
             Some(l) if successes < CONFIDENT_SUCCESSES => l.recall.max(r_max),
             Some(_) => r_max,
             // A cold start whose first estimate is thin (a small burst, spent at once): nothing
@@ -526,7 +534,8 @@ impl Control {
             None if successes < CONFIDENT_SUCCESSES => MAX_RATE,
             None => r_max,
         };
-        self.learned = Some(Learned::new(r_max, r0, recall, now));
+        let confident = successes >= CONFIDENT_SUCCESSES;
+        self.learned = Some(Learned::new(r_max, r0, recall, now, confident));
         Event::Cut(self.rate().unwrap_or(r0))
     }
 
@@ -901,6 +910,39 @@ pub(super) mod tests {
         assert!(
             after > before * 0.6,
             "{after} against {before} before the storm"
+        );
+    }
+
+    #[test]
+    fn after_a_neighbour_took_most_of_the_bucket_for_seconds_the_pace_climbs_back_at_the_usual_pace()
+     {
+        // Another exporter on the same token climbs into the bucket for three seconds: most
+        // calls are refused, a few go through, and event follows event, each on a handful of
+        // successes. Their estimates are thin: the pace climbs back along the 8 s curve (with a
+        // plateau of 100 calls at the few calls a second it fell to, it took 50 s to get back
+        // to 3/s, and the other exporter kept the bucket).
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, None);
+        let mut bucket = Bucket::new(50.0, 50.0, t0);
+        let (_, t1) = drive(&mut c, &mut bucket, t0, 2000, None);
+        let before = c.rate().unwrap();
+        bucket.rate = 3.0;
+        bucket.burst = 1.0;
+        bucket.tokens = 0.0;
+        let mut now = t1;
+        while now < t1 + secs(3.0) {
+            let (_, next) = drive(&mut c, &mut bucket, now, 1, None);
+            now = next.max(now + Duration::from_millis(1));
+        }
+        assert!(c.rate().unwrap() < before / 4.0, "{:?}", c.rate());
+        bucket.rate = 25.0;
+        bucket.burst = 25.0;
+        let (_, back) = drive(&mut c, &mut bucket, now, 150, None);
+        let after = c.rate().unwrap();
+        assert!(
+            after >= 8.0 && back - now < Duration::from_secs(40),
+            "{after:.1}/s after {:?}, {before:.1}/s before and 25/s to share",
+            back - now
         );
     }
 

@@ -836,7 +836,7 @@ pub(super) mod tests {
         }
         // Each pace climbs until the shared limit refuses it, slowly past a slow limit (a
         // plateau of 100 calls): after the first two minutes, at most one call in forty is
-        // refused (one in 78 as this is written; one in 18 with a plateau of 8 s), and
+        // refused (one in 72 as this is written; one in 18 with a plateau of 8 s), and
         // together they use at least four fifths of the limit.
         assert!(
             steady.1 * 40 <= steady.0,

@@ -14,6 +14,11 @@ Per allocator it reports:
   with `Accept-Encoding: gzip`, requests per second.
 
     python3 bench/allocators.py [--build] [--seconds 5] [--only mimalloc,system]
+        [--jemalloc-conf dirty_decay_ms:10000,muzzy_decay_ms:0 ...]
+
+`--jemalloc-conf CONF` (repeatable) adds a row of the jemalloc binary run with
+`_RJEM_MALLOC_CONF=CONF`, which jemalloc reads after the options built into the binary: the
+built-in ones against others, on the same binary.
 
 `--build` builds the three binaries into target/allocators/ first (three release builds of the
 exporter crate); without it they must be there. Everything it starts is stopped at the end;
@@ -75,9 +80,22 @@ def wrk(url, seconds, gzip):
     return float(m.group(1))
 
 
-def throughput(binary, seconds):
+def throughput(binary, seconds, env=None):
     """Requests per second on /metrics of 2,200 accounts, plain and gzip."""
     n = 2200
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        return _throughput(binary, seconds, n)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _throughput(binary, seconds, n):
     with h.Bench("mailhost-allocators-") as b:
         b.start_sim(n, patience=120)
         config = b.write("config.yml", h.delivery_config(
@@ -100,6 +118,8 @@ def main():
     ap.add_argument("--build", action="store_true", help="build the three binaries first")
     ap.add_argument("--seconds", type=int, default=5, help="seconds of each wrk run")
     ap.add_argument("--only", default=",".join(VARIANTS), help="comma-separated allocators")
+    ap.add_argument("--jemalloc-conf", action="append", default=[],
+                    help="a row more: the jemalloc binary with _RJEM_MALLOC_CONF set to this")
     args = ap.parse_args()
     h.need("wrk", "wrk")
     if args.build:
@@ -117,16 +137,19 @@ def main():
     rows = [(n, None) for n in names]
     if "system" in names:
         rows.insert(names.index("system") + 1, ("system", {"MALLOC_ARENA_MAX": "2"}))
+    if args.jemalloc_conf and not os.path.exists(os.path.join(OUT, "jemalloc")):
+        h.die(f"no {OUT}/jemalloc: run with --build")
+    rows += [("jemalloc", {"_RJEM_MALLOC_CONF": c}) for c in args.jemalloc_conf]
     for name, env in rows:
         binary = os.path.join(OUT, name)
         t_run, t_hwm = fleet(binary, True, env)
         o_run, o_hwm = fleet(binary, False, env)
-        label = name + (" with MALLOC_ARENA_MAX=2" if env else "")
-        if env:
+        label = name + "".join(f" with {k}={v}" for k, v in (env or {}).items())
+        if env and "MALLOC_ARENA_MAX" in env:
             print(f"| {label} | {t_run:.1f} s | {t_hwm:.0f} MiB | {o_run:.1f} s | {o_hwm:.0f} MiB "
                   f"| | | |", flush=True)
             continue
-        plain, gz, s_hwm = throughput(binary, args.seconds)
+        plain, gz, s_hwm = throughput(binary, args.seconds, env)
         print(f"| {label} | {t_run:.1f} s | {t_hwm:.0f} MiB | {o_run:.1f} s | {o_hwm:.0f} MiB "
               f"| {plain:,.0f} | {gz:,.0f} | {s_hwm:.0f} MiB |", flush=True)
     print(f"load at the end {h.loadavg()}")

@@ -171,6 +171,13 @@ impl Snapshot {
         if entry.targets.len() != before {
             entry.reindex();
         }
+        // Room for every configured target at once: a vector left to double would hold up to
+        // twice the fleet's states, and both copies while it moves (the config bounds the count).
+        let missing = spec.targets.len().saturating_sub(entry.targets.len());
+        if entry.targets.capacity() - entry.targets.len() < missing {
+            entry.targets.reserve_exact(missing);
+            entry.index.reserve(missing);
+        }
         let index = &mut entry.index;
         let mut success = true;
         for (target, result) in results {

@@ -58,10 +58,18 @@ pub struct Encoded {
 
 /// Both formats of a section as its text comes: gzipped as it comes, and kept as is while it
 /// stays within [`MAX_KEPT_IDENTITY_BYTES`].
-#[derive(Default)]
 struct Encoding {
     classic: Output,
     openmetrics: Output,
+}
+
+impl Encoding {
+    fn sized_like(last: Option<&Formats>) -> Self {
+        Encoding {
+            classic: Output::sized_like(last.map(|f| &f.classic)),
+            openmetrics: Output::sized_like(last.map(|f| &f.openmetrics)),
+        }
+    }
 }
 
 impl metrics::Sink for Encoding {
@@ -81,18 +89,32 @@ struct Output {
     len: u64,
 }
 
-impl Default for Output {
-    fn default() -> Self {
+impl Output {
+    /// Sized after the section's last rendering, if there was one: a body that grows from
+    /// nothing doubles its buffer again and again, holding the old and the new copy at each
+    /// step (24 MiB for a body passing 16 MiB), and a section past
+    /// [`MAX_KEPT_IDENTITY_BYTES`] last time is not kept at all this time.
+    fn sized_like(last: Option<&Encoded>) -> Self {
+        let room = |n: u64| {
+            let n = usize::try_from(n).unwrap_or(usize::MAX);
+            n.saturating_add(n / 8).saturating_add(4096)
+        };
+        let kept = match last {
+            Some(l) if l.identity_len > MAX_KEPT_IDENTITY_BYTES as u64 => None,
+            Some(l) => Some(String::with_capacity(
+                room(l.identity_len).min(MAX_KEPT_IDENTITY_BYTES),
+            )),
+            None => Some(String::new()),
+        };
+        let gzip = last.map_or(0, |l| room(l.gzip.len() as u64));
         Output {
             // Level 6 (the default): paid once per refresh, and the smaller body per scrape.
-            gzip: GzEncoder::new(Vec::new(), Compression::default()),
-            kept: Some(String::new()),
+            gzip: GzEncoder::new(Vec::with_capacity(gzip), Compression::default()),
+            kept,
             len: 0,
         }
     }
-}
 
-impl Output {
     fn write(&mut self, text: &str) {
         // Writing into a Vec cannot fail.
         let _ = self.gzip.write_all(text.as_bytes());
@@ -169,14 +191,15 @@ impl Prepared {
         let sections = metrics::sections(&snapshot)
             .into_iter()
             .map(|section| {
+                let last = previous
+                    .and_then(|p| p.sections.iter().find(|(s, _)| *s == section))
+                    .map(|(_, f)| f);
                 let reuse = match (section, changed) {
-                    (Section::Collector(name), Some(c)) if !c.contains(&name) => previous
-                        .and_then(|p| p.sections.iter().find(|(s, _)| *s == section))
-                        .map(|(_, f)| f.clone()),
+                    (Section::Collector(name), Some(c)) if !c.contains(&name) => last.cloned(),
                     _ => None,
                 };
                 let formats = reuse.unwrap_or_else(|| {
-                    let mut sink = Encoding::default();
+                    let mut sink = Encoding::sized_like(last.map(|f| &**f));
                     metrics::stream_section(&snapshot, section, &mut sink);
                     Arc::new(Formats {
                         classic: sink.classic.finish(),
@@ -636,23 +659,35 @@ mod tests {
 
     #[test]
     fn a_body_past_the_kept_size_is_kept_only_gzipped_and_reads_back_whole() {
-        let encode = |pieces: &[&str]| {
-            let mut out = Output::default();
+        let encode = |last: Option<&Encoded>, pieces: &[&str]| {
+            let mut out = Output::sized_like(last);
             for p in pieces {
                 out.write(p);
             }
             out.finish()
         };
-        let small = encode(&["x 1\n"]);
+        let small = encode(None, &["x 1\n"]);
         assert_eq!(small.identity.as_deref(), Some(&b"x 1\n"[..]));
         let line = "mailhost_delivery_remaining_messages{account_id=\"100001\"} 5.0\n";
         let lines = MAX_KEPT_IDENTITY_BYTES / line.len() + 1;
         let big: String = line.repeat(lines);
-        let encoded = encode(&vec![line; lines]);
+        let encoded = encode(None, &vec![line; lines]);
         assert!(encoded.identity.is_none());
         assert_eq!(encoded.identity_len, big.len() as u64);
         assert!(encoded.gzip.len() < big.len() / 10);
         assert_eq!(encoded.plain(), big.as_bytes());
+        // Sized after the last rendering: the same bodies either way, whatever the last was.
+        for last in [&small, &encoded] {
+            let again = encode(Some(last), &vec![line; lines]);
+            assert!(again.identity.is_none());
+            assert_eq!(again.plain(), big.as_bytes());
+            let shrunk = encode(Some(last), &["x 1\n"]);
+            assert_eq!(shrunk.plain(), &b"x 1\n"[..]);
+        }
+        // A body past the bound last time is not kept this time, however small it became: the
+        // scrape inflates it, the same bytes.
+        assert!(encode(Some(&encoded), &["x 1\n"]).identity.is_none());
+        assert!(encode(Some(&small), &["x 1\n"]).identity.is_some());
     }
 
     #[test]

@@ -172,3 +172,37 @@ async fn answers_whose_keys_change_every_time_log_a_bounded_number_of_warn_lines
     let longest = log.iter().map(String::len).max().unwrap_or(0);
     assert!(longest < 1000, "a log line of {longest} bytes");
 }
+
+/// The allocator's built-in options are the ones jemalloc reads at start, and the environment
+/// still overrides them (docs/performance.md, "The allocator").
+#[cfg(feature = "jemalloc")]
+#[test]
+fn the_binary_returns_freed_pages_at_once_unless_the_environment_says_otherwise() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .arg("--version")
+        .env("_RJEM_MALLOC_CONF", "confirm_conf:true,dirty_decay_ms:5000")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let told = String::from_utf8_lossy(&out.stderr);
+    let built_in = told
+        .lines()
+        .skip_while(|l| !l.contains("global variable malloc_conf)"))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        built_in.contains("\"dirty_decay_ms:0,muzzy_decay_ms:0\"")
+            && built_in.contains("Set conf value: dirty_decay_ms:0"),
+        "{told}"
+    );
+    let env = told
+        .lines()
+        .skip_while(|l| !l.contains("environment variable MALLOC_CONF"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        env.contains("Set conf value: dirty_decay_ms:5000"),
+        "{told}"
+    );
+}

@@ -523,7 +523,9 @@ impl Client {
         let limit = self.deadline.map_or(own_limit, |d| d.min(own_limit));
         let result = tokio::time::timeout_at(
             limit,
-            self.exchange(request.header("X-Api-Token", self.token.clone())),
+            // Boxed: a call waiting above for its turns does not carry the room of the
+            // exchange's futures (the client's, about a kilobyte) while it waits.
+            Box::pin(self.exchange(request.header("X-Api-Token", self.token.clone()))),
         )
         .await;
         let (code, quota, result) = match result {

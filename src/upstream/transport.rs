@@ -34,21 +34,31 @@ struct Inner {
     /// at most [`MAX_POOLS`] (the config refuses more).
     others: Mutex<Vec<(HttpClientSettings, reqwest::Client)>>,
     plan: Option<Upstream>,
-    /// Calls in flight across all tenants, at most; `None`: no cap (no open-file limit).
-    connections: Option<Arc<Semaphore>>,
+    /// Calls in flight across all tenants, at most: the descriptor plan's, and never more than
+    /// [`MAX_CALLS`].
+    connections: Arc<Semaphore>,
 }
+
+/// Upstream calls in flight across all tenants, at most, whatever the open-file limit allows.
+/// A call under way holds its request, its connection's buffers and the client's futures
+/// (about 3.5 KiB); ten thousand tenants starting together would otherwise hold one each while
+/// they wait inside the pool for a connection, which the pool makes at most
+/// [`MAX_CONNECTING`] at a time. A call beyond waits for a turn here, in a queue whose place costs
+/// a few bytes. 2,048 calls in flight carry 2,048 calls per second from a provider answering
+/// in a second.
+pub const MAX_CALLS: usize = 2048;
 
 impl Transport {
     /// A transport within the upstream side of the descriptor plan (`None`: no cap on calls
     /// in flight).
     pub fn new(plan: Option<Upstream>) -> Result<Transport, BuildError> {
-        let cap = plan.map(|p| p.calls.clamp(1, Semaphore::MAX_PERMITS));
+        let cap = plan.map_or(MAX_CALLS, |p| p.calls.clamp(1, MAX_CALLS));
         Ok(Transport {
             inner: Arc::new(Inner {
                 pool: build(plan, &HttpClientSettings::default())?,
                 others: Mutex::default(),
                 plan,
-                connections: cap.map(|c| Arc::new(Semaphore::new(c))),
+                connections: Arc::new(Semaphore::new(cap)),
             }),
         })
     }
@@ -79,21 +89,18 @@ impl Transport {
 
     /// A turn to have a call in flight, once one is free; `None` if `deadline` comes first.
     pub async fn connection(&self, deadline: Option<Instant>) -> Result<Connection, ()> {
-        let Some(connections) = &self.inner.connections else {
-            return Ok(Connection(None));
-        };
-        let acquire = connections.clone().acquire_owned();
+        let acquire = self.inner.connections.clone().acquire_owned();
         let permit = match deadline {
             Some(d) => tokio::time::timeout_at(d, acquire).await.map_err(|_| ())?,
             None => acquire.await,
         };
         // The semaphore is never closed.
-        permit.map(|p| Connection(Some(p))).map_err(|_| ())
+        permit.map(Connection).map_err(|_| ())
     }
 }
 
 /// A call's turn to be in flight; the turn is given back when this is dropped.
-pub struct Connection(#[allow(dead_code)] Option<OwnedSemaphorePermit>);
+pub struct Connection(#[allow(dead_code)] OwnedSemaphorePermit);
 
 /// Distinct proxy and TLS settings with a pool of their own, at most.
 pub const MAX_POOLS: usize = crate::config::http_client::MAX_DISTINCT;
@@ -167,9 +174,29 @@ mod tests {
             t.connection(Some(soon)).await.is_ok(),
             "a freed turn is taken"
         );
-        let free = Transport::new(None).unwrap();
-        let held: Vec<_> = take(&free, 100).await;
-        assert_eq!(held.len(), 100, "no cap: nobody waits");
+    }
+
+    #[tokio::test]
+    async fn calls_in_flight_stay_within_max_calls_whatever_the_open_file_limit() {
+        let roomy = Some(Upstream {
+            calls: 100_000,
+            idle: 1,
+            connecting: 1,
+        });
+        for t in [
+            Transport::new(None).unwrap(),
+            Transport::new(roomy).unwrap(),
+        ] {
+            let held = take(&t, MAX_CALLS).await;
+            assert_eq!(held.len(), MAX_CALLS);
+            let soon = Instant::now() + Duration::from_millis(20);
+            assert!(
+                t.connection(Some(soon)).await.is_err(),
+                "the call past MAX_CALLS waits"
+            );
+            drop(held);
+            assert!(t.connection(Some(soon)).await.is_ok());
+        }
     }
 
     async fn take(t: &Transport, n: usize) -> Vec<Connection> {

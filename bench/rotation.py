@@ -119,15 +119,25 @@ def main():
                 current["round"] = round_
             names = [n for n, _ in tenants_of(args, round_)]
 
+            seen = {}
+
             def settled():
                 body = h.http("GET", f"{server.url}/metrics", timeout=30)
-                ok = all(h.value(body, f'mailhost_collector_success{{tenant="{n}",'
-                                       f'collector="delivery_account"}}') == 1.0 for n in names)
-                gone = round_ == 0 or f'tenant="r{round_ - 1}-' not in body
-                return body if ok and gone else None
+                seen["waiting"] = [n for n in names if h.value(
+                    body, f'mailhost_collector_success{{tenant="{n}",'
+                          f'collector="delivery_account"}}') != 1.0]
+                seen["left"] = [line for line in body.splitlines()
+                                if round_ and f'tenant="r{round_ - 1}-' in line]
+                return body if not seen["waiting"] and not seen["left"] else None
 
-            body = h.wait_until(f"rotation {round_} settled", settled, 60, every=0.2,
-                                proc=server.proc, log=server.log)
+            deadline = time.monotonic() + 60
+            while (body := settled()) is None:
+                if time.monotonic() > deadline or not server.alive():
+                    h.die(f"rotation {round_} not settled within 60 s: "
+                          f"{len(seen['waiting'])} tenants without a success (e.g. "
+                          f"{seen['waiting'][:3]}), {len(seen['left'])} series of the last "
+                          f"round's tenants (e.g. {seen['left'][:3]}); see {server.log}")
+                time.sleep(0.2)
             took = time.monotonic() - started
             left = [line for line in body.splitlines()
                     if 'tenant="r' in line and not line.startswith("#")

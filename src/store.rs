@@ -323,6 +323,13 @@ impl Store {
             let mut snapshot = self.lock();
             let mut pending = self.pending();
             for run in runs {
+                // A run of a collector a reload removed (its tenant left) that ended before it
+                // was stopped, and waited for the publisher meanwhile: applied, it would bring
+                // the tenant's series back for good. Every configured collector has its state
+                // from the start or the reload on.
+                if !snapshot.collectors.contains_key(&run.spec.key()) {
+                    continue;
+                }
                 snapshot.apply_run(&run.spec, run.results, run.duration, now);
                 pending.area(run.spec.name);
             }
@@ -688,6 +695,29 @@ mod tests {
         // scrape inflates it, the same bytes.
         assert!(encode(Some(&encoded), &["x 1\n"]).identity.is_none());
         assert!(encode(Some(&small), &["x 1\n"]).identity.is_some());
+    }
+
+    #[test]
+    fn a_run_of_a_collector_a_reload_removed_brings_nothing_back() {
+        let kept = spec();
+        let gone = CollectorSpec::new(
+            crate::tenant::TenantName::parse("gone").unwrap(),
+            kept.collector.clone(),
+        );
+        let store = Store::new(&[kept.clone(), gone.clone()]);
+        store.apply_run(&gone, answered(&[(1, 5.0)]), Duration::ZERO);
+        let tenant = |body: Bytes| String::from_utf8_lossy(&body).contains("tenant=\"gone\"");
+        assert!(tenant(store.prepared().body(Format::Classic)));
+        store.reconfigure(std::slice::from_ref(&kept));
+        assert!(!tenant(store.prepared().body(Format::Classic)));
+        // The run that ended before its collector was stopped, applied after the reload.
+        store.apply_run(&gone, answered(&[(1, 6.0)]), Duration::ZERO);
+        assert!(!tenant(store.prepared().body(Format::Classic)));
+        assert!(!store.lock().collectors.contains_key(&gone.key()));
+        // The collector still configured goes on.
+        store.apply_run(&kept, answered(&[(1, 7.0)]), Duration::ZERO);
+        let body = store.prepared().body(Format::Classic);
+        assert!(String::from_utf8_lossy(&body).contains(" 7"), "{body:?}");
     }
 
     #[test]

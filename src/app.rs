@@ -41,7 +41,9 @@ const ZERO_INIT_TENANTS: usize = 100;
 /// tenant fails alone.
 struct TenantClient {
     /// The settings the client was built with: a reload that keeps them keeps the client.
-    api: ApiConfig,
+    /// Shared with the client when it was built from them (ten thousand tenants hold one copy
+    /// each, not two, and the table of tenants a pointer, not the settings).
+    api: Arc<ApiConfig>,
     client: Client,
     /// Circuit state outlives a reload for the targets it keeps.
     breakers: Arc<Breakers>,
@@ -169,6 +171,7 @@ impl App {
         let transport = Transport::new(plan_fds.upstream)?;
         let mut tenants = HashMap::with_capacity(config.tenants.len());
         for t in &config.tenants {
+            let api = Arc::new(t.api.clone());
             let breakers = Arc::new(Breakers::new(t.api.breaker));
             let pacer = Pacer::new(
                 t.name.clone(),
@@ -178,14 +181,13 @@ impl App {
                 telemetry.clone(),
             );
             let client = Client::new(
-                &t.api,
+                &api,
                 t.name.clone(),
                 telemetry.clone(),
                 breakers.clone(),
                 pacer.clone(),
                 transport.clone(),
             )?;
-            let api = t.api.clone();
             tenants.insert(
                 t.name.clone(),
                 TenantClient {
@@ -413,7 +415,7 @@ impl App {
         let telemetry = &self.state.telemetry;
         let mut tenants = HashMap::with_capacity(config.tenants.len());
         for t in &config.tenants {
-            let (name, api) = (t.name.clone(), t.api.clone());
+            let (name, api) = (t.name.clone(), Arc::new(t.api.clone()));
             let old = self.tenants.get(&name);
             // Another provider address is another world: no circuit state carries over to it.
             let breakers = match old {

@@ -111,7 +111,7 @@ impl Client {
     /// client: a reload that changes nothing about a target keeps its circuit's state, and one
     /// that keeps the token and address keeps what the pacer learned.
     pub fn new(
-        api: &ApiConfig,
+        api: &Arc<ApiConfig>,
         tenant: TenantName,
         observer: Arc<dyn Observer>,
         breakers: Arc<Breakers>,
@@ -126,7 +126,7 @@ impl Client {
         Ok(Client {
             pool: transport.pool_for(&api.http)?,
             transport,
-            api: Arc::new(api.clone()),
+            api: api.clone(),
             token,
             pacer,
             urgent: false,

@@ -524,7 +524,7 @@ impl Client {
         let result = tokio::time::timeout_at(
             limit,
             // Boxed: a call waiting above for its turns does not carry the room of the
-            // exchange's futures (the client's, about a kilobyte) while it waits.
+            // exchange's futures (the HTTP client's) while it waits.
             Box::pin(self.exchange(request.header("X-Api-Token", self.token.clone()))),
         )
         .await;

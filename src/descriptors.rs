@@ -25,7 +25,8 @@ pub struct Plan {
     pub limit: Option<u64>,
     /// Connections served at once, at most (`--web.max-connections`, lowered to fit).
     pub serving: usize,
-    /// The upstream side (`None`: no limit, so no cap on calls in flight).
+    /// The upstream side (`None`: no limit; calls in flight are then capped by the transport's
+    /// `MAX_CALLS` alone).
     pub upstream: Option<Upstream>,
     /// What was asked: `--web.max-connections`, and `api.concurrency` summed over the tenants.
     pub asked_serving: usize,
@@ -164,7 +165,7 @@ mod tests {
         assert_eq!(up.sockets(), 65_536 - 128 - 512);
         assert_eq!((up.idle, up.connecting), (MAX_IDLE, MAX_CONNECTING));
         assert_eq!(p.shortfall(), None);
-        // No limit: no cap.
+        // No limit: no plan (the transport's MAX_CALLS still caps calls in flight).
         let p = Plan::new(None, 512, 2400);
         assert_eq!((p.serving, p.upstream, p.shortfall()), (512, None, None));
     }

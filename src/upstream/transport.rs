@@ -49,8 +49,8 @@ struct Inner {
 pub const MAX_CALLS: usize = 2048;
 
 impl Transport {
-    /// A transport within the upstream side of the descriptor plan (`None`: no cap on calls
-    /// in flight).
+    /// A transport within the upstream side of the descriptor plan (`None`: no open-file limit,
+    /// so calls in flight are capped at [`MAX_CALLS`] alone).
     pub fn new(plan: Option<Upstream>) -> Result<Transport, BuildError> {
         let cap = plan.map_or(MAX_CALLS, |p| p.calls.clamp(1, MAX_CALLS));
         Ok(Transport {

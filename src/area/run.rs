@@ -68,7 +68,10 @@ impl Job {
         Job {
             target,
             fetch: Arc::new(move |ctx| {
-                let fetched = collect(ctx);
+                // Boxed on its own: an async block that captured the fetch and then awaited
+                // it would hold it twice (captured, and moved to where it is awaited), and a
+                // delivery account's fetch would weigh 6.4 KB in flight instead of 3.2 KB.
+                let fetched = Box::pin(collect(ctx));
                 Box::pin(async move { fetched.await.map(data) })
             }),
         }

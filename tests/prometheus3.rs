@@ -121,6 +121,7 @@ fn check_body(what: &str, content_type: &str, body: &str) {
 }
 
 #[tokio::test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 async fn every_accept_of_prometheus_3_gets_a_type_it_parses_with_a_body_of_that_type() {
     let mut demo = Running::start(&["--demo", "--web.listen-address=127.0.0.1:0"]);
     // The URL it logs is the metrics page; the base is what precedes its path.
@@ -219,6 +220,7 @@ fn parse(tool: &str, exprs: &[&str]) -> (bool, Vec<String>) {
 }
 
 #[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn every_rule_and_dashboard_expression_parses_with_prometheus_3s_grammar() {
     let Some(promql) = tool(PROMQL_PARSE.0, PROMQL_PARSE.1) else {
         return;

@@ -41,6 +41,7 @@ fn run(promtool: &str, args: &[&str]) {
 }
 
 #[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn promtool_lints_every_rules_file_without_a_finding() {
     let Some(promtool) = promtool() else { return };
     for file in RULE_FILES {
@@ -52,18 +53,19 @@ fn promtool_lints_every_rules_file_without_a_finding() {
 }
 
 #[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn promtool_accepts_the_shipped_prometheus_config() {
     let Some(promtool) = promtool() else { return };
     run(promtool, &["check", "config", "prometheus/prometheus.yml"]);
 }
 
 #[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn promtool_rule_unit_tests_pass() {
     let Some(promtool) = promtool() else { return };
-    run(
-        promtool,
-        &["test", "rules", "prometheus/tests/alerts.test.yml"],
-    );
+    let mut args = vec!["test", "rules"];
+    args.extend(crate::mixin::UNIT_TEST_FILES);
+    run(promtool, &args);
 }
 
 #[test]
@@ -126,10 +128,10 @@ fn every_alert_has_a_severity_a_for_and_annotations_that_point_at_the_runbook() 
 
 #[test]
 fn every_alert_has_a_firing_and_a_quiet_unit_test() {
-    let tests = yaml("prometheus/tests/alerts.test.yml");
+    let files = crate::mixin::UNIT_TEST_FILES.map(yaml);
     let mut fires = BTreeSet::new();
     let mut quiet = BTreeSet::new();
-    for test in tests["tests"].as_sequence().unwrap() {
+    for test in files.iter().flat_map(|f| f["tests"].as_sequence().unwrap()) {
         for case in test["alert_rule_test"].as_sequence().into_iter().flatten() {
             let name = case["alertname"].as_str().unwrap().to_owned();
             if case["exp_alerts"]

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
 use serde_json::Value;
 
-use crate::helpers::{Running, Sim, free_port, repo_root, spawn_sim_with, tool, wait_for};
+use crate::helpers::{
+    PrometheusMode, PrometheusServer, Running, Sim, free_port, repo_root, spawn_prometheus_as,
+    spawn_sim_with, tool, wait_for,
+};
 
 /// The collector interval of the replicas and the scrape interval of every scraper.
 const INTERVAL: Duration = Duration::from_secs(2);
@@ -209,13 +212,14 @@ fn common_replacements(replicas: &[Replica]) -> Vec<(&'static str, String)> {
 
 /// A store answering the Prometheus query API: VictoriaMetrics or a Prometheus receiver.
 struct Store {
-    _process: Running,
+    /// The process behind it, stopped with the store.
+    _process: Box<dyn std::any::Any + Send + Sync>,
     url: String,
     client: reqwest::Client,
 }
 
 impl Store {
-    async fn ready(process: Running, url: String, health: &str) -> Store {
+    async fn ready(process: impl std::any::Any + Send + Sync, url: String, health: &str) -> Store {
         let client = reqwest::Client::new();
         let probe = format!("{url}{health}");
         wait_for(&probe, || async {
@@ -224,7 +228,7 @@ impl Store {
         })
         .await;
         Store {
-            _process: process,
+            _process: Box::new(process),
             url,
             client,
         }
@@ -232,25 +236,8 @@ impl Store {
 
     /// An instant query: each series' labels and value. `None` while the store refuses it.
     async fn query(&self, q: &str) -> Option<Vec<(BTreeMap<String, String>, f64)>> {
-        let body = crate::helpers::get_json(&self.url, "/api/v1/query", &[("query", q.to_owned())])
-            .await?;
-        assert_eq!(body["status"], "success", "{q}: {body}");
-        let result = body["data"]["result"].as_array()?;
-        Some(
-            result
-                .iter()
-                .map(|s| {
-                    let labels = s["metric"]
-                        .as_object()
-                        .unwrap()
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
-                        .collect();
-                    let value = s["value"][1].as_str().unwrap().parse().unwrap();
-                    (labels, value)
-                })
-                .collect(),
-        )
+        let samples = crate::helpers::instant_query(&self.url, q, None).await?;
+        Some(samples.into_iter().map(|s| (s.labels, s.value)).collect())
     }
 
     /// Per (tenant, account_id) of the query's result, its value; a pair twice fails the test.
@@ -439,6 +426,7 @@ async fn wait_until_stored(store: &Store, tenants: &[Tenant]) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it_once() {
     let (Some(_), Some(_)) = (
         tool("victoria-metrics", INSTALL_VM),
@@ -614,41 +602,21 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
     drop(vmagents);
 }
 
-fn prometheus_receiver(dir: &Path) -> (Running, String) {
-    let port = free_port();
-    let config = dir.join("receiver.yml");
-    // Stores only what the agents write: no scrape jobs of its own.
-    std::fs::write(&config, "global:\n  scrape_interval: 1m\n").unwrap();
-    let mut command = Command::new("prometheus");
-    command.args([
-        format!("--config.file={}", config.display()),
-        format!("--storage.tsdb.path={}", dir.join("receiver").display()),
-        format!("--web.listen-address=127.0.0.1:{port}"),
-        "--web.enable-remote-write-receiver".to_owned(),
-        "--log.level=warn".to_owned(),
-    ]);
-    (Running::spawn(command), format!("http://127.0.0.1:{port}"))
+/// A Prometheus that stores only what the agents write: no scrape jobs of its own.
+fn prometheus_receiver() -> PrometheusServer {
+    spawn_prometheus_as(
+        "prometheus",
+        "global:\n  scrape_interval: 1m\n",
+        PrometheusMode::Receiver,
+    )
 }
 
-fn prometheus_agent(dir: &Path, shard: usize, config: &str) -> (Running, String) {
-    let port = free_port();
-    let path = dir.join(format!("agent-{shard}.yml"));
-    std::fs::write(&path, config).unwrap();
-    let mut command = Command::new("prometheus");
-    command.args([
-        "--enable-feature=agent".to_owned(),
-        format!("--config.file={}", path.display()),
-        format!(
-            "--storage.agent.path={}",
-            dir.join(format!("agent-{shard}")).display()
-        ),
-        format!("--web.listen-address=127.0.0.1:{port}"),
-        "--log.level=warn".to_owned(),
-    ]);
-    (Running::spawn(command), format!("http://127.0.0.1:{port}"))
+fn prometheus_agent(config: &str) -> PrometheusServer {
+    spawn_prometheus_as("prometheus", config, PrometheusMode::Agent)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 async fn prometheus_agent_with_hashmod_remote_writes_into_a_receiver() {
     let Some(_) = tool("prometheus", "apt-get install prometheus") else {
         return;
@@ -657,8 +625,9 @@ async fn prometheus_agent_with_hashmod_remote_writes_into_a_receiver() {
     let tenants = tenants();
     let sim = simulator(&tenants).await;
     let replicas = replicas(dir.path(), &sim, &tenants).await;
-    let (process, url) = prometheus_receiver(dir.path());
-    let store = Store::ready(process, url, "/-/ready").await;
+    let receiver = prometheus_receiver();
+    let url = receiver.url.clone();
+    let store = Store::ready(receiver, url, "/-/ready").await;
 
     let targets = targets_file(dir.path(), &tenants);
     let mut agents = Vec::new();
@@ -675,11 +644,10 @@ async fn prometheus_agent_with_hashmod_remote_writes_into_a_receiver() {
                 format!("regex: \"{shard}\" # this agent's shard"),
             ),
         ]);
-        agents.push(prometheus_agent(
-            dir.path(),
-            shard,
-            &example("prometheus-agent.yml", &replacements),
-        ));
+        agents.push(prometheus_agent(&example(
+            "prometheus-agent.yml",
+            &replacements,
+        )));
     }
 
     // The agents split the targets: each (tenant, account) on exactly one agent, and each
@@ -687,8 +655,8 @@ async fn prometheus_agent_with_hashmod_remote_writes_into_a_receiver() {
     let all = tenants.iter().map(|t| t.accounts.len()).sum::<usize>();
     let shares = wait_for("the agents' probe targets", || async {
         let mut shares = Vec::new();
-        for (_, agent) in &agents {
-            shares.push(probe_targets(agent).await?);
+        for agent in &agents {
+            shares.push(probe_targets(&agent.url).await?);
         }
         (shares.iter().map(BTreeMap::len).sum::<usize>() == all).then_some(shares)
     })

@@ -352,11 +352,8 @@ async fn collect_serves_only_the_named_collectors_and_refuses_unknown_ones() {
         );
         assert!(text.contains("mailhost_up "), "health stays");
         assert!(text.contains("mailhost_build_info{"), "self-metrics stay");
-        if accept.is_none() {
-            if let Some(promtool) = crate::helpers::promtool() {
-                crate::helpers::promtool_check_metrics(promtool, &text).unwrap();
-            }
-        } else {
+        // promtool reads a filtered body too: promtool::promtool_finds_nothing_to_complain_about_in_metrics.
+        if accept.is_some() {
             assert!(text.ends_with("# EOF\n"));
         }
     }

@@ -14,7 +14,8 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::collector::{Clock, CollectorSpec, Context};
-use crate::config::{ApiConfig, Config};
+use crate::config::ApiConfig;
+use crate::config_file::Config;
 use crate::descriptors;
 use crate::metrics::self_metrics::Telemetry;
 use crate::poll_set::PollSets;
@@ -137,7 +138,7 @@ pub struct App {
     /// `--log.target-failures`: likewise.
     target_failures: crate::config::TargetFailureLog,
     /// `--collector.NAME`, `--no-collector.NAME`: every reload reads the file with them.
-    collector_switches: crate::config::CollectorSwitches,
+    collector_switches: crate::config_file::CollectorSwitches,
     reloads: mpsc::Receiver<ReloadRequest>,
     upstream: SharedUpstream,
 }
@@ -533,7 +534,7 @@ fn log_shard(config: &Config, specs: &[CollectorSpec]) {
 /// Reads and validates the config file again.
 fn load_again(
     path: Option<&Path>,
-    switches: &crate::config::CollectorSwitches,
+    switches: &crate::config_file::CollectorSwitches,
 ) -> Result<Config, String> {
     let path = path.ok_or("there is no config file to reload (demo mode)")?;
     Config::load_switched(path, switches).map_err(|e| format!("{}: {e}", path.display()))

@@ -6,7 +6,8 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 use crate::area::CollectorName;
-use crate::config::{CollectorSwitches, TargetFailureLog};
+use crate::config::TargetFailureLog;
+use crate::config_file::CollectorSwitches;
 
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":19587";
 /// Requests per second the simulated provider of `--demo` allows the demo token unless told

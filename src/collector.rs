@@ -5,7 +5,8 @@
 pub use crate::area::run::{Clock, Context, Fetch, Job};
 pub use crate::area::{Collector, CollectorName, Target, TargetData};
 
-use crate::config::{Config, Schedule, TargetFailureLog, TenantConfig};
+use crate::config::{Schedule, TargetFailureLog};
+use crate::config_file::{Config, TenantConfig};
 use crate::shard::Shard;
 use crate::tenant::TenantName;
 use crate::upstream::error::Endpoint;

@@ -5,7 +5,7 @@
 //! fit is told once, at start and by `--config.check`; its calls beyond the plan wait for a turn
 //! instead of taking the descriptors that `/metrics` and `/-/healthy` are answered with.
 
-use crate::config::Config;
+use crate::config_file::Config;
 use crate::web::serve::FD_RESERVE;
 
 /// Upstream calls in flight the plan keeps room for at least (taken from the serving side when

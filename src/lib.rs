@@ -1,8 +1,9 @@
 //! mailhost_exporter: a Prometheus exporter for an email provider's Management API.
 //!
-//! Data flows one way: [`config`] -> [`upstream`] client -> [`collector`]s (run by the
-//! [`scraper`]) -> [`snapshot`] -> [`metrics`] (rendered once per refresh and published by the
-//! [`store`]) -> [`web`]. The simulator of the provider is a peer crate, `mailhost_sim`, used
+//! Data flows one way: [`config`] (the field parsers and settings every area and the client
+//! use) -> [`upstream`] client -> [`area`]s -> [`config_file`] (the whole file, with the areas'
+//! blocks) -> [`collector`]s (run by the [`scraper`]) -> [`snapshot`] -> [`metrics`] (rendered
+//! once per refresh and published by the [`store`]) -> [`web`]. The simulator of the provider is a peer crate, `mailhost_sim`, used
 //! by [`demo`] mode, the tests and the benchmarks.
 
 pub mod app;
@@ -10,6 +11,7 @@ pub mod area;
 pub mod cli;
 pub mod collector;
 pub mod config;
+pub mod config_file;
 pub mod demo;
 pub mod descriptors;
 pub mod files;

@@ -21,7 +21,8 @@ use tokio::sync::watch;
 
 use crate::area::{Extra, Refers};
 use crate::collector::{CollectorName, CollectorSpec, Target};
-use crate::config::{Config, DiscoveryConfig, ProbeConfig};
+use crate::config::{DiscoveryConfig, ProbeConfig};
+use crate::config_file::Config;
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
 

@@ -451,7 +451,8 @@ async fn the_landing_page_names_the_upstream_and_shows_failing_targets_first_wit
         sim.url,
         ids.join(", ")
     );
-    let config = mailhost_exporter::config::Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap();
+    let config =
+        mailhost_exporter::config_file::Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap();
     let exporter = spawn_exporter(config).await;
     let page = wait_for("every target tried", || async {
         let page = exporter.get("/").await.text().await.unwrap();

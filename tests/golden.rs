@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use mailhost_exporter::collector::CollectorSpec;
-use mailhost_exporter::config::Config;
+use mailhost_exporter::config_file::Config;
 use mailhost_exporter::replay::Replay;
 
 /// The fixed moment every golden run happens at: 2026-11-22T08:00:00Z.

@@ -27,7 +27,7 @@ const MAX_NO_PROXY_CHARS: usize = 4096;
 /// The keys as written, under `api:` or a tenant.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RawTlsConfig {
+pub(crate) struct RawTlsConfig {
     #[serde(default)]
     ca_file: Option<PathBuf>,
     #[serde(default)]
@@ -118,7 +118,7 @@ impl HttpClientSettings {
 
 /// The settings under `at` (`api` or `tenants[N]`), over `defaults` (a tenant starts from the
 /// `api:` block's): each key given replaces the default's; `tls_config` replaces it whole.
-pub(super) fn settings(
+pub(crate) fn settings(
     at: &str,
     base_url: &str,
     raw: RawHttpClient,
@@ -168,16 +168,16 @@ pub(super) fn settings(
 
 /// The HTTP client keys of an `api:` block or a tenant, as written.
 #[derive(Debug, Default)]
-pub(super) struct RawHttpClient {
-    pub(super) proxy_url: Option<String>,
-    pub(super) no_proxy: Option<String>,
-    pub(super) proxy_from_environment: Option<bool>,
-    pub(super) tls_config: Option<RawTlsConfig>,
+pub(crate) struct RawHttpClient {
+    pub(crate) proxy_url: Option<String>,
+    pub(crate) no_proxy: Option<String>,
+    pub(crate) proxy_from_environment: Option<bool>,
+    pub(crate) tls_config: Option<RawTlsConfig>,
 }
 
 impl RawHttpClient {
     /// The keys of a block (`api:` or a tenant), taken out of it.
-    pub(super) fn take(
+    pub(crate) fn take(
         proxy_url: &mut Option<String>,
         no_proxy: &mut Option<String>,
         proxy_from_environment: &mut Option<bool>,
@@ -346,69 +346,6 @@ fn private_key(field: &str, path: &Path) -> Result<PrivateKeyDer<'static>, Confi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-
-    fn parse(text: &str) -> Result<Config, String> {
-        Config::parse_with_env(text, &|_| Some("tok".to_owned())).map_err(|e| e.to_string())
-    }
-
-    const API: &str = "api:\n  base_url: https://api.example.net\n  proxy_url: http://proxy.example.net:3128\n  tls_config:\n    server_name: api.example.net\ncollectors:\n  delivery_account: {}\ntenants:\n";
-
-    #[test]
-    fn a_tenant_takes_the_api_blocks_settings_and_replaces_what_it_names() {
-        let c = parse(&format!(
-            "{API}  - name: same\n    token_env: T\n  - name: direct\n    token_env: T\n    proxy_url: http://other.example.net:8080\n    no_proxy: .internal\n    tls_config:\n      min_version: TLS13\n"
-        ))
-        .unwrap();
-        let (same, direct) = (&c.tenants[0].api.http, &c.tenants[1].api.http);
-        assert_eq!(
-            same.proxy_url.as_deref(),
-            Some("http://proxy.example.net:3128")
-        );
-        assert_eq!(same.tls.server_name.as_deref(), Some("api.example.net"));
-        assert_eq!(
-            direct.proxy_url.as_deref(),
-            Some("http://other.example.net:8080")
-        );
-        assert_eq!(direct.no_proxy.as_deref(), Some(".internal"));
-        // tls_config replaces the api block's whole: no server_name here.
-        assert_eq!(direct.tls.server_name, None);
-        assert_eq!(direct.tls.min_version, TlsVersion::Tls13);
-        assert!(HttpClientSettings::default().is_default() && !same.is_default());
-    }
-
-    #[test]
-    fn more_distinct_settings_than_pools_are_refused_naming_the_tenant() {
-        let tenant = |i: usize| {
-            format!(
-                "  - name: t{i}\n    token_env: T\n    tls_config:\n      server_name: t{i}.example.net\n"
-            )
-        };
-        let fits: String = (0..MAX_DISTINCT).map(tenant).collect();
-        assert!(parse(&format!("{API}{fits}")).is_ok());
-        let over: String = (0..=MAX_DISTINCT).map(tenant).collect();
-        let e = parse(&format!("{API}{over}")).unwrap_err();
-        assert!(
-            e.starts_with(&format!(
-                "tenants[{MAX_DISTINCT}].tls_config: is the 65th distinct"
-            )),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_proxy_password_is_never_shown_by_debug() {
-        let c = parse(
-            "api:\n  base_url: https://api.example.net\n  proxy_url: http://user:hunter2@proxy.example.net:3128\ncollectors:\n  delivery_account: {}\ntenants:\n  - name: a\n    token_env: T\n",
-        )
-        .unwrap();
-        let shown = format!("{:?}", c.tenants[0].api);
-        assert!(
-            shown.contains("proxy.example.net") && !shown.contains("hunter2"),
-            "{shown}"
-        );
-    }
-
     #[test]
     fn a_client_key_is_never_shown_by_debug() {
         let id = ClientIdentity {

@@ -17,7 +17,7 @@ use super::{
 };
 
 /// Reads a regular file without blocking, or `None` when it is larger than `limit` bytes.
-pub(super) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
     crate::files::read_bounded(path, limit)
 }
 
@@ -38,7 +38,7 @@ pub(crate) fn describe_yaml_error(e: &serde_yaml_ng::Error, schema: &str) -> Str
 
 /// The single-token `api` block: the token from `api.token_file`, else from `from_env` (the
 /// value of [`TOKEN_ENV`], or the error saying it is unset).
-pub(super) fn validate_api(
+pub(crate) fn validate_api(
     raw: RawApi,
     from_env: Result<String, ConfigError>,
 ) -> Result<ApiConfig, ConfigError> {
@@ -49,7 +49,7 @@ pub(super) fn validate_api(
 }
 
 /// Checks a provider address; `field` names it in the message.
-pub(super) fn base_url(field: &str, raw: &str) -> Result<String, ConfigError> {
+pub(crate) fn base_url(field: &str, raw: &str) -> Result<String, ConfigError> {
     let base_url = raw.trim_end_matches('/').to_owned();
     let parsed = reqwest::Url::parse(&base_url);
     match &parsed {
@@ -84,7 +84,7 @@ pub(super) fn base_url(field: &str, raw: &str) -> Result<String, ConfigError> {
 
 /// A token from the file `file_field` names, or else from `from_env` (the value of a variable,
 /// or the error that says none was given). Checked for form; never quoted.
-pub(super) fn token(
+pub(crate) fn token(
     file_field: &str,
     file: Option<&Path>,
     from_env: Result<String, ConfigError>,
@@ -184,7 +184,7 @@ fn from_env_empty(file_field: &str) -> ConfigError {
 }
 
 /// The API settings of `raw` with `token`.
-pub(super) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiConfig, ConfigError> {
+pub(crate) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiConfig, ConfigError> {
     let base_url = base_url("api.base_url", &raw.base_url)?;
     let http = super::http_client::settings(
         "api",
@@ -280,7 +280,7 @@ pub(super) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiCo
 }
 
 /// Requests in flight at most, 1 to 256.
-pub(super) fn concurrency(field: &str, raw: Option<usize>) -> Result<usize, ConfigError> {
+pub(crate) fn concurrency(field: &str, raw: Option<usize>) -> Result<usize, ConfigError> {
     let concurrency = raw.unwrap_or(defaults::CONCURRENCY);
     if !(1..=256).contains(&concurrency) {
         return Err(invalid(
@@ -292,7 +292,7 @@ pub(super) fn concurrency(field: &str, raw: Option<usize>) -> Result<usize, Conf
 }
 
 /// A ceiling on requests per second, from `MIN_RATE_LIMIT` to `MAX_RATE_LIMIT`, if given.
-pub(super) fn rate_limit(field: &str, raw: Option<f64>) -> Result<Option<f64>, ConfigError> {
+pub(crate) fn rate_limit(field: &str, raw: Option<f64>) -> Result<Option<f64>, ConfigError> {
     match raw {
         None => Ok(None),
         Some(r)
@@ -314,7 +314,7 @@ pub(super) fn rate_limit(field: &str, raw: Option<f64>) -> Result<Option<f64>, C
 /// Ceilings per endpoint: each a [`rate_limit`], keyed by an endpoint's name (checked against
 /// the areas' endpoints where the whole config is assembled), at most
 /// [`limits::MAX_ENDPOINT_RATE_LIMITS`] of them.
-pub(super) fn endpoint_rate_limits(
+pub(crate) fn endpoint_rate_limits(
     field: &str,
     raw: Option<BTreeMap<String, f64>>,
 ) -> Result<BTreeMap<String, f64>, ConfigError> {
@@ -340,7 +340,7 @@ pub(super) fn endpoint_rate_limits(
 }
 
 /// The reason an I/O error gives, without the path it concerns.
-pub(super) fn io_reason(e: &std::io::Error) -> String {
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file".to_owned(),
         std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
@@ -354,7 +354,7 @@ pub(super) fn io_reason(e: &std::io::Error) -> String {
 /// Refuses flow collections nested deeper than [`limits::MAX_FLOW_DEPTH`] before the YAML
 /// scanner sees them. Brackets inside quoted scalars and comments do not count; where this
 /// cannot tell, it counts, so it may refuse an odd file but never lets a deep one through.
-pub(super) fn check_flow_depth(text: &str) -> Result<(), ConfigError> {
+pub(crate) fn check_flow_depth(text: &str) -> Result<(), ConfigError> {
     let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
     // The last character on this line that is not white space: a quote opens a scalar only
     // where a value may start.

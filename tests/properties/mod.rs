@@ -29,7 +29,7 @@ mod tracemail_dashboard;
 
 use jiff::Timestamp;
 use mailhost_exporter::collector::CollectorSpec;
-use mailhost_exporter::config::Config;
+use mailhost_exporter::config_file::Config;
 use mailhost_exporter::metrics::EOF;
 use mailhost_exporter::replay::Replay;
 use proptest::prelude::*;

@@ -3,12 +3,13 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use super::fields::account_list;
-use super::raw::{RawDiscovery, RawProbe, RawTenant, RawTenantProbe};
-use super::validate::{base_url, concurrency, endpoint_rate_limits, rate_limit, token};
-use super::{
-    ApiConfig, CollectorsConfig, ConfigError, DiscoveryConfig, ProbeConfig, TenantConfig, defaults,
-    invalid, limits,
+use super::raw::RawTenant;
+use super::{CollectorsConfig, TenantConfig};
+use crate::config::fields::account_list;
+use crate::config::raw::{RawDiscovery, RawProbe, RawTenantProbe};
+use crate::config::validate::{base_url, concurrency, endpoint_rate_limits, rate_limit, token};
+use crate::config::{
+    ApiConfig, ConfigError, DiscoveryConfig, ProbeConfig, defaults, invalid, limits,
 };
 use crate::tenant::{MAX_TENANTS, TenantName};
 
@@ -155,7 +156,7 @@ pub(super) fn tenants(
     }
     let mut seen = HashSet::with_capacity(list.len());
     let mut out = Vec::with_capacity(list.len());
-    let mut distinct: Vec<super::http_client::HttpClientSettings> = Vec::new();
+    let mut distinct: Vec<crate::config::http_client::HttpClientSettings> = Vec::new();
     for (i, raw) in list.into_iter().enumerate() {
         let at = format!("tenants[{i}]");
         let name = TenantName::parse(&raw.name)
@@ -169,13 +170,13 @@ pub(super) fn tenants(
         let t = tenant(&at, name, raw, api, collectors, defaults, env)?;
         // Each distinct proxy and TLS setting is a connection pool of its own.
         if !t.api.http.is_default() && !distinct.contains(&t.api.http) {
-            if distinct.len() == super::http_client::MAX_DISTINCT {
+            if distinct.len() == crate::config::http_client::MAX_DISTINCT {
                 return Err(invalid(
                     format!("{at}.tls_config"),
                     format!(
                         "is the {}th distinct proxy and TLS setting; at most {} are supported (each is a connection pool): let tenants share them",
                         distinct.len() + 1,
-                        super::http_client::MAX_DISTINCT
+                        crate::config::http_client::MAX_DISTINCT
                     ),
                 ));
             }
@@ -253,8 +254,12 @@ fn tenant(
     if raw.concurrency.is_some() {
         tenant_api.concurrency = concurrency(&format!("{at}.concurrency"), raw.concurrency)?;
     }
-    tenant_api.http =
-        super::http_client::settings(at, &tenant_api.base_url, raw.http_client(), &api.http)?;
+    tenant_api.http = crate::config::http_client::settings(
+        at,
+        &tenant_api.base_url,
+        raw.http_client(),
+        &api.http,
+    )?;
     let mut own = collectors.clone();
     raw.collectors.apply(&mut own, at)?;
     let probe = match raw.probe {
@@ -511,5 +516,72 @@ mod tests {
         );
         assert_eq!(c.tenants[1].probe.max_targets, 0);
         assert!(c.tenants[1].probe.allow.is_some());
+    }
+
+    /// A tenant's way to the provider: proxy and TLS.
+    mod http_client {
+        use super::super::super::Config;
+        use crate::config::http_client::{HttpClientSettings, MAX_DISTINCT, TlsVersion};
+
+        fn parse(text: &str) -> Result<Config, String> {
+            Config::parse_with_env(text, &|_| Some("tok".to_owned())).map_err(|e| e.to_string())
+        }
+
+        const API: &str = "api:\n  base_url: https://api.example.net\n  proxy_url: http://proxy.example.net:3128\n  tls_config:\n    server_name: api.example.net\ncollectors:\n  delivery_account: {}\ntenants:\n";
+
+        #[test]
+        fn a_tenant_takes_the_api_blocks_settings_and_replaces_what_it_names() {
+            let c = parse(&format!(
+                "{API}  - name: same\n    token_env: T\n  - name: direct\n    token_env: T\n    proxy_url: http://other.example.net:8080\n    no_proxy: .internal\n    tls_config:\n      min_version: TLS13\n"
+            ))
+            .unwrap();
+            let (same, direct) = (&c.tenants[0].api.http, &c.tenants[1].api.http);
+            assert_eq!(
+                same.proxy_url.as_deref(),
+                Some("http://proxy.example.net:3128")
+            );
+            assert_eq!(same.tls.server_name.as_deref(), Some("api.example.net"));
+            assert_eq!(
+                direct.proxy_url.as_deref(),
+                Some("http://other.example.net:8080")
+            );
+            assert_eq!(direct.no_proxy.as_deref(), Some(".internal"));
+            // tls_config replaces the api block's whole: no server_name here.
+            assert_eq!(direct.tls.server_name, None);
+            assert_eq!(direct.tls.min_version, TlsVersion::Tls13);
+            assert!(HttpClientSettings::default().is_default() && !same.is_default());
+        }
+
+        #[test]
+        fn more_distinct_settings_than_pools_are_refused_naming_the_tenant() {
+            let tenant = |i: usize| {
+                format!(
+                    "  - name: t{i}\n    token_env: T\n    tls_config:\n      server_name: t{i}.example.net\n"
+                )
+            };
+            let fits: String = (0..MAX_DISTINCT).map(tenant).collect();
+            assert!(parse(&format!("{API}{fits}")).is_ok());
+            let over: String = (0..=MAX_DISTINCT).map(tenant).collect();
+            let e = parse(&format!("{API}{over}")).unwrap_err();
+            assert!(
+                e.starts_with(&format!(
+                    "tenants[{MAX_DISTINCT}].tls_config: is the 65th distinct"
+                )),
+                "{e}"
+            );
+        }
+
+        #[test]
+        fn a_proxy_password_is_never_shown_by_debug() {
+            let c = parse(
+                "api:\n  base_url: https://api.example.net\n  proxy_url: http://user:hunter2@proxy.example.net:3128\ncollectors:\n  delivery_account: {}\ntenants:\n  - name: a\n    token_env: T\n",
+            )
+            .unwrap();
+            let shown = format!("{:?}", c.tenants[0].api);
+            assert!(
+                shown.contains("proxy.example.net") && !shown.contains("hunter2"),
+                "{shown}"
+            );
+        }
     }
 }

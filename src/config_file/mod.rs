@@ -1,0 +1,502 @@
+//! The config file, whole: read, parsed and validated into the [`Config`] the exporter runs
+//! with. Above the areas, since its `collectors:` blocks are theirs (the [`crate::area`] list);
+//! the blocks no area shapes and the field parsers are [`crate::config`]'s. Every message names
+//! the field and the fix.
+
+mod raw;
+mod tenants;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use secrecy::SecretString;
+
+use crate::area::{Collector, CollectorName, RawCollectors};
+use crate::config::validate::{api_settings, check_flow_depth, read_at_most, validate_api};
+use crate::config::{
+    ApiConfig, ConfigError, DiscoveryConfig, EMPTY_CONFIG, ProbeConfig, TOKEN_ENV,
+    TargetFailureLog, describe_yaml_error, invalid, limits,
+};
+use crate::tenant::TenantName;
+use raw::RawConfig;
+
+/// The enabled collectors of a config or a tenant, in the order of the list of areas.
+pub type CollectorsConfig = Vec<Collector>;
+
+/// The validated configuration the exporter runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The API settings every tenant starts from; with `tenants:`, its token is empty and unused.
+    pub api: ApiConfig,
+    /// Every enabled collector's settings; without `tenants:`, with the one tenant's targets.
+    pub collectors: CollectorsConfig,
+    /// At least one: a single-token config is one tenant with the empty name.
+    pub tenants: Vec<TenantConfig>,
+    /// A probed target leaves the poll set after this many of its collector's intervals
+    /// without a probe.
+    pub probe_idle_intervals: u32,
+    /// This process's share of the fleet (`--shard`), not a key of the file; a reload keeps it.
+    pub shard: crate::shard::Shard,
+    /// How loud a target's failures are in the log (`--log.target-failures`), not a key of the
+    /// file; a reload keeps it.
+    pub target_failures: TargetFailureLog,
+    /// The collector flags this config was read with; a reload reads the file with them again.
+    pub collector_switches: CollectorSwitches,
+}
+
+/// One tenant: its token and API settings, its collectors with its own static targets, and what
+/// `/probe` may add to them.
+#[derive(Debug, Clone)]
+pub struct TenantConfig {
+    pub name: TenantName,
+    pub api: ApiConfig,
+    pub collectors: CollectorsConfig,
+    pub probe: ProbeConfig,
+    pub discovery: DiscoveryConfig,
+}
+
+/// `--collector.NAME` and `--no-collector.NAME`, as node_exporter spells them: collectors
+/// switched on or off over the config's `enabled` (a collector switched on that the config
+/// does not name runs with its defaults; one switched off is validated but never run, and
+/// tenants' targets of it are ignored). Applied at start, by `--config.check` and on every
+/// reload.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CollectorSwitches {
+    pub on: Vec<CollectorName>,
+    pub off: Vec<CollectorName>,
+}
+
+impl CollectorSwitches {
+    fn apply(&self, raw: &mut RawConfig) -> Result<(), ConfigError> {
+        for (names, on) in [(&self.on, true), (&self.off, false)] {
+            for name in names {
+                raw.collectors.switch(*name, on)?;
+                if !on {
+                    for tenant in raw.tenants.iter_mut().flatten() {
+                        tenant.collectors.forget(*name);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// [`Config::load_switched`] without switches.
+    pub fn load_with_env_token(path: &Path) -> Result<Config, ConfigError> {
+        Self::load_switched(path, &CollectorSwitches::default())
+    }
+
+    /// [`Config::load`] with [`TOKEN_ENV`] read from the environment now. This is the one place
+    /// the exporter reads the token's variable: at start, for `--config.check` and on every
+    /// reload (so a reload sees a rotated token); the token file is read by the validation.
+    pub fn load_switched(path: &Path, switches: &CollectorSwitches) -> Result<Config, ConfigError> {
+        Self::load_with(path, std::env::var(TOKEN_ENV).ok(), switches)
+    }
+
+    /// Reads, parses and validates a config file; the token comes from `api.token_file` or,
+    /// when that is unset, from [`TOKEN_ENV`] as given by `env_token`.
+    pub fn load(path: &Path, env_token: Option<String>) -> Result<Config, ConfigError> {
+        Self::load_with(path, env_token, &CollectorSwitches::default())
+    }
+
+    fn load_with(
+        path: &Path,
+        env_token: Option<String>,
+        switches: &CollectorSwitches,
+    ) -> Result<Config, ConfigError> {
+        let read = |source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let bytes = read_at_most(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
+        let Some(bytes) = bytes else {
+            return Err(ConfigError::TooLarge {
+                path: path.to_owned(),
+            });
+        };
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "it is not UTF-8 text",
+            ))
+        })?;
+        // The single token may be given by the caller; tenants' variables are read now.
+        let env = |name: &str| {
+            if name == TOKEN_ENV {
+                env_token.clone()
+            } else {
+                std::env::var(name).ok()
+            }
+        };
+        Self::parse_switched(&text, &env, switches)
+    }
+
+    /// Parses and validates YAML text; see [`Config::load`]. Only [`TOKEN_ENV`] is looked up,
+    /// and reads as `env_token`.
+    pub fn parse(text: &str, env_token: Option<String>) -> Result<Config, ConfigError> {
+        Self::parse_with_env(text, &|name| {
+            if name == TOKEN_ENV {
+                env_token.clone()
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Parses and validates YAML text, reading token variables (the single token's
+    /// [`TOKEN_ENV`], each tenant's `token_env`) through `env`.
+    pub fn parse_with_env(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        Self::parse_switched(text, env, &CollectorSwitches::default())
+    }
+
+    /// [`Config::parse_with_env`] with collectors switched on or off by flags.
+    pub fn parse_switched(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+        switches: &CollectorSwitches,
+    ) -> Result<Config, ConfigError> {
+        // The YAML parser's own word for this ("EOF while parsing") does not help a new user.
+        let blank = text
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+        if blank {
+            return Err(ConfigError::Syntax(EMPTY_CONFIG.to_owned()));
+        }
+        // The YAML scanner takes time quadratic in the depth of `[`/`{` nesting: refuse a deep
+        // file before it sees it.
+        check_flow_depth(text)?;
+        let mut raw: RawConfig = serde_yaml_ng::from_str(text)
+            .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e, "examples/config.yml")))?;
+        switches.apply(&mut raw)?;
+        let tenant_mode = raw.tenants.is_some();
+        let api = if tenant_mode {
+            if raw.api.token_file.is_some() {
+                return Err(invalid(
+                    "api.token_file",
+                    "with tenants:, each tenant names its own token (token_file or token_env); remove api.token_file",
+                ));
+            }
+            api_settings(raw.api, SecretString::from(String::new()))?
+        } else {
+            validate_api(raw.api, env(TOKEN_ENV).ok_or_else(|| {
+                invalid(
+                    "api.token_file",
+                    format!(
+                        "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
+                    ),
+                )
+            }))?
+        };
+        let collectors = collectors(raw.collectors, !tenant_mode)?;
+        let (probe_idle_intervals, probe) = tenants::probe(raw.probe)?;
+        let discovery =
+            tenants::discovery("discovery", raw.discovery, &DiscoveryConfig::default())?;
+        let tenants = match raw.tenants {
+            Some(list) => tenants::tenants(list, &api, &collectors, (&probe, &discovery), env)?,
+            None => vec![TenantConfig {
+                name: TenantName::default(),
+                api: api.clone(),
+                collectors: collectors.clone(),
+                probe,
+                discovery,
+            }],
+        };
+        known_endpoints("api.endpoint_rate_limits", &api.endpoint_rate_limits)?;
+        for (i, t) in tenants.iter().enumerate() {
+            if t.api.endpoint_rate_limits != api.endpoint_rate_limits {
+                known_endpoints(
+                    &format!("tenants[{i}].endpoint_rate_limits"),
+                    &t.api.endpoint_rate_limits,
+                )?;
+            }
+        }
+        Ok(Config {
+            api,
+            collectors,
+            tenants,
+            probe_idle_intervals,
+            shard: crate::shard::Shard::default(),
+            target_failures: TargetFailureLog::default(),
+            collector_switches: switches.clone(),
+        })
+    }
+}
+
+/// Refuses an `endpoint_rate_limits` key that names no endpoint the exporter calls.
+fn known_endpoints(at: &str, limits: &BTreeMap<String, f64>) -> Result<(), ConfigError> {
+    let known: Vec<&str> = CollectorName::every_endpoint()
+        .iter()
+        .map(|e| e.as_str())
+        .collect();
+    for name in limits.keys() {
+        if !known.contains(&name.as_str()) {
+            return Err(invalid(
+                format!("{at}.{name}"),
+                format!(
+                    "no such endpoint: name one of {} (the values of the endpoint label)",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `collectors` block: each enabled collector's schedule, settings and targets. With
+/// `tenants:` (`lists` false) the targets are each tenant's, so lists here are refused.
+fn collectors(c: RawCollectors, lists: bool) -> Result<Vec<Collector>, ConfigError> {
+    if !lists && let Some(list) = c.first_list() {
+        return Err(invalid(
+            format!("collectors.{list}"),
+            format!(
+                "with tenants:, targets belong to a tenant: move the list to tenants[].collectors.{list}"
+            ),
+        ));
+    }
+    let collectors = c.validate(lists)?;
+    if collectors.is_empty() {
+        return Err(invalid(
+            "collectors",
+            "no collector is enabled: configure at least one, e.g. collectors.delivery_account.accounts",
+        ));
+    }
+    Ok(collectors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::defaults;
+    use secrecy::ExposeSecret;
+    use std::time::Duration;
+
+    const GOOD: &str = "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account:\n    interval: 30s\n    accounts: [1001, 1002]\n";
+
+    #[test]
+    fn a_minimal_config_gets_the_named_defaults() {
+        let c = Config::parse(GOOD, Some("tok".into())).unwrap();
+        assert_eq!(c.api.base_url, "https://api.example.net");
+        assert_eq!(c.api.timeout, defaults::TIMEOUT);
+        assert_eq!(c.api.concurrency, defaults::CONCURRENCY);
+        assert_eq!(c.api.token.expose_secret(), "tok");
+        let d = &c.collectors[0];
+        assert_eq!(
+            d.targets(),
+            [1001, 1002].map(crate::area::Target::DeliveryAccount)
+        );
+        assert_eq!(d.schedule().interval, Duration::from_secs(30));
+        assert_eq!(d.schedule().deadline, Duration::from_secs(24));
+        assert_eq!(d.schedule().max_age, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn a_deadline_as_long_as_the_interval_is_refused() {
+        let text = GOOD.replace("interval: 30s", "interval: 30s\n    deadline: 30s");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "collectors.delivery_account.deadline: 30s must be shorter than the interval (30s); a run may not overlap the next"
+        );
+    }
+
+    #[test]
+    fn non_http_base_urls_are_refused() {
+        let text = GOOD.replace("https://api.example.net/", "ftp://x");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("api.base_url: \"ftp://x\" is not an http(s) address"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_bad_token_is_named_by_where_it_came_from_and_never_shown() {
+        let yaml = "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account:\n    accounts: [1]\n";
+        let e = Config::parse(yaml, Some("two words".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("MAILHOST_API_TOKEN: the token contains spaces"),
+            "{e}"
+        );
+        assert!(!e.contains("two words"));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        std::fs::write(&file, "T".repeat(1500)).unwrap();
+        let with_file = yaml.replace(
+            "api.example.net\n",
+            &format!("api.example.net\n  token_file: {}\n", file.display()),
+        );
+        let e = Config::parse(&with_file, None).unwrap_err().to_string();
+        assert!(
+            e.starts_with("api.token_file: the token is longer than 1024 characters"),
+            "{e}"
+        );
+        assert!(!e.contains("TTTTTTTTTT"));
+        // A directory named as the token file: refused, saying what it is.
+        let dir_named = yaml.replace(
+            "api.example.net\n",
+            &format!("api.example.net\n  token_file: {}\n", dir.path().display()),
+        );
+        let e = Config::parse(&dir_named, None).unwrap_err().to_string();
+        assert!(
+            e.contains("api.token_file") && e.contains("not a regular file"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn no_duration_reaches_a_panic_whatever_its_size() {
+        let durations = [
+            "0s",
+            "1ns",
+            "1ms",
+            "999ms",
+            "1s",
+            "24h",
+            "25h",
+            "7days",
+            "8days",
+            "10000000000s",
+            "18446744073709551615s",
+            "584942417355y",
+        ];
+        let api_keys = [
+            "timeout",
+            "retry_backoff",
+            "retry_max_backoff",
+            "circuit_breaker_cooldown",
+        ];
+        for d in durations {
+            for key in api_keys {
+                let text = GOOD.replace(
+                    "https://api.example.net/\n",
+                    &format!("https://api.example.net/\n  {key}: {d}\n"),
+                );
+                let _ = Config::parse(&text, Some("t".into()));
+            }
+            for key in ["interval", "deadline", "max_age"] {
+                let text = GOOD.replace("interval: 30s", &format!("{key}: {d}"));
+                let _ = Config::parse(&text, Some("t".into()));
+                let both = GOOD.replace("interval: 30s", &format!("interval: 24h\n    {key}: {d}"));
+                if let Ok(c) = Config::parse(&both, Some("t".into())) {
+                    let s = c.collectors[0].schedule();
+                    assert!(s.deadline < s.interval && s.max_age <= limits::MAX_AGE);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn deep_flow_nesting_is_refused_before_the_yaml_scanner_sees_it() {
+        // A megabyte of `[`: the scanner alone would take hours over it.
+        let n = 500_000;
+        let text = format!(
+            "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account:\n    accounts: {}{}\n",
+            "[".repeat(n),
+            "]".repeat(n)
+        );
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "[ ] and { } are nested more than 64 deep at line 5 column 79; the config needs at most 4"
+        );
+    }
+
+    #[test]
+    fn brackets_in_quoted_values_and_comments_do_not_count_as_nesting() {
+        let deep = "[".repeat(100);
+        let text = format!(
+            "# {deep}\napi:\n  base_url: https://api.example.net # {deep}\ncollectors:\n  tracemail_dashboard:\n    timezone: \"{deep}\\\"{deep}\"\n"
+        );
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a known time zone"), "{e}");
+        let text = format!(
+            "api: {{base_url: 'https://api.example.net/''{deep}'}}\ncollectors: {{delivery_account: {{accounts: [1]}}}}\n"
+        );
+        if let Err(e) = Config::parse(&text, Some("t".into())) {
+            panic!("{e}");
+        }
+        // A quote inside a plain value opens nothing, so brackets after it still count.
+        let text = format!("api:\n  base_url: it's\ncollectors: {deep}\n");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nested more than 64 deep"), "{e}");
+    }
+
+    #[test]
+    fn a_disabled_collector_counts_as_absent() {
+        let text = GOOD.replace("interval: 30s", "enabled: false");
+        let e = Config::parse(&text, Some("t".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("collectors: no collector is enabled"), "{e}");
+    }
+
+    fn switched(text: &str, on: &[CollectorName], off: &[CollectorName]) -> Result<Config, String> {
+        let env = |name: &str| (name == TOKEN_ENV || name == "ACME").then(|| "tok".to_owned());
+        let switches = CollectorSwitches {
+            on: on.to_vec(),
+            off: off.to_vec(),
+        };
+        Config::parse_switched(text, &env, &switches).map_err(|e| e.to_string())
+    }
+
+    fn names(c: &[Collector]) -> Vec<CollectorName> {
+        c.iter().map(|c| c.name()).collect()
+    }
+
+    #[test]
+    fn collector_flags_switch_collectors_over_the_config() {
+        use CollectorName::{DeliveryAccount, TracemailDaily, TracemailDashboard};
+        let text = "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account:\n    accounts: [1001]\n  tracemail_daily:\n    enabled: false\n    accounts: [1001]\n";
+        // As written: the daily statistics are off.
+        let c = switched(text, &[], &[]).unwrap();
+        assert_eq!(names(&c.collectors), [DeliveryAccount]);
+        // --collector.tracemail_daily turns them on with the block's settings.
+        let c = switched(text, &[TracemailDaily], &[]).unwrap();
+        assert_eq!(names(&c.collectors), [DeliveryAccount, TracemailDaily]);
+        assert_eq!(c.collector_switches.on, [TracemailDaily]);
+        // --collector.tracemail_dashboard runs a collector the file does not name, with its
+        // defaults.
+        let c = switched(text, &[TracemailDashboard], &[]).unwrap();
+        assert!(names(&c.collectors).contains(&TracemailDashboard));
+        // --no-collector.delivery_account leaves nothing to run: refused, as a file would be.
+        let e = switched(text, &[], &[DeliveryAccount]).unwrap_err();
+        assert!(e.contains("no collector is enabled"), "{e}");
+        let c = switched(text, &[TracemailDaily], &[DeliveryAccount]).unwrap();
+        assert_eq!(names(&c.collectors), [TracemailDaily]);
+        // A collector switched on without the targets it needs names its list.
+        let e = switched(
+            "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account:\n    accounts: [1]\n",
+            &[CollectorName::Migration],
+            &[],
+        )
+        .unwrap_err();
+        assert!(e.starts_with("collectors.migration"), "{e}");
+    }
+
+    #[test]
+    fn a_collector_switched_off_ignores_the_tenants_lists_of_it() {
+        let text = "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account: {}\n  migration: {}\ntenants:\n  - name: acme\n    token_env: ACME\n    collectors:\n      delivery_account:\n        accounts: [1]\n      migration:\n        migrations: [MG00000001]\n";
+        let c = switched(text, &[], &[CollectorName::Migration]).unwrap();
+        assert_eq!(
+            names(&c.tenants[0].collectors),
+            [CollectorName::DeliveryAccount]
+        );
+    }
+}

@@ -1,0 +1,75 @@
+//! The config file as written, whole: the serde schema of its top level and of a tenant,
+//! strict (`deny_unknown_fields`), the areas' `collectors:` blocks beside the blocks of
+//! [`crate::config`].
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::area::{RawCollectors, RawTenantCollectors};
+use crate::config::http_client::{RawHttpClient, RawTlsConfig};
+use crate::config::raw::{RawApi, RawDiscovery, RawProbe, RawTenantProbe};
+
+/// The file as written; see [`super::Config`] for the validated form.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub(super) api: RawApi,
+    #[serde(default)]
+    pub(super) collectors: RawCollectors,
+    /// One entry per management token; absent, `api` holds the one token.
+    #[serde(default)]
+    pub(super) tenants: Option<Vec<RawTenant>>,
+    #[serde(default)]
+    pub(super) probe: Option<RawProbe>,
+    #[serde(default)]
+    pub(super) discovery: Option<RawDiscovery>,
+}
+
+/// One tenant: its token, optionally its own address and concurrency, its static targets.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTenant {
+    pub(super) name: String,
+    #[serde(default)]
+    pub(super) token_file: Option<PathBuf>,
+    /// The name of an environment variable holding the token.
+    #[serde(default)]
+    pub(super) token_env: Option<String>,
+    #[serde(default)]
+    pub(super) base_url: Option<String>,
+    #[serde(default)]
+    pub(super) concurrency: Option<usize>,
+    /// Requests per second the provider's contract allows this token, at most.
+    #[serde(default)]
+    pub(super) rate_limit: Option<f64>,
+    /// The same, per endpoint: the tenant's own list replaces `api.endpoint_rate_limits`.
+    #[serde(default)]
+    pub(super) endpoint_rate_limits: Option<std::collections::BTreeMap<String, f64>>,
+    /// Prometheus' `http_client_config` keys: the way to the provider.
+    #[serde(default)]
+    pub(super) proxy_url: Option<String>,
+    #[serde(default)]
+    pub(super) no_proxy: Option<String>,
+    #[serde(default)]
+    pub(super) proxy_from_environment: Option<bool>,
+    #[serde(default)]
+    pub(super) tls_config: Option<RawTlsConfig>,
+    #[serde(default)]
+    pub(super) collectors: RawTenantCollectors,
+    #[serde(default)]
+    pub(super) probe: Option<RawTenantProbe>,
+    #[serde(default)]
+    pub(super) discovery: Option<RawDiscovery>,
+}
+
+impl RawTenant {
+    pub(super) fn http_client(&mut self) -> RawHttpClient {
+        RawHttpClient::take(
+            &mut self.proxy_url,
+            &mut self.no_proxy,
+            &mut self.proxy_from_environment,
+            &mut self.tls_config,
+        )
+    }
+}

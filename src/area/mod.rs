@@ -21,7 +21,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::de::DeserializeOwned;
 
 use crate::config::error::ConfigError;
-use crate::config::schedule::{CollectorBlock, Schedule};
+use crate::config::schedule::{CollectorBlock, Listing, Schedule};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, UpstreamError};
@@ -93,9 +93,10 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
 
     /// The `collectors.<area>` block as written (declared with
     /// [`crate::config::schedule::collector_block!`]).
-    type Raw: DeserializeOwned + CollectorBlock + Debug;
-    /// A tenant's `tenants[].collectors.<area>` block: its own target list.
-    type RawList: DeserializeOwned + Debug;
+    type Raw: DeserializeOwned + CollectorBlock + Listing + Debug;
+    /// A tenant's `tenants[].collectors.<area>` block: its own target list, declared with the
+    /// area's block.
+    type RawList: DeserializeOwned + Listing<Item = <Self::Raw as Listing>::Item> + Debug;
     /// The validated settings every target's fetch uses.
     type Settings: Debug + PartialEq + Send + Sync + 'static;
     /// One thing fetched; its `Display` is the `target` label value.
@@ -103,20 +104,34 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
     /// What one target's fetch yields.
     type Data: Clone + Debug + PartialEq + Send + Sync + 'static;
 
-    /// The key of the target list in the block, for messages.
-    const LIST: &'static str;
-    /// Whether the block lists targets.
-    fn listed(raw: &Self::Raw) -> bool;
     /// The settings of the block at `field`.
     fn settings(raw: &Self::Raw, field: &str) -> Result<Self::Settings, ConfigError>;
+    /// The targets of the list at `field` (`<block>.<key>`), each checked; an empty list is
+    /// refused when `required`.
+    fn parse_list(
+        field: &str,
+        list: &[<Self::Raw as Listing>::Item],
+        required: bool,
+    ) -> Result<Vec<Self::Target>, ConfigError>;
+
+    /// The key of the target list in the block, for messages.
+    const LIST: &'static str = <Self::Raw as Listing>::KEY;
+    /// Whether the block lists targets.
+    fn listed(raw: &Self::Raw) -> bool {
+        !raw.items().is_empty()
+    }
     /// The targets the block at `field` lists; an empty list is refused when `required`.
     fn targets(
         raw: Self::Raw,
         field: &str,
         required: bool,
-    ) -> Result<Vec<Self::Target>, ConfigError>;
+    ) -> Result<Vec<Self::Target>, ConfigError> {
+        Self::parse_list(&format!("{field}.{}", Self::LIST), raw.items(), required)
+    }
     /// The targets a tenant's block at `field` lists.
-    fn tenant_targets(list: Self::RawList, field: &str) -> Result<Vec<Self::Target>, ConfigError>;
+    fn tenant_targets(list: Self::RawList, field: &str) -> Result<Vec<Self::Target>, ConfigError> {
+        Self::parse_list(&format!("{field}.{}", Self::LIST), list.items(), false)
+    }
 
     /// The Delivery account a target of an [`Extra::Accounts`] area is.
     fn account(_target: &Self::Target) -> Option<i32> {

@@ -4,8 +4,6 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::date_format::DateFormat;
 use super::error::{ConfigError, invalid};
 use super::{defaults, limits};
@@ -47,14 +45,6 @@ impl Day {
     pub fn zoned(&self, now: jiff::Timestamp) -> jiff::Zoned {
         now.to_zoned(self.timezone.clone())
     }
-}
-
-/// A tenant's target list of an area polled by account: `{accounts: [...]}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AccountList {
-    #[serde(default)]
-    pub accounts: Vec<i64>,
 }
 
 /// Refuses a duration outside `min..=max`, naming the field, the bound and an example.

@@ -35,11 +35,26 @@ pub trait CollectorBlock {
     fn set_enabled(&mut self, on: bool);
 }
 
+/// A target list as the config writes it: its key and its items (account ids, codes,
+/// `{domain, mailbox}` pairs), in a `collectors.<area>` block or a tenant's.
+pub trait Listing {
+    /// One target as written.
+    type Item: std::fmt::Debug;
+    /// The key of the list, for messages: `accounts`, `migrations`, ...
+    const KEY: &'static str;
+    fn items(&self) -> &[Self::Item];
+}
+
 /// Declares an area's `collectors.<area>` block: the schedule keys every block has (in this
-/// order, which messages about unknown keys list), then the fields given. Strict: serde cannot
-/// `flatten` a shared struct into one that denies unknown keys, and unknown keys must be refused.
+/// order, which messages about unknown keys list), then the fields given, then the target list
+/// (`list KEY: ITEM`); and the tenant's block of the area (`tenant NAME`), which holds the list
+/// alone. Strict: serde cannot `flatten` a shared struct into one that denies unknown keys, and
+/// unknown keys must be refused.
 macro_rules! collector_block {
-    ($(#[$meta:meta])* pub struct $name:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }) => {
+    (
+        $(#[$meta:meta])* pub struct $name:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }
+        $(#[$tenant_meta:meta])* list $list:ident: $item:ty, tenant $tenant:ident;
+    ) => {
         $(#[$meta])*
         #[derive(Debug, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -53,6 +68,8 @@ macro_rules! collector_block {
             #[serde(default, with = "humantime_serde")]
             pub max_age: Option<std::time::Duration>,
             $($(#[$field_meta])* pub $field: $ty,)*
+            #[serde(default)]
+            pub $list: Vec<$item>,
         }
 
         impl crate::config::schedule::CollectorBlock for $name {
@@ -67,6 +84,30 @@ macro_rules! collector_block {
 
             fn set_enabled(&mut self, on: bool) {
                 self.enabled = on;
+            }
+        }
+
+        impl crate::config::schedule::Listing for $name {
+            type Item = $item;
+            const KEY: &'static str = stringify!($list);
+            fn items(&self) -> &[$item] {
+                &self.$list
+            }
+        }
+
+        $(#[$tenant_meta])*
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $tenant {
+            #[serde(default)]
+            pub $list: Vec<$item>,
+        }
+
+        impl crate::config::schedule::Listing for $tenant {
+            type Item = $item;
+            const KEY: &'static str = stringify!($list);
+            fn items(&self) -> &[$item] {
+                &self.$list
             }
         }
     };

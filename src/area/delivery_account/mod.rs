@@ -17,7 +17,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use super::run::Context;
 use super::{Area, Extra, Item, Refers};
 use crate::config::error::ConfigError;
-use crate::config::fields::{AccountList, account_list};
+use crate::config::fields::account_list;
 use crate::config::schedule::collector_block;
 use crate::upstream::Route;
 use crate::upstream::error::{Endpoint, UpstreamError};
@@ -29,10 +29,9 @@ pub const ACCOUNT: Endpoint =
 
 collector_block! {
     /// `collectors.delivery_account`: the schedule and the account ids.
-    pub struct Block {
-        #[serde(default)]
-        pub accounts: Vec<i64>,
-    }
+    pub struct Block {}
+    /// A tenant's accounts.
+    list accounts: i64, tenant List;
 }
 
 /// The area.
@@ -42,27 +41,18 @@ pub struct DeliveryAccount;
 impl Area for DeliveryAccount {
     const ENDPOINTS: &'static [Endpoint] = &[ACCOUNT];
     const EXTRA: Extra = Extra::Accounts;
-    const LIST: &'static str = "accounts";
     type Raw = Block;
-    type RawList = AccountList;
+    type RawList = List;
     type Settings = ();
     type Target = i32;
     type Data = Record;
-
-    fn listed(raw: &Block) -> bool {
-        !raw.accounts.is_empty()
-    }
 
     fn settings(_raw: &Block, _field: &str) -> Result<(), ConfigError> {
         Ok(())
     }
 
-    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<i32>, ConfigError> {
-        account_list(&format!("{field}.accounts"), &raw.accounts, required)
-    }
-
-    fn tenant_targets(list: AccountList, field: &str) -> Result<Vec<i32>, ConfigError> {
-        account_list(&format!("{field}.accounts"), &list.accounts, false)
+    fn parse_list(field: &str, ids: &[i64], required: bool) -> Result<Vec<i32>, ConfigError> {
+        account_list(field, ids, required)
     }
 
     fn account(id: &i32) -> Option<i32> {

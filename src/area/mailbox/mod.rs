@@ -52,24 +52,15 @@ pub struct RawTarget {
 
 collector_block! {
     /// `collectors.mailbox`: the schedule and the mailboxes.
-    pub struct Block {
-        #[serde(default)]
-        pub mailboxes: Vec<RawTarget>,
-    }
-}
-
-/// A tenant's mailboxes.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct List {
-    #[serde(default)]
-    pub mailboxes: Vec<RawTarget>,
+    pub struct Block {}
+    /// A tenant's mailboxes.
+    list mailboxes: RawTarget, tenant List;
 }
 
 /// Validates distinct mailboxes; an empty list is refused when `required`.
 fn mailbox_list(
     field: &str,
-    list: Vec<RawTarget>,
+    list: &[RawTarget],
     required: bool,
 ) -> Result<Vec<Target>, ConfigError> {
     if required && list.is_empty() {
@@ -81,7 +72,7 @@ fn mailbox_list(
     at_most(field, list.len())?;
     let mut seen = HashSet::with_capacity(list.len());
     let mut out: Vec<Target> = Vec::with_capacity(list.len());
-    for (i, t) in list.into_iter().enumerate() {
+    for (i, t) in list.iter().enumerate() {
         let field = format!("{field}[{i}]");
         let domain = code(
             &format!("{field}.domain"),
@@ -109,27 +100,22 @@ pub struct Mailbox;
 
 impl Area for Mailbox {
     const ENDPOINTS: &'static [Endpoint] = &[EMAIL_ACCOUNT];
-    const LIST: &'static str = "mailboxes";
     type Raw = Block;
     type RawList = List;
     type Settings = ();
     type Target = Target;
     type Data = Record;
 
-    fn listed(raw: &Block) -> bool {
-        !raw.mailboxes.is_empty()
-    }
-
     fn settings(_raw: &Block, _field: &str) -> Result<(), ConfigError> {
         Ok(())
     }
 
-    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<Target>, ConfigError> {
-        mailbox_list(&format!("{field}.mailboxes"), raw.mailboxes, required)
-    }
-
-    fn tenant_targets(list: List, field: &str) -> Result<Vec<Target>, ConfigError> {
-        mailbox_list(&format!("{field}.mailboxes"), list.mailboxes, false)
+    fn parse_list(
+        field: &str,
+        list: &[RawTarget],
+        required: bool,
+    ) -> Result<Vec<Target>, ConfigError> {
+        mailbox_list(field, list, required)
     }
 
     /// Both codes were validated by the config, so they are safe in a path.

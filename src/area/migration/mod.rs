@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use prometheus_client::encoding::DescriptorEncoder;
-use serde::Deserialize;
 
 use super::run::Context;
 use super::{Area, Item};
@@ -28,33 +27,9 @@ pub const STATS: Endpoint =
 
 collector_block! {
     /// `collectors.migration`: the schedule and the migration codes.
-    pub struct Block {
-        #[serde(default)]
-        pub migrations: Vec<String>,
-    }
-}
-
-/// A tenant's migrations.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct List {
-    #[serde(default)]
-    pub migrations: Vec<String>,
-}
-
-/// Migration codes: `MG` and 8 digits.
-fn migration_codes(
-    field: &str,
-    list: &[String],
-    required: bool,
-) -> Result<Vec<String>, ConfigError> {
-    codes(
-        &format!("{field}.migrations"),
-        list,
-        &[("MG", 8)],
-        "MG followed by 8 digits, e.g. MG00000001",
-        required,
-    )
+    pub struct Block {}
+    /// A tenant's migrations.
+    list migrations: String, tenant List;
 }
 
 /// The area.
@@ -63,27 +38,29 @@ pub struct Migration;
 
 impl Area for Migration {
     const ENDPOINTS: &'static [Endpoint] = &[STATS];
-    const LIST: &'static str = "migrations";
     type Raw = Block;
     type RawList = List;
     type Settings = ();
     type Target = String;
     type Data = Record;
 
-    fn listed(raw: &Block) -> bool {
-        !raw.migrations.is_empty()
-    }
-
     fn settings(_raw: &Block, _field: &str) -> Result<(), ConfigError> {
         Ok(())
     }
 
-    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<String>, ConfigError> {
-        migration_codes(field, &raw.migrations, required)
-    }
-
-    fn tenant_targets(list: List, field: &str) -> Result<Vec<String>, ConfigError> {
-        migration_codes(field, &list.migrations, false)
+    /// Migration codes: `MG` and 8 digits.
+    fn parse_list(
+        field: &str,
+        list: &[String],
+        required: bool,
+    ) -> Result<Vec<String>, ConfigError> {
+        codes(
+            field,
+            list,
+            &[("MG", 8)],
+            "MG followed by 8 digits, e.g. MG00000001",
+            required,
+        )
     }
 
     /// `code` was validated (`MG` + 8 digits) by the config, so it is safe in a path.

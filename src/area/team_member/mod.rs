@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use prometheus_client::encoding::DescriptorEncoder;
-use serde::Deserialize;
 
 use super::run::Context;
 use super::{Area, Item};
@@ -33,17 +32,9 @@ collector_block! {
     pub struct Block {
         #[serde(default)]
         pub identity_labels: bool,
-        #[serde(default)]
-        pub team_members: Vec<String>,
     }
-}
-
-/// A tenant's team members.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct List {
-    #[serde(default)]
-    pub team_members: Vec<String>,
+    /// A tenant's team members.
+    list team_members: String, tenant List;
 }
 
 /// How every team member is read.
@@ -54,37 +45,17 @@ pub struct Settings {
     pub identity_labels: bool,
 }
 
-/// Team member codes: `T` and 9 digits.
-fn team_member_codes(
-    field: &str,
-    list: &[String],
-    required: bool,
-) -> Result<Vec<String>, ConfigError> {
-    codes(
-        &format!("{field}.team_members"),
-        list,
-        &[("T", 9)],
-        "T followed by 9 digits, e.g. T000000101",
-        required,
-    )
-}
-
 /// The area.
 #[derive(Debug)]
 pub struct TeamMember;
 
 impl Area for TeamMember {
     const ENDPOINTS: &'static [Endpoint] = &[TEAM_MEMBER];
-    const LIST: &'static str = "team_members";
     type Raw = Block;
     type RawList = List;
     type Settings = Settings;
     type Target = String;
     type Data = Record;
-
-    fn listed(raw: &Block) -> bool {
-        !raw.team_members.is_empty()
-    }
 
     fn settings(raw: &Block, _field: &str) -> Result<Settings, ConfigError> {
         Ok(Settings {
@@ -92,12 +63,19 @@ impl Area for TeamMember {
         })
     }
 
-    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<String>, ConfigError> {
-        team_member_codes(field, &raw.team_members, required)
-    }
-
-    fn tenant_targets(list: List, field: &str) -> Result<Vec<String>, ConfigError> {
-        team_member_codes(field, &list.team_members, false)
+    /// Team member codes: `T` and 9 digits.
+    fn parse_list(
+        field: &str,
+        list: &[String],
+        required: bool,
+    ) -> Result<Vec<String>, ConfigError> {
+        codes(
+            field,
+            list,
+            &[("T", 9)],
+            "T followed by 9 digits, e.g. T000000101",
+            required,
+        )
     }
 
     /// `code` was validated (`T` + 9 digits) by the config, so it is safe in a path.

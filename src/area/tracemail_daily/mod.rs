@@ -23,7 +23,7 @@ use super::run::Context;
 use super::{Area, Extra, Item, Refers, Revealed};
 use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::Day;
-use crate::config::fields::{AccountList, account_list};
+use crate::config::fields::account_list;
 use crate::config::schedule::collector_block;
 use crate::upstream::Route;
 use crate::upstream::error::{Endpoint, UpstreamError};
@@ -49,9 +49,9 @@ collector_block! {
         pub date_format: Option<String>,
         #[serde(default)]
         pub top_domains: Option<i64>,
-        #[serde(default)]
-        pub accounts: Vec<i64>,
     }
+    /// A tenant's accounts.
+    list accounts: i64, tenant List;
 }
 
 /// How every account is asked for.
@@ -97,16 +97,11 @@ impl Area for TracemailDaily {
     const ENDPOINTS: &'static [Endpoint] = &[DAILY, DOMAINS_RANK];
     const EXTRA: Extra = Extra::Accounts;
     const REVEALS: Extra = Extra::Domains;
-    const LIST: &'static str = "accounts";
     type Raw = Block;
-    type RawList = AccountList;
+    type RawList = List;
     type Settings = Settings;
     type Target = i32;
     type Data = DailyData;
-
-    fn listed(raw: &Block) -> bool {
-        !raw.accounts.is_empty()
-    }
 
     fn settings(raw: &Block, field: &str) -> Result<Settings, ConfigError> {
         let top = raw.top_domains.unwrap_or(DEFAULT_TOP_DOMAINS);
@@ -122,12 +117,8 @@ impl Area for TracemailDaily {
         })
     }
 
-    fn targets(raw: Block, field: &str, required: bool) -> Result<Vec<i32>, ConfigError> {
-        account_list(&format!("{field}.accounts"), &raw.accounts, required)
-    }
-
-    fn tenant_targets(list: AccountList, field: &str) -> Result<Vec<i32>, ConfigError> {
-        account_list(&format!("{field}.accounts"), &list.accounts, false)
+    fn parse_list(field: &str, ids: &[i64], required: bool) -> Result<Vec<i32>, ConfigError> {
+        account_list(field, ids, required)
     }
 
     fn account(id: &i32) -> Option<i32> {

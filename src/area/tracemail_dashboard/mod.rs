@@ -74,17 +74,9 @@ collector_block! {
         pub date_format: Option<String>,
         #[serde(default)]
         pub limit: Option<i64>,
-        #[serde(default)]
-        pub views: Vec<RawView>,
     }
-}
-
-/// A tenant's views.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct List {
-    #[serde(default)]
-    pub views: Vec<RawView>,
+    /// A tenant's views.
+    list views: RawView, tenant List;
 }
 
 /// How every view is asked for.
@@ -102,13 +94,13 @@ pub struct DashboardData {
 }
 
 /// Validates dashboard views: [`View::All`] first, then each listed one once.
-fn views(field: &str, raw: Vec<RawView>) -> Result<Vec<View>, ConfigError> {
+fn views(field: &str, raw: &[RawView]) -> Result<Vec<View>, ConfigError> {
     at_most(field, raw.len())?;
     let mut views = vec![View::All];
     let mut seen: HashSet<View> = HashSet::from([View::All]);
-    for (i, v) in raw.into_iter().enumerate() {
+    for (i, v) in raw.iter().enumerate() {
         let field = format!("{field}[{i}]");
-        let view = match (v.account, v.domain) {
+        let view = match (v.account, &v.domain) {
             (Some(id), None) => View::Account(account_ids(&format!("{field}.account"), &[id])?[0]),
             (None, Some(domain)) => {
                 let domain = domain.trim().to_ascii_lowercase();
@@ -194,16 +186,11 @@ impl Area for TracemailDashboard {
     const ENDPOINTS: &'static [Endpoint] = &[DASHBOARD];
     const EXTRA: Extra = Extra::Domains;
     const REVEALS: Extra = Extra::Accounts;
-    const LIST: &'static str = "views";
     type Raw = Block;
     type RawList = List;
     type Settings = Settings;
     type Target = View;
     type Data = DashboardData;
-
-    fn listed(raw: &Block) -> bool {
-        !raw.views.is_empty()
-    }
 
     fn settings(raw: &Block, field: &str) -> Result<Settings, ConfigError> {
         let limit = raw.limit.unwrap_or(DEFAULT_LIMIT);
@@ -220,12 +207,12 @@ impl Area for TracemailDashboard {
     }
 
     /// Never required: the whole customer's view is always there.
-    fn targets(raw: Block, field: &str, _required: bool) -> Result<Vec<View>, ConfigError> {
-        views(&format!("{field}.views"), raw.views)
-    }
-
-    fn tenant_targets(list: List, field: &str) -> Result<Vec<View>, ConfigError> {
-        views(&format!("{field}.views"), list.views)
+    fn parse_list(
+        field: &str,
+        list: &[RawView],
+        _required: bool,
+    ) -> Result<Vec<View>, ConfigError> {
+        views(field, list)
     }
 
     fn refers_to(view: &View) -> Refers<'_> {

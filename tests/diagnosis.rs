@@ -325,8 +325,18 @@ async fn a_debug_request_registers_nothing_and_refuses_what_it_cannot_read() {
         text.contains("No collector of this tenant polls this target"),
         "{text}"
     );
-    // Not registered: the next runs never ask for it.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Not registered: the next two runs (account 1002's fetches are their witness) never ask
+    // for it.
+    let witness = sim
+        .sim
+        .hits(&format!("/api/delivery/accounts/{GOOD_ACCOUNT}"));
+    crate::helpers::wait_for("two more runs of the account collector", || async {
+        (sim.sim
+            .hits(&format!("/api/delivery/accounts/{GOOD_ACCOUNT}"))
+            >= witness + 2)
+            .then_some(())
+    })
+    .await;
     assert_eq!(sim.sim.hits("/api/delivery/accounts/4242"), hits);
     // A healthy target: its state, no reason.
     let (status, text) = debug(&exporter, "target=1002").await;

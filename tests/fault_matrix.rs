@@ -649,9 +649,17 @@ async fn an_open_circuit_turns_a_broken_account_into_one_call_per_cool_down() {
     })
     .await;
     let at_open = value(&open, calls).unwrap();
-    // Three more runs happen within the cool-down; none reaches the API.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let body = checked_scrape(&exporter, "breaker").await;
+    // Three more runs happen within the cool-down, each refused by the circuit; none reaches
+    // the API.
+    let refused = "mailhost_api_request_failures_total{endpoint=\"delivery_account\",reason=\"circuit_open\"}";
+    let refused_at_open = value(&open, refused).unwrap_or(0.0);
+    let body = until(
+        &exporter,
+        "breaker",
+        "three runs refused by the circuit",
+        |b| value(b, refused).is_some_and(|v| v >= refused_at_open + 3.0),
+    )
+    .await;
     assert!(
         value(&body, calls).unwrap() <= at_open + 1.0,
         "calls went out while the circuit was open"

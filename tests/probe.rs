@@ -189,7 +189,14 @@ async fn an_account_no_longer_probed_leaves_the_poll_set_after_its_idle_interval
     })
     .await;
     let after = hits(&sim.sim, 15);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Two runs of beta's collector later, 15 is still not fetched: account 12, probed now, is
+    // the witness that the runs happened.
+    assert_eq!(probe(&exporter, "tenant=beta&target=12").await.0, 200);
+    let witness = hits(&sim.sim, 12);
+    wait_for("two more runs of beta's collector", || async {
+        (hits(&sim.sim, 12) >= witness + 2).then_some(())
+    })
+    .await;
     assert_eq!(hits(&sim.sim, 15), after);
 }
 

@@ -295,9 +295,13 @@ async fn sigterm_during_a_refresh_exits_at_once_and_a_run_is_only_ever_shown_who
         &[("MAILHOST_API_TOKEN", TOKEN)],
     );
     let base = exporter.base_url().await;
-    // 1001 has answered long ago, but its run is not finished: nothing of it is shown.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let body = scrape(&base).await;
+    // 1001 has answered (its request is counted), but its run is not finished: nothing of it
+    // is shown.
+    let answered = "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"}";
+    let body = scrape_until(&base, "1001's answer", |b| {
+        value(b, answered).is_some_and(|n| n >= 1.0)
+    })
+    .await;
     assert!(
         value(&body, &remaining(1001)).is_none(),
         "a half-built run was served:\n{body}"

@@ -2,8 +2,6 @@
 //! against the simulator, and its peak resident memory (`VmHWM`) and log are checked while
 //! every answer carries ~4 MB of tiny objects, or keys that change on every answer.
 
-use std::time::Duration;
-
 use mailhost_exporter::metrics::self_metrics::MAX_LOGGED_SHAPES;
 use mailhost_sim::{AccountSeed, BodyFault, FaultSpec, Route, SimConfig};
 
@@ -150,8 +148,15 @@ async fn answers_whose_keys_change_every_time_log_a_bounded_number_of_warn_lines
             .then_some(())
     })
     .await;
-    // The suppression line follows the last warn line; give the log pipe a moment.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The suppression line follows the last warn line: wait until the log pipe has brought it.
+    wait_for("the line saying new shapes are suppressed", || async {
+        running
+            .log()
+            .iter()
+            .any(|l| l.contains("new shapes are no longer logged at warn level"))
+            .then_some(())
+    })
+    .await;
     let log = running.log();
     let shapes = log
         .iter()

@@ -397,7 +397,13 @@ async fn strangers_waiting_on_first_fetches_never_crowd_out_metrics() {
             }));
         }
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The waves are in: the stranger's accounts are being fetched.
+    wait_for("the waves' fetches under way", || async {
+        (2..=5)
+            .all(|id| sim.sim.hits(&format!("/api/delivery/accounts/{id}")) > 0)
+            .then_some(())
+    })
+    .await;
     for _ in 0..20 {
         let r = exporter.get("/metrics").await;
         assert_eq!(r.status(), 200, "a scrape of /metrics was crowded out");

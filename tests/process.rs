@@ -303,12 +303,18 @@ async fn the_token_never_appears_in_logs_or_responses_even_at_trace_level() {
             .then_some(())
     })
     .await;
-    // Answers we can read but whose values we cannot.
+    // Answers we can read but whose values we cannot: each until ten more requests were
+    // answered with it (the circuits let a request through every cooldown).
+    let served = || sim.sim.all_hits().values().sum::<u64>();
     for b in [BodyFault::OutOfRange, BodyFault::HugeValues] {
         for route in routes {
             sim.sim.set_fault(route, body(b));
         }
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let before = served();
+        wait_for("ten answers with values out of range", || async {
+            (served() >= before + 10).then_some(())
+        })
+        .await;
     }
     sim.sim.clear_faults();
 
@@ -703,8 +709,22 @@ async fn the_target_failure_knob_sets_how_loud_failing_targets_are_in_the_log() 
 
     // Nothing at warn level about targets, over several failing runs.
     let mut quiet = start("none");
-    quiet.logged("mailhost_exporter listening", "address").await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let address = quiet.logged("mailhost_exporter listening", "address").await;
+    wait_for("three failed runs of every target", || async {
+        let body = reqwest::get(format!("http://{address}/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        let failed = body
+            .lines()
+            .filter(|l| l.starts_with("mailhost_api_request_failures_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>();
+        (failed >= 9.0).then_some(())
+    })
+    .await;
     let log = quiet.log();
     assert!(
         warn_lines(&log, "target failed").is_empty()

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::helpers::{
     PrometheusMode, PrometheusServer, Running, Sim, free_port, repo_root, spawn_prometheus_as,
-    spawn_sim_with, tool, wait_for,
+    spawn_sim_with, tool, wait_for, wait_within,
 };
 
 /// The collector interval of the replicas and the scrape interval of every scraper.
@@ -477,11 +477,22 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
 
     wait_until_stored(&store, &tenants).await;
 
-    // A steady window of ten intervals: the simulator counts each account's polls.
+    // A steady window, until every account was polled five more times: the simulator counts
+    // each account's polls.
     let hits_before = account_hits(&sim, &tenants);
     let started = Instant::now();
-    tokio::time::sleep(INTERVAL * 10).await;
-    let hits_after = account_hits(&sim, &tenants);
+    let hits_after = wait_within(
+        INTERVAL * 40,
+        "five more polls of every account",
+        || async {
+            let after = account_hits(&sim, &tenants);
+            after
+                .iter()
+                .all(|(key, n)| n - hits_before[key] >= 5)
+                .then_some(after)
+        },
+    )
+    .await;
     let intervals = started.elapsed().as_secs_f64() / INTERVAL.as_secs_f64();
     // One poller per account polls at most once per interval (plus the runs under way at both
     // ends); two pollers would double that. A slow machine only polls less, never more.
@@ -570,16 +581,28 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
     let from = stopped_at - INTERVAL.as_secs_f64() * 4.0;
     let (mut stopped, _) = vmagents.pop().unwrap();
     stopped.terminate();
-    tokio::time::sleep(INTERVAL * 6).await;
-    let until = unix_now() - INTERVAL.as_secs_f64();
-    store.flush().await;
-    let times = store
-        .sample_times(
-            "mailhost_delivery_remaining_messages{job=\"mailhost\"}",
-            from,
-            until,
-        )
-        .await;
+    // Until every account has a sample stored five intervals after the stop.
+    let until = stopped_at + INTERVAL.as_secs_f64() * 5.0;
+    let times = wait_within(
+        INTERVAL * 40,
+        "samples five intervals after the stop",
+        || async {
+            store.flush().await;
+            let times = store
+                .sample_times(
+                    "mailhost_delivery_remaining_messages{job=\"mailhost\"}",
+                    from,
+                    unix_now(),
+                )
+                .await;
+            (times.len() == expected.len()
+                && times
+                    .values()
+                    .all(|ts| ts.last().is_some_and(|t| *t >= until)))
+            .then_some(times)
+        },
+    )
+    .await;
     assert_eq!(
         times.keys().cloned().collect::<BTreeSet<_>>(),
         expected,
@@ -589,7 +612,6 @@ async fn vmagent_cluster_with_replication_stores_every_account_once_and_polls_it
     for (key, ts) in &times {
         let mut edges = vec![from];
         edges.extend(ts);
-        edges.push(until);
         let gap = edges
             .windows(2)
             .map(|w| w[1] - w[0])
@@ -675,15 +697,20 @@ async fn prometheus_agent_with_hashmod_remote_writes_into_a_receiver() {
 
     wait_until_stored(&store, &tenants).await;
 
-    // Stored exactly once: one series per valid account, one sample per scrape.
-    tokio::time::sleep(INTERVAL * 8).await;
+    // Stored exactly once: one series per valid account, one sample per scrape. Once the
+    // window has filled (four samples each at least), none holds more than one per interval.
     let window = INTERVAL * 6;
-    let samples = store
-        .by_account(&format!(
-            "count_over_time(mailhost_delivery_remaining_messages[{}s])",
-            window.as_secs()
-        ))
-        .await;
+    let samples = wait_within(INTERVAL * 40, "a window of samples per account", || async {
+        let samples = store
+            .by_account(&format!(
+                "count_over_time(mailhost_delivery_remaining_messages[{}s])",
+                window.as_secs()
+            ))
+            .await;
+        (samples.len() >= valid_targets(&tenants).len() && samples.values().all(|n| *n >= 4.0))
+            .then_some(samples)
+    })
+    .await;
     assert_eq!(
         samples.keys().cloned().collect::<BTreeSet<_>>(),
         valid_targets(&tenants),

@@ -273,7 +273,14 @@ async fn thirty_two_scrapes_held_open_at_once_share_one_prepared_body() {
             .unwrap();
         streams.push(s);
     }
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // Every answer has begun: its first bytes wait in our socket.
+    for s in &streams {
+        let mut first = [0u8; 1];
+        tokio::time::timeout(crate::helpers::PATIENCE, s.peek(&mut first))
+            .await
+            .expect("every scrape is answered")
+            .unwrap();
+    }
     let held = memory_kib(pid, "VmHWM");
     for s in &mut streams {
         let (head, length) = read_answer(s, size * 2).await;

@@ -21,11 +21,11 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::de::DeserializeOwned;
 
 use crate::config::error::ConfigError;
-use crate::config::schedule::{CollectorBlock, Listing, Schedule};
+use crate::config::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::tenant::TenantName;
 use crate::upstream::error::{Endpoint, UpstreamError};
-use crate::upstream::model::ParseProblem;
+use crate::upstream::model::{Model, ParseProblem, read_body};
 use run::Context;
 
 // Each area's folder, declared here rather than by the macro so that rustfmt and other tools
@@ -68,6 +68,43 @@ pub enum Refers<'a> {
     Other,
 }
 
+/// What a kind of target is about, for `/probe`, discovery and `--shard`. The defaults fit a
+/// target that no account id or domain names (a code, a mailbox).
+pub trait TargetKind: Sized {
+    /// The Delivery account the target is, which `/probe` may register.
+    fn account(&self) -> Option<i32> {
+        None
+    }
+    /// What the target is about.
+    fn refers_to(&self) -> Refers<'_> {
+        Refers::Other
+    }
+    /// The target of an extra account, for an area that polls them ([`Extra::Accounts`]).
+    fn of_account(_id: i32) -> Option<Self> {
+        None
+    }
+    /// The target of an extra sending domain, for an area that polls them ([`Extra::Domains`]).
+    fn of_domain(_domain: String) -> Option<Self> {
+        None
+    }
+}
+
+/// A Delivery account id.
+impl TargetKind for i32 {
+    fn account(&self) -> Option<i32> {
+        Some(*self)
+    }
+    fn refers_to(&self) -> Refers<'_> {
+        Refers::Account(*self)
+    }
+    fn of_account(id: i32) -> Option<i32> {
+        Some(id)
+    }
+}
+
+/// A code (a migration's, a team member's).
+impl TargetKind for String {}
+
 /// What a fetch's data reveals for discovery: accounts of the customer, or sending domains.
 #[derive(Debug, Default)]
 pub enum Revealed<'a> {
@@ -97,15 +134,13 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
     /// A tenant's `tenants[].collectors.<area>` block: its own target list, declared with the
     /// area's block.
     type RawList: DeserializeOwned + Listing<Item = <Self::Raw as Listing>::Item> + Debug;
-    /// The validated settings every target's fetch uses.
-    type Settings: Debug + PartialEq + Send + Sync + 'static;
-    /// One thing fetched; its `Display` is the `target` label value.
-    type Target: Clone + Debug + Display + Eq + Hash + Send + Sync + 'static;
+    /// The validated settings every target's fetch uses, read from the block.
+    type Settings: FromBlock<Self::Raw> + Debug + PartialEq + Send + Sync + 'static;
+    /// One thing fetched; its `Display` is the `target` label value, its kind what it is about.
+    type Target: TargetKind + Clone + Debug + Display + Eq + Hash + Send + Sync + 'static;
     /// What one target's fetch yields.
     type Data: Clone + Debug + PartialEq + Send + Sync + 'static;
 
-    /// The settings of the block at `field`.
-    fn settings(raw: &Self::Raw, field: &str) -> Result<Self::Settings, ConfigError>;
     /// The targets of the list at `field` (`<block>.<key>`), each checked; an empty list is
     /// refused when `required`.
     fn parse_list(
@@ -133,22 +168,6 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
         Self::parse_list(&format!("{field}.{}", Self::LIST), list.items(), false)
     }
 
-    /// The Delivery account a target of an [`Extra::Accounts`] area is.
-    fn account(_target: &Self::Target) -> Option<i32> {
-        None
-    }
-    /// What the target is about.
-    fn refers_to(_target: &Self::Target) -> Refers<'_> {
-        Refers::Other
-    }
-    /// The target of an extra account or domain, for an area that polls them.
-    fn extra_account(_id: i32) -> Option<Self::Target> {
-        None
-    }
-    fn extra_domain(_domain: String) -> Option<Self::Target> {
-        None
-    }
-
     /// Fetches one target.
     fn collect(
         ctx: Context,
@@ -156,13 +175,9 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
         target: Self::Target,
     ) -> impl Future<Output = Result<Self::Data, UpstreamError>> + Send;
     /// Reads the answers of one run at `now`, one body per endpoint of [`Area::ENDPOINTS`], as
-    /// a fetch reads them: the seam of the golden, property and fuzz tests.
-    fn read(
-        settings: &Self::Settings,
-        target: &Self::Target,
-        bodies: &[&[u8]],
-        now: Timestamp,
-    ) -> Result<(Self::Data, Vec<ParseProblem>), UpstreamError>;
+    /// a fetch reads them: the seam of the golden, property and fuzz tests. [`one_body`] for an
+    /// area whose one answer is its data.
+    const READ: Read<Self>;
     /// This run's data with what carries over from the run before.
     fn carry(_data: &mut Self::Data, _previous: Option<&Self::Data>, _now: Timestamp) {}
     /// What the data reveals for discovery.
@@ -170,12 +185,9 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
         Revealed::default()
     }
 
-    /// The area's series of every tenant's targets, as families of const metrics.
-    fn encode(
-        enc: &mut DescriptorEncoder,
-        interval: Duration,
-        items: &[Item<'_, Self>],
-    ) -> fmt::Result;
+    /// Writes the area's series of every tenant's targets, as families of const metrics: the
+    /// area's `series::encode`.
+    const ENCODE: Encode<Self>;
     /// Whether the area writes families as text after the others ([`Area::encode_text`]).
     const TEXT: bool = false;
     /// Families written as text after the others (counters with `_created`).
@@ -183,6 +195,30 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
         Ok(())
     }
 }
+
+/// How an area reads the bodies of one run at an instant ([`Area::READ`]).
+pub type Read<A> = fn(
+    &<A as Area>::Settings,
+    &<A as Area>::Target,
+    &[&[u8]],
+    Timestamp,
+) -> Result<(<A as Area>::Data, Vec<ParseProblem>), UpstreamError>;
+
+/// The read of an area that makes one call whose answer, read without parameters, is its data.
+pub fn one_body<A: Area>(
+    _settings: &A::Settings,
+    _target: &A::Target,
+    bodies: &[&[u8]],
+    _now: Timestamp,
+) -> Result<(A::Data, Vec<ParseProblem>), UpstreamError>
+where
+    A::Data: Model<Params = ()>,
+{
+    read_body::<A::Data>(body(bodies, 0), &())
+}
+
+/// How an area writes its series (`series::encode` of each area).
+pub type Encode<A> = fn(&mut DescriptorEncoder<'_>, Duration, &[Item<'_, A>]) -> fmt::Result;
 
 /// A configured collector of area `A`: its schedule, settings and targets.
 #[derive(Debug)]

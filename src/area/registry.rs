@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{Area, Configured};
 use crate::config::error::{ConfigError, invalid};
-use crate::config::schedule::{self, CollectorBlock};
+use crate::config::schedule::{self, CollectorBlock, FromBlock};
 
 /// The collector of the block `collectors.<name>`, validated; `None` when it is disabled.
 pub(super) fn configure<A: Area>(
@@ -21,7 +21,7 @@ pub(super) fn configure<A: Area>(
     }
     let field = format!("collectors.{name}");
     let schedule = schedule::from_keys(&field, keys)?;
-    let settings = Arc::new(A::settings(&raw, &field)?);
+    let settings = Arc::new(A::Settings::from_block(&raw, &field)?);
     let targets = A::targets(raw, &field, required)?;
     Ok(Some(Configured {
         schedule,
@@ -107,7 +107,7 @@ macro_rules! areas {
             ) -> fmt::Result {
                 match self {
                     $(CollectorName::$Area => {
-                        <$module::$Area as Area>::encode(enc, interval, &items_of(items, |t, d| match (t, d) {
+                        (<$module::$Area as Area>::ENCODE)(enc, interval, &items_of(items, |t, d| match (t, d) {
                             (Target::$Area(t), TargetData::$Area(d)) => Some((t, d)),
                             #[allow(unreachable_patterns)]
                             _ => None,
@@ -167,14 +167,14 @@ macro_rules! areas {
             /// The Delivery account id of an account target, which `/probe` may register.
             pub fn account_id(&self) -> Option<i32> {
                 match self {
-                    $(Target::$Area(t) => <$module::$Area as Area>::account(t),)+
+                    $(Target::$Area(t) => t.account(),)+
                 }
             }
 
             /// What the target is about.
             pub fn refers_to(&self) -> Refers<'_> {
                 match self {
-                    $(Target::$Area(t) => <$module::$Area as Area>::refers_to(t),)+
+                    $(Target::$Area(t) => t.refers_to(),)+
                 }
             }
 
@@ -191,14 +191,14 @@ macro_rules! areas {
             /// The target of account `id` in the area `name`, when it polls accounts.
             pub fn of_account(name: CollectorName, id: i32) -> Option<Target> {
                 match name {
-                    $(CollectorName::$Area => <$module::$Area as Area>::extra_account(id).map(Target::$Area),)+
+                    $(CollectorName::$Area => <<$module::$Area as Area>::Target as TargetKind>::of_account(id).map(Target::$Area),)+
                 }
             }
 
             /// The target of sending domain `domain` in the area `name`, when it polls domains.
             pub fn of_domain(name: CollectorName, domain: String) -> Option<Target> {
                 match name {
-                    $(CollectorName::$Area => <$module::$Area as Area>::extra_domain(domain).map(Target::$Area),)+
+                    $(CollectorName::$Area => <<$module::$Area as Area>::Target as TargetKind>::of_domain(domain).map(Target::$Area),)+
                 }
             }
         }
@@ -325,7 +325,7 @@ macro_rules! areas {
             ) -> Result<(TargetData, Vec<ParseProblem>), UpstreamError> {
                 match (self, target) {
                     $((Collector::$Area(c), Target::$Area(t)) => {
-                        <$module::$Area as Area>::read(&c.settings, t, bodies, now)
+                        (<$module::$Area as Area>::READ)(&c.settings, t, bodies, now)
                             .map(|(d, p)| (TargetData::$Area(d), p))
                     })+
                     #[allow(unreachable_patterns)]

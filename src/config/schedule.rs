@@ -45,12 +45,42 @@ pub trait Listing {
     fn items(&self) -> &[Self::Item];
 }
 
+/// What every target's fetch of an area uses, read from its `collectors.<area>` block `B` at
+/// `field`. An area without settings has `()`, which reads nothing.
+pub trait FromBlock<B>: Sized {
+    fn from_block(raw: &B, field: &str) -> Result<Self, ConfigError>;
+}
+
+impl<B> FromBlock<B> for () {
+    fn from_block(_raw: &B, _field: &str) -> Result<(), ConfigError> {
+        Ok(())
+    }
+}
+
 /// Declares an area's `collectors.<area>` block: the schedule keys every block has (in this
 /// order, which messages about unknown keys list), then the fields given, then the target list
 /// (`list KEY: ITEM`); and the tenant's block of the area (`tenant NAME`), which holds the list
 /// alone. Strict: serde cannot `flatten` a shared struct into one that denies unknown keys, and
-/// unknown keys must be refused.
+/// unknown keys must be refused. A block whose fields begin with `day;` has the keys of the
+/// day it asks about first (`timezone`, `date_format`; read with
+/// [`crate::config::fields::Day::from_keys`]).
 macro_rules! collector_block {
+    (
+        $(#[$meta:meta])* pub struct $name:ident { day; $($fields:tt)* }
+        $($rest:tt)*
+    ) => {
+        crate::config::schedule::collector_block! {
+            $(#[$meta])*
+            pub struct $name {
+                #[serde(default)]
+                pub timezone: Option<String>,
+                #[serde(default)]
+                pub date_format: Option<String>,
+                $($fields)*
+            }
+            $($rest)*
+        }
+    };
     (
         $(#[$meta:meta])* pub struct $name:ident { $($(#[$field_meta:meta])* pub $field:ident: $ty:ty,)* }
         $(#[$tenant_meta:meta])* list $list:ident: $item:ty, tenant $tenant:ident;

@@ -9,19 +9,14 @@ mod series;
 pub use model::Record;
 
 use std::sync::Arc;
-use std::time::Duration;
-
-use jiff::Timestamp;
-use prometheus_client::encoding::DescriptorEncoder;
 
 use super::run::Context;
-use super::{Area, Extra, Item, Refers};
+use super::{Area, Encode, Extra, Read, one_body};
 use crate::config::error::ConfigError;
 use crate::config::fields::account_list;
 use crate::config::schedule::collector_block;
 use crate::upstream::Route;
 use crate::upstream::error::{Endpoint, UpstreamError};
-use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/delivery/accounts/{id}`
 pub const ACCOUNT: Endpoint =
@@ -46,46 +41,15 @@ impl Area for DeliveryAccount {
     type Settings = ();
     type Target = i32;
     type Data = Record;
-
-    fn settings(_raw: &Block, _field: &str) -> Result<(), ConfigError> {
-        Ok(())
-    }
+    const READ: Read<Self> = one_body::<Self>;
+    const ENCODE: Encode<Self> = series::encode;
 
     fn parse_list(field: &str, ids: &[i64], required: bool) -> Result<Vec<i32>, ConfigError> {
         account_list(field, ids, required)
     }
 
-    fn account(id: &i32) -> Option<i32> {
-        Some(*id)
-    }
-
-    fn refers_to(id: &i32) -> Refers<'_> {
-        Refers::Account(*id)
-    }
-
-    fn extra_account(id: i32) -> Option<i32> {
-        Some(id)
-    }
-
     async fn collect(ctx: Context, _settings: Arc<()>, id: i32) -> Result<Record, UpstreamError> {
         let route = Route::get(format!("/api/delivery/accounts/{id}"));
         ctx.client.fetch(ACCOUNT, id.to_string(), route, &()).await
-    }
-
-    fn read(
-        _settings: &(),
-        _id: &i32,
-        bodies: &[&[u8]],
-        _now: Timestamp,
-    ) -> Result<(Record, Vec<ParseProblem>), UpstreamError> {
-        read_body::<Record>(super::body(bodies, 0), &())
-    }
-
-    fn encode(
-        enc: &mut DescriptorEncoder,
-        interval: Duration,
-        items: &[Item<'_, Self>],
-    ) -> std::fmt::Result {
-        series::encode(enc, interval, items)
     }
 }

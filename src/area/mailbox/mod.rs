@@ -10,20 +10,16 @@ pub use model::{Record, parse_size};
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
-use jiff::Timestamp;
-use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 
 use super::run::Context;
-use super::{Area, Item};
+use super::{Area, Encode, Read, TargetKind, one_body};
 use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::{at_most, code};
 use crate::config::schedule::collector_block;
 use crate::upstream::Route;
 use crate::upstream::error::{Endpoint, UpstreamError};
-use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
 pub const EMAIL_ACCOUNT: Endpoint = Endpoint::new("email_account")
@@ -35,6 +31,9 @@ pub struct Target {
     pub domain: String,
     pub mailbox: String,
 }
+
+/// A mailbox is no account or domain of Delivery.
+impl TargetKind for Target {}
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -105,10 +104,8 @@ impl Area for Mailbox {
     type Settings = ();
     type Target = Target;
     type Data = Record;
-
-    fn settings(_raw: &Block, _field: &str) -> Result<(), ConfigError> {
-        Ok(())
-    }
+    const READ: Read<Self> = one_body::<Self>;
+    const ENCODE: Encode<Self> = series::encode;
 
     fn parse_list(
         field: &str,
@@ -131,22 +128,5 @@ impl Area for Mailbox {
         ctx.client
             .fetch(EMAIL_ACCOUNT, target.mailbox, route, &())
             .await
-    }
-
-    fn read(
-        _settings: &(),
-        _target: &Target,
-        bodies: &[&[u8]],
-        _now: Timestamp,
-    ) -> Result<(Record, Vec<ParseProblem>), UpstreamError> {
-        read_body::<Record>(super::body(bodies, 0), &())
-    }
-
-    fn encode(
-        enc: &mut DescriptorEncoder,
-        interval: Duration,
-        items: &[Item<'_, Self>],
-    ) -> std::fmt::Result {
-        series::encode(enc, interval, items)
     }
 }

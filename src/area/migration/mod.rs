@@ -7,19 +7,14 @@ mod series;
 pub use model::Record;
 
 use std::sync::Arc;
-use std::time::Duration;
-
-use jiff::Timestamp;
-use prometheus_client::encoding::DescriptorEncoder;
 
 use super::run::Context;
-use super::{Area, Item};
+use super::{Area, Encode, Read, one_body};
 use crate::config::error::ConfigError;
 use crate::config::fields::codes;
 use crate::config::schedule::collector_block;
 use crate::upstream::Route;
 use crate::upstream::error::{Endpoint, UpstreamError};
-use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/migrations/{migration_code}/stats`
 pub const STATS: Endpoint =
@@ -43,10 +38,8 @@ impl Area for Migration {
     type Settings = ();
     type Target = String;
     type Data = Record;
-
-    fn settings(_raw: &Block, _field: &str) -> Result<(), ConfigError> {
-        Ok(())
-    }
+    const READ: Read<Self> = one_body::<Self>;
+    const ENCODE: Encode<Self> = series::encode;
 
     /// Migration codes: `MG` and 8 digits.
     fn parse_list(
@@ -71,22 +64,5 @@ impl Area for Migration {
     ) -> Result<Record, UpstreamError> {
         let route = Route::get(format!("/api/migrations/{code}/stats"));
         ctx.client.fetch(STATS, code, route, &()).await
-    }
-
-    fn read(
-        _settings: &(),
-        _code: &String,
-        bodies: &[&[u8]],
-        _now: Timestamp,
-    ) -> Result<(Record, Vec<ParseProblem>), UpstreamError> {
-        read_body::<Record>(super::body(bodies, 0), &())
-    }
-
-    fn encode(
-        enc: &mut DescriptorEncoder,
-        interval: Duration,
-        items: &[Item<'_, Self>],
-    ) -> std::fmt::Result {
-        series::encode(enc, interval, items)
     }
 }

@@ -8,16 +8,14 @@ mod series;
 pub use model::Record;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::Timestamp;
-use prometheus_client::encoding::DescriptorEncoder;
 
 use super::run::Context;
-use super::{Area, Item};
+use super::{Area, Encode, Read};
 use crate::config::error::ConfigError;
 use crate::config::fields::codes;
-use crate::config::schedule::collector_block;
+use crate::config::schedule::{FromBlock, collector_block};
 use crate::upstream::Route;
 use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
@@ -45,6 +43,14 @@ pub struct Settings {
     pub identity_labels: bool,
 }
 
+impl FromBlock<Block> for Settings {
+    fn from_block(raw: &Block, _field: &str) -> Result<Self, ConfigError> {
+        Ok(Settings {
+            identity_labels: raw.identity_labels,
+        })
+    }
+}
+
 /// The area.
 #[derive(Debug)]
 pub struct TeamMember;
@@ -56,12 +62,8 @@ impl Area for TeamMember {
     type Settings = Settings;
     type Target = String;
     type Data = Record;
-
-    fn settings(raw: &Block, _field: &str) -> Result<Settings, ConfigError> {
-        Ok(Settings {
-            identity_labels: raw.identity_labels,
-        })
-    }
+    const READ: Read<Self> = read;
+    const ENCODE: Encode<Self> = series::encode;
 
     /// Team member codes: `T` and 9 digits.
     fn parse_list(
@@ -89,21 +91,14 @@ impl Area for TeamMember {
             .fetch(TEAM_MEMBER, code, route, &settings.identity_labels)
             .await
     }
+}
 
-    fn read(
-        settings: &Settings,
-        _code: &String,
-        bodies: &[&[u8]],
-        _now: Timestamp,
-    ) -> Result<(Record, Vec<ParseProblem>), UpstreamError> {
-        read_body::<Record>(super::body(bodies, 0), &settings.identity_labels)
-    }
-
-    fn encode(
-        enc: &mut DescriptorEncoder,
-        interval: Duration,
-        items: &[Item<'_, Self>],
-    ) -> std::fmt::Result {
-        series::encode(enc, interval, items)
-    }
+/// Reads one run's answers (the area's [`Area::READ`]).
+fn read(
+    settings: &Settings,
+    _code: &String,
+    bodies: &[&[u8]],
+    _now: Timestamp,
+) -> Result<(Record, Vec<ParseProblem>), UpstreamError> {
+    read_body::<Record>(super::body(bodies, 0), &settings.identity_labels)
 }

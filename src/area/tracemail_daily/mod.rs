@@ -13,18 +13,16 @@ pub use model::{
 };
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use jiff::civil::Date;
-use prometheus_client::encoding::DescriptorEncoder;
 
 use super::run::Context;
-use super::{Area, Extra, Item, Refers, Revealed};
+use super::{Area, Encode, Extra, Item, Read, Revealed};
 use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::Day;
 use crate::config::fields::account_list;
-use crate::config::schedule::collector_block;
+use crate::config::schedule::{FromBlock, collector_block};
 use crate::upstream::Route;
 use crate::upstream::error::{Endpoint, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
@@ -43,10 +41,7 @@ collector_block! {
     /// `collectors.tracemail_daily`: the schedule, the day's zone and format, how many sending
     /// domains are kept, and the account ids.
     pub struct Block {
-        #[serde(default)]
-        pub timezone: Option<String>,
-        #[serde(default)]
-        pub date_format: Option<String>,
+        day;
         #[serde(default)]
         pub top_domains: Option<i64>,
     }
@@ -89,6 +84,22 @@ fn data(stats: DailyStats, domains: DomainsRank, today: Date) -> DailyData {
     }
 }
 
+impl FromBlock<Block> for Settings {
+    fn from_block(raw: &Block, field: &str) -> Result<Self, ConfigError> {
+        let top = raw.top_domains.unwrap_or(DEFAULT_TOP_DOMAINS);
+        if !(1..=200).contains(&top) {
+            return Err(invalid(
+                format!("{field}.top_domains"),
+                format!("{top} is out of range: use 1 to 200"),
+            ));
+        }
+        Ok(Settings {
+            day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
+            top_domains: top as usize,
+        })
+    }
+}
+
 /// The area.
 #[derive(Debug)]
 pub struct TracemailDaily;
@@ -102,35 +113,11 @@ impl Area for TracemailDaily {
     type Settings = Settings;
     type Target = i32;
     type Data = DailyData;
-
-    fn settings(raw: &Block, field: &str) -> Result<Settings, ConfigError> {
-        let top = raw.top_domains.unwrap_or(DEFAULT_TOP_DOMAINS);
-        if !(1..=200).contains(&top) {
-            return Err(invalid(
-                format!("{field}.top_domains"),
-                format!("{top} is out of range: use 1 to 200"),
-            ));
-        }
-        Ok(Settings {
-            day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
-            top_domains: top as usize,
-        })
-    }
+    const READ: Read<Self> = read;
+    const ENCODE: Encode<Self> = series::encode;
 
     fn parse_list(field: &str, ids: &[i64], required: bool) -> Result<Vec<i32>, ConfigError> {
         account_list(field, ids, required)
-    }
-
-    fn account(id: &i32) -> Option<i32> {
-        Some(*id)
-    }
-
-    fn refers_to(id: &i32) -> Refers<'_> {
-        Refers::Account(*id)
-    }
-
-    fn extra_account(id: i32) -> Option<i32> {
-        Some(id)
     }
 
     async fn collect(
@@ -158,20 +145,6 @@ impl Area for TracemailDaily {
     }
 
     /// The bodies of `type=account` and of `type=domains-rank`.
-    fn read(
-        settings: &Settings,
-        _account: &i32,
-        bodies: &[&[u8]],
-        now: Timestamp,
-    ) -> Result<(DailyData, Vec<ParseProblem>), UpstreamError> {
-        let params = params(settings, now);
-        let (stats, mut problems) = read_body::<DailyStats>(super::body(bodies, 0), &params)?;
-        let (ranks, more) =
-            read_body::<DomainsRank>(super::body(bodies, 1), &settings.top_domains)?;
-        problems.extend(more);
-        Ok((data(stats, ranks, params.today), problems))
-    }
-
     /// The daily message counters go on from their last value (or start at zero).
     fn carry(data: &mut DailyData, previous: Option<&DailyData>, now: Timestamp) {
         let before = previous.and_then(|p| p.counters.as_ref());
@@ -183,17 +156,23 @@ impl Area for TracemailDaily {
         Revealed::Domains(data.domains.iter().map(|d| d.domain.as_str()).collect())
     }
 
-    fn encode(
-        enc: &mut DescriptorEncoder,
-        interval: Duration,
-        items: &[Item<'_, Self>],
-    ) -> std::fmt::Result {
-        series::encode(enc, interval, items)
-    }
-
     const TEXT: bool = true;
 
     fn encode_text(items: &[Item<'_, Self>], out: &mut dyn std::fmt::Write) -> std::fmt::Result {
         text::delivery_messages(items, out)
     }
+}
+
+/// Reads one run's answers (the area's [`Area::READ`]).
+fn read(
+    settings: &Settings,
+    _account: &i32,
+    bodies: &[&[u8]],
+    now: Timestamp,
+) -> Result<(DailyData, Vec<ParseProblem>), UpstreamError> {
+    let params = params(settings, now);
+    let (stats, mut problems) = read_body::<DailyStats>(super::body(bodies, 0), &params)?;
+    let (ranks, more) = read_body::<DomainsRank>(super::body(bodies, 1), &settings.top_domains)?;
+    problems.extend(more);
+    Ok((data(stats, ranks, params.today), problems))
 }

@@ -10,20 +10,18 @@ pub use model::{DASHBOARD_FIELDS, Dashboard, DashboardParams, read_dashboard};
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use jiff::Timestamp;
 use jiff::civil::Date;
-use prometheus_client::encoding::DescriptorEncoder;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::run::Context;
-use super::{Area, Extra, Item, Refers, Revealed};
+use super::{Area, Encode, Extra, Read, Refers, Revealed, TargetKind};
 use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::Day;
 use crate::config::fields::{account_ids, at_most};
-use crate::config::schedule::collector_block;
+use crate::config::schedule::{FromBlock, collector_block};
 use crate::redact::quote;
 use crate::upstream::Route;
 use crate::upstream::error::{Endpoint, FailureReason, UpstreamError};
@@ -68,10 +66,7 @@ collector_block! {
     /// `collectors.tracemail_dashboard`: the schedule, the day's zone and format, the size of
     /// the top lists, and the filtered views.
     pub struct Block {
-        #[serde(default)]
-        pub timezone: Option<String>,
-        #[serde(default)]
-        pub date_format: Option<String>,
+        day;
         #[serde(default)]
         pub limit: Option<i64>,
     }
@@ -178,6 +173,37 @@ pub fn body(settings: &Settings, view: &View, today: Date) -> Value {
     body
 }
 
+impl FromBlock<Block> for Settings {
+    fn from_block(raw: &Block, field: &str) -> Result<Self, ConfigError> {
+        let limit = raw.limit.unwrap_or(DEFAULT_LIMIT);
+        if !(1..=1000).contains(&limit) {
+            return Err(invalid(
+                format!("{field}.limit"),
+                format!("{limit} is out of range: use 1 to 1000"),
+            ));
+        }
+        Ok(Settings {
+            day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
+            limit: limit as i32,
+        })
+    }
+}
+
+/// A view is about its account or domain; an extra sending domain gets a view of its own.
+impl TargetKind for View {
+    fn refers_to(&self) -> Refers<'_> {
+        match self {
+            View::All => Refers::Other,
+            View::Account(id) => Refers::Account(*id),
+            View::Domain(d) => Refers::Domain(d),
+        }
+    }
+
+    fn of_domain(domain: String) -> Option<View> {
+        Some(View::Domain(domain))
+    }
+}
+
 /// The area.
 #[derive(Debug)]
 pub struct TracemailDashboard;
@@ -191,20 +217,8 @@ impl Area for TracemailDashboard {
     type Settings = Settings;
     type Target = View;
     type Data = DashboardData;
-
-    fn settings(raw: &Block, field: &str) -> Result<Settings, ConfigError> {
-        let limit = raw.limit.unwrap_or(DEFAULT_LIMIT);
-        if !(1..=1000).contains(&limit) {
-            return Err(invalid(
-                format!("{field}.limit"),
-                format!("{limit} is out of range: use 1 to 1000"),
-            ));
-        }
-        Ok(Settings {
-            day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
-            limit: limit as i32,
-        })
-    }
+    const READ: Read<Self> = read;
+    const ENCODE: Encode<Self> = series::encode;
 
     /// Never required: the whole customer's view is always there.
     fn parse_list(
@@ -213,18 +227,6 @@ impl Area for TracemailDashboard {
         _required: bool,
     ) -> Result<Vec<View>, ConfigError> {
         views(field, list)
-    }
-
-    fn refers_to(view: &View) -> Refers<'_> {
-        match view {
-            View::All => Refers::Other,
-            View::Account(id) => Refers::Account(*id),
-            View::Domain(d) => Refers::Domain(d),
-        }
-    }
-
-    fn extra_domain(domain: String) -> Option<View> {
-        Some(View::Domain(domain))
     }
 
     async fn collect(
@@ -252,24 +254,6 @@ impl Area for TracemailDashboard {
         })
     }
 
-    fn read(
-        settings: &Settings,
-        _view: &View,
-        bodies: &[&[u8]],
-        now: Timestamp,
-    ) -> Result<(DashboardData, Vec<ParseProblem>), UpstreamError> {
-        let (today, day_start) = today(settings, now)?;
-        let (dashboard, problems) =
-            read_body::<Dashboard>(super::body(bodies, 0), &params(settings, today))?;
-        Ok((
-            DashboardData {
-                dashboard,
-                day_start,
-            },
-            problems,
-        ))
-    }
-
     /// The accounts of the top lists.
     fn reveals(data: &DashboardData) -> Revealed<'_> {
         Revealed::Accounts(
@@ -280,12 +264,23 @@ impl Area for TracemailDashboard {
                 .collect(),
         )
     }
+}
 
-    fn encode(
-        enc: &mut DescriptorEncoder,
-        interval: Duration,
-        items: &[Item<'_, Self>],
-    ) -> fmt::Result {
-        series::encode(enc, interval, items)
-    }
+/// Reads one run's answers (the area's [`Area::READ`]).
+fn read(
+    settings: &Settings,
+    _view: &View,
+    bodies: &[&[u8]],
+    now: Timestamp,
+) -> Result<(DashboardData, Vec<ParseProblem>), UpstreamError> {
+    let (today, day_start) = today(settings, now)?;
+    let (dashboard, problems) =
+        read_body::<Dashboard>(super::body(bodies, 0), &params(settings, today))?;
+    Ok((
+        DashboardData {
+            dashboard,
+            day_start,
+        },
+        problems,
+    ))
 }

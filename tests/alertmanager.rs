@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mailhost_exporter::config_file::Config;
-use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
+use mailhost_sim::{Account, AccountSeed, ManagementToken, SimConfig};
 use serde_json::Value as Json;
 use serde_yaml_ng::Value;
 
@@ -484,18 +484,19 @@ const TENANT_B_ACCOUNT: i32 = 21;
 
 fn two_tenants() -> SimConfig {
     let account = |id: i32| AccountSeed {
-        id,
-        plan_messages_limit: 1_000_000,
-        plan_messages_used: 500_000,
+        account: Account {
+            id,
+            plan_messages_limit: 1_000_000,
+            plan_messages_used: 500_000,
+            ..Account::default()
+        },
         allow_nets: vec!["192.0.2.0/24".to_owned()],
         plan_expires_in: Duration::from_secs(30 * 86_400),
         ..AccountSeed::default()
     };
     // Customer B's account sends 5 messages a second with a million left: 55 hours.
-    let healthy = AccountSeed {
-        plan_messages_used: 0,
-        ..account(TENANT_B_ACCOUNT)
-    };
+    let mut healthy = account(TENANT_B_ACCOUNT);
+    healthy.plan_messages_used = 0;
     SimConfig {
         management_tokens: vec![
             ManagementToken {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use mailhost_sim::{AccountSeed, MailboxSeed, MigrationSeed, SimConfig};
+use mailhost_sim::{Account, AccountSeed, Mailbox, MailboxSeed, MigrationSeed, SimConfig};
 
 use crate::helpers::{Sim, TOKEN, exporter_on_sim_clock, must, spawn_sim_on, value};
 
@@ -21,13 +21,13 @@ async fn frozen_sim(zone: &str, at: Timestamp, domains: Vec<String>) -> Sim {
             token: TOKEN.to_owned(),
             accounts: None,
         }],
-        accounts: vec![AccountSeed {
+        accounts: vec![AccountSeed::from(Account {
             id: 2001,
             username: "rollover".to_owned(),
             timezone: zone.to_owned(),
             domains,
-            ..AccountSeed::default()
-        }],
+            ..Account::default()
+        })],
         ..SimConfig::default()
     };
     spawn_sim_on(config, mailhost_sim::SimClock::frozen(at)).await
@@ -222,7 +222,7 @@ async fn a_mailbox_crossing_90_percent_of_its_quota_shows_it() {
             token: TOKEN.to_owned(),
             accounts: None,
         }],
-        mailboxes: vec![MailboxSeed {
+        mailboxes: vec![MailboxSeed::from(Mailbox {
             domain_code: "D000000201".to_owned(),
             domain_name: "corp.example".to_owned(),
             code: "EA00000007".to_owned(),
@@ -230,8 +230,8 @@ async fn a_mailbox_crossing_90_percent_of_its_quota_shows_it() {
             quota_used_mib: 890,
             quota_limit_mib: 1000,
             fill_mib_per_hour: 60,
-            ..MailboxSeed::default()
-        }],
+            ..Mailbox::default()
+        })],
         ..SimConfig::default()
     };
     let sim = spawn_sim_on(config, mailhost_sim::SimClock::frozen(at)).await;

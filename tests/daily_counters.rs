@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan as _};
-use mailhost_sim::{AccountSeed, SimClock, SimConfig};
+use mailhost_sim::{Account, AccountSeed, SimClock, SimConfig};
 
 use crate::helpers::{
     TOKEN, exporter_on_sim_clock, spawn_prometheus, spawn_sim_on, tool, value, wait_for,
@@ -51,12 +51,12 @@ async fn day(day: Date) {
             token: TOKEN.to_owned(),
             accounts: None,
         }],
-        accounts: vec![AccountSeed {
+        accounts: vec![AccountSeed::from(Account {
             id: ACCOUNT,
             timezone: ZONE.to_owned(),
             domains: vec![DOMAIN.to_owned()],
-            ..AccountSeed::default()
-        }],
+            ..Account::default()
+        })],
         ..SimConfig::default()
     };
     let sim = spawn_sim_on(config, SimClock::frozen(start)).await;

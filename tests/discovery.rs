@@ -3,7 +3,7 @@
 //! hold, a 404 removes, and `/sd` says where each target came from.
 
 use mailhost_exporter::config_file::Config;
-use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
+use mailhost_sim::{Account, AccountSeed, ManagementToken, SimConfig};
 
 use crate::helpers::{spawn_exporter, spawn_sim_with, value, wait_for};
 
@@ -16,10 +16,12 @@ fn sim_config() -> SimConfig {
             accounts: Some((1..=6).collect()),
         }],
         accounts: (1..=6)
-            .map(|id| AccountSeed {
-                id,
-                domains: vec![format!("shop{id}.example")],
-                ..AccountSeed::default()
+            .map(|id| {
+                AccountSeed::from(Account {
+                    id,
+                    domains: vec![format!("shop{id}.example")],
+                    ..Account::default()
+                })
             })
             .collect(),
         // Every account has sent mail today: the dashboard's top lists name them.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use mailhost_exporter::config_file::Config;
 use mailhost_exporter::{App, WebOptions};
-use mailhost_sim::{AccountSeed, FaultSpec, Route};
+use mailhost_sim::{Account, AccountSeed, FaultSpec, Route};
 
 use crate::helpers::{Exporter, Sim, TOKEN, must, spawn_sim, value};
 
@@ -34,11 +34,11 @@ async fn fleet() -> Sim {
     let sim = spawn_sim().await;
     for id in 2001..=2020 {
         sim.sim
-            .insert_account(&AccountSeed {
+            .insert_account(&AccountSeed::from(Account {
                 id,
                 username: format!("acct{id}"),
-                ..AccountSeed::default()
-            })
+                ..Account::default()
+            }))
             .unwrap();
     }
     sim

@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use mailhost_exporter::config_file::Config;
-use mailhost_sim::{AccountSeed, FaultSpec, Route};
+use mailhost_sim::{Account, AccountSeed, FaultSpec, Route};
 
 use crate::helpers::{Exporter, Sim, TOKEN, spawn_exporter, spawn_sim, value};
 
@@ -144,11 +144,11 @@ async fn fleet() -> Sim {
     let sim = spawn_sim().await;
     for id in std::iter::once(FAULTY).chain(HEALTHY) {
         sim.sim
-            .insert_account(&AccountSeed {
+            .insert_account(&AccountSeed::from(Account {
                 id,
                 username: format!("acct{id}"),
-                ..AccountSeed::default()
-            })
+                ..Account::default()
+            }))
             .unwrap();
     }
     sim

@@ -3,7 +3,7 @@
 //! every answer carries ~4 MB of tiny objects, or keys that change on every answer.
 
 use mailhost_exporter::metrics::self_metrics::MAX_LOGGED_SHAPES;
-use mailhost_sim::{AccountSeed, BodyFault, FaultSpec, Route, SimConfig};
+use mailhost_sim::{Account, AccountSeed, BodyFault, FaultSpec, Route, SimConfig};
 
 use crate::helpers::{Running, TOKEN, memory_kib, must, spawn_sim_with, value, wait_for};
 
@@ -43,11 +43,11 @@ async fn eight_concurrent_answers_of_four_megabytes_of_tiny_objects_stay_under_1
     let mut config = SimConfig::demo(TOKEN);
     // Eight Delivery accounts: the demo's four and four more.
     for id in 2001..=2004 {
-        config.accounts.push(AccountSeed {
+        config.accounts.push(AccountSeed::from(Account {
             id,
             username: format!("extra-{id}"),
-            ..AccountSeed::default()
-        });
+            ..Account::default()
+        }));
     }
     let sim = spawn_sim_with(config).await;
     let tiny = FaultSpec {

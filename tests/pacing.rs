@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use mailhost_exporter::config_file::Config;
 use mailhost_sim::{
-    AccountSeed, FaultSpec, ManagementToken, RateLimit, Route, SimConfig, Simulator, TokenRateLimit,
+    Account, AccountSeed, FaultSpec, ManagementToken, RateLimit, Route, SimConfig, Simulator,
+    TokenRateLimit,
 };
 
 use crate::helpers::{Exporter, must, spawn_exporter, spawn_sim_with, value};
@@ -27,9 +28,11 @@ fn sim_config(tokens: &[(&str, Vec<i32>)], limits: &[(&str, RateLimit)]) -> SimC
         accounts: tokens
             .iter()
             .flat_map(|(_, ids)| ids.iter().copied())
-            .map(|id| AccountSeed {
-                id,
-                ..AccountSeed::default()
+            .map(|id| {
+                AccountSeed::from(Account {
+                    id,
+                    ..Account::default()
+                })
             })
             .collect(),
         rate_limits: limits

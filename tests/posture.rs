@@ -245,7 +245,7 @@ async fn posture_alerts_fire_on_a_real_prometheus_and_resolve_when_the_state_is_
     let sim = spawn_sim().await;
     let mailbox = api_mailbox();
     let (domain, code) = &mailbox;
-    let zone = sim.sim.account(ACCOUNT).unwrap().timezone;
+    let zone = sim.sim.account(ACCOUNT).unwrap().timezone.clone();
     let yaml = format!(
         "api:
   base_url: {url}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
+use mailhost_sim::{Account, AccountSeed, ManagementToken, SimConfig};
 use serde_json::Value;
 
 use crate::helpers::{
@@ -106,10 +106,12 @@ async fn simulator(tenants: &[Tenant]) -> Sim {
         accounts: tenants
             .iter()
             .flat_map(|t| &t.accounts)
-            .map(|&id| AccountSeed {
-                id,
-                username: format!("acct{id}"),
-                ..AccountSeed::default()
+            .map(|&id| {
+                AccountSeed::from(Account {
+                    id,
+                    username: format!("acct{id}"),
+                    ..Account::default()
+                })
             })
             .collect(),
         ..SimConfig::default()

@@ -199,17 +199,17 @@ async fn read_answer(stream: &mut tokio::net::TcpStream, limit: usize) -> (Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_two_scrapes_held_open_at_once_share_one_prepared_body() {
     use crate::helpers::{Running, spawn_sim_with};
-    use mailhost_sim::{AccountSeed, SimConfig};
+    use mailhost_sim::{Account, AccountSeed, SimConfig};
     use tokio::io::AsyncWriteExt as _;
 
     const ACCOUNTS: i32 = 2000;
     let mut config = SimConfig::demo(TOKEN);
     for id in 200_001..200_001 + ACCOUNTS {
-        config.accounts.push(AccountSeed {
+        config.accounts.push(AccountSeed::from(Account {
             id,
             username: format!("bulk-{id}"),
-            ..AccountSeed::default()
-        });
+            ..Account::default()
+        }));
     }
     let sim = spawn_sim_with(config).await;
     let dir = tempfile::tempdir().unwrap();

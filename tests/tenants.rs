@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use mailhost_exporter::config_file::Config;
-use mailhost_sim::{AccountSeed, FaultSpec, ManagementToken, Route, SimConfig};
+use mailhost_sim::{Account, AccountSeed, FaultSpec, ManagementToken, Route, SimConfig};
 
 use crate::helpers::{spawn_exporter, spawn_sim_with, value, wait_for};
 
@@ -39,9 +39,11 @@ fn sim_config_with(known: &[&str]) -> SimConfig {
         accounts: [0, 10, 20, 30, 40]
             .into_iter()
             .flat_map(accounts)
-            .map(|id| AccountSeed {
-                id,
-                ..AccountSeed::default()
+            .map(|id| {
+                AccountSeed::from(Account {
+                    id,
+                    ..Account::default()
+                })
             })
             .collect(),
         ..SimConfig::default()
@@ -280,9 +282,11 @@ async fn three_hundred_tenants_under_a_small_open_file_limit_keep_metrics_and_he
             })
             .collect(),
         accounts: (0..MANY * EACH)
-            .map(|i| AccountSeed {
-                id: first + i as i32,
-                ..AccountSeed::default()
+            .map(|i| {
+                AccountSeed::from(Account {
+                    id: first + i as i32,
+                    ..Account::default()
+                })
             })
             .collect(),
         ..SimConfig::default()

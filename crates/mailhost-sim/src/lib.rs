@@ -30,19 +30,19 @@ pub use api::{
     SEND_MAX_MESSAGES, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX, UnknownRoute,
 };
 pub use world::{
-    ACCOUNT_RECORD_FIELDS, ARCHIVE_STATUSES, AccountSeed, AccountState, ApiTokenState,
+    ACCOUNT_RECORD_FIELDS, ARCHIVE_STATUSES, Account, AccountSeed, AccountState, ApiTokenState,
     BOUNCE_DOMAIN, DAILY_DAYS, DELEGATE_RECORD_FIELDS, DEMO_ARCHIVE_ACTIVATING, DEMO_BUSY,
     DEMO_DISABLED, DEMO_EXPIRING, DEMO_FILLING, DEMO_MIGRATION_COMPLETED, DEMO_MIGRATION_RUNNING,
     DEMO_MIGRATION_WITH_FAILURES, DEMO_NEARLY_EXHAUSTED, DEMO_OUTBOUND_AT_LIMIT, DEMO_POSTMASTER,
     DEMO_SEED, DEMO_TEAM_MEMBER_API_BLOCKED, DEMO_TEAM_MEMBER_NO_OTP, DEMO_TEAM_MEMBER_SECURED,
     DemoTargets, MAILBOX_RECORD_FIELDS, MAX_BURST, MAX_RATE, MAX_RETRY_AFTER_SECS,
-    MESSAGES_PER_VOLUME_UNIT, MIN_RATE, MailboxSeed, MailboxState, ManagementToken, MigrationSeed,
-    OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome, PERMISSION_KEY_MAX_CHARS, RECENT_REQUESTS, RateLimit,
-    RateLimitHeaders, RateLimitStats, RetryAfterStyle, RouteRateLimit, SendIdentity, SimClock,
-    SimConfig, SimConfigError, SuppressionReason, TEAM_MEMBER_MAX_PERMISSIONS,
-    TEAM_MEMBER_PASSWORD_MAX_CHARS, TEAM_MEMBER_PASSWORD_MIN_CHARS, TEAM_MEMBER_RECORD_FIELDS,
-    TOKEN_RECORD_FIELDS, TeamMemberSeed, TeamMemberState, TokenRateLimit, TokenSeed,
-    format_datetime,
+    MESSAGES_PER_VOLUME_UNIT, MIN_RATE, Mailbox, MailboxSeed, MailboxState, ManagementToken,
+    MigrationSeed, OUTBOUND_PERIOD_HOURS, OUTCOMES, Outcome, PERMISSION_KEY_MAX_CHARS,
+    RECENT_REQUESTS, RateLimit, RateLimitHeaders, RateLimitStats, RetryAfterStyle, RouteRateLimit,
+    SendIdentity, SimClock, SimConfig, SimConfigError, SuppressionReason,
+    TEAM_MEMBER_MAX_PERMISSIONS, TEAM_MEMBER_PASSWORD_MAX_CHARS, TEAM_MEMBER_PASSWORD_MIN_CHARS,
+    TEAM_MEMBER_RECORD_FIELDS, TOKEN_RECORD_FIELDS, TeamMember, TeamMemberState, TokenRateLimit,
+    TokenSeed, format_datetime,
 };
 
 use api::Faults;
@@ -160,7 +160,7 @@ impl Simulator {
     }
 
     /// Adds a team member to a running simulator; its code must be new.
-    pub fn insert_team_member(&self, seed: &TeamMemberSeed) -> Result<(), SimConfigError> {
+    pub fn insert_team_member(&self, seed: &TeamMember) -> Result<(), SimConfigError> {
         let now = self.inner.clock.now();
         self.world().insert_team_member(seed, now)
     }

@@ -53,37 +53,49 @@ pub fn config() -> SimConfig {
         ],
         accounts: vec![
             AccountSeed {
-                id: 1,
-                username: "one".into(),
-                plan: "business".into(),
-                plan_messages_limit: 100,
-                plan_messages_used: 90,
-                extra_messages_total: 50,
-                remaining_extra_messages_bought: 20,
-                messages_sent: 500,
-                domains: vec!["shop.example".into(), "news.example".into()],
+                account: Account {
+                    id: 1,
+                    username: "one".into(),
+                    plan: "business".into(),
+                    plan_messages_limit: 100,
+                    plan_messages_used: 90,
+                    extra_messages_total: 50,
+                    remaining_extra_messages_bought: 20,
+                    messages_sent: 500,
+                    domains: vec!["shop.example".into(), "news.example".into()],
+                    ..Account::default()
+                },
                 send_tokens: vec![token(11, SEND_1, &[])],
                 ..AccountSeed::default()
             },
             AccountSeed {
-                id: 2,
-                username: "two".into(),
-                domains: vec!["two.example".into()],
+                account: Account {
+                    id: 2,
+                    username: "two".into(),
+                    domains: vec!["two.example".into()],
+                    ..Account::default()
+                },
                 send_tokens: vec![token(21, SEND_2, &["192.0.2.0/24"])],
                 ..AccountSeed::default()
             },
             AccountSeed {
-                id: 3,
-                username: "three".into(),
-                enabled: false,
-                domains: vec!["three.example".into()],
+                account: Account {
+                    id: 3,
+                    username: "three".into(),
+                    enabled: false,
+                    domains: vec!["three.example".into()],
+                    ..Account::default()
+                },
                 send_tokens: vec![token(31, SEND_3, &[])],
                 ..AccountSeed::default()
             },
             AccountSeed {
-                id: 4,
-                username: "four".into(),
-                domains: vec!["four.example".into()],
+                account: Account {
+                    id: 4,
+                    username: "four".into(),
+                    domains: vec!["four.example".into()],
+                    ..Account::default()
+                },
                 allow_nets: vec!["198.51.100.0/24".into()],
                 send_tokens: vec![token(41, SEND_4, &[])],
                 ..AccountSeed::default()
@@ -301,7 +313,7 @@ pub fn hosting_config() -> SimConfig {
             ..MigrationSeed::default()
         }],
         mailboxes: vec![
-            MailboxSeed {
+            MailboxSeed::from(Mailbox {
                 domain_code: "D000000901".into(),
                 domain_name: "acme.example".into(),
                 code: "EA00000011".into(),
@@ -310,15 +322,15 @@ pub fn hosting_config() -> SimConfig {
                 quota_limit_mib: 2048,
                 fill_mib_per_hour: 120,
                 messages: 50,
-                ..MailboxSeed::default()
-            },
-            MailboxSeed {
+                ..Mailbox::default()
+            }),
+            MailboxSeed::from(Mailbox {
                 domain_code: "D000000901".into(),
                 domain_name: "acme.example".into(),
                 code: "P000000012".into(),
                 local_part: "postmaster".into(),
-                ..MailboxSeed::default()
-            },
+                ..Mailbox::default()
+            }),
         ],
         ..config()
     }

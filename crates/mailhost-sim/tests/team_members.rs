@@ -8,9 +8,9 @@ const MEMBER: &str = "T000000201";
 const OTHER: &str = "T000000202";
 const PATH: &str = "/api/team_members/T000000201";
 
-fn member_seeds() -> Vec<TeamMemberSeed> {
+fn member_seeds() -> Vec<TeamMember> {
     vec![
-        TeamMemberSeed {
+        TeamMember {
             code: MEMBER.into(),
             firstname: "Laura".into(),
             lastname: "Verdi".into(),
@@ -22,12 +22,12 @@ fn member_seeds() -> Vec<TeamMemberSeed> {
             ],
             permissions: vec!["api".into(), "delivery".into()],
             is_customer_trial: true,
-            ..TeamMemberSeed::default()
+            ..TeamMember::default()
         },
-        TeamMemberSeed {
+        TeamMember {
             code: OTHER.into(),
             email_address: "paolo.neri@acme.example".into(),
-            ..TeamMemberSeed::default()
+            ..TeamMember::default()
         },
     ]
 }
@@ -314,9 +314,9 @@ async fn tests_change_add_and_remove_team_members_and_the_record_follows() {
         json!([])
     );
 
-    let added = TeamMemberSeed {
+    let added = TeamMember {
         code: "T000000203".into(),
-        ..TeamMemberSeed::default()
+        ..TeamMember::default()
     };
     sim.insert_team_member(&added).expect("a new code");
     assert!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Parser, ValueEnum};
 use mailhost_sim::{
-    AccountSeed, DEMO_SEED, ManagementToken, RateLimit, RateLimitHeaders, RetryAfterStyle, Route,
+    Account, DEMO_SEED, ManagementToken, RateLimit, RateLimitHeaders, RetryAfterStyle, Route,
     SimConfig, Simulator, traffic,
 };
 use tokio::net::TcpListener;
@@ -222,11 +222,14 @@ async fn run(args: Args) -> Result<(), String> {
     config.seed = args.seed;
     for i in 0..args.extra_accounts as i32 {
         let id = FIRST_EXTRA_ACCOUNT + i;
-        config.accounts.push(AccountSeed {
-            id,
-            username: format!("bench{id}"),
-            ..AccountSeed::default()
-        });
+        config.accounts.push(
+            Account {
+                id,
+                username: format!("bench{id}"),
+                ..Account::default()
+            }
+            .into(),
+        );
     }
     if args.extra_tenants > 0 {
         let extra = args.extra_accounts as usize;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::World;
 use super::clock::{format_datetime, shift};
-use super::config::AccountSeed;
+use super::config::{Account, AccountSeed};
 use super::error::SimConfigError;
 
 /// Every member of a Delivery account record (section 2.2 of the interface document).
@@ -84,22 +84,11 @@ const CUSTOMER_FULLNAME: &str = "Simulated Customer S.r.l.";
 const CONFIG_HOSTNAME: &str = "smtp.delivery.sim.invalid";
 const MASKED_PASSWORD: &str = "********";
 
-/// One Delivery account as the simulator holds it.
+/// One Delivery account as the simulator holds it: its [`Account`] (read and written through
+/// `Deref`, as in `state.plan_messages_used`) and what only a running account has.
 #[derive(Clone, Debug)]
 pub struct AccountState {
-    pub id: i32,
-    pub username: String,
-    pub plan: String,
-    pub account_type: String,
-    pub enabled: bool,
-    pub plan_messages_limit: i64,
-    pub plan_messages_used: i64,
-    pub extra_messages_total: i64,
-    pub remaining_extra_messages_bought: i64,
-    pub messages_sent: i64,
-    pub ignore_suppression_list: bool,
-    /// Sending domain names.
-    pub domains: Vec<String>,
+    pub account: Account,
     pub allow_nets: Vec<IpNet>,
     pub plan_expiration: Timestamp,
     pub next_renewal: Timestamp,
@@ -109,15 +98,12 @@ pub struct AccountState {
     pub extra_messages_expires_at: Option<Timestamp>,
     /// When the account is due to be deleted (`delete_on`); `None`: not scheduled.
     pub delete_on: Option<Timestamp>,
-    /// Whether an order (a plan change or extra messages) waits for payment.
-    pub has_pending_order: bool,
     pub description: Option<String>,
-    pub bounce_notification: Option<String>,
     pub bounce_notification_to_sender: bool,
     pub api_tokens: Vec<ApiTokenState>,
-    /// IANA name of the account's time zone (its statistics days are local days there).
-    pub timezone: String,
 }
+
+super::embeds!(AccountState => account: Account);
 
 /// A Send API token of an account.
 #[derive(Clone, Debug)]
@@ -243,18 +229,7 @@ impl AccountState {
             });
         }
         Ok(Self {
-            id: seed.id,
-            username: seed.username.clone(),
-            plan: seed.plan.clone(),
-            account_type: seed.account_type.clone(),
-            enabled: seed.enabled,
-            plan_messages_limit: seed.plan_messages_limit,
-            plan_messages_used: seed.plan_messages_used,
-            extra_messages_total: seed.extra_messages_total,
-            remaining_extra_messages_bought: seed.remaining_extra_messages_bought,
-            messages_sent: seed.messages_sent,
-            ignore_suppression_list: seed.ignore_suppression_list,
-            domains: seed.domains.clone(),
+            account: seed.account.clone(),
             allow_nets,
             plan_expiration,
             next_renewal: plan_expiration,
@@ -264,12 +239,9 @@ impl AccountState {
             extra_messages_expires_at: (seed.extra_messages_total > 0)
                 .then(|| shift(last_renewal, EXTRA_MESSAGES_VALIDITY)),
             delete_on,
-            has_pending_order: seed.has_pending_order,
             description: None,
-            bounce_notification: seed.bounce_notification.clone(),
             bounce_notification_to_sender: false,
             api_tokens,
-            timezone: seed.timezone.clone(),
         })
     }
 
@@ -594,14 +566,14 @@ mod tests {
     use super::*;
 
     fn account() -> AccountState {
-        let seed = AccountSeed {
+        let seed = AccountSeed::from(Account {
             id: 7,
             plan_messages_limit: 100,
             plan_messages_used: 95,
             extra_messages_total: 50,
             remaining_extra_messages_bought: 20,
-            ..AccountSeed::default()
-        };
+            ..Account::default()
+        });
         AccountState::from_seed(&seed, Timestamp::UNIX_EPOCH).expect("valid seed")
     }
 

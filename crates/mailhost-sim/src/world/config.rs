@@ -24,7 +24,7 @@ pub struct SimConfig {
     /// Email accounts (mailboxes) served by `GET /api/domains/{domain}/email_accounts/{code}`.
     pub mailboxes: Vec<MailboxSeed>,
     /// Team members served by `GET /api/team_members/{code}`.
-    pub team_members: Vec<TeamMemberSeed>,
+    pub team_members: Vec<TeamMember>,
     /// Per-token limits of the Management API in force from the start; each names one of
     /// `management_tokens`.
     pub rate_limits: Vec<TokenRateLimit>,
@@ -89,9 +89,10 @@ impl fmt::Debug for TokenRateLimit {
     }
 }
 
-/// The starting state of one Delivery account.
+/// One Delivery account as its owner sets it and the traffic moves it: the starting value of an
+/// [`AccountSeed`] and the heart of an [`AccountState`](crate::AccountState).
 #[derive(Clone, Debug)]
-pub struct AccountSeed {
+pub struct Account {
     pub id: i32,
     pub username: String,
     pub plan: String,
@@ -105,25 +106,19 @@ pub struct AccountSeed {
     pub ignore_suppression_list: bool,
     /// Sending domain names; the simulator gives each distinct name a `D` + 9 digits code.
     pub domains: Vec<String>,
-    /// IP addresses or CIDR networks.
-    pub allow_nets: Vec<String>,
-    /// Time from the simulator clock at start to `plan_expiration_date`.
-    pub plan_expires_in: Duration,
-    pub send_tokens: Vec<TokenSeed>,
-    /// IANA time zone of the account: its "days" in the daily statistics are local days there.
+    /// IANA name of the account's time zone: its "days" in the daily statistics are local days
+    /// there.
     pub timezone: String,
-    /// Time from the simulator clock at start to the account's `delete_on`; `None`: no deletion
-    /// scheduled (`delete_on` null).
-    pub delete_in: Option<Duration>,
-    /// Whether an order waits for payment (`has_pending_order`).
+    /// Whether an order (a plan change or extra messages) waits for payment
+    /// (`has_pending_order`).
     pub has_pending_order: bool,
     /// Where bounce notifications go (`bounce_notification`); `None`: nowhere.
     pub bounce_notification: Option<String>,
 }
 
-impl Default for AccountSeed {
-    /// An enabled, unused `free` account with a 1000-message plan expiring in 30 days, for tests
-    /// that set only the fields they care about.
+impl Default for Account {
+    /// An enabled, unused `free` account with a 1000-message plan, for tests that set only the
+    /// fields they care about.
     fn default() -> Self {
         Self {
             id: 0,
@@ -138,14 +133,48 @@ impl Default for AccountSeed {
             messages_sent: 0,
             ignore_suppression_list: false,
             domains: Vec::new(),
-            allow_nets: Vec::new(),
-            plan_expires_in: Duration::from_secs(30 * 86_400),
-            send_tokens: Vec::new(),
             timezone: "UTC".to_owned(),
-            delete_in: None,
             has_pending_order: false,
             bounce_notification: None,
         }
+    }
+}
+
+/// The starting state of one Delivery account: its [`Account`], and what is relative to the
+/// clock at start or not yet parsed.
+#[derive(Clone, Debug)]
+pub struct AccountSeed {
+    pub account: Account,
+    /// IP addresses or CIDR networks.
+    pub allow_nets: Vec<String>,
+    /// Time from the simulator clock at start to `plan_expiration_date`.
+    pub plan_expires_in: Duration,
+    pub send_tokens: Vec<TokenSeed>,
+    /// Time from the simulator clock at start to the account's `delete_on`; `None`: no deletion
+    /// scheduled (`delete_on` null).
+    pub delete_in: Option<Duration>,
+}
+
+super::embeds!(AccountSeed => account: Account);
+
+impl From<Account> for AccountSeed {
+    /// `account` with no allowed network and no send token, its plan expiring in 30 days and no
+    /// deletion scheduled.
+    fn from(account: Account) -> Self {
+        Self {
+            account,
+            allow_nets: Vec::new(),
+            plan_expires_in: Duration::from_secs(30 * 86_400),
+            send_tokens: Vec::new(),
+            delete_in: None,
+        }
+    }
+}
+
+impl Default for AccountSeed {
+    /// The default [`Account`], its plan expiring in 30 days.
+    fn default() -> Self {
+        Account::default().into()
     }
 }
 
@@ -191,9 +220,11 @@ impl Default for MigrationSeed {
     }
 }
 
-/// The starting state of one email account (mailbox). Its counters then move with the clock.
+/// One email account (mailbox) as its owner sets it and the traffic moves it: the starting value
+/// of a [`MailboxSeed`] and the heart of a [`MailboxState`](crate::MailboxState), whose counters
+/// then move with the clock.
 #[derive(Clone, Debug)]
-pub struct MailboxSeed {
+pub struct Mailbox {
     /// `D` followed by 9 digits: the hosting domain of the mailbox.
     pub domain_code: String,
     pub domain_name: String,
@@ -201,24 +232,24 @@ pub struct MailboxSeed {
     pub code: String,
     /// The part of the address before `@`.
     pub local_part: String,
-    /// Space used at start, MiB.
+    /// Space used, MiB: at start in a seed, at `as_of` in a state.
     pub quota_used_mib: i64,
-    /// The mailbox limit, MiB.
+    /// The mailbox limit, MiB; used space stops growing there.
     pub quota_limit_mib: i64,
     /// How fast the used space grows (until the limit); messages grow with it.
     pub fill_mib_per_hour: i64,
-    /// Messages stored at start.
+    /// Messages stored: at start in a seed, at `as_of` in a state.
     pub messages: i64,
     /// Outbound messages allowed per 24-hour period.
     pub outbound_limit: i64,
-    /// Outbound messages already sent in the current period at start.
+    /// Outbound messages already sent in the current period: at start in a seed, at `as_of` in
+    /// a state.
     pub outbound_sent: i64,
     /// How fast the outbound count grows during a period (until the limit).
     pub outbound_per_hour: i64,
-    /// Time from the clock at start to the end of the current outbound period.
-    pub outbound_reset_in: Duration,
     pub archive: bool,
-    /// `active`, `activating`, `disabled` or `deactivating`.
+    /// One of [`ARCHIVE_STATUSES`](crate::ARCHIVE_STATUSES): `active`, `activating`, `disabled`
+    /// or `deactivating`.
     pub archive_status: String,
     /// Vault (archive) space used, MiB, and messages in it.
     pub vault_quota_mib: i64,
@@ -235,7 +266,8 @@ pub struct MailboxSeed {
     pub domain_force_otp: bool,
     /// The mailbox may use the API.
     pub api_enabled: bool,
-    /// SMTP is turned off for the mailbox (a disabled mailbox shows `smtp_disabled` true anyway).
+    /// SMTP is turned off for the mailbox; the record also shows `smtp_disabled` true while the
+    /// mailbox is disabled.
     pub smtp_disabled: bool,
     pub imap_disabled: bool,
     pub pop_disabled: bool,
@@ -243,7 +275,7 @@ pub struct MailboxSeed {
     pub apply_allow_nets_webmail: bool,
 }
 
-impl Default for MailboxSeed {
+impl Default for Mailbox {
     /// An enabled, empty 1 GiB mailbox without archive that sends nothing.
     fn default() -> Self {
         Self {
@@ -258,7 +290,6 @@ impl Default for MailboxSeed {
             outbound_limit: 1000,
             outbound_sent: 0,
             outbound_per_hour: 0,
-            outbound_reset_in: Duration::from_secs(12 * 3600),
             archive: false,
             archive_status: "disabled".to_owned(),
             vault_quota_mib: 0,
@@ -278,9 +309,37 @@ impl Default for MailboxSeed {
     }
 }
 
-/// The starting state of one team member: a user of the customer's panel and Management API.
+/// The starting state of one email account: its [`Mailbox`], and when its outbound period ends.
 #[derive(Clone, Debug)]
-pub struct TeamMemberSeed {
+pub struct MailboxSeed {
+    pub mailbox: Mailbox,
+    /// Time from the clock at start to the end of the current outbound period.
+    pub outbound_reset_in: Duration,
+}
+
+super::embeds!(MailboxSeed => mailbox: Mailbox);
+
+impl From<Mailbox> for MailboxSeed {
+    /// `mailbox` with its current outbound period ending in 12 hours.
+    fn from(mailbox: Mailbox) -> Self {
+        Self {
+            mailbox,
+            outbound_reset_in: Duration::from_secs(12 * 3600),
+        }
+    }
+}
+
+impl Default for MailboxSeed {
+    /// The default [`Mailbox`], its outbound period ending in 12 hours.
+    fn default() -> Self {
+        Mailbox::default().into()
+    }
+}
+
+/// One team member, a user of the customer's panel and Management API, as the owner sets it: the
+/// starting state of a [`TeamMemberState`](crate::TeamMemberState) and its heart.
+#[derive(Clone, Debug)]
+pub struct TeamMember {
     /// `T` followed by 9 digits.
     pub code: String,
     pub firstname: String,
@@ -295,7 +354,7 @@ pub struct TeamMemberSeed {
     /// Networks the member may log in from; empty: anywhere.
     pub allow_nets: Vec<IpNet>,
     /// Permission keys granted: each 1 to 64 ASCII letters, digits, `_`, `.`, `:` or `-`, at most
-    /// 64 keys (a repeated key counts once).
+    /// 64 keys (a repeated key counts once); a state holds each once, in the order given.
     pub permissions: Vec<String>,
     /// Flags of the customer the member belongs to.
     pub is_customer_disabled: bool,
@@ -307,7 +366,7 @@ pub struct TeamMemberSeed {
     pub timezone: String,
 }
 
-impl Default for TeamMemberSeed {
+impl Default for TeamMember {
     /// An enabled member of an ordinary customer: no second factor, API access not blocked, no
     /// network restriction, no permission keys.
     fn default() -> Self {
@@ -399,8 +458,11 @@ mod tests {
                 accounts: None,
             }],
             accounts: vec![AccountSeed {
-                id: 1,
-                domains: vec!["a.example".into()],
+                account: Account {
+                    id: 1,
+                    domains: vec!["a.example".into()],
+                    ..Account::default()
+                },
                 send_tokens: vec![TokenSeed {
                     id: 1,
                     label: "l".into(),
@@ -428,7 +490,10 @@ mod tests {
     fn accounts_without_a_domain_have_no_send_identity() {
         let config = SimConfig {
             accounts: vec![AccountSeed {
-                id: 1,
+                account: Account {
+                    id: 1,
+                    ..Account::default()
+                },
                 send_tokens: vec![TokenSeed {
                     token: "t".into(),
                     ..TokenSeed::default()

@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use super::config::{
-    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, SimConfig, TeamMemberSeed, TokenSeed,
+    Account, AccountSeed, Mailbox, MailboxSeed, ManagementToken, MigrationSeed, SimConfig,
+    TeamMember, TokenSeed,
 };
 
 /// Healthy and busy.
@@ -85,41 +86,49 @@ impl SimConfig {
     pub fn demo(management_token: &str) -> Self {
         let accounts = vec![
             AccountSeed {
-                id: DEMO_BUSY,
-                username: "shop-business".to_owned(),
-                plan: "business".to_owned(),
-                account_type: "transactional".to_owned(),
-                enabled: true,
-                plan_messages_limit: 500_000,
-                plan_messages_used: 123_456,
-                extra_messages_total: 20_000,
-                remaining_extra_messages_bought: 15_000,
-                messages_sent: 1_834_221,
-                ignore_suppression_list: false,
-                domains: vec!["shop.example".to_owned(), "news.example".to_owned()],
+                account: Account {
+                    id: DEMO_BUSY,
+                    username: "shop-business".to_owned(),
+                    plan: "business".to_owned(),
+                    account_type: "transactional".to_owned(),
+                    enabled: true,
+                    plan_messages_limit: 500_000,
+                    plan_messages_used: 123_456,
+                    extra_messages_total: 20_000,
+                    remaining_extra_messages_bought: 15_000,
+                    messages_sent: 1_834_221,
+                    ignore_suppression_list: false,
+                    domains: vec!["shop.example".to_owned(), "news.example".to_owned()],
+                    timezone: DEMO_TIMEZONE.to_owned(),
+                    has_pending_order: false,
+                    bounce_notification: Some("bounces@shop.example".to_owned()),
+                },
                 // Loopback only, so the account allow-list is visible in the demo yet lets the
                 // traffic generator through.
                 allow_nets: vec!["127.0.0.0/8".to_owned(), "::1".to_owned()],
                 plan_expires_in: Duration::from_secs(200 * DAY),
                 send_tokens: vec![token(DEMO_BUSY, "shop backend", "7c41d2a98f03be65")],
-                timezone: DEMO_TIMEZONE.to_owned(),
                 delete_in: None,
-                has_pending_order: false,
-                bounce_notification: Some("bounces@shop.example".to_owned()),
             },
             AccountSeed {
-                id: DEMO_NEARLY_EXHAUSTED,
-                username: "starter-nearly-full".to_owned(),
-                plan: "starter".to_owned(),
-                account_type: "transactional".to_owned(),
-                enabled: true,
-                plan_messages_limit: 10_000,
-                plan_messages_used: 9_500,
-                extra_messages_total: 0,
-                remaining_extra_messages_bought: 0,
-                messages_sent: 48_210,
-                ignore_suppression_list: false,
-                domains: vec!["starter.example".to_owned()],
+                account: Account {
+                    id: DEMO_NEARLY_EXHAUSTED,
+                    username: "starter-nearly-full".to_owned(),
+                    plan: "starter".to_owned(),
+                    account_type: "transactional".to_owned(),
+                    enabled: true,
+                    plan_messages_limit: 10_000,
+                    plan_messages_used: 9_500,
+                    extra_messages_total: 0,
+                    remaining_extra_messages_bought: 0,
+                    messages_sent: 48_210,
+                    ignore_suppression_list: false,
+                    domains: vec!["starter.example".to_owned()],
+                    timezone: DEMO_TIMEZONE.to_owned(),
+                    // More messages are on order.
+                    has_pending_order: true,
+                    bounce_notification: None,
+                },
                 allow_nets: Vec::new(),
                 plan_expires_in: Duration::from_secs(20 * DAY),
                 send_tokens: vec![token(
@@ -127,54 +136,54 @@ impl SimConfig {
                     "newsletter",
                     "0b9e61f4c2d7a835",
                 )],
-                timezone: DEMO_TIMEZONE.to_owned(),
                 delete_in: None,
-                // More messages are on order.
-                has_pending_order: true,
-                bounce_notification: None,
             },
             AccountSeed {
-                id: DEMO_DISABLED,
-                username: "legacy-disabled".to_owned(),
-                plan: "free".to_owned(),
-                account_type: "transactional".to_owned(),
-                enabled: false,
-                plan_messages_limit: 1_000,
-                plan_messages_used: 120,
-                extra_messages_total: 0,
-                remaining_extra_messages_bought: 0,
-                messages_sent: 9_876,
-                ignore_suppression_list: false,
-                domains: vec!["legacy.example".to_owned()],
+                account: Account {
+                    id: DEMO_DISABLED,
+                    username: "legacy-disabled".to_owned(),
+                    plan: "free".to_owned(),
+                    account_type: "transactional".to_owned(),
+                    enabled: false,
+                    plan_messages_limit: 1_000,
+                    plan_messages_used: 120,
+                    extra_messages_total: 0,
+                    remaining_extra_messages_bought: 0,
+                    messages_sent: 9_876,
+                    ignore_suppression_list: false,
+                    domains: vec!["legacy.example".to_owned()],
+                    timezone: DEMO_TIMEZONE.to_owned(),
+                    has_pending_order: false,
+                    bounce_notification: None,
+                },
                 allow_nets: Vec::new(),
                 plan_expires_in: Duration::from_secs(100 * DAY),
                 send_tokens: vec![token(DEMO_DISABLED, "old app", "5a3f0e8c71b2d946")],
-                timezone: DEMO_TIMEZONE.to_owned(),
                 // Disabled and due for deletion: the lifecycle series has something to show.
                 delete_in: Some(Duration::from_secs(30 * DAY)),
-                has_pending_order: false,
-                bounce_notification: None,
             },
             AccountSeed {
-                id: DEMO_EXPIRING,
-                username: "trial-expiring".to_owned(),
-                plan: "starter".to_owned(),
-                account_type: "transactional".to_owned(),
-                enabled: true,
-                plan_messages_limit: 20_000,
-                plan_messages_used: 7_300,
-                extra_messages_total: 5_000,
-                remaining_extra_messages_bought: 2_500,
-                messages_sent: 31_004,
-                ignore_suppression_list: false,
-                domains: vec!["trial.example".to_owned(), "promo.example".to_owned()],
+                account: Account {
+                    id: DEMO_EXPIRING,
+                    username: "trial-expiring".to_owned(),
+                    plan: "starter".to_owned(),
+                    account_type: "transactional".to_owned(),
+                    enabled: true,
+                    plan_messages_limit: 20_000,
+                    plan_messages_used: 7_300,
+                    extra_messages_total: 5_000,
+                    remaining_extra_messages_bought: 2_500,
+                    messages_sent: 31_004,
+                    ignore_suppression_list: false,
+                    domains: vec!["trial.example".to_owned(), "promo.example".to_owned()],
+                    timezone: DEMO_TIMEZONE.to_owned(),
+                    has_pending_order: false,
+                    bounce_notification: None,
+                },
                 allow_nets: Vec::new(),
                 plan_expires_in: Duration::from_secs(2 * DAY + 12 * 3600),
                 send_tokens: vec![token(DEMO_EXPIRING, "campaigns", "e2c8b7104d9f6a53")],
-                timezone: DEMO_TIMEZONE.to_owned(),
                 delete_in: None,
-                has_pending_order: false,
-                bounce_notification: None,
             },
         ];
         Self {
@@ -261,15 +270,15 @@ fn demo_migrations() -> Vec<MigrationSeed> {
 }
 
 fn demo_mailboxes() -> Vec<MailboxSeed> {
-    let on = |(domain_code, domain_name): (&str, &str), code: &str, local_part: &str| MailboxSeed {
+    let on = |(domain_code, domain_name): (&str, &str), code: &str, local_part: &str| Mailbox {
         domain_code: domain_code.to_owned(),
         domain_name: domain_name.to_owned(),
         code: code.to_owned(),
         local_part: local_part.to_owned(),
-        ..MailboxSeed::default()
+        ..Mailbox::default()
     };
     vec![
-        MailboxSeed {
+        Mailbox {
             quota_limit_mib: 2 * MIB_PER_GIB,
             quota_used_mib: 1823,
             fill_mib_per_hour: 300,
@@ -282,8 +291,9 @@ fn demo_mailboxes() -> Vec<MailboxSeed> {
             force_otp: true,
             pop_disabled: true,
             ..on(DEMO_MAIL_DOMAIN, DEMO_FILLING, "info")
-        },
-        MailboxSeed {
+        }
+        .into(),
+        Mailbox {
             quota_limit_mib: 5 * MIB_PER_GIB,
             quota_used_mib: 1229,
             fill_mib_per_hour: 2,
@@ -300,22 +310,25 @@ fn demo_mailboxes() -> Vec<MailboxSeed> {
             imap_disabled: true,
             apply_allow_nets_webmail: true,
             ..on(DEMO_MAIL_DOMAIN, DEMO_ARCHIVE_ACTIVATING, "archive")
-        },
+        }
+        .into(),
         MailboxSeed {
-            quota_limit_mib: 10 * MIB_PER_GIB,
-            quota_used_mib: 812,
-            fill_mib_per_hour: 1,
-            messages: 3_900,
-            outbound_limit: 300,
-            outbound_sent: 300,
-            outbound_per_hour: 30,
+            mailbox: Mailbox {
+                quota_limit_mib: 10 * MIB_PER_GIB,
+                quota_used_mib: 812,
+                fill_mib_per_hour: 1,
+                messages: 3_900,
+                outbound_limit: 300,
+                outbound_sent: 300,
+                outbound_per_hour: 30,
+                // A CRM sends through the API with the mailbox's password alone.
+                api_enabled: true,
+                otp: false,
+                ..on(DEMO_STUDIO_DOMAIN, DEMO_OUTBOUND_AT_LIMIT, "sales")
+            },
             outbound_reset_in: Duration::from_secs(5 * 3600),
-            // A CRM sends through the API with the mailbox's password alone.
-            api_enabled: true,
-            otp: false,
-            ..on(DEMO_STUDIO_DOMAIN, DEMO_OUTBOUND_AT_LIMIT, "sales")
         },
-        MailboxSeed {
+        Mailbox {
             quota_limit_mib: MIB_PER_GIB,
             quota_used_mib: 96,
             messages: 410,
@@ -324,12 +337,13 @@ fn demo_mailboxes() -> Vec<MailboxSeed> {
             // The postmaster receives; it never sends.
             smtp_disabled: true,
             ..on(DEMO_STUDIO_DOMAIN, DEMO_POSTMASTER, "postmaster")
-        },
+        }
+        .into(),
     ]
 }
 
-fn demo_team_members() -> Vec<TeamMemberSeed> {
-    let member = |code: &str, firstname: &str, lastname: &str| TeamMemberSeed {
+fn demo_team_members() -> Vec<TeamMember> {
+    let member = |code: &str, firstname: &str, lastname: &str| TeamMember {
         code: code.to_owned(),
         firstname: firstname.to_owned(),
         lastname: lastname.to_owned(),
@@ -340,11 +354,11 @@ fn demo_team_members() -> Vec<TeamMemberSeed> {
             DEMO_MAIL_DOMAIN.1
         ),
         timezone: DEMO_TIMEZONE.to_owned(),
-        ..TeamMemberSeed::default()
+        ..TeamMember::default()
     };
     let keys = |keys: &[&str]| keys.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
     vec![
-        TeamMemberSeed {
+        TeamMember {
             otp: true,
             api_access_blocked: false,
             allow_nets: vec![
@@ -354,13 +368,13 @@ fn demo_team_members() -> Vec<TeamMemberSeed> {
             permissions: keys(&["api", "delivery", "email_accounts", "domains"]),
             ..member(DEMO_TEAM_MEMBER_SECURED, "Laura", "Verdi")
         },
-        TeamMemberSeed {
+        TeamMember {
             otp: false,
             api_access_blocked: false,
             permissions: keys(&["api", "delivery"]),
             ..member(DEMO_TEAM_MEMBER_NO_OTP, "Paolo", "Neri")
         },
-        TeamMemberSeed {
+        TeamMember {
             otp: false,
             api_access_blocked: true,
             permissions: keys(&["email_accounts"]),

@@ -3,14 +3,12 @@
 //! and messages grow (up to the limit), the outbound count grows during its 24-hour period and
 //! goes back to zero at `reset_outbound_limit_time`, and the owner logs in now and then.
 
-use std::time::Duration;
-
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Map, Value, json};
 
 use super::clock::{format_datetime, shift};
 use super::codes::{is_domain_code, is_mailbox_code};
-use super::config::MailboxSeed;
+use super::config::{Mailbox, MailboxSeed};
 use super::error::SimConfigError;
 
 /// Every member of an email account record (section 2.5 of the interface document).
@@ -168,62 +166,28 @@ const TIMEZONE: &str = "Europe/Rome";
 const CUSTOMER_CODE: &str = "C000000042";
 const COMPANY: &str = "Simulated Customer S.r.l.";
 
-/// One email account as the simulator holds it. Counters are true at `as_of` and move from
+/// One email account as the simulator holds it: its [`Mailbox`] (read and written through
+/// `Deref`) and what only a running mailbox has. Counters are true at `as_of` and move from
 /// there; [`crate::Simulator::update_mailbox`] first brings them to the current instant, so a
 /// test that sets `quota_used_mib = 900` sees 900 now, growing from now on.
 #[derive(Clone, Debug)]
 pub struct MailboxState {
-    pub domain_code: String,
-    pub domain_name: String,
-    pub code: String,
-    pub local_part: String,
-    /// MiB used at `as_of`.
-    pub quota_used_mib: i64,
-    /// The mailbox limit, MiB; used space stops growing there.
-    pub quota_limit_mib: i64,
-    pub fill_mib_per_hour: i64,
-    /// Messages stored at `as_of`.
-    pub messages: i64,
+    pub mailbox: Mailbox,
     pub messages_per_hour: i64,
-    pub vault_quota_mib: i64,
-    pub vault_messages: i64,
-    /// Outbound messages allowed per 24-hour period.
-    pub outbound_limit: i64,
-    /// Outbound messages sent in the current period at `as_of`.
-    pub outbound_sent: i64,
-    pub outbound_per_hour: i64,
     /// When the current period ends and the count goes back to zero; later periods follow
     /// every 24 hours.
     pub outbound_reset_at: Timestamp,
-    pub archive: bool,
-    /// One of [`ARCHIVE_STATUSES`].
-    pub archive_status: String,
-    pub password_expired: bool,
     /// -1: never expires; otherwise the policy's number of days.
     pub password_expiration: i64,
-    pub enabled: bool,
     /// The last login at `as_of`; later logins follow every `login_every` (zero: none).
     pub last_login: Timestamp,
-    pub login_every: Duration,
     pub last_login_protocol: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub as_of: Timestamp,
-    /// A second factor (one-time password) is set up.
-    pub otp: bool,
-    /// The mailbox must use a second factor.
-    pub force_otp: bool,
-    /// Its domain makes every mailbox use a second factor.
-    pub domain_force_otp: bool,
-    /// The mailbox may use the API.
-    pub api_enabled: bool,
-    /// SMTP turned off; the record also shows `smtp_disabled` true while the mailbox is disabled.
-    pub smtp_disabled: bool,
-    pub imap_disabled: bool,
-    pub pop_disabled: bool,
-    /// The allowed networks apply to webmail too.
-    pub apply_allow_nets_webmail: bool,
 }
+
+super::embeds!(MailboxState => mailbox: Mailbox);
 
 /// The moving values of a mailbox at one instant.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -273,44 +237,19 @@ impl MailboxState {
             .ok_or_else(|| bad("outbound_reset_in must be at most 24 hours"))?;
         let created_at = shift(now, -SignedDuration::from_hours(400 * 24));
         Ok(Self {
-            domain_code: seed.domain_code.clone(),
-            domain_name: seed.domain_name.clone(),
-            code: seed.code.clone(),
-            local_part: seed.local_part.clone(),
-            quota_used_mib: seed.quota_used_mib,
-            quota_limit_mib: seed.quota_limit_mib,
-            fill_mib_per_hour: seed.fill_mib_per_hour,
-            messages: seed.messages,
+            mailbox: seed.mailbox.clone(),
             messages_per_hour: seed.fill_mib_per_hour.saturating_mul(MESSAGES_PER_MIB),
-            vault_quota_mib: seed.vault_quota_mib,
-            vault_messages: seed.vault_messages,
-            outbound_limit: seed.outbound_limit,
-            outbound_sent: seed.outbound_sent,
-            outbound_per_hour: seed.outbound_per_hour,
             outbound_reset_at: shift(now, reset_in),
-            archive: seed.archive,
-            archive_status: seed.archive_status.clone(),
-            password_expired: seed.password_expired,
             password_expiration: if seed.password_expired {
                 PASSWORD_POLICY_DAYS
             } else {
                 -1
             },
-            enabled: seed.enabled,
             last_login: shift(now, -SignedDuration::from_mins(7)),
-            login_every: seed.login_every,
             last_login_protocol: "imap".to_owned(),
             created_at,
             updated_at: shift(created_at, SignedDuration::from_hours(24)),
             as_of: now,
-            otp: seed.otp,
-            force_otp: seed.force_otp,
-            domain_force_otp: seed.domain_force_otp,
-            api_enabled: seed.api_enabled,
-            smtp_disabled: seed.smtp_disabled,
-            imap_disabled: seed.imap_disabled,
-            pop_disabled: seed.pop_disabled,
-            apply_allow_nets_webmail: seed.apply_allow_nets_webmail,
         })
     }
 
@@ -596,14 +535,16 @@ pub(crate) fn human_mib(mib: i64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn ts(s: &str) -> Timestamp {
         s.parse().expect("timestamp")
     }
 
-    fn mailbox(seed: MailboxSeed) -> MailboxState {
-        MailboxState::from_seed(&seed, ts("2026-11-22T08:00:00Z")).expect("valid seed")
+    fn mailbox(seed: impl Into<MailboxSeed>) -> MailboxState {
+        MailboxState::from_seed(&seed.into(), ts("2026-11-22T08:00:00Z")).expect("valid seed")
     }
 
     #[test]
@@ -616,12 +557,12 @@ mod tests {
 
     #[test]
     fn used_space_grows_with_the_clock_and_stops_at_the_limit() {
-        let m = mailbox(MailboxSeed {
+        let m = mailbox(Mailbox {
             quota_used_mib: 900,
             quota_limit_mib: 1000,
             fill_mib_per_hour: 60,
             messages: 10,
-            ..MailboxSeed::default()
+            ..Mailbox::default()
         });
         let at = |mins| m.record(shift(m.as_of, SignedDuration::from_mins(mins)));
         assert_eq!(at(0)["quota"], 900);
@@ -634,11 +575,13 @@ mod tests {
     #[test]
     fn the_outbound_count_grows_then_resets_every_24_hours() {
         let m = mailbox(MailboxSeed {
-            outbound_limit: 100,
-            outbound_sent: 90,
-            outbound_per_hour: 10,
+            mailbox: Mailbox {
+                outbound_limit: 100,
+                outbound_sent: 90,
+                outbound_per_hour: 10,
+                ..Mailbox::default()
+            },
             outbound_reset_in: Duration::from_secs(3 * 3600),
-            ..MailboxSeed::default()
         });
         let at = |mins| m.record(shift(m.as_of, SignedDuration::from_mins(mins)));
         assert_eq!(at(30)["outbound_limit_status"], 95);
@@ -655,9 +598,9 @@ mod tests {
 
     #[test]
     fn the_last_login_moves_forward_now_and_then() {
-        let m = mailbox(MailboxSeed {
+        let m = mailbox(Mailbox {
             login_every: Duration::from_secs(600),
-            ..MailboxSeed::default()
+            ..Mailbox::default()
         });
         let first = m.record(m.as_of)["lastauth"].as_i64().expect("lastauth");
         let later = m.record(shift(m.as_of, SignedDuration::from_mins(30)));
@@ -672,13 +615,13 @@ mod tests {
 
     #[test]
     fn materializing_keeps_the_values_and_restarts_from_now() {
-        let mut m = mailbox(MailboxSeed {
+        let mut m = mailbox(Mailbox {
             quota_used_mib: 100,
             quota_limit_mib: 1000,
             fill_mib_per_hour: 60,
             outbound_sent: 5,
             outbound_per_hour: 6,
-            ..MailboxSeed::default()
+            ..Mailbox::default()
         });
         let later = shift(m.as_of, SignedDuration::from_mins(90));
         let before = m.record(later);
@@ -690,7 +633,7 @@ mod tests {
 
     #[test]
     fn security_flags_default_to_the_old_record_and_follow_the_state() {
-        let mut m = mailbox(MailboxSeed::default());
+        let mut m = mailbox(Mailbox::default());
         let flags = [
             "otp",
             "force_otp",
@@ -733,11 +676,11 @@ mod tests {
             ("D000000001", "EA1"),
             ("D000000001", "P00000001"),
         ] {
-            let seed = MailboxSeed {
+            let seed = MailboxSeed::from(Mailbox {
                 domain_code: domain.into(),
                 code: code.into(),
-                ..MailboxSeed::default()
-            };
+                ..Mailbox::default()
+            });
             assert!(
                 MailboxState::from_seed(&seed, Timestamp::UNIX_EPOCH).is_err(),
                 "{code}"

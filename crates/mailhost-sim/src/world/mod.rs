@@ -4,6 +4,27 @@
 //! changes this state, never the other way round. The one name borrowed from `api` is
 //! [`crate::Route`], the operations' names, which key the per-route rate limits.
 
+/// `Deref` and `DerefMut` from a seed or state to the resource it embeds, so that `state.field`
+/// reads and writes a field of the resource as if it were the state's own.
+macro_rules! embeds {
+    ($outer:ty => $field:ident: $inner:ty) => {
+        impl std::ops::Deref for $outer {
+            type Target = $inner;
+
+            fn deref(&self) -> &$inner {
+                &self.$field
+            }
+        }
+
+        impl std::ops::DerefMut for $outer {
+            fn deref_mut(&mut self) -> &mut $inner {
+                &mut self.$field
+            }
+        }
+    };
+}
+use embeds;
+
 pub(crate) mod accounts;
 pub(crate) mod clock;
 pub(crate) mod codes;
@@ -32,8 +53,8 @@ pub use accounts::{
 };
 pub use clock::{SimClock, format_datetime};
 pub use config::{
-    AccountSeed, MailboxSeed, ManagementToken, MigrationSeed, RouteRateLimit, SendIdentity,
-    SimConfig, TeamMemberSeed, TokenRateLimit, TokenSeed,
+    Account, AccountSeed, Mailbox, MailboxSeed, ManagementToken, MigrationSeed, RouteRateLimit,
+    SendIdentity, SimConfig, TeamMember, TokenRateLimit, TokenSeed,
 };
 pub use error::SimConfigError;
 pub use fleet::{

@@ -2,7 +2,6 @@
 //! factor, API access, allowed networks and permission keys; the rules of a password and of a
 //! permission list; and how a team member is rendered as a record.
 
-use ipnet::IpNet;
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
@@ -11,7 +10,7 @@ use super::World;
 use super::accounts::{CUSTOMER_CODE, Missing, render_net};
 use super::clock::{format_datetime, shift};
 use super::codes::{is_email_address, is_team_member_code};
-use super::config::TeamMemberSeed;
+use super::config::TeamMember;
 use super::error::SimConfigError;
 
 /// Every member of a team member record (section 2.4 of the interface document).
@@ -65,39 +64,21 @@ pub const PERMISSION_KEY_MAX_CHARS: usize = 64;
 /// How long before the clock at start a seeded team member was created.
 const SEEDED_MEMBER_AGE: SignedDuration = SignedDuration::from_hours(200 * 24);
 
-/// One team member as the simulator holds it. The password itself is never kept: only when it
-/// was last changed.
+/// One team member as the simulator holds it: its [`TeamMember`] (read and written through
+/// `Deref`) and its dates. The password itself is never kept: only when it was last changed.
 #[derive(Clone, Debug)]
 pub struct TeamMemberState {
-    /// `T` followed by 9 digits.
-    pub code: String,
-    pub firstname: String,
-    pub lastname: String,
-    pub email_address: String,
-    /// `status` `enabled`, else `disabled`.
-    pub enabled: bool,
-    /// Whether a second factor (one-time password) is set up.
-    pub otp: bool,
-    /// Whether the member is refused on the Management API.
-    pub api_access_blocked: bool,
-    /// Networks the member may log in from; empty: anywhere.
-    pub allow_nets: Vec<IpNet>,
-    /// Permission keys granted, each once, in the order given.
-    pub permissions: Vec<String>,
-    pub is_customer_disabled: bool,
-    pub is_customer_trial: bool,
-    pub is_customer_reseller: bool,
-    pub language: String,
-    /// IANA time zone name.
-    pub timezone: String,
+    pub member: TeamMember,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     /// When a `PUT /api/team_members/{code}` last set the password; `None` since the seed.
     pub password_changed_at: Option<Timestamp>,
 }
 
+super::embeds!(TeamMemberState => member: TeamMember);
+
 impl TeamMemberState {
-    pub(crate) fn from_seed(seed: &TeamMemberSeed, now: Timestamp) -> Result<Self, SimConfigError> {
+    pub(crate) fn from_seed(seed: &TeamMember, now: Timestamp) -> Result<Self, SimConfigError> {
         let bad = |reason: String| SimConfigError::BadTeamMember {
             code: seed.code.clone(),
             reason,
@@ -124,20 +105,10 @@ impl TeamMemberState {
             .map_err(|reason| bad(format!("permissions: {reason}")))?;
         let created_at = shift(now, -SEEDED_MEMBER_AGE);
         Ok(Self {
-            code: seed.code.clone(),
-            firstname: seed.firstname.clone(),
-            lastname: seed.lastname.clone(),
-            email_address: seed.email_address.clone(),
-            enabled: seed.enabled,
-            otp: seed.otp,
-            api_access_blocked: seed.api_access_blocked,
-            allow_nets: seed.allow_nets.clone(),
-            permissions,
-            is_customer_disabled: seed.is_customer_disabled,
-            is_customer_trial: seed.is_customer_trial,
-            is_customer_reseller: seed.is_customer_reseller,
-            language: seed.language.clone(),
-            timezone: seed.timezone.clone(),
+            member: TeamMember {
+                permissions,
+                ..seed.clone()
+            },
             created_at,
             updated_at: shift(created_at, SignedDuration::from_hours(24)),
             password_changed_at: None,
@@ -311,7 +282,7 @@ impl World {
     /// Adds a team member; its code must be new.
     pub(crate) fn insert_team_member(
         &mut self,
-        seed: &TeamMemberSeed,
+        seed: &TeamMember,
         now: Timestamp,
     ) -> Result<(), SimConfigError> {
         let state = TeamMemberState::from_seed(seed, now)?;
@@ -358,13 +329,13 @@ impl World {
 mod tests {
     use super::*;
 
-    fn member(seed: TeamMemberSeed) -> TeamMemberState {
+    fn member(seed: TeamMember) -> TeamMemberState {
         TeamMemberState::from_seed(&seed, Timestamp::UNIX_EPOCH).expect("valid seed")
     }
 
     #[test]
     fn the_record_has_exactly_the_documented_fields() {
-        let record = member(TeamMemberSeed::default()).record();
+        let record = member(TeamMember::default()).record();
         let members = record.as_object().expect("object");
         for field in TEAM_MEMBER_RECORD_FIELDS {
             assert!(members.contains_key(field), "missing {field}");
@@ -376,7 +347,7 @@ mod tests {
 
     #[test]
     fn security_fields_render_as_booleans_and_string_arrays() {
-        let record = member(TeamMemberSeed {
+        let record = member(TeamMember {
             otp: true,
             api_access_blocked: true,
             enabled: false,
@@ -385,7 +356,7 @@ mod tests {
                 "10.0.0.0/8".parse().expect("net"),
             ],
             permissions: vec!["api".into(), "delivery".into()],
-            ..TeamMemberSeed::default()
+            ..TeamMember::default()
         })
         .record();
         assert_eq!(record["otp"], true);
@@ -397,7 +368,7 @@ mod tests {
 
     #[test]
     fn the_fullname_joins_the_names_without_stray_spaces() {
-        let mut m = member(TeamMemberSeed::default());
+        let mut m = member(TeamMember::default());
         m.firstname = "Laura".into();
         m.lastname = "Verdi".into();
         assert_eq!(m.fullname(), "Laura Verdi");
@@ -470,30 +441,30 @@ mod tests {
     fn bad_seeds_are_refused_with_a_reason() {
         for (seed, needle) in [
             (
-                TeamMemberSeed {
+                TeamMember {
                     code: "T12".into(),
-                    ..TeamMemberSeed::default()
+                    ..TeamMember::default()
                 },
                 "`T` followed by 9 digits",
             ),
             (
-                TeamMemberSeed {
+                TeamMember {
                     email_address: "nobody".into(),
-                    ..TeamMemberSeed::default()
+                    ..TeamMember::default()
                 },
                 "email_address",
             ),
             (
-                TeamMemberSeed {
+                TeamMember {
                     timezone: "Europe/Atlantis".into(),
-                    ..TeamMemberSeed::default()
+                    ..TeamMember::default()
                 },
                 "Europe/Atlantis",
             ),
             (
-                TeamMemberSeed {
+                TeamMember {
                     permissions: vec!["ok".into(), "not ok".into()],
-                    ..TeamMemberSeed::default()
+                    ..TeamMember::default()
                 },
                 "permissions",
             ),
@@ -510,16 +481,16 @@ mod tests {
     fn a_change_sets_the_permissions_and_dates_the_password() {
         let mut world = World::default();
         world
-            .insert_team_member(&TeamMemberSeed::default(), Timestamp::UNIX_EPOCH)
+            .insert_team_member(&TeamMember::default(), Timestamp::UNIX_EPOCH)
             .expect("insert");
         assert!(
             world
-                .insert_team_member(&TeamMemberSeed::default(), Timestamp::UNIX_EPOCH)
+                .insert_team_member(&TeamMember::default(), Timestamp::UNIX_EPOCH)
                 .is_err(),
             "a code is configured once"
         );
         let later = shift(Timestamp::UNIX_EPOCH, SignedDuration::from_hours(1));
-        let code = TeamMemberSeed::default().code;
+        let code = TeamMember::default().code;
         world
             .change_team_member(
                 &code,

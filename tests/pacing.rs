@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use mailhost_exporter::config_file::Config;
 use mailhost_sim::{
-    Account, AccountSeed, FaultSpec, ManagementToken, RateLimit, Route, SimConfig, Simulator,
-    TokenRateLimit,
+    AccountSeed, FaultSpec, ManagementToken, RateLimit, Route, SimConfig, Simulator, TokenRateLimit,
 };
 
 use crate::helpers::{Exporter, must, spawn_exporter, spawn_sim_with, value};
@@ -28,12 +27,7 @@ fn sim_config(tokens: &[(&str, Vec<i32>)], limits: &[(&str, RateLimit)]) -> SimC
         accounts: tokens
             .iter()
             .flat_map(|(_, ids)| ids.iter().copied())
-            .map(|id| {
-                AccountSeed::from(Account {
-                    id,
-                    ..Account::default()
-                })
-            })
+            .map(AccountSeed::with_id)
             .collect(),
         rate_limits: limits
             .iter()

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use mailhost_exporter::config_file::Config;
-use mailhost_sim::{Account, AccountSeed, ManagementToken, SimConfig};
+use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
 
 use crate::helpers::{Exporter, spawn_exporter, spawn_sim_with, value, wait_for};
 
@@ -17,15 +17,7 @@ fn sim_config() -> SimConfig {
     };
     SimConfig {
         management_tokens: vec![token("alpha-token", 1..=5), token("beta-token", 11..=15)],
-        accounts: (1..=5)
-            .chain(11..=15)
-            .map(|id| {
-                AccountSeed::from(Account {
-                    id,
-                    ..Account::default()
-                })
-            })
-            .collect(),
+        accounts: (1..=5).chain(11..=15).map(AccountSeed::with_id).collect(),
         ..SimConfig::default()
     }
 }

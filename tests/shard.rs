@@ -3,7 +3,7 @@
 
 use mailhost_exporter::config_file::Config;
 use mailhost_exporter::shard::Shard;
-use mailhost_sim::{Account, AccountSeed, ManagementToken, SimConfig};
+use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
 
 use crate::helpers::{
     TOKEN, config, spawn_exporter, spawn_prometheus, spawn_sim_with, tool, wait_for,
@@ -17,14 +17,7 @@ fn sim_config() -> SimConfig {
             token: TOKEN.to_owned(),
             accounts: None,
         }],
-        accounts: ACCOUNTS
-            .map(|id| {
-                AccountSeed::from(Account {
-                    id,
-                    ..Account::default()
-                })
-            })
-            .collect(),
+        accounts: ACCOUNTS.map(AccountSeed::with_id).collect(),
         ..SimConfig::default()
     }
 }

@@ -39,12 +39,7 @@ fn sim_config_with(known: &[&str]) -> SimConfig {
         accounts: [0, 10, 20, 30, 40]
             .into_iter()
             .flat_map(accounts)
-            .map(|id| {
-                AccountSeed::from(Account {
-                    id,
-                    ..Account::default()
-                })
-            })
+            .map(AccountSeed::with_id)
             .collect(),
         ..SimConfig::default()
     }

@@ -171,6 +171,16 @@ impl From<Account> for AccountSeed {
     }
 }
 
+impl AccountSeed {
+    /// The default account (see [`Account::default`]) numbered `id`.
+    pub fn with_id(id: i32) -> Self {
+        Self::from(Account {
+            id,
+            ..Account::default()
+        })
+    }
+}
+
 impl Default for AccountSeed {
     /// The default [`Account`], its plan expiring in 30 days.
     fn default() -> Self {

@@ -1,5 +1,5 @@
 //! Rate limits of the Management API on the wire, per token and per route of a token: the bucket,
-//! its 429s and headers, how a route's limit and its token's combine, runtime changes, isolation
+//! its 429s (or the status a limit refuses with instead) and headers, how a route's limit and its token's combine, runtime changes, isolation
 //! between tokens, hit counts, the control plane and configuration.
 //! Every test runs on paused tokio time, so a slow machine cannot refill a bucket behind its back.
 
@@ -406,7 +406,7 @@ async fn the_control_plane_sets_lists_masked_and_lifts_rate_limits() {
             "token": "test…",
             "route": null,
             "limit": {"rate": 1.0, "burst": 2.0, "retry_after": "seconds",
-                      "retry_after_secs": null, "headers": "x_ratelimit"},
+                      "retry_after_secs": null, "headers": "x_ratelimit", "status": 429},
             "allowed": 0,
             "limited": 0,
         }]})
@@ -484,6 +484,16 @@ async fn the_control_plane_refuses_bad_rate_limit_bodies_and_changes_nothing() {
             "unknown variant `x-ratelimit`",
         ),
         (json!({"rate": "fast"}), "invalid rate limit"),
+        (
+            json!({"rate": 1, "status": 500}),
+            "`status` must be one of 429, 503, 502, 504, 403, got 500",
+        ),
+        (
+            json!({"rate": 1, "status": 200}),
+            "`status` must be one of 429, 503, 502, 504, 403, got 200",
+        ),
+        (json!({"rate": 1, "status": "503"}), "invalid rate limit"),
+        (json!({"rate": 1, "status": 70000}), "invalid rate limit"),
     ];
     for (body, expected) in cases {
         let message = call(
@@ -778,7 +788,7 @@ async fn the_control_plane_sets_lists_and_lifts_route_limits_scope_by_scope() {
             "token": "test…",
             "route": "tracemail_daily",
             "limit": {"rate": 1.0, "burst": 1.0, "retry_after": "seconds",
-                      "retry_after_secs": null, "headers": "none"},
+                      "retry_after_secs": null, "headers": "none", "status": 429},
             "allowed": 0,
             "limited": 0,
         }]})
@@ -983,5 +993,125 @@ fn bad_route_rate_limits_in_the_configuration_are_refused_without_showing_the_to
     assert!(
         !printed.contains(TOKEN) && !printed.contains(SCOPED),
         "{printed}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limit_refusing_with_another_status_keeps_its_retry_after_headers_and_counts() {
+    for status in [503, 502, 504, 403, 429] {
+        let (sim, app) = limited(RateLimit {
+            status,
+            headers: RateLimitHeaders::Both,
+            ..limit(0.5, 2.0)
+        });
+        assert_eq!(statuses(&app, 2).await, [200, 200], "{status}");
+        let refused = call(&app, get_account("1")).await;
+        let message = refused.error(StatusCode::from_u16(status).expect("status"));
+        assert_eq!(refused.json()["code"], "rate_limited", "{status}");
+        assert!(message.contains("rate limit exceeded"), "{message}");
+        assert_eq!(header(&refused, "retry-after"), Some("2"), "{status}");
+        assert_eq!(x_ratelimit(&refused), (Some("2"), Some("0"), Some("4")));
+        assert_eq!(
+            ietf(&refused),
+            (Some("\"default\";q=2;w=4"), Some("\"default\";r=0;t=4"))
+        );
+        assert_eq!(statuses(&app, 2).await, [status; 2]);
+        // Refusals count as refused whatever their status, and the bucket refills as ever.
+        assert_eq!(
+            counts(sim.rate_limit_stats(TOKEN)),
+            Some((2, 3)),
+            "{status}"
+        );
+        advance(Duration::from_secs(2)).await;
+        assert_eq!(statuses(&app, 2).await, [200, status]);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_throttle_says_when_to_come_back_in_each_retry_after_style() {
+    let cases = [
+        (RetryAfterStyle::Seconds, None, Some("2")),
+        (RetryAfterStyle::Seconds, Some(30), Some("30")),
+        (
+            RetryAfterStyle::HttpDate,
+            None,
+            Some("Sun, 22 Nov 2026 10:00:02 GMT"),
+        ),
+        (RetryAfterStyle::None, None, None),
+    ];
+    for (style, fixed, expected) in cases {
+        let (_sim, app) = limited(RateLimit {
+            status: 503,
+            retry_after: style,
+            retry_after_secs: fixed,
+            ..limit(0.5, 1.0)
+        });
+        assert_eq!(statuses(&app, 1).await, [200]);
+        let refused = call(&app, get_account("1")).await;
+        refused.error(StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            header(&refused, "retry-after"),
+            expected,
+            "{style:?} {fixed:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_route_limit_and_the_control_plane_carry_the_refusal_status() {
+    let sim = frozen_sim(NOW);
+    let app = loopback_app(&sim);
+    let answer = call(
+        &app,
+        mgmt(
+            Method::PUT,
+            "/_sim/rate_limit",
+            TOKEN,
+            Some(json!({"token": TOKEN, "route": "tracemail_daily", "rate": 1, "status": 503})),
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK, "{:?}", answer.json());
+    assert_eq!(answer.json()["rate_limits"][0]["limit"]["status"], 503);
+    // A token-wide limit refusing with 429 beside it: each refusal carries its own limit's status.
+    let answer = call(
+        &app,
+        mgmt(
+            Method::PUT,
+            "/_sim/rate_limit",
+            TOKEN,
+            Some(json!({"token": TOKEN, "rate": 1, "burst": 3})),
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(statuses_of(&app, DAILY_1, TOKEN, 3).await, [200, 503, 503]);
+    assert_eq!(statuses(&app, 3).await, [200, 200, 429]);
+    let listed = call(&app, get("/_sim/rate_limits", TOKEN)).await.json();
+    let entries = &listed["rate_limits"];
+    assert_eq!(
+        (&entries[0]["limit"]["status"], &entries[0]["limited"]),
+        (&json!(429), &json!(1))
+    );
+    assert_eq!(
+        (&entries[1]["limit"]["status"], &entries[1]["limited"]),
+        (&json!(503), &json!(2))
+    );
+    assert_eq!(
+        counts(sim.route_rate_limit_stats(TOKEN, Route::TracemailDaily)),
+        Some((1, 2))
+    );
+    let message = sim
+        .set_rate_limit(
+            Some(TOKEN),
+            Some(RateLimit {
+                status: 500,
+                ..limit(1.0, 1.0)
+            }),
+        )
+        .expect_err("not a refusal status");
+    assert_eq!(
+        message,
+        "`status` must be one of 429, 503, 502, 504, 403, got 500"
     );
 }

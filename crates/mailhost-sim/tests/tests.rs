@@ -33,3 +33,5 @@ mod rate_limit;
 mod config;
 // The demo fleet and demo traffic over a real server.
 mod demo;
+// The `mailhost_sim` binary's flags, through the binary itself.
+mod cli;

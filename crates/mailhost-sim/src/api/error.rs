@@ -35,8 +35,13 @@ pub enum ApiError {
     /// A fault injected by the test harness: the status is whatever the fault asked for.
     #[error("injected fault: simulated upstream error")]
     Injected(StatusCode),
+    /// A refusal of a rate limit: 429, or the status the limit refuses with (503 as S3's
+    /// SlowDown does, ...); the code stays `rate_limited` whatever the status.
     #[error("rate limit exceeded, retry after {retry_after_secs} s")]
-    RateLimited { retry_after_secs: u64 },
+    RateLimited {
+        status: StatusCode,
+        retry_after_secs: u64,
+    },
     #[error("{0}")]
     Internal(String),
 }
@@ -56,7 +61,7 @@ impl ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::QuotaExhausted { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::Injected(status) => *status,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { status, .. } => *status,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -82,7 +87,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({ "message": self.to_string(), "code": self.code() });
         let mut response = (self.status(), Json(body)).into_response();
-        if let Self::RateLimited { retry_after_secs } = self {
+        if let Self::RateLimited {
+            retry_after_secs, ..
+        } = self
+        {
             response
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
@@ -98,6 +106,7 @@ mod tests {
     #[tokio::test]
     async fn rate_limited_errors_carry_retry_after_and_a_json_message() {
         let response = ApiError::RateLimited {
+            status: StatusCode::TOO_MANY_REQUESTS,
             retry_after_secs: 7,
         }
         .into_response();

@@ -462,6 +462,7 @@ async fn targeted(
 /// A 429 whose `Retry-After` is seconds, an HTTP-date, or absent, as the spec asks.
 fn rate_limited(spec: &FaultSpec, now: Timestamp) -> Response {
     let mut response = ApiError::RateLimited {
+        status: StatusCode::TOO_MANY_REQUESTS,
         retry_after_secs: spec.retry_after_secs,
     }
     .into_response();

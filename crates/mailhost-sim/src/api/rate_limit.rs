@@ -1,6 +1,6 @@
 //! The rate limiter on the wire: the outermost layer of every Management API route (after the hit
-//! counter), like a gateway in front of the service. It answers 429 before authentication and
-//! before any injected fault, and adds the rate-limit headers of the limit that governs the answer
+//! counter), like a gateway in front of the service. It refuses (429, or the limit's own status)
+//! before authentication and before any injected fault, and adds the rate-limit headers of the limit that governs the answer
 //! (the route's limit of the token, else the token-wide one) to every answer to a limited token.
 //! The buckets and their rules, and which limit governs, are in `crate::world::rate_limit`.
 //!
@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use jiff::{SignedDuration, Timestamp};
@@ -42,7 +42,7 @@ pub(crate) struct RateLimitLayerState {
 }
 
 /// Lets a request of a limited token through if its buckets (token-wide, and of this route) have a
-/// token, else answers 429; either way the answer carries the headers of the governing limit.
+/// token, else refuses it; either way the answer carries the headers of the governing limit.
 /// Requests without a limit (no token, an unknown one, one limited neither as a whole nor on this
 /// route) pass untouched.
 pub(crate) async fn limit(
@@ -67,9 +67,13 @@ pub(crate) async fn limit(
     response
 }
 
-/// The simulator's usual 429, its `Retry-After` in the limit's style.
+/// The simulator's usual refusal, with the limit's status (429 unless it says otherwise) and its
+/// `Retry-After` in the limit's style.
 fn refused(decision: &Decision, now: Timestamp) -> Response {
+    // The limit was validated against `REFUSAL_STATUSES`; 429 is only a fallback.
+    let status = StatusCode::from_u16(decision.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
     let mut response = ApiError::RateLimited {
+        status,
         retry_after_secs: decision.retry_after_secs,
     }
     .into_response();
@@ -131,6 +135,7 @@ mod tests {
             retry_after_secs: 2,
             retry_after: RetryAfterStyle::Seconds,
             headers,
+            status: 429,
         }
     }
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Parser, ValueEnum};
 use mailhost_sim::{
-    Account, DEMO_SEED, ManagementToken, RateLimit, RateLimitHeaders, RetryAfterStyle, Route,
-    SimConfig, Simulator, traffic,
+    Account, DEFAULT_REFUSAL_STATUS, DEMO_SEED, ManagementToken, RateLimit, RateLimitHeaders,
+    RetryAfterStyle, Route, SimConfig, Simulator, traffic,
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -70,9 +70,14 @@ struct Args {
     /// burst is the rate (at least 1).
     #[arg(long, value_name = "ROUTE=RPS", value_parser = route_rate)]
     route_rate_limit: Vec<(Route, f64)>,
-    /// How a 429 of the rate limits says when to come back.
+    /// How a refusal of the rate limits says when to come back.
     #[arg(long, value_enum, default_value_t = RetryAfterArg::Seconds, requires = "any_rate_limit")]
     rate_limit_retry_after: RetryAfterArg,
+    /// Status of a refusal of the rate limits: 429, or 503, 502, 504 or 403 for a provider that
+    /// throttles with another status (S3's SlowDown and Azure's ServerBusy answer 503), with the
+    /// same Retry-After and rate-limit headers.
+    #[arg(long, value_name = "STATUS", default_value_t = DEFAULT_REFUSAL_STATUS, requires = "any_rate_limit")]
+    rate_limit_status: u16,
     /// Rate-limit headers on every answer to a limited token: those of the route's limit, if it
     /// has one, else those of the token's.
     #[arg(long, value_enum, default_value_t = HeadersArg::None, requires = "any_rate_limit")]
@@ -128,7 +133,7 @@ impl Args {
         let limit = self.limit(rate, self.rate_limit_burst);
         // The library's message names the members of a limit; here they are flags.
         limit.validate().map_err(|reason| {
-            reason
+            flag_names(reason)
                 .replace("`rate`", "--rate-limit")
                 .replace("`burst`", "--rate-limit-burst")
         })?;
@@ -146,7 +151,8 @@ impl Args {
             }
             let limit = self.limit(rate, None);
             limit.validate().map_err(|reason| {
-                reason.replace("`rate`", &format!("the rate of --route-rate-limit {route}"))
+                flag_names(reason)
+                    .replace("`rate`", &format!("the rate of --route-rate-limit {route}"))
             })?;
             limits.push((route, limit));
         }
@@ -170,8 +176,14 @@ impl Args {
                 HeadersArg::Ietf => RateLimitHeaders::Ietf,
                 HeadersArg::Both => RateLimitHeaders::Both,
             },
+            status: self.rate_limit_status,
         }
     }
+}
+
+/// A limit's message with the members every limit of the flags shares named as their flags.
+fn flag_names(reason: String) -> String {
+    reason.replace("`status`", "--rate-limit-status")
 }
 
 /// The id of the first account `--extra-accounts` adds.
@@ -260,6 +272,7 @@ async fn run(args: Args) -> Result<(), String> {
             burst = limit.effective_burst(),
             retry_after = ?limit.retry_after,
             headers = ?limit.headers,
+            status = limit.status,
             tokens = limited_tokens,
             "Management API rate limit: every management token has its own token bucket"
         );
@@ -270,6 +283,7 @@ async fn run(args: Args) -> Result<(), String> {
             %route,
             rate = limit.rate,
             burst = limit.effective_burst(),
+            status = limit.status,
             tokens = limited_tokens,
             "Management API route rate limit: every management token has its own bucket on it"
         );

@@ -68,8 +68,8 @@ pub use mailboxes::{
     OUTBOUND_PERIOD_HOURS,
 };
 pub use rate_limit::{
-    MAX_BURST, MAX_RATE, MAX_RETRY_AFTER_SECS, MIN_RATE, RECENT_REQUESTS, RateLimit,
-    RateLimitHeaders, RateLimitStats, RetryAfterStyle,
+    DEFAULT_REFUSAL_STATUS, MAX_BURST, MAX_RATE, MAX_RETRY_AFTER_SECS, MIN_RATE, RECENT_REQUESTS,
+    REFUSAL_STATUSES, RateLimit, RateLimitHeaders, RateLimitStats, RetryAfterStyle,
 };
 pub use sending::BOUNCE_DOMAIN;
 pub use stats::{OUTCOMES, Outcome};

@@ -26,6 +26,12 @@ pub const MAX_BURST: f64 = 10_000_000.0;
 pub const MAX_RETRY_AFTER_SECS: u64 = 86_400;
 /// Requests remembered per limit (token-wide or of one route) in [`RateLimitStats::recent`].
 pub const RECENT_REQUESTS: usize = 10_000;
+/// The status a refusal carries unless [`RateLimit::status`] says otherwise.
+pub const DEFAULT_REFUSAL_STATUS: u16 = 429;
+/// The statuses a limit may refuse with: 429, and those real services throttle with instead
+/// (S3's SlowDown and Azure's ServerBusy answer 503; gateways 502 or 504; some APIs 403). Any other
+/// status would not read as a refusal, so it is not offered.
+pub const REFUSAL_STATUSES: [u16; 5] = [429, 503, 502, 504, 403];
 
 /// Float rounding of `elapsed × rate` must not refuse a client that waited exactly as long as it
 /// was told, nor show one token fewer than it has: counts within this of a whole number are
@@ -92,6 +98,15 @@ pub struct RateLimit {
     /// Which rate-limit headers every answer governed by this limit carries.
     #[serde(default)]
     pub headers: RateLimitHeaders,
+    /// Status of a refusal: one of [`REFUSAL_STATUSES`], [`DEFAULT_REFUSAL_STATUS`] when absent.
+    /// Whatever the status, a refusal carries the same `Retry-After` and headers, and counts as
+    /// refused.
+    #[serde(default = "default_refusal_status")]
+    pub status: u16,
+}
+
+fn default_refusal_status() -> u16 {
+    DEFAULT_REFUSAL_STATUS
 }
 
 impl RateLimit {
@@ -103,6 +118,7 @@ impl RateLimit {
             retry_after: RetryAfterStyle::default(),
             retry_after_secs: None,
             headers: RateLimitHeaders::default(),
+            status: DEFAULT_REFUSAL_STATUS,
         }
     }
 
@@ -143,6 +159,14 @@ impl RateLimit {
                 );
             }
         }
+        if !REFUSAL_STATUSES.contains(&self.status) {
+            let allowed: Vec<String> = REFUSAL_STATUSES.iter().map(u16::to_string).collect();
+            return Err(format!(
+                "`status` must be one of {}, got {}",
+                allowed.join(", "),
+                self.status
+            ));
+        }
         Ok(())
     }
 }
@@ -152,7 +176,8 @@ impl RateLimit {
 pub struct RateLimitStats {
     /// Requests this limit let through (a token was taken from its bucket).
     pub allowed: u64,
-    /// Requests this limit answered 429 (not those the other limit of the request refused).
+    /// Requests this limit refused, with 429 or its own [`RateLimit::status`] (not those the other
+    /// limit of the request refused).
     pub limited: u64,
     /// The most recent requests (at most [`RECENT_REQUESTS`]), oldest first: when each came (wall
     /// clock) and whether it was let through.
@@ -252,6 +277,8 @@ pub(crate) struct Decision {
     pub retry_after_secs: u64,
     pub retry_after: RetryAfterStyle,
     pub headers: RateLimitHeaders,
+    /// The status of a refusal ([`RateLimit::status`]); meaningful when refused.
+    pub status: u16,
 }
 
 /// The bucket and counters of one limit (of a token, or of one route of a token).
@@ -335,6 +362,7 @@ impl Limited {
                 .unwrap_or_else(|| ceil_secs(self.bucket.until_available()).max(1)),
             retry_after: self.limit.retry_after,
             headers: self.limit.headers,
+            status: self.limit.status,
         }
     }
 
@@ -702,6 +730,20 @@ mod tests {
                 },
                 "set `retry_after` to \"seconds\" or \"http_date\", or drop `retry_after_secs`",
             ),
+            (
+                RateLimit {
+                    status: 500,
+                    ..limit(1.0, None)
+                },
+                "`status` must be one of 429, 503, 502, 504, 403, got 500",
+            ),
+            (
+                RateLimit {
+                    status: 200,
+                    ..limit(1.0, None)
+                },
+                "`status` must be one of 429, 503, 502, 504, 403, got 200",
+            ),
         ];
         for (bad, expected) in cases {
             let message = bad.validate().expect_err("refused");
@@ -714,6 +756,14 @@ mod tests {
             RateLimit {
                 retry_after_secs: Some(86_400),
                 retry_after: RetryAfterStyle::HttpDate,
+                ..limit(1.0, None)
+            },
+            RateLimit {
+                status: 503,
+                ..limit(1.0, None)
+            },
+            RateLimit {
+                status: 403,
                 ..limit(1.0, None)
             },
         ] {
@@ -738,8 +788,12 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&read).expect("json"),
             json!({"rate": 5.0, "burst": null, "retry_after": "http_date",
-                   "retry_after_secs": null, "headers": "x_ratelimit"})
+                   "retry_after_secs": null, "headers": "x_ratelimit", "status": 429})
         );
+        let slow_down: RateLimit =
+            serde_json::from_value(json!({"rate": 1, "status": 503})).expect("limit");
+        assert_eq!(slow_down.status, 503);
+        assert!(serde_json::from_value::<RateLimit>(json!({"rate": 1, "status": "503"})).is_err());
         for (name, style) in [
             ("none", RateLimitHeaders::None),
             ("both", RateLimitHeaders::Both),

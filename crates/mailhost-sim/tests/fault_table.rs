@@ -241,6 +241,44 @@ async fn chosen_accounts_answer_429_every_time_with_or_without_retry_after_besid
     assert_eq!(call(&app, daily("1", "")).await.status, StatusCode::OK);
 }
 
+/// The recipe for a share of accounts that always answer 5xx: one fault per group of accounts,
+/// each `error_rate` 1.0 with its status (and `Retry-After`, if any) and `only_ids`, added beside
+/// each other with `POST /_sim/faults/{route}`.
+#[tokio::test]
+async fn a_share_of_accounts_always_answers_5xx_beside_healthy_ones() {
+    let sim = sim();
+    let app = loopback_app(&sim);
+    for spec in [
+        json!({"error_rate": 1.0, "error_status": 503, "error_retry_after_secs": 10,
+               "only_ids": ["1", "2"]}),
+        json!({"error_rate": 1.0, "error_status": 500, "only_ids": ["4"]}),
+    ] {
+        let added = call(
+            &app,
+            mgmt(
+                Method::POST,
+                "/_sim/faults/delivery_account_get",
+                TOKEN,
+                Some(spec),
+            ),
+        )
+        .await;
+        assert_eq!(added.status, StatusCode::OK, "{:?}", added.json());
+    }
+    for _ in 0..20 {
+        for id in ["1", "2"] {
+            let answer = call(&app, get_account(id)).await;
+            answer.error(StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(answer.headers[header::RETRY_AFTER], "10", "{id}");
+        }
+        let answer = call(&app, get_account("4")).await;
+        answer.error(StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!answer.headers.contains_key(header::RETRY_AFTER));
+        assert_eq!(call(&app, get_account("3")).await.record()["id"], 3);
+    }
+    assert_eq!(sim.hits("/api/delivery/accounts/1"), 20);
+}
+
 #[tokio::test]
 async fn injected_error_statuses_answer_json_every_time() {
     let sim = hosting_sim();

@@ -230,3 +230,100 @@ async fn faults_apply_to_the_statistics_migration_and_mailbox_routes() {
     assert_eq!(body["aggregate"]["messages"]["total"], "3000");
     assert_eq!(body["aggregate"]["accounts"]["total"], "3");
 }
+
+#[tokio::test]
+async fn error_answers_carry_the_retry_after_they_are_given_and_none_otherwise() {
+    let sim = sim();
+    let app = loopback_app(&sim);
+    sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            error_rate: 1.0,
+            error_status: Some(503),
+            error_retry_after_secs: Some(10),
+            ..FaultSpec::default()
+        },
+    );
+    for _ in 0..5 {
+        let answer = call(&app, get_account("1")).await;
+        answer.error(StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(answer.json()["code"], "injected_fault");
+        assert_eq!(answer.headers[header::RETRY_AFTER], "10");
+    }
+    // Without it, as before: a bare error.
+    sim.set_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            error_rate: 1.0,
+            error_status: Some(503),
+            ..FaultSpec::default()
+        },
+    );
+    let answer = call(&app, get_account("1")).await;
+    answer.error(StatusCode::SERVICE_UNAVAILABLE);
+    assert!(!answer.headers.contains_key(header::RETRY_AFTER));
+    // Over the control plane, on the Send API, with the default status.
+    let set = call(
+        &app,
+        mgmt(
+            Method::PUT,
+            "/_sim/faults/send",
+            TOKEN,
+            Some(json!({"error_rate": 1.0, "error_retry_after_secs": 0})),
+        ),
+    )
+    .await;
+    assert_eq!(set.status, StatusCode::OK, "{:?}", set.json());
+    assert_eq!(set.json()["fault"]["error_retry_after_secs"], 0);
+    let answer = call(
+        &app,
+        send_req(
+            "/v1/send",
+            SEND_1,
+            mail("a@shop.example", &["x@example.net"]),
+        ),
+    )
+    .await;
+    answer.error(StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(answer.headers[header::RETRY_AFTER], "0");
+}
+
+#[tokio::test]
+async fn a_bad_error_retry_after_is_refused_naming_the_member() {
+    let sim = sim();
+    let app = loopback_app(&sim);
+    let cases = [
+        (
+            json!({"error_rate": 1.0, "error_retry_after_secs": 86_401}),
+            "`error_retry_after_secs` must be at most 86400 (a day), got 86401",
+        ),
+        (
+            json!({"error_retry_after_secs": 5}),
+            "`error_retry_after_secs` is the Retry-After of the errors of `error_rate`, which is 0",
+        ),
+        // serde names the type it expected, not the member.
+        (
+            json!({"error_rate": 1.0, "error_retry_after_secs": -1}),
+            "invalid value: integer `-1`, expected u64",
+        ),
+        (
+            json!({"error_rate": 1.0, "error_retry_after_secs": "10"}),
+            "invalid type: string \"10\", expected u64",
+        ),
+    ];
+    for (body, expected) in cases {
+        let message = call(
+            &app,
+            mgmt(
+                Method::PUT,
+                "/_sim/faults/delivery_account_get",
+                TOKEN,
+                Some(body.clone()),
+            ),
+        )
+        .await
+        .error(StatusCode::BAD_REQUEST);
+        assert!(message.contains(expected), "{body}: {message:?}");
+    }
+    assert!(sim.fault(Route::DeliveryAccountGet).is_none());
+}

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::route::Route;
+use crate::world::MAX_RETRY_AFTER_SECS;
 use crate::world::clock::{SimClock, shift};
 
 /// Size an [`BodyFault::Oversized`] body exceeds when `oversized_bytes` is not given: 8 MiB.
@@ -103,6 +104,9 @@ pub struct FaultSpec {
     pub error_rate: f64,
     /// Status of those errors; 500 when unset or not a 4xx/5xx status.
     pub error_status: Option<u16>,
+    /// Those errors carry `Retry-After: <secs>`, as a service that is down for maintenance or
+    /// overloaded says when to come back (at most a day, as the rate limits' `retry_after_secs`).
+    pub error_retry_after_secs: Option<u64>,
     /// Probability of a 429 carrying `Retry-After: <retry_after_secs>`.
     pub rate_limit_rate: f64,
     pub retry_after_secs: u64,
@@ -154,6 +158,21 @@ impl FaultSpec {
             return Err(format!(
                 "`error_status` must be an HTTP error status (400-599), got {status}"
             ));
+        }
+        if let Some(secs) = self.error_retry_after_secs {
+            if secs > MAX_RETRY_AFTER_SECS {
+                return Err(format!(
+                    "`error_retry_after_secs` must be at most {MAX_RETRY_AFTER_SECS} (a day), got \
+                     {secs}"
+                ));
+            }
+            if self.error_rate <= 0.0 {
+                return Err(
+                    "`error_retry_after_secs` is the Retry-After of the errors of `error_rate`, \
+                     which is 0: set `error_rate` above 0, or drop `error_retry_after_secs`"
+                        .to_owned(),
+                );
+            }
         }
         if self.retry_after_http_date && self.retry_after_omit {
             return Err(
@@ -401,7 +420,7 @@ pub(crate) async fn inject(
         return rate_limited(&spec, layer.clock.now());
     }
     if layer.faults.roll(spec.error_rate) {
-        return ApiError::Injected(spec.error_status()).into_response();
+        return injected_error(&spec);
     }
     let response = next.run(request).await;
     if !response.status().is_success() {
@@ -457,6 +476,17 @@ async fn targeted(
         });
     let applies = account.as_deref().is_some_and(named);
     Ok((Request::from_parts(parts, Body::from(bytes)), applies))
+}
+
+/// The error answer of an `error_rate` roll, with its `Retry-After` when the spec gives one.
+fn injected_error(spec: &FaultSpec) -> Response {
+    let mut response = ApiError::Injected(spec.error_status()).into_response();
+    if let Some(secs) = spec.error_retry_after_secs {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    response
 }
 
 /// A 429 whose `Retry-After` is seconds, an HTTP-date, or absent, as the spec asks.
@@ -589,6 +619,37 @@ mod tests {
             ..FaultSpec::default()
         };
         assert!(both.validate().is_err());
+    }
+
+    #[test]
+    fn an_error_retry_after_is_bounded_and_needs_errors_to_carry_it() {
+        let spec: FaultSpec =
+            serde_json::from_value(json!({"error_rate": 1.0, "error_retry_after_secs": 10}))
+                .expect("spec");
+        assert_eq!(spec.error_retry_after_secs, Some(10));
+        assert_eq!(spec.validate(), Ok(()));
+        let day = FaultSpec {
+            error_retry_after_secs: Some(MAX_RETRY_AFTER_SECS),
+            ..spec.clone()
+        };
+        assert_eq!(day.validate(), Ok(()));
+        let too_long = FaultSpec {
+            error_retry_after_secs: Some(MAX_RETRY_AFTER_SECS + 1),
+            ..spec.clone()
+        };
+        assert_eq!(
+            too_long.validate(),
+            Err("`error_retry_after_secs` must be at most 86400 (a day), got 86401".to_owned())
+        );
+        let without_errors = FaultSpec {
+            error_rate: 0.0,
+            ..spec
+        };
+        let message = without_errors.validate().expect_err("nothing to carry it");
+        assert!(message.contains("set `error_rate` above 0"), "{message}");
+        assert!(
+            serde_json::from_value::<FaultSpec>(json!({"error_retry_after_secs": -1})).is_err()
+        );
     }
 
     #[test]

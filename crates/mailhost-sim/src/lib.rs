@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 // service on the wire (`api`).
 pub use api::{
     ApiError, BodyFault, DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT, DEFAULT_OVERSIZED_BYTES,
-    FaultSpec, MANAGEMENT_TOKEN_HEADER, PAYMENT_METHODS, Route, SEND_BULK_MAX_MESSAGES,
-    SEND_MAX_MESSAGES, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX, UnknownRoute,
+    FaultSpec, MANAGEMENT_TOKEN_HEADER, NO_ANSWER_HOLD, PAYMENT_METHODS, Route,
+    SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX, UnknownRoute,
 };
 pub use world::{
     ACCOUNT_RECORD_FIELDS, ARCHIVE_STATUSES, Account, AccountSeed, AccountState, ApiTokenState,
@@ -174,20 +174,21 @@ impl Simulator {
 
     /// The full application: every route behind its fault layer, plus the `/_sim/` control plane.
     /// The Send API needs the peer address: serve it with connect info (as [`Simulator::serve`]
-    /// does) or add `MockConnectInfo` in tests.
+    /// does) or add `MockConnectInfo` in tests. Requests it holds unanswered
+    /// ([`FaultSpec::no_answer_rate`]) end when their client goes away or after
+    /// [`NO_ANSWER_HOLD`]; [`Simulator::serve`] also ends them when it shuts down.
     pub fn router(&self) -> axum::Router {
-        api::build(self)
+        api::build(self, &CancellationToken::new())
     }
 
-    /// Serves until `shutdown` is cancelled, then finishes the requests in flight.
+    /// Serves until `shutdown` is cancelled, then finishes the requests in flight; those held
+    /// unanswered are closed at once, still unanswered.
     pub async fn serve(
         self,
         listener: TcpListener,
         shutdown: CancellationToken,
     ) -> std::io::Result<()> {
-        let app = self
-            .router()
-            .into_make_service_with_connect_info::<SocketAddr>();
+        let app = api::build(&self, &shutdown).into_make_service_with_connect_info::<SocketAddr>();
         axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await
@@ -260,6 +261,12 @@ impl Simulator {
     /// their answer.
     pub fn hits(&self, path: &str) -> u64 {
         self.inner.faults.hits(path)
+    }
+
+    /// Requests held unanswered now ([`FaultSpec::no_answer_rate`]): at most one per open
+    /// connection.
+    pub fn held_requests(&self) -> usize {
+        self.inner.faults.held()
     }
 
     /// Requests received per path.

@@ -24,6 +24,8 @@ mod team_members;
 mod faults;
 // The faults a table-driven exporter test injects: bodies, 429 variants, statuses, only_ids.
 mod fault_table;
+// An unwell provider: requests never answered.
+mod outages;
 // The `/_sim/` control plane.
 mod control_plane;
 // Rate limits of the Management API, per token and per route: buckets, 429s, headers, the

@@ -35,13 +35,14 @@ pub(crate) fn router() -> Router<Simulator> {
 }
 
 /// Accounts as records, their API tokens, domains, suppression list, migration statistics,
-/// mailbox records and faults.
+/// mailbox records, faults and the requests held unanswered now.
 async fn state(State(sim): State<Simulator>, auth: Management) -> Result<Json<Value>, ApiError> {
     auth.check_unscoped("the simulator control plane")?;
     let now = sim.clock().now();
     let faults = sim.faults().all();
     let mut dump = sim.world().dump(now);
     dump.insert("faults".to_owned(), json!(faults));
+    dump.insert("held_requests".to_owned(), json!(sim.held_requests()));
     Ok(Json(Value::Object(dump)))
 }
 

@@ -1,10 +1,18 @@
-//! Fault injection: per-route latency, errors, rate limiting, broken, slow and oddly shaped bodies
-//! and numbers sent as strings, so the exporter can be tested against an upstream that misbehaves.
+//! Fault injection: per-route latency, errors, rate limiting, requests never answered, broken,
+//! slow and oddly shaped bodies and numbers sent as strings, so the exporter can be tested against
+//! an upstream that misbehaves.
+//!
+//! A request never answered is held inside its own request future, never in a spawned task: a
+//! client that gives up closes its connection, hyper drops the future, and the hold is gone. So
+//! there are never more holds than open connections, each ends after [`NO_ANSWER_HOLD`] at the
+//! latest, and every one ends at once when the server shuts down, which therefore never waits
+//! for them.
 
 mod shapes;
 mod stream;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,6 +26,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
 use super::route::Route;
@@ -29,6 +38,11 @@ pub const DEFAULT_OVERSIZED_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Largest accepted `oversized_bytes`: the padding is held in memory.
 const MAX_OVERSIZED_BYTES: u64 = 256 * 1024 * 1024;
+
+/// How long a request of [`FaultSpec::no_answer_rate`] is held at most before its connection is
+/// closed, still without an answer: longer than any sensible client timeout, short enough that a
+/// forgotten client does not pin a connection for good.
+pub const NO_ANSWER_HOLD: Duration = Duration::from_secs(10 * 60);
 
 /// How a successful (200) answer's body is replaced. Written in snake_case in JSON.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,6 +121,11 @@ pub struct FaultSpec {
     /// Those errors carry `Retry-After: <secs>`, as a service that is down for maintenance or
     /// overloaded says when to come back (at most a day, as the rate limits' `retry_after_secs`).
     pub error_retry_after_secs: Option<u64>,
+    /// Probability that a request gets no answer at all: held open, nothing sent, until the client
+    /// gives up (or [`NO_ANSWER_HOLD`] passes, or the server shuts down), then the connection is
+    /// closed. Rolled after `latency`, before the 429 and error rolls, which a held request never
+    /// reaches.
+    pub no_answer_rate: f64,
     /// Probability of a 429 carrying `Retry-After: <retry_after_secs>`.
     pub rate_limit_rate: f64,
     pub retry_after_secs: u64,
@@ -145,6 +164,7 @@ impl FaultSpec {
     pub fn validate(&self) -> Result<(), String> {
         for (name, rate) in [
             ("error_rate", self.error_rate),
+            ("no_answer_rate", self.no_answer_rate),
             ("rate_limit_rate", self.rate_limit_rate),
             ("malformed_rate", self.malformed_rate),
         ] {
@@ -253,12 +273,14 @@ mod option_millis {
 const MAX_COUNTED_PATHS: usize = 100_000;
 
 /// The faults of every route (several per route when each names its own `only_ids`), the
-/// seeded random source that decides each roll, and how many requests each path received.
+/// seeded random source that decides each roll, how many requests each path received, and how
+/// many are held unanswered now.
 #[derive(Debug)]
 pub(crate) struct Faults {
     table: Mutex<BTreeMap<Route, Vec<FaultSpec>>>,
     rng: Mutex<StdRng>,
     hits: Mutex<HashMap<String, u64>>,
+    held: Arc<AtomicUsize>,
 }
 
 impl Faults {
@@ -267,7 +289,13 @@ impl Faults {
             table: Mutex::new(BTreeMap::new()),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             hits: Mutex::new(HashMap::new()),
+            held: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// Requests held unanswered now (see [`FaultSpec::no_answer_rate`]).
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set(&self, route: Route, spec: FaultSpec) {
@@ -370,6 +398,9 @@ pub(crate) struct FaultLayerState {
     pub route: Route,
     /// Dates the HTTP-date `Retry-After`.
     pub clock: SimClock,
+    /// The server's shutdown: it ends every held request at once, so a graceful shutdown never
+    /// waits for them. Never cancelled for a router served by someone else.
+    pub shutdown: CancellationToken,
 }
 
 /// Largest dashboard body read to find its `account` for `only_ids`; beyond it the request is
@@ -388,7 +419,8 @@ pub(crate) async fn count(
 }
 
 /// The fault layer. It sits outside the handler, like a proxy or rate limiter in front of the
-/// real service: latency, then a 429 roll, then an error roll answer before authentication; the
+/// real service: latency, then a no-answer roll, a 429 roll and an error roll answer (or not)
+/// before authentication; the
 /// malformed-body roll, the body fault and numbers-as-strings then rewrite a successful answer,
 /// and the slow and broken bodies deliver it.
 pub(crate) async fn inject(
@@ -416,6 +448,9 @@ pub(crate) async fn inject(
     if let Some(latency) = spec.latency {
         tokio::time::sleep(latency).await;
     }
+    if layer.faults.roll(spec.no_answer_rate) {
+        return hold(&layer.faults, &layer.shutdown).await;
+    }
     if layer.faults.roll(spec.rate_limit_rate) {
         return rate_limited(&spec, layer.clock.now());
     }
@@ -442,6 +477,34 @@ pub(crate) async fn inject(
         return stream::deliver(response, spec.slow_body, spec.reset_mid_body).await;
     }
     response
+}
+
+/// Counts one held request in [`Faults::held`] for as long as it lives: dropped with the request
+/// future when the client goes away, or when the hold ends.
+struct Held(Arc<AtomicUsize>);
+
+impl Held {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Holds the request without answering until [`NO_ANSWER_HOLD`] passes or the server shuts down
+/// (a client that gives up first drops this future), then closes the connection unanswered.
+async fn hold(faults: &Faults, shutdown: &CancellationToken) -> Response {
+    let _held = Held::new(&faults.held);
+    tokio::select! {
+        () = tokio::time::sleep(NO_ANSWER_HOLD) => {}
+        () = shutdown.cancelled() => {}
+    }
+    stream::unanswered()
 }
 
 /// Whether `spec` applies to this request (always, without `only_ids`). The dashboard names its

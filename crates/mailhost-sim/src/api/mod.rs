@@ -23,11 +23,12 @@ use axum::Router;
 use axum::http::{Method, Uri};
 use axum::middleware::from_fn_with_state;
 use axum::routing::{MethodRouter, get, post, put};
+use tokio_util::sync::CancellationToken;
 
 pub use error::ApiError;
 pub use extract::MANAGEMENT_TOKEN_HEADER;
 pub(crate) use faults::Faults;
-pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec};
+pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec, NO_ANSWER_HOLD};
 pub use management::PAYMENT_METHODS;
 pub(crate) use route::not_a_limited_route;
 pub use route::{Route, UnknownRoute};
@@ -64,8 +65,9 @@ fn handler(route: Route) -> MethodRouter<Simulator> {
 ///
 /// The layers of a route, outermost first: the hit counter (every request counted once, whoever
 /// answers it), the rate limiter (Management routes only, like a gateway in front of the
-/// service), the fault layer, the handler.
-pub(crate) fn build(sim: &Simulator) -> Router {
+/// service), the fault layer, the handler. Cancelling `shutdown` ends the requests the fault
+/// layer holds unanswered.
+pub(crate) fn build(sim: &Simulator, shutdown: &CancellationToken) -> Router {
     let limiter = sim.rate_limiter();
     let mut router = Router::new();
     for route in Route::ALL {
@@ -74,6 +76,7 @@ pub(crate) fn build(sim: &Simulator) -> Router {
                 faults: sim.faults(),
                 route,
                 clock: sim.clock().clone(),
+                shutdown: shutdown.clone(),
             },
             faults::inject,
         );

@@ -1,5 +1,6 @@
 //! Delivery faults: a body trickled over time, or one broken off half-way. Status and headers go
-//! out at once; only the body misbehaves, so a client sees the fault while reading it.
+//! out at once; only the body misbehaves, so a client sees the fault while reading it. And the
+//! end of a request never answered: a connection closed before anything is sent.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -8,7 +9,7 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, to_bytes};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use hyper::body::{Body as HttpBody, Frame};
 use tokio::time::Sleep;
@@ -23,7 +24,7 @@ const BREAK_PAUSE: Duration = Duration::from_millis(50);
 /// The error a broken body ends with; hyper then drops the connection without finishing the
 /// message, so the client sees a body shorter than its `Content-Length`.
 #[derive(Debug, thiserror::Error)]
-#[error("connection broken by the simulator's reset_mid_body fault")]
+#[error("connection broken by the simulator's reset_mid_body or no_answer_rate fault")]
 pub(super) struct BodyBroken;
 
 /// Re-sends `response` with its body trickled over `slow` (if given) and, with `reset`, only its
@@ -57,6 +58,21 @@ pub(super) async fn deliver(response: Response, slow: Option<Duration>, reset: b
             break_pause: interval.max(BREAK_PAUSE),
         }),
     )
+}
+
+/// A response whose body fails before its first byte. hyper polls the body before it flushes the
+/// head, so it drops the connection without sending anything: the client sees the connection
+/// closed and no status. (Through the router, without a socket, it is a 504 whose body fails.)
+pub(super) fn unanswered() -> Response {
+    let mut response = Response::new(Body::new(Trickle {
+        chunks: VecDeque::new(),
+        interval: Duration::ZERO,
+        pause: None,
+        break_at_end: true,
+        break_pause: Duration::ZERO,
+    }));
+    *response.status_mut() = StatusCode::GATEWAY_TIMEOUT;
+    response
 }
 
 /// `bytes` in `pieces` chunks of about the same size (at least one chunk, possibly empty).
@@ -137,6 +153,13 @@ mod tests {
             assert_eq!(joined, bytes.to_vec(), "{pieces}");
         }
         assert_eq!(split(Bytes::new(), 20).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_body_fails_before_its_first_byte() {
+        let response = unanswered();
+        assert_eq!(response.status(), StatusCode::GATEWAY_TIMEOUT);
+        assert!(to_bytes(response.into_body(), usize::MAX).await.is_err());
     }
 
     #[tokio::test]

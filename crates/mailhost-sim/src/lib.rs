@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 // service on the wire (`api`).
 pub use api::{
     ApiError, BodyFault, DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT, DEFAULT_OVERSIZED_BYTES,
-    FaultSpec, MANAGEMENT_TOKEN_HEADER, NO_ANSWER_HOLD, PAYMENT_METHODS, Route,
+    FaultSpec, MANAGEMENT_TOKEN_HEADER, MAX_FAULT_WINDOW, NO_ANSWER_HOLD, PAYMENT_METHODS, Route,
     SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX, UnknownRoute,
 };
 pub use world::{
@@ -195,9 +195,16 @@ impl Simulator {
     }
 
     /// Replaces the fault of `route`; `FaultSpec::default()` heals it. Rates outside 0..=1 are
-    /// clamped when rolled.
+    /// clamped when rolled. Its window (`starts_after`, `lasts`) is measured from now, on
+    /// `tokio::time::Instant`, so a test on paused time moves it with `advance`.
     pub fn set_fault(&self, route: Route, spec: FaultSpec) {
-        self.inner.faults.set(route, spec);
+        self.inner.faults.set([route], spec);
+    }
+
+    /// Replaces the fault of every route of [`Route::ALL`] (the Send API included) with `spec`,
+    /// one window for all: an outage of the whole API. `FaultSpec::default()` heals every route.
+    pub fn set_fault_on_every_route(&self, spec: FaultSpec) {
+        self.inner.faults.set(Route::ALL, spec);
     }
 
     /// Adds a fault to `route` beside those in force, for mixing per-target faults (each with

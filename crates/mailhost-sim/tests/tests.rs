@@ -24,7 +24,7 @@ mod team_members;
 mod faults;
 // The faults a table-driven exporter test injects: bodies, 429 variants, statuses, only_ids.
 mod fault_table;
-// An unwell provider: requests never answered.
+// An unwell provider: requests never answered, outage windows, faults on every route.
 mod outages;
 // The `/_sim/` control plane.
 mod control_plane;

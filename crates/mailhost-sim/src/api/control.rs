@@ -1,12 +1,12 @@
 //! The `/_sim/` control plane: not part of the real API, it lets tests and benchmarks read the
-//! simulator's state and set faults and rate limits (per token, and per route of a token) over
-//! HTTP. It needs an unrestricted management token.
+//! simulator's state and set faults (per route, or on every route at once) and rate limits (per
+//! token, and per route of a token) over HTTP. It needs an unrestricted management token.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::routing::{delete, get, put};
+use axum::routing::{get, put};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -21,7 +21,7 @@ use crate::world::rate_limit::RateLimit;
 pub(crate) fn router() -> Router<Simulator> {
     Router::new()
         .route("/_sim/state", get(state))
-        .route("/_sim/faults", delete(clear_faults))
+        .route("/_sim/faults", put(set_every_fault).delete(clear_faults))
         .route(
             "/_sim/faults/{route}",
             put(set_fault).post(add_fault).delete(clear_fault),
@@ -76,6 +76,20 @@ async fn set_fault(
     let spec = checked(&auth, spec)?;
     sim.set_fault(route, spec.clone());
     Ok(Json(json!({ "route": route.name(), "fault": spec })))
+}
+
+/// Sets one fault on every route at once, one window for all (an outage of the whole API, the
+/// Send API included), as `DELETE /_sim/faults` heals every route; answers the routes and the
+/// fault now in force on each.
+async fn set_every_fault(
+    State(sim): State<Simulator>,
+    auth: Management,
+    JsonBody(spec): JsonBody<FaultSpec>,
+) -> Result<Json<Value>, ApiError> {
+    let spec = checked(&auth, spec)?;
+    sim.set_fault_on_every_route(spec.clone());
+    let routes: Vec<&str> = Route::ALL.iter().map(Route::name).collect();
+    Ok(Json(json!({ "routes": routes, "fault": spec })))
 }
 
 /// Adds a fault beside those in force on the route (for per-target faults, each with its own

@@ -26,6 +26,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
@@ -38,6 +39,10 @@ pub const DEFAULT_OVERSIZED_BYTES: u64 = 8 * 1024 * 1024;
 
 /// Largest accepted `oversized_bytes`: the padding is held in memory.
 const MAX_OVERSIZED_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Longest accepted `starts_after_ms` and `lasts_ms`: a week, more than any test or benchmark
+/// runs, and far from any overflow of an instant.
+pub const MAX_FAULT_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// How long a request of [`FaultSpec::no_answer_rate`] is held at most before its connection is
 /// closed, still without an answer: longer than any sensible client timeout, short enough that a
@@ -157,6 +162,22 @@ pub struct FaultSpec {
     /// segment (for the dashboard, or whose body's `account` is one of them); the other requests of
     /// the route are answered normally.
     pub only_ids: Option<Vec<String>>,
+    /// The fault applies only from this long after it was set (an outage that begins later);
+    /// before, the route answers normally.
+    #[serde(
+        rename = "starts_after_ms",
+        with = "option_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub starts_after: Option<Duration>,
+    /// The fault applies only for this long from its start (an outage that ends); after, the
+    /// route answers normally. Unset: until the fault is changed or cleared.
+    #[serde(
+        rename = "lasts_ms",
+        with = "option_millis",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub lasts: Option<Duration>,
 }
 
 impl FaultSpec {
@@ -233,7 +254,60 @@ impl FaultSpec {
                 "`only_ids` must list non-empty ids; omit it to fault every request".to_owned(),
             );
         }
+        self.validate_window()
+    }
+
+    /// The window: each bound at most [`MAX_FAULT_WINDOW`], a length of at least a millisecond,
+    /// and a fault for it to limit.
+    fn validate_window(&self) -> Result<(), String> {
+        let week = MAX_FAULT_WINDOW.as_millis();
+        for (name, value) in [
+            ("starts_after_ms", self.starts_after),
+            ("lasts_ms", self.lasts),
+        ] {
+            if let Some(value) = value
+                && value > MAX_FAULT_WINDOW
+            {
+                return Err(format!(
+                    "`{name}` must be at most {week} (a week), got {}",
+                    value.as_millis()
+                ));
+            }
+        }
+        if self.lasts.is_some_and(|lasts| lasts.is_zero()) {
+            return Err(
+                "`lasts_ms` must be at least 1: omit it for a fault that lasts until changed"
+                    .to_owned(),
+            );
+        }
+        let unlimited = Self {
+            only_ids: None,
+            starts_after: None,
+            lasts: None,
+            ..self.clone()
+        };
+        if (self.starts_after.is_some() || self.lasts.is_some()) && unlimited.is_healthy() {
+            return Err(
+                "`starts_after_ms` and `lasts_ms` limit a fault in time, but this spec has no \
+                 fault: add one (e.g. `error_rate`, `no_answer_rate`)"
+                    .to_owned(),
+            );
+        }
         Ok(())
+    }
+
+    /// Whether the fault is in force `elapsed` after it was set: from `starts_after` (at once
+    /// when unset) for `lasts` (for good when unset).
+    pub(crate) fn in_force(&self, elapsed: Duration) -> bool {
+        let start = self.starts_after.unwrap_or(Duration::ZERO);
+        if elapsed < start {
+            return false;
+        }
+        match self.lasts {
+            None => true,
+            // Both bounded by a week: the sum cannot overflow, but saturate anyway.
+            Some(lasts) => elapsed < start.saturating_add(lasts),
+        }
     }
 
     fn error_status(&self) -> StatusCode {
@@ -272,12 +346,33 @@ mod option_millis {
 /// Distinct request paths counted at most by [`Faults::hit`]; a test's fleet fits well within.
 const MAX_COUNTED_PATHS: usize = 100_000;
 
+/// One fault of a route and when it was set, the origin of its window.
+#[derive(Clone, Debug)]
+struct Entry {
+    spec: FaultSpec,
+    set_at: Instant,
+}
+
+impl Entry {
+    fn new(spec: FaultSpec, set_at: Instant) -> Self {
+        Self { spec, set_at }
+    }
+
+    fn in_force(&self, now: Instant) -> bool {
+        self.spec
+            .in_force(now.saturating_duration_since(self.set_at))
+    }
+}
+
 /// The faults of every route (several per route when each names its own `only_ids`), the
 /// seeded random source that decides each roll, how many requests each path received, and how
 /// many are held unanswered now.
+///
+/// Window time is `tokio::time::Instant`, as the rate limits' buckets, so tests can pause and
+/// advance it.
 #[derive(Debug)]
 pub(crate) struct Faults {
-    table: Mutex<BTreeMap<Route, Vec<FaultSpec>>>,
+    table: Mutex<BTreeMap<Route, Vec<Entry>>>,
     rng: Mutex<StdRng>,
     hits: Mutex<HashMap<String, u64>>,
     held: Arc<AtomicUsize>,
@@ -298,17 +393,22 @@ impl Faults {
         self.held.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn set(&self, route: Route, spec: FaultSpec) {
+    /// Replaces the faults of each of `routes` with `spec`, all set at one instant (so one window
+    /// for all); a healthy spec heals them.
+    pub(crate) fn set(&self, routes: impl IntoIterator<Item = Route>, spec: FaultSpec) {
+        let set_at = Instant::now();
         let mut table = self.table.lock().expect("fault table mutex poisoned");
-        if spec.is_healthy() {
-            table.remove(&route);
-        } else {
-            table.insert(route, vec![spec]);
+        for route in routes {
+            if spec.is_healthy() {
+                table.remove(&route);
+            } else {
+                table.insert(route, vec![Entry::new(spec.clone(), set_at)]);
+            }
         }
     }
 
-    /// Adds a fault to `route` next to those in force; the first whose `only_ids` names a
-    /// request applies to it.
+    /// Adds a fault to `route` next to those in force; the first whose window is open and whose
+    /// `only_ids` names a request applies to it.
     pub(crate) fn add(&self, route: Route, spec: FaultSpec) {
         if !spec.is_healthy() {
             self.table
@@ -316,16 +416,23 @@ impl Faults {
                 .expect("fault table mutex poisoned")
                 .entry(route)
                 .or_default()
-                .push(spec);
+                .push(Entry::new(spec, Instant::now()));
         }
     }
 
-    fn specs(&self, route: Route) -> Vec<FaultSpec> {
+    /// The faults of `route` whose window is open at `now`, in the order they were set.
+    fn in_force(&self, route: Route, now: Instant) -> Vec<FaultSpec> {
         self.table
             .lock()
             .expect("fault table mutex poisoned")
             .get(&route)
-            .cloned()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter(|entry| entry.in_force(now))
+                    .map(|entry| entry.spec.clone())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -360,9 +467,14 @@ impl Faults {
             .clear();
     }
 
-    /// The first fault in force on `route`.
+    /// The first fault set on `route`, its window open or not.
     pub(crate) fn get(&self, route: Route) -> Option<FaultSpec> {
-        self.specs(route).into_iter().next()
+        self.table
+            .lock()
+            .expect("fault table mutex poisoned")
+            .get(&route)
+            .and_then(|entries| entries.first())
+            .map(|entry| entry.spec.clone())
     }
 
     pub(crate) fn all(&self) -> BTreeMap<Route, FaultSpec> {
@@ -370,7 +482,7 @@ impl Faults {
             .lock()
             .expect("fault table mutex poisoned")
             .iter()
-            .filter_map(|(r, specs)| Some((*r, specs.first()?.clone())))
+            .filter_map(|(r, entries)| Some((*r, entries.first()?.spec.clone())))
             .collect()
     }
 
@@ -419,7 +531,8 @@ pub(crate) async fn count(
 }
 
 /// The fault layer. It sits outside the handler, like a proxy or rate limiter in front of the
-/// real service: latency, then a no-answer roll, a 429 roll and an error roll answer (or not)
+/// real service. The first fault of the route whose window is open and that names the request
+/// (or names none) applies: latency, then a no-answer roll, a 429 roll and an error roll answer (or not)
 /// before authentication; the
 /// malformed-body roll, the body fault and numbers-as-strings then rewrite a successful answer,
 /// and the slow and broken bodies deliver it.
@@ -430,7 +543,7 @@ pub(crate) async fn inject(
 ) -> Response {
     let mut request = request;
     let mut chosen = None;
-    for spec in layer.faults.specs(layer.route) {
+    for spec in layer.faults.in_force(layer.route, Instant::now()) {
         match targeted(&spec, layer.route, request).await {
             Ok((r, applies)) => {
                 request = r;
@@ -713,6 +826,119 @@ mod tests {
         assert!(
             serde_json::from_value::<FaultSpec>(json!({"error_retry_after_secs": -1})).is_err()
         );
+    }
+
+    #[test]
+    fn a_window_opens_after_its_start_and_closes_after_its_length() {
+        let secs = Duration::from_secs;
+        let spec = FaultSpec {
+            error_rate: 1.0,
+            starts_after: Some(secs(10)),
+            lasts: Some(secs(60)),
+            ..FaultSpec::default()
+        };
+        assert_eq!(spec.validate(), Ok(()));
+        let open: Vec<bool> = [0, 9, 10, 69, 70, 10_000]
+            .into_iter()
+            .map(|s| spec.in_force(secs(s)))
+            .collect();
+        assert_eq!(open, [false, false, true, true, false, false]);
+        let from_ten = FaultSpec {
+            lasts: None,
+            ..spec.clone()
+        };
+        assert!(!from_ten.in_force(secs(9)) && from_ten.in_force(secs(1_000_000)));
+        let for_a_minute = FaultSpec {
+            starts_after: None,
+            ..spec.clone()
+        };
+        assert!(for_a_minute.in_force(Duration::ZERO) && !for_a_minute.in_force(secs(60)));
+        assert!(FaultSpec::default().in_force(Duration::MAX));
+        let read: FaultSpec = serde_json::from_value(
+            json!({"error_rate": 1.0, "starts_after_ms": 10_000, "lasts_ms": 60_000}),
+        )
+        .expect("spec");
+        assert_eq!(read, spec);
+        let written = serde_json::to_value(&spec).expect("json");
+        assert_eq!(
+            (&written["starts_after_ms"], &written["lasts_ms"]),
+            (&json!(10_000), &json!(60_000))
+        );
+    }
+
+    #[test]
+    fn bad_windows_are_refused_naming_the_member() {
+        let ms = Duration::from_millis;
+        let fault = |starts_after, lasts| FaultSpec {
+            error_rate: 1.0,
+            starts_after,
+            lasts,
+            ..FaultSpec::default()
+        };
+        let week = MAX_FAULT_WINDOW;
+        assert_eq!(fault(Some(week), Some(week)).validate(), Ok(()));
+        assert_eq!(fault(Some(Duration::ZERO), Some(ms(1))).validate(), Ok(()));
+        let cases = [
+            (
+                fault(Some(week + ms(1)), None),
+                "`starts_after_ms` must be at most 604800000 (a week), got 604800001",
+            ),
+            (
+                fault(None, Some(week + ms(1))),
+                "`lasts_ms` must be at most 604800000 (a week), got 604800001",
+            ),
+            (
+                fault(None, Some(Duration::ZERO)),
+                "`lasts_ms` must be at least 1",
+            ),
+            (
+                FaultSpec {
+                    starts_after: Some(ms(5)),
+                    only_ids: Some(vec!["1".to_owned()]),
+                    ..FaultSpec::default()
+                },
+                "but this spec has no fault",
+            ),
+        ];
+        for (spec, expected) in cases {
+            let message = spec.validate().expect_err("refused");
+            assert!(message.contains(expected), "{message:?} lacks {expected:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn faults_outside_their_window_are_not_in_force_and_let_the_next_apply() {
+        let faults = Faults::new(1);
+        let t0 = Instant::now();
+        let status = |status| FaultSpec {
+            error_rate: 1.0,
+            error_status: Some(status),
+            ..FaultSpec::default()
+        };
+        faults.add(
+            Route::Send,
+            FaultSpec {
+                lasts: Some(Duration::from_secs(1)),
+                ..status(503)
+            },
+        );
+        faults.add(Route::Send, status(502));
+        let first = |now| faults.in_force(Route::Send, now).first()?.error_status;
+        assert_eq!(first(t0), Some(503));
+        assert_eq!(first(t0 + Duration::from_secs(1)), Some(502));
+        // Listed whether in force or not: it is still set.
+        assert_eq!(
+            faults.get(Route::Send).and_then(|s| s.error_status),
+            Some(503)
+        );
+        faults.set(Route::ALL, status(500));
+        assert!(
+            Route::ALL
+                .into_iter()
+                .all(|route| faults.in_force(route, t0).len() == 1)
+        );
+        faults.set(Route::ALL, FaultSpec::default());
+        assert!(faults.all().is_empty());
     }
 
     #[test]

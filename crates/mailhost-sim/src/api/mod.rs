@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 pub use error::ApiError;
 pub use extract::MANAGEMENT_TOKEN_HEADER;
 pub(crate) use faults::Faults;
-pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec, NO_ANSWER_HOLD};
+pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec, MAX_FAULT_WINDOW, NO_ANSWER_HOLD};
 pub use management::PAYMENT_METHODS;
 pub(crate) use route::not_a_limited_route;
 pub use route::{Route, UnknownRoute};

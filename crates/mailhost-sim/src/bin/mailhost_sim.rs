@@ -1,5 +1,6 @@
 //! The `mailhost_sim` binary: serves the simulated provider (Management and Send APIs) with the
-//! demo fleet, optionally sending demo traffic through itself, until ctrl-c or SIGTERM.
+//! demo fleet, optionally sending demo traffic through itself, behind rate limits (refusing with
+//! 429 or another status) or an outage of the whole API, until ctrl-c or SIGTERM.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::process::ExitCode;
@@ -7,8 +8,8 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Parser, ValueEnum};
 use mailhost_sim::{
-    Account, DEFAULT_REFUSAL_STATUS, DEMO_SEED, ManagementToken, RateLimit, RateLimitHeaders,
-    RetryAfterStyle, Route, SimConfig, Simulator, traffic,
+    Account, DEFAULT_REFUSAL_STATUS, DEMO_SEED, FaultSpec, ManagementToken, RateLimit,
+    RateLimitHeaders, RetryAfterStyle, Route, SimConfig, Simulator, traffic,
 };
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +32,11 @@ const DEFAULT_TOKEN: &str = "demo-management-token";
     ArgGroup::new("any_rate_limit")
         .multiple(true)
         .args(["rate_limit", "route_rate_limit"])
+))]
+#[command(group(
+    ArgGroup::new("outage")
+        .multiple(true)
+        .args(["outage_after", "outage_for"])
 ))]
 struct Args {
     /// Address to listen on (host:port).
@@ -76,12 +82,46 @@ struct Args {
     /// Status of a refusal of the rate limits: 429, or 503, 502, 504 or 403 for a provider that
     /// throttles with another status (S3's SlowDown and Azure's ServerBusy answer 503), with the
     /// same Retry-After and rate-limit headers.
-    #[arg(long, value_name = "STATUS", default_value_t = DEFAULT_REFUSAL_STATUS, requires = "any_rate_limit")]
+    #[arg(
+        long,
+        value_name = "STATUS",
+        default_value_t = DEFAULT_REFUSAL_STATUS,
+        requires = "any_rate_limit"
+    )]
     rate_limit_status: u16,
     /// Rate-limit headers on every answer to a limited token: those of the route's limit, if it
     /// has one, else those of the token's.
     #[arg(long, value_enum, default_value_t = HeadersArg::None, requires = "any_rate_limit")]
     rate_limit_headers: HeadersArg,
+    /// Starts an outage of the whole API (every route, the Send API included; not the /_sim/
+    /// control plane) this long after the simulator starts, e.g. `10s`; with --outage-for alone
+    /// it starts at once.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    outage_after: Option<Duration>,
+    /// How long the outage lasts, e.g. `60s`; without it, until the simulator stops or its faults
+    /// are changed over the control plane.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    outage_for: Option<Duration>,
+    /// Status of every answer during the outage (400-599), with the usual JSON error body.
+    #[arg(
+        long,
+        value_name = "STATUS",
+        default_value_t = 503,
+        requires = "outage"
+    )]
+    outage_status: u16,
+    /// `Retry-After` seconds of the outage's answers (at most 86400); without it they carry none.
+    #[arg(
+        long,
+        value_name = "SECS",
+        requires = "outage",
+        conflicts_with = "outage_no_answer"
+    )]
+    outage_retry_after: Option<u64>,
+    /// During the outage, no answer at all: each request is held open until its client gives up
+    /// (10 minutes at most), then its connection is closed without a status.
+    #[arg(long, requires = "outage", conflicts_with = "outage_status")]
+    outage_no_answer: bool,
 }
 
 /// `ROUTE=RPS` of `--route-rate-limit`; the rate is checked with the rest of the limit.
@@ -179,6 +219,45 @@ impl Args {
             status: self.rate_limit_status,
         }
     }
+
+    /// The fault of every route the outage flags ask for, if any, checked.
+    fn outage(&self) -> Result<Option<FaultSpec>, String> {
+        if self.outage_after.is_none() && self.outage_for.is_none() {
+            return Ok(None);
+        }
+        let spec = if self.outage_no_answer {
+            FaultSpec {
+                no_answer_rate: 1.0,
+                ..FaultSpec::default()
+            }
+        } else {
+            FaultSpec {
+                error_rate: 1.0,
+                error_status: Some(self.outage_status),
+                error_retry_after_secs: self.outage_retry_after,
+                ..FaultSpec::default()
+            }
+        };
+        let spec = FaultSpec {
+            starts_after: self.outage_after,
+            lasts: self.outage_for,
+            ..spec
+        };
+        // The library's message names the members of a fault; here they are flags, and the
+        // window's bounds durations rather than milliseconds.
+        spec.validate().map_err(|reason| {
+            reason
+                .replace("`error_status`", "--outage-status")
+                .replace("`error_retry_after_secs`", "--outage-retry-after")
+                .replace("`starts_after_ms`", "--outage-after (in milliseconds)")
+                .replace(
+                    "`lasts_ms` must be at least 1: omit it for a fault that lasts until changed",
+                    "--outage-for must be at least 1ms: omit it for an outage until the end",
+                )
+                .replace("`lasts_ms`", "--outage-for (in milliseconds)")
+        })?;
+        Ok(Some(spec))
+    }
 }
 
 /// A limit's message with the members every limit of the flags shares named as their flags.
@@ -220,6 +299,7 @@ async fn run(args: Args) -> Result<(), String> {
     // Checked before anything starts, so a bad flag fails fast.
     let rate_limit = args.rate_limit()?;
     let route_rate_limits = args.route_rate_limits()?;
+    let outage = args.outage()?;
     let token = match std::env::var(TOKEN_ENV) {
         Ok(token) if !token.trim().is_empty() => token,
         _ => {
@@ -288,6 +368,19 @@ async fn run(args: Args) -> Result<(), String> {
             "Management API route rate limit: every management token has its own bucket on it"
         );
         sim.set_route_rate_limit(None, route, Some(limit))?;
+    }
+
+    if let Some(spec) = outage {
+        let text = |d: Option<Duration>| d.map(|d| humantime::format_duration(d).to_string());
+        tracing::info!(
+            after = text(spec.starts_after).as_deref().unwrap_or("0s"),
+            lasting = text(spec.lasts).as_deref().unwrap_or("until the end"),
+            status = (!args.outage_no_answer).then_some(args.outage_status),
+            retry_after_secs = spec.error_retry_after_secs,
+            no_answer = args.outage_no_answer,
+            "outage of every route (the /_sim/ control plane stays up)"
+        );
+        sim.set_fault_on_every_route(spec);
     }
 
     let listener = TcpListener::bind(&args.listen)

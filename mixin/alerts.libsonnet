@@ -324,6 +324,17 @@ local lib = import 'lib.libsonnet';
             '{{ $value | humanizePercentage }} of the calls to {{ $labels.endpoint }} from {{ $labels.instance }} were answered HTTP 429 over the last 5 minutes, although the exporter paces itself.',
           ),
           alert(
+            'MailhostProviderOutage',
+            'warning',
+            // One per tenant and endpoint, not one per account: the accounts of an endpoint
+            // in an outage are not called, and keep their values until max_age.
+            // The value is how long it has lasted (the series exists only during an outage);
+            // an HA pair's replicas make one alert.
+            'max without (instance) (time() - %s)' % s('mailhost_api_endpoint_outage_since_timestamp_seconds'),
+            'The provider fails every call of an endpoint.',
+            tenantOrToken + ': every call of {{ $labels.endpoint }} has failed for {{ $value | humanizeDuration }} (5xx, timeouts or refused connections, no answer between). The exporter has paused it and asks once per cool-down; its targets keep their values until max_age.',
+          ),
+          alert(
             'MailhostTenantFleetExceedsRateLimit',
             'warning',
             // The value is ceil(needed / allowed): how many intervals apart each account is

@@ -111,6 +111,7 @@
       MailhostCollectorFailing: '10m',
       MailhostDataStale: '1m',
       MailhostApiRateLimited: '10m',
+      MailhostProviderOutage: '5m',
       MailhostTenantFleetExceedsRateLimit: '15m',
     },
     // A running migration whose migrated count stays put this long is stalled.

@@ -262,10 +262,13 @@ pub fn run_with_input(program: &str, args: &[&str], input: &str) -> (bool, Strin
 }
 
 /// Series present only while a target fails: demo mode, where every target answers, never shows
-/// them. `tests/diagnosis.rs` drives them with every failure reason instead.
+/// them. `tests/diagnosis.rs` drives them with every failure reason instead, and
+/// `tests/unwell.rs` the outage series of an endpoint that fails everywhere.
 pub const ONLY_WHILE_FAILING: &[&str] = &[
     "mailhost_target_failure_info",
     "mailhost_target_last_failure_timestamp_seconds",
+    "mailhost_api_endpoint_outage_since_timestamp_seconds",
+    "mailhost_api_endpoint_next_probe_timestamp_seconds",
 ];
 
 /// Every check that needs an outside tool, by tool, with how to install it. When a tool is

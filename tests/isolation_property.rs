@@ -1,5 +1,6 @@
 //! The isolation property over the whole fault matrix: one Delivery account broken in one way
-//! (404, 403, 500, 503, a cut body, no answer, a slow body, 429 with and without `Retry-After`)
+//! (404, 403, 500, 503 with and without `Retry-After`, a cut body, an answer later than the
+//! timeout, no answer at all, a slow body, 429 with and without `Retry-After`)
 //! beside twelve healthy ones on the same token and the same endpoint. For every fault, over a
 //! dozen intervals after it starts, every healthy account keeps its values and is refreshed every
 //! interval, judged by the exporter's own last-success series, while the broken one fails with
@@ -96,6 +97,22 @@ fn cases() -> Vec<Case> {
                 ..f()
             },
             "rate_limited",
+        ),
+        case(
+            "503 with Retry-After: 1",
+            FaultSpec {
+                error_retry_after_secs: Some(1),
+                ..status(503)
+            },
+            "rate_limited",
+        ),
+        case(
+            "no answer at all",
+            FaultSpec {
+                no_answer_rate: 1.0,
+                ..f()
+            },
+            "timeout",
         ),
     ]
 }
@@ -325,7 +342,7 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_broken_account_never_stalls_its_healthy_neighbours_whatever_the_fault() {
     let cases = cases();
-    assert_eq!(cases.len(), 9, "one case per fault of the matrix");
+    assert_eq!(cases.len(), 11, "one case per fault of the matrix");
     // A few cases at a time: each runs a simulator and an exporter, and a slow shared machine
     // must still answer the healthy accounts well within their short deadlines.
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(3));

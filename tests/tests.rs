@@ -127,3 +127,7 @@ mod pacing;
 // Every flag and every config field against hostile values: a clear error naming it, or a clean
 // start; never a panic.
 mod flags_and_fields;
+
+// An unwell provider: an endpoint failing everywhere paused and probed, not retried; retries
+// held to a budget; a 503 with Retry-After obeyed; a broken shard never taken for an outage.
+mod unwell;

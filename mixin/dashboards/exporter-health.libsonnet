@@ -1,7 +1,7 @@
 // The exporter-health dashboard without the fields _config sets (dashboards.libsonnet adds them).
 {
   id: null,
-  description: 'Is the exporter getting its data? Collector and target success, data age, upstream requests, failures by reason, latency, parse problems, provider rate limits, build.',
+  description: 'Is the exporter getting its data? Collector and target success, data age, upstream requests, failures by reason, latency, parse problems, provider rate limits, provider outages and retries refused, build.',
   schemaVersion: 39,
   version: 1,
   editable: true,
@@ -1664,6 +1664,138 @@
         },
       ],
       id: 26,
+    },
+    {
+      type: 'row',
+      title: 'Provider health',
+      collapsed: false,
+      gridPos: {
+        x: 0,
+        y: 81,
+        w: 24,
+        h: 1,
+      },
+      panels: [],
+      id: 27,
+    },
+    {
+      type: 'timeseries',
+      title: 'Endpoint outages',
+      description: 'Per tenant and endpoint: 1 while every call of the endpoint fails (5xx without Retry-After, timeouts, refused connections, no answer between; mailhost_api_endpoint_outage). Its calls are paused and one probe asks after a cool-down that doubles while it fails (mailhost_api_endpoint_next_probe_timestamp_seconds); the first answer lifts it. Targets not called fail with reason outage and keep their values until max_age. 0 while the endpoint answers.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 0,
+        y: 82,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'short',
+          min: 0,
+          decimals: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'max by (tenant, endpoint) (mailhost_api_endpoint_outage{job=~"$job",instance=~"$instance"})',
+          legendFormat: '{{tenant}} {{endpoint}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 28,
+    },
+    {
+      type: 'timeseries',
+      title: 'Retries refused by the budget',
+      description: 'Per tenant and endpoint, per second: failed calls not retried because the retry budget of the endpoint was spent (mailhost_api_retries_refused_total). Retries are at most a tenth of first attempts over 10 s, plus 5: while the provider fails, the exporter asks less, not more. Beside it, mailhost_api_retries_total counts the retries that went.',
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 12,
+        y: 82,
+        w: 12,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'reqps',
+          min: 0,
+          custom: {
+            drawStyle: 'line',
+            lineWidth: 1,
+            fillOpacity: 10,
+            showPoints: 'never',
+            spanNulls: false,
+          },
+        },
+        overrides: [],
+      },
+      options: {
+        legend: {
+          displayMode: 'table',
+          placement: 'bottom',
+          showLegend: true,
+          calcs: [
+            'lastNotNull',
+            'max',
+          ],
+        },
+        tooltip: {
+          mode: 'multi',
+          sort: 'desc',
+        },
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sum by (tenant, endpoint) (rate(mailhost_api_retries_refused_total{job=~"$job",instance=~"$instance"}[$__rate_interval]))',
+          legendFormat: '{{tenant}} {{endpoint}}',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+      ],
+      id: 29,
     },
   ],
 }

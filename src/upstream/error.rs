@@ -90,7 +90,9 @@ pub enum FailureReason {
     Forbidden,
     /// 404: the resource does not exist (any more).
     NotFound,
-    /// 429: the provider asks us to slow down.
+    /// The provider asks us to come back later: a 429, or a 403, 502, 503 or 504 that carries
+    /// `Retry-After` (a throttle spelled in another status, or an outage that says when it
+    /// ends).
     RateLimited,
     /// 5xx.
     ServerError,
@@ -101,10 +103,13 @@ pub enum FailureReason {
     /// Not called: this target's circuit breaker is open after its own repeated failures, until
     /// the cool-down lets one probe through.
     CircuitOpen,
+    /// Not called: every call of the endpoint fails (5xx, timeouts, refused connections) for
+    /// the token, and only one probe asks after a cool-down until the provider answers again.
+    Outage,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 10] = [
+    pub const ALL: [FailureReason; 11] = [
         FailureReason::Timeout,
         FailureReason::Connect,
         FailureReason::Unauthorized,
@@ -115,6 +120,7 @@ impl FailureReason {
         FailureReason::ClientError,
         FailureReason::Decode,
         FailureReason::CircuitOpen,
+        FailureReason::Outage,
     ];
 
     /// The failures that say "this target's call is in trouble now, not refused for good": the
@@ -149,6 +155,7 @@ impl FailureReason {
             FailureReason::ClientError => "client_error",
             FailureReason::Decode => "decode",
             FailureReason::CircuitOpen => "circuit_open",
+            FailureReason::Outage => "outage",
         }
     }
 
@@ -171,7 +178,8 @@ impl fmt::Display for FailureReason {
 pub struct UpstreamError {
     pub reason: FailureReason,
     pub detail: String,
-    /// From `Retry-After` on a 429, when the provider sent one.
+    /// From `Retry-After` on a 429 (or another status taken as one), when the provider sent
+    /// one.
     pub retry_after: Option<Duration>,
     /// Not called at all: the token's pace gave the call no turn before the deadline (reason
     /// `rate_limited`). The target keeps its state and goes first next run.
@@ -218,6 +226,30 @@ impl UpstreamError {
         };
         UpstreamError::new(reason, detail)
     }
+
+    /// The error of a status that is not a success, with the `Retry-After` it carried: a 429,
+    /// and a 403, 502, 503 or 504 that says when to come back, are the provider's "come back
+    /// later" (reason `rate_limited`, paced and paused as a 429 is); any other status is
+    /// [`UpstreamError::from_status`]'s, its `Retry-After` unused.
+    pub fn from_answer(status: u16, retry_after: Option<Duration>) -> UpstreamError {
+        match (status, retry_after) {
+            (429, _) => UpstreamError {
+                retry_after,
+                ..UpstreamError::from_status(status)
+            },
+            (403 | 502..=504, Some(wait)) => UpstreamError {
+                retry_after,
+                ..UpstreamError::new(
+                    FailureReason::RateLimited,
+                    format!(
+                        "HTTP {status} with Retry-After {}: the provider asks to come back later",
+                        humantime::format_duration(wait)
+                    ),
+                )
+            },
+            _ => UpstreamError::from_status(status),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -239,6 +271,43 @@ mod tests {
             let e = UpstreamError::from_status(status);
             assert_eq!(e.reason, reason, "{status}");
             assert!(e.detail.starts_with(&format!("HTTP {status}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_5xx_or_403_that_says_when_to_come_back_is_taken_as_a_429_and_without_it_as_before() {
+        let wait = Some(Duration::from_secs(10));
+        for status in [403, 502, 503, 504] {
+            let e = UpstreamError::from_answer(status, wait);
+            assert_eq!(e.reason, FailureReason::RateLimited, "{status}");
+            assert_eq!(e.retry_after, wait);
+            assert!(
+                e.detail
+                    .starts_with(&format!("HTTP {status} with Retry-After 10s"))
+            );
+            assert_eq!(
+                UpstreamError::from_answer(status, None).reason,
+                UpstreamError::from_status(status).reason
+            );
+        }
+        let e = UpstreamError::from_answer(429, None);
+        assert_eq!(
+            (e.reason, e.retry_after),
+            (FailureReason::RateLimited, None)
+        );
+        assert_eq!(
+            UpstreamError::from_answer(429, wait).retry_after,
+            wait,
+            "a 429 keeps its wait"
+        );
+        for status in [500, 404, 401, 400] {
+            let e = UpstreamError::from_answer(status, wait);
+            assert_eq!(
+                e.reason,
+                UpstreamError::from_status(status).reason,
+                "{status}"
+            );
+            assert_eq!(e.retry_after, None);
         }
     }
 

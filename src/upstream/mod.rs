@@ -305,6 +305,14 @@ impl Client {
         request: reqwest::RequestBuilder,
     ) -> Result<Body, UpstreamError> {
         let key: CircuitKey = (endpoint, target);
+        // What this target's failure would say of the endpoint (see pacer::outage).
+        let standing = if self.breakers.state(&key).consecutive > 0 {
+            pacer::Standing::Bad
+        } else if self.rank.is_some() {
+            pacer::Standing::Good
+        } else {
+            pacer::Standing::Unknown
+        };
         if self.breakers.admit(&key, Instant::now()).is_err() {
             self.step(|| Step::CircuitOpen {
                 route: endpoint.route(),
@@ -336,7 +344,10 @@ impl Client {
                 ));
             };
             let number = retries + throttled + 1;
-            let e = match self.attempt(&key, attempt, &mut place, number).await {
+            let e = match self
+                .attempt(&key, attempt, &mut place, number, standing)
+                .await
+            {
                 Ok(v) => break Ok(v),
                 Err(Attempt::NotSent(e)) => {
                     break Err(match (e.reason, last_429.take()) {
@@ -383,6 +394,19 @@ impl Client {
                     ..e
                 });
             }
+            if !self.pacer.may_retry(endpoint) {
+                self.observer.observe_retry_refused(&self.tenant, endpoint);
+                self.step(|| Step::RetryRefused {
+                    route: endpoint.route(),
+                });
+                break Err(UpstreamError {
+                    detail: format!(
+                        "{}; not retried: the endpoint's retry budget is spent (retries are at most a tenth of first attempts over 10 s)",
+                        e.detail
+                    ),
+                    ..e
+                });
+            }
             self.observer
                 .observe_retry(&self.tenant, endpoint, e.reason);
             self.step(|| Step::Backoff { wait });
@@ -406,7 +430,11 @@ impl Client {
         match result {
             // Neither a sign of a broken target nor of a healthy one: the circuit is left as it
             // was (a probe in flight is given up, so the next call may probe again).
-            Err(e) if e.reason == FailureReason::RateLimited || e.deferred => {
+            Err(e)
+                if e.reason == FailureReason::RateLimited
+                    || e.reason == FailureReason::Outage
+                    || e.deferred =>
+            {
                 self.breakers.abandon(key);
             }
             _ => {
@@ -437,6 +465,7 @@ impl Client {
         request: reqwest::RequestBuilder,
         place: &mut Option<u64>,
         number: u32,
+        standing: pacer::Standing,
     ) -> Result<Body, Attempt> {
         let endpoint = key.0;
         let deadline_error =
@@ -458,12 +487,30 @@ impl Client {
                 rank: self.rank,
                 place: *place,
                 deadline: self.deadline,
+                standing,
+                first: number == 1,
             })
             .await
         {
             Ok(p) => {
                 *place = Some(p.place());
                 p
+            }
+            Err(pacer::Denied {
+                outage: Some(down), ..
+            }) => {
+                not_sent(FailureReason::Outage);
+                self.observer
+                    .observe_failure(&self.tenant, endpoint, FailureReason::Outage);
+                let since = down.since.elapsed();
+                return Err(Attempt::NotSent(UpstreamError::new(
+                    FailureReason::Outage,
+                    format!(
+                        "not called: every call of this endpoint has failed for {} (5xx, timeouts or refused connections); one call asks every {} until the provider answers again",
+                        humantime::format_duration(Duration::from_secs(since.as_secs())),
+                        humantime::format_duration(down.cooldown)
+                    ),
+                )));
             }
             Err(denied) if denied.backing_off => {
                 self.step(|| Step::BackingOff {
@@ -528,9 +575,14 @@ impl Client {
             Box::pin(self.exchange(request.header("X-Api-Token", self.token.clone()))),
         )
         .await;
+        // Cut by the collector's deadline, not by the provider: no sign either way.
+        let mut cut = false;
         let (code, quota, result) = match result {
             Ok(answer) => answer,
-            Err(_) if limit < own_limit => (None, QuotaInfo::default(), Err(deadline_error())),
+            Err(_) if limit < own_limit => {
+                cut = true;
+                (None, QuotaInfo::default(), Err(deadline_error()))
+            }
             Err(_) => (
                 None,
                 QuotaInfo::default(),
@@ -548,7 +600,9 @@ impl Client {
             Err(e) if e.reason == FailureReason::RateLimited => {
                 pacer::Outcome::Throttled(e.retry_after)
             }
-            Err(_) => pacer::Outcome::Other,
+            Err(_) if cut => pacer::Outcome::Cut,
+            Err(e) if e.reason.is_transient() => pacer::Outcome::Unanswered,
+            Err(_) => pacer::Outcome::Answered,
         };
         let charged = self.pacer.observe(&permit, key, outcome, &quota, self.hold);
         drop(permit);
@@ -607,15 +661,15 @@ impl Client {
         response: &mut reqwest::Response,
     ) -> (Option<u16>, Result<Body, UpstreamError>) {
         if !response.status().is_success() {
-            let mut err = UpstreamError::from_status(status);
-            if status == 429 {
-                err.retry_after = response
-                    .headers()
-                    .get(reqwest::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| retry_wait(v, jiff::Timestamp::now()));
-            }
-            return (Some(status), Err(err));
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| retry_wait(v, jiff::Timestamp::now()));
+            return (
+                Some(status),
+                Err(UpstreamError::from_answer(status, retry_after)),
+            );
         }
         let max_body = self.api.max_response_bytes;
         let limit = usize::try_from(max_body).unwrap_or(usize::MAX);

@@ -14,6 +14,8 @@ pub trait Observer: Send + Sync {
     fn observe_failure(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason);
     /// A call of the tenant is tried again after `reason`.
     fn observe_retry(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason);
+    /// A failed call's retry was refused by its endpoint's retry budget.
+    fn observe_retry_refused(&self, tenant: &TenantName, endpoint: Endpoint);
     /// `open` of the tenant's circuits of `endpoint` are open now.
     fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize);
     /// A field of an answer could not be read; `path` and `found` come from the answer.
@@ -38,6 +40,21 @@ pub struct EndpointPace {
     pub paused: bool,
     /// Targets of this endpoint whose 429s are their own: each backs off alone.
     pub backing_off: usize,
+    /// The endpoint fails everywhere: paused, probed after a cool-down.
+    pub outage: Option<OutageView>,
+    /// Calls it may have in flight while its limit is not known yet (`None`: open).
+    pub window: Option<f64>,
+}
+
+/// An endpoint's outage as the series and pages show it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OutageView {
+    /// When it began, seconds since the epoch.
+    pub since: f64,
+    /// When its next probe may go, seconds since the epoch.
+    pub next_probe: f64,
+    /// A probe is on its way.
+    pub probing: bool,
 }
 
 /// An observer that keeps nothing, for the unit tests of `upstream/`.
@@ -50,6 +67,7 @@ impl Observer for Nothing {
     fn observe_request(&self, _: Endpoint, _: Option<u16>, _: Duration) {}
     fn observe_failure(&self, _: &TenantName, _: Endpoint, _: FailureReason) {}
     fn observe_retry(&self, _: &TenantName, _: Endpoint, _: FailureReason) {}
+    fn observe_retry_refused(&self, _: &TenantName, _: Endpoint) {}
     fn set_open_circuits(&self, _: &TenantName, _: Endpoint, _: usize) {}
     fn parse_problem(&self, _: Endpoint, _: &str, _: &str) {}
     fn set_pacer(&self, _: &TenantName, _: Option<f64>, _: f64, _: bool) {}

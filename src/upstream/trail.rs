@@ -25,6 +25,8 @@ pub const MAX_TEXT: usize = 160;
 pub enum Step {
     /// Not called: the target's circuit is open.
     CircuitOpen { route: &'static str },
+    /// A failed attempt was not retried: the endpoint's retry budget was spent.
+    RetryRefused { route: &'static str },
     /// An attempt that went out: how long it waited for its turn (the token's pacer and the
     /// cap on calls in flight), the HTTP status of the answer (none when there was no answer),
     /// how long the exchange took, why it failed, and the `Retry-After` of a 429.
@@ -134,6 +136,11 @@ impl fmt::Display for Step {
             Step::CircuitOpen { route } => {
                 write!(f, "{}: not called, the target's circuit is open", route)
             }
+            Step::RetryRefused { route } => write!(
+                f,
+                "{}: not retried, the endpoint's retry budget is spent",
+                route
+            ),
             Step::Attempt {
                 route,
                 number,

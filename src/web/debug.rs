@@ -189,6 +189,28 @@ fn pace(out: &mut String, paces: &[PaceView]) {
             rate(e.allowed, e.paused),
             e.backing_off
         );
+        if let Some(o) = e.outage {
+            let next = if o.probing {
+                "a probe is on its way".to_owned()
+            } else {
+                format!(
+                    "next probe at {}",
+                    crate::web::landing::unix_time(o.next_probe)
+                )
+            };
+            let _ = writeln!(
+                out,
+                "    In an outage since {}: every call fails; its calls wait for one probe, {next}",
+                crate::web::landing::unix_time(o.since)
+            );
+        }
+        if let Some(w) = e.window {
+            let _ = writeln!(
+                out,
+                "    Slow start: at most {} call(s) in flight, one more per success up to api.concurrency, until its pace is learned",
+                w.floor()
+            );
+        }
     }
 }
 

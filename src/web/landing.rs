@@ -171,13 +171,13 @@ fn paces(all: &[PaceView]) -> String {
         .filter(|p| {
             p.allowed.is_some()
                 || p.paused
-                || p.endpoints
-                    .iter()
-                    .any(|e| e.allowed.is_some() || e.paused || e.backing_off > 0)
+                || p.endpoints.iter().any(|e| {
+                    e.allowed.is_some() || e.paused || e.backing_off > 0 || e.outage.is_some()
+                })
         })
         .collect();
     let mut out = String::from(
-        "<h2>Pace at the provider</h2><p>What each token's pacer learned of the provider's rate limit, or was given (<code>rate_limit</code>, <code>endpoint_rate_limits</code>), per token and per endpoint, and the targets refused on their own (each backs off alone; see their failure below).</p>",
+        "<h2>Pace at the provider</h2><p>What each token's pacer learned of the provider's rate limit, or was given (<code>rate_limit</code>, <code>endpoint_rate_limits</code>), per token and per endpoint, the targets refused on their own (each backs off alone; see their failure below), and the endpoints in an outage (every call failing: paused, one probe after a cool-down).</p>",
     );
     if limited.is_empty() {
         let _ = write!(
@@ -208,7 +208,7 @@ fn paces(all: &[PaceView]) -> String {
                 "<tr><td>{}</td><td>{token}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&tenant),
                 e.endpoint,
-                pace(e.allowed, e.paused),
+                endpoint_pace(e),
                 e.backing_off,
             );
         }
@@ -225,6 +225,30 @@ fn paces(all: &[PaceView]) -> String {
         }
     );
     out
+}
+
+/// An endpoint's pace as the page says it, its outage included.
+fn endpoint_pace(e: &crate::upstream::observe::EndpointPace) -> String {
+    let rate = pace(e.allowed, e.paused);
+    match e.outage {
+        Some(o) => format!(
+            "{rate}; outage since {}, next probe {}",
+            esc(&unix_time(o.since)),
+            if o.probing {
+                "on its way".to_owned()
+            } else {
+                esc(&unix_time(o.next_probe))
+            }
+        ),
+        None => rate,
+    }
+}
+
+/// Seconds since the epoch as the page writes a time.
+pub(crate) fn unix_time(secs: f64) -> String {
+    Timestamp::from_millisecond((secs * 1000.0) as i64)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|_| format!("{secs:.0}"))
 }
 
 /// A pace as the page says it.

@@ -169,6 +169,39 @@ impl PacerSeries {
         PacerSeries::by_endpoint(
             encoder,
             (
+                "mailhost_api_endpoint_outage",
+                "1 while every call of one endpoint of the tenant's token fails (5xx without Retry-After, timeouts, refused connections, no answer between): its calls are paused and one probe asks after a cool-down that doubles while it fails; else 0.",
+                MetricType::Gauge,
+            ),
+            each()
+                .map(|(l, p)| (l, ConstGauge::new(i64::from(p.outage.is_some()))))
+                .collect(),
+        )?;
+        PacerSeries::by_endpoint(
+            encoder,
+            (
+                "mailhost_api_endpoint_outage_since_timestamp_seconds",
+                "When the endpoint's outage began, in seconds since the epoch; absent while it answers.",
+                MetricType::Gauge,
+            ),
+            each()
+                .filter_map(|(l, p)| p.outage.map(|o| (l, ConstGauge::new(o.since))))
+                .collect(),
+        )?;
+        PacerSeries::by_endpoint(
+            encoder,
+            (
+                "mailhost_api_endpoint_next_probe_timestamp_seconds",
+                "When the next probe of the endpoint's outage may go, in seconds since the epoch (in the past while a probe is on its way); absent while it answers.",
+                MetricType::Gauge,
+            ),
+            each()
+                .filter_map(|(l, p)| p.outage.map(|o| (l, ConstGauge::new(o.next_probe))))
+                .collect(),
+        )?;
+        PacerSeries::by_endpoint(
+            encoder,
+            (
                 "mailhost_api_throttled_targets",
                 "Targets of the endpoint whose HTTP 429s are their own (refused again and again while their neighbours succeed): each backs off alone, fails rate_limited and keeps its values until max_age, and slows no one else.",
                 MetricType::Gauge,
@@ -258,6 +291,7 @@ pub struct SelfMetrics {
     requests: Family<RequestLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     retries: Family<FailureLabels, Counter>,
+    retries_refused: Family<TenantEndpointLabels, Counter>,
     open_circuits: Family<TenantEndpointLabels, Gauge>,
     durations: Family<EndpointLabels, Histogram, fn() -> Histogram>,
     parse_problems: Family<EndpointLabels, Counter>,
@@ -282,6 +316,7 @@ impl SelfMetrics {
             requests: Family::default(),
             failures: Family::default(),
             retries: Family::default(),
+            retries_refused: Family::default(),
             open_circuits: Family::default(),
             durations: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
             parse_problems: Family::default(),
@@ -309,6 +344,11 @@ impl SelfMetrics {
             "mailhost_api_retries",
             "Upstream attempts that failed and were retried after a back-off, by endpoint and reason",
             m.retries.clone(),
+        );
+        registry.register(
+            "mailhost_api_retries_refused",
+            "Failed upstream attempts not retried because the endpoint's retry budget was spent (retries are at most a tenth of first attempts over 10 s, plus 5): the call failed at once with the reason of its attempt",
+            m.retries_refused.clone(),
         );
         registry.register(
             "mailhost_api_open_circuits",
@@ -382,9 +422,9 @@ impl SelfMetrics {
                         reason,
                     });
                 }
-                let _ = self
-                    .open_circuits
-                    .get_or_create(&TenantEndpointLabels { tenant, endpoint });
+                let labels = TenantEndpointLabels { tenant, endpoint };
+                let _ = self.retries_refused.get_or_create(&labels);
+                let _ = self.open_circuits.get_or_create(&labels);
             }
             let e = EndpointLabels { endpoint };
             let _ = self.parse_problems.get_or_create(&e);
@@ -420,6 +460,15 @@ impl SelfMetrics {
                 tenant: TenantLabel(tenant.clone()),
                 endpoint,
                 reason,
+            })
+            .inc();
+    }
+
+    pub fn retry_refused(&self, tenant: &TenantName, endpoint: Endpoint) {
+        self.retries_refused
+            .get_or_create(&TenantEndpointLabels {
+                tenant: TenantLabel(tenant.clone()),
+                endpoint,
             })
             .inc();
     }
@@ -511,10 +560,12 @@ impl SelfMetrics {
                 self.failures.remove(&labels);
                 self.retries.remove(&labels);
             }
-            self.open_circuits.remove(&TenantEndpointLabels {
+            let labels = TenantEndpointLabels {
                 tenant: label.clone(),
                 endpoint,
-            });
+            };
+            self.retries_refused.remove(&labels);
+            self.open_circuits.remove(&labels);
         }
         self.pacers.lock().remove(tenant);
     }

@@ -157,6 +157,11 @@ impl Observer for Telemetry {
         self.changed();
     }
 
+    fn observe_retry_refused(&self, tenant: &TenantName, endpoint: Endpoint) {
+        self.metrics.retry_refused(tenant, endpoint);
+        self.changed();
+    }
+
     fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize) {
         let before = self.metrics.set_open_circuits(tenant, endpoint, open);
         if before != open {

@@ -355,6 +355,12 @@ impl Control {
         self.learned.is_some()
     }
 
+    /// Whether the rate learned rests on what went through (past a cold start's slow start):
+    /// the pace alone then holds calls back well.
+    pub fn settled(&self) -> bool {
+        self.learned.as_ref().is_some_and(|l| !l.slow_starting())
+    }
+
     /// The rate calls are paced at, requests per second; `None` when unlimited.
     pub fn rate(&self) -> Option<f64> {
         let learned = self.learned.as_ref().map(Learned::rate);
@@ -442,11 +448,16 @@ impl Control {
 
     /// A call was answered 429. `sent_at` is when it went out, `retry_after` what the answer
     /// asked for.
+    ///
+    /// `ramping` says the calls were still held by a cold start's slow-start window
+    /// ([`super::slow_start`]): what went through then measured the window, not the limit, so a
+    /// first event's estimate is thin however many successes it rests on.
     pub fn throttled(
         &mut self,
         now: Instant,
         sent_at: Instant,
         retry_after: Option<Duration>,
+        ramping: bool,
     ) -> Event {
         if let Some(wait) = retry_after {
             self.pause(now, wait);
@@ -487,10 +498,12 @@ impl Control {
         // A cold start's slow start doubles the pace faster than successes can show it: the
         // pace it was refused at is the better reading of the limit, as TCP takes its window at
         // a loss. (Climbing back towards a rate known to work, the estimate stands.)
-        let climbing = self
-            .learned
-            .as_ref()
-            .is_some_and(|l| l.slow_starting() && l.recall >= MAX_RATE && current.is_finite());
+        // (Not while a slow-start window held the calls: the window was refused, not the pace.)
+        let climbing = !ramping
+            && self
+                .learned
+                .as_ref()
+                .is_some_and(|l| l.slow_starting() && l.recall >= MAX_RATE && current.is_finite());
         // Nor does an average of successes say more than the refused pace when nearly every
         // call since the last event went through (at most one in [`SPARSE`] refused): the pace
         // climbed all along and met the limit only now. Read from the average, each event
@@ -531,10 +544,10 @@ impl Control {
             Some(_) => r_max,
             // A cold start whose first estimate is thin (a small burst, spent at once): nothing
             // is known to work yet, so the rate doubles until the next 429 says where it stops.
-            None if successes < CONFIDENT_SUCCESSES => MAX_RATE,
+            None if successes < CONFIDENT_SUCCESSES || ramping => MAX_RATE,
             None => r_max,
         };
-        let confident = successes >= CONFIDENT_SUCCESSES;
+        let confident = successes >= CONFIDENT_SUCCESSES && !(ramping && self.learned.is_none());
         self.learned = Some(Learned::new(r_max, r0, recall, now, confident));
         Event::Cut(self.rate().unwrap_or(r0))
     }
@@ -682,7 +695,7 @@ pub(super) mod tests {
                 c.succeeded(now);
             } else {
                 throttled += 1;
-                c.throttled(now, now, retry_after);
+                c.throttled(now, now, retry_after, false);
             }
             // Unlimited: back to back, a millisecond apart.
             if c.rate().is_none() && !c.paused(now) {
@@ -772,7 +785,7 @@ pub(super) mod tests {
                     c.succeeded(now);
                 } else {
                     throttled += 1;
-                    c.throttled(now, now, None);
+                    c.throttled(now, now, None, false);
                 }
                 if c.rate().is_none() {
                     now += Duration::from_millis(1);
@@ -827,7 +840,7 @@ pub(super) mod tests {
             if ok {
                 c.succeeded(now);
             } else {
-                c.throttled(now, now, None);
+                c.throttled(now, now, None, false);
             }
             if now > t0 + secs(120.0) {
                 steady.0 += 1;
@@ -897,7 +910,7 @@ pub(super) mod tests {
             now = c.ready_at(now).max(now);
             c.tick(now, true, true);
             c.admitted(now);
-            c.throttled(now, now, None);
+            c.throttled(now, now, None, false);
         }
         assert!(c.rate().unwrap() < 1.0, "{:?}", c.rate());
         // It ends: within seconds of demand (slow start doubles the rate every second from the
@@ -956,13 +969,13 @@ pub(super) mod tests {
         }
         let at = t0 + secs(0.1);
         assert!(matches!(
-            c.throttled(at, t0, Some(secs(2.0))),
+            c.throttled(at, t0, Some(secs(2.0)), false),
             Event::Cut(_)
         ));
         let rate = c.rate().unwrap();
         assert!((40.0..=50.0).contains(&rate), "{rate}");
         // Calls sent before the event answer 429 too: absorbed, the rate stays.
-        assert_eq!(c.throttled(at, t0, None), Event::Absorbed);
+        assert_eq!(c.throttled(at, t0, None, false), Event::Absorbed);
         assert_eq!(c.rate(), Some(rate));
         assert!(c.paused(at + secs(1.9)));
         assert_eq!(c.ready_at(at), at + secs(2.0));

@@ -116,6 +116,12 @@ impl Outcomes {
         self.all.len >= 2 * NEIGHBOURHOOD && self.share_without(0) <= STEADY_SHARE
     }
 
+    /// Whether at least half of the last `n` answers were refused (`n` answers at least on
+    /// record): a limit spent, not a few targets refused on their own.
+    pub fn mostly_refused(&self, n: u32) -> bool {
+        self.all.len >= n && self.all.ones(n).saturating_mul(2) >= n
+    }
+
     /// Whether other targets' first 429s are among the last few answers, or every one of the
     /// last few answers was a 429 (an endpoint of one or two targets, all refused): refusals
     /// come in bursts when a shared limit is spent, alone when a single call was unlucky or a

@@ -56,8 +56,29 @@ ignore --accounts unless given; --runs overrides the collector runs each one wat
                time until every account has values in each, each one's runs against 2N / rate,
                the 429 share once both have run once
 
-Groups: `shapes` (all of the above, in that order), `bursts`, `endpoints` (endpoints-free,
-stats-limited, account-limited), `bad`; `all` is still the issue-18 set. A group ends with a
+An unwell provider (issue 39), the group `unwell` (with the bursts again, for their refusals
+over the first interval); `--binary PATH` runs another exporter build against the same
+simulator, for a side-by-side figure:
+
+  outage, outage-retry-after, outage-no-answer
+               600 accounts every 20 s (concurrency 16), no limit; once every account has values,
+               every call of the account route fails for 60 s: 503 without a header, 503 with
+               Retry-After: 10, or no answer at all. The calls per interval during it (goal at
+               most 1.2 x the targets; with Retry-After, one per Retry-After) and how long after
+               it every account is refreshed (goal one interval)
+  throttle503-burst1, throttle503-burst5
+               the bursts' shape (60/s, bucket of 1 or 5) refusing with 503 and Retry-After
+               (seconds) instead of 429: the goals of the 429 shapes
+  bad5-503     600 accounts every 20 s, 5 % of them answering 503 to every call: the healthy
+               ones' oldest value (goal one interval) and the calls per interval to every account
+               (goal at most 1.2 x the targets)
+
+Every burst and throttle shape also prints the calls refused over the first interval from the
+exporter's start (goal at most 5 % of the fleet).
+
+Groups: `shapes` (all of the issue-29 shapes, in that order), `bursts`, `endpoints`
+(endpoints-free, stats-limited, account-limited), `bad`, `unwell`; `all` is still the
+issue-18 set. A group ends with a
 summary of every scenario against its goal.
 
     python3 bench/ratelimit.py --scenario shapes [--runs 4]
@@ -116,7 +137,7 @@ def run_scenario(name, args):
         config = b.write("config.yml", h.delivery_config(
             sim, token_file=b.token_file(), timeout="10s", **h.schedule(interval),
             accounts=range(FIRST, FIRST + n)))
-        server = b.start_exporter(config, patience=60)
+        server = b.start_exporter(config, patience=60, binary=BINARY)
         exporter, log = server.url, server.log
 
         runs = args.runs if name != "drop" else max(args.runs, 6)
@@ -182,6 +203,9 @@ def run_scenario(name, args):
 
 # --- The shapes of rate limits (issue 29) ---------------------------------------------------
 
+# The exporter binary (--binary), None for this tree's release build.
+BINARY = None
+
 LABELS = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 # name: what the scenario limits, and how. kind: "burst" (a token bucket of rate 60 and this
@@ -210,12 +234,29 @@ SHAPES = {
                               retry_after=True),
     "ha-pair": dict(kind="ha", accounts=600, interval=30, runs=5, rate=60.0, burst=60,
                     retry_after="none"),
+    # An unwell provider (issue 39).
+    "outage": dict(kind="outage", accounts=600, interval=20, runs=0, length=60,
+                   fault={"error_rate": 1.0, "error_status": 503}),
+    "outage-retry-after": dict(kind="outage", accounts=600, interval=20, runs=0, length=60,
+                               fault={"error_rate": 1.0, "error_status": 503,
+                                      "error_retry_after_secs": 10}),
+    "outage-no-answer": dict(kind="outage", accounts=600, interval=20, runs=0, length=60,
+                             fault={"no_answer_rate": 1.0}),
+    "throttle503-burst1": dict(kind="burst", accounts=600, interval=20, runs=5, rate=60.0,
+                               burst=1, retry_after="seconds", status=503),
+    "throttle503-burst5": dict(kind="burst", accounts=600, interval=20, runs=5, rate=60.0,
+                               burst=5, retry_after="seconds", status=503),
+    "bad5-503": dict(kind="bad", accounts=600, interval=20, runs=6, share=0.05,
+                     retry_after=False, status=503),
 }
 GROUPS = {
     "shapes": list(SHAPES),
     "bursts": ["burst1", "burst5", "burst60", "burst5-retry-after"],
     "endpoints": ["endpoints-free", "stats-limited", "account-limited"],
     "bad": ["bad1", "bad10", "bad1-retry-after", "bad10-retry-after"],
+    "unwell": ["outage", "outage-retry-after", "outage-no-answer", "throttle503-burst1",
+               "throttle503-burst5", "bad5-503", "burst1", "burst5", "burst60",
+               "burst5-retry-after"],
 }
 # The collectors of the endpoint scenarios, and the calls each makes per account.
 CALLS = {"delivery_account": 1, "tracemail_daily": 2}
@@ -277,14 +318,15 @@ def hits(sim, token):
 
 def start_limited_token(b, spec, n):
     """The simulator with `n` accounts behind a token limited as `spec` says (rate, burst,
-    Retry-After, no headers), and the checked config polling them with delivery_account."""
+    Retry-After, the status of a refusal, no headers), and the checked config polling them
+    with delivery_account."""
     sim = b.start_sim(n, patience=120)
     body = {"rate": spec["rate"], "burst": spec["burst"], "retry_after": spec["retry_after"],
-            "headers": "none"}
+            "headers": "none", "status": spec.get("status", 429)}
     http("PUT", f"{sim}/_sim/rate_limit", b.token, json.dumps(body).encode())
     config = b.write("config.yml", shape_config(sim, b.token_file(), ["delivery_account"],
                                                 range(FIRST, FIRST + n), spec["interval"], 16))
-    b.check_config(config)
+    b.check_config(config, binary=BINARY)
     return sim, config
 
 
@@ -360,13 +402,17 @@ def run_bursts(name, spec, n, runs, work):
         sim, config = start_limited_token(b, spec, n)
         counts = limits(sim, b.token)[None]
         t0 = time.time()
-        server = b.start_exporter(config, patience=60)
+        server = b.start_exporter(config, patience=60, binary=BINARY)
         watch = Watch(server.url, ["delivery_account"])
         all_at = None
         at = {}
+        first_interval = None  # calls refused over the first interval from the start
+        start_counts = counts
         deadline = t0 + (runs + 2) * interval * 2 + 60
         while len(watch.runs["delivery_account"]) < runs and time.time() < deadline:
             now = time.time()
+            if first_interval is None and now - t0 >= interval:
+                first_interval = limits(sim, b.token)[None][1] - start_counts[1]
             for _, run in watch.sample(now, t0):
                 after = limits(sim, b.token)[None]
                 run["allowed"], run["limited"] = after[0] - counts[0], after[1] - counts[1]
@@ -387,8 +433,11 @@ def run_bursts(name, spec, n, runs, work):
     allowed = sum(r["allowed"] for r in steady)
     limited = sum(r["limited"] for r in steady)
     goal_all = 1.5 * ideal + interval
-    print(f"\n## {name}: {n} accounts, {rate:g} requests/s, burst {burst:g}, Retry-After "
-          f"{spec['retry_after']}, interval {interval}s, concurrency 16")
+    status = spec.get("status", 429)
+    print(f"\n## {name}: {n} accounts, {rate:g} requests/s, burst {burst:g}, refused with "
+          f"{status}, Retry-After {spec['retry_after']}, interval {interval}s, concurrency 16")
+    print(f"calls refused over the first interval from the exporter's start: {first_interval} "
+          f"({(first_interval or 0) / n:.1%} of the fleet; goal at most 5 %)")
     print(f"every account with values {'after %.1f s' % all_at if all_at else 'never'} from the "
           f"exporter's start (goal 1.5 x N / rate + one interval = {goal_all:.0f} s); with values "
           f"after 15 s: {at.get(15)}, 30 s: {at.get(30)}, 45 s: {at.get(45)}")
@@ -409,6 +458,7 @@ def run_bursts(name, spec, n, runs, work):
           f"429 share {limited} of {allowed + limited} ({share(limited, allowed):.2%})")
     print_warns(warns)
     return dict(name=name, all_at=all_at, goal_all=goal_all, at45=at.get(45), n=n, ideal=ideal,
+                first_interval=first_interval,
                 full=[r["took"] for r in full], first=rows[0]["took"] if rows else None,
                 limited=limited, calls=allowed + limited,
                 learned=rows[-1]["rate"] if rows else None, warns=len(warns))
@@ -427,10 +477,10 @@ def run_endpoints(name, spec, n, runs, work, bounds):
             http("PUT", f"{sim}/_sim/rate_limit", b.token, json.dumps(body).encode())
         config = b.write("config.yml", shape_config(sim, b.token_file(), collectors,
                                                     range(FIRST, FIRST + n), interval, 16))
-        b.check_config(config)
+        b.check_config(config, binary=BINARY)
         counts0 = limits(sim, b.token).get(route, (0, 0)) if route else (0, 0)
         t0 = time.time()
-        server = b.start_exporter(config, patience=60)
+        server = b.start_exporter(config, patience=60, binary=BINARY)
         watch = Watch(server.url, collectors)
         all_at = {}
         limited_all = None
@@ -533,16 +583,20 @@ def run_bad(name, spec, n, runs, work):
     step = n // k
     bad = [str(FIRST + j * step + step // 2) for j in range(k)]
     healthy = [str(i) for i in range(FIRST, FIRST + n) if str(i) not in set(bad)]
-    fault = {"rate_limit_rate": 1.0, "only_ids": bad}
-    fault.update({"retry_after_secs": 1} if spec["retry_after"] else {"retry_after_omit": True})
+    if spec.get("status"):
+        fault = {"error_rate": 1.0, "error_status": spec["status"], "only_ids": bad}
+    else:
+        fault = {"rate_limit_rate": 1.0, "only_ids": bad}
+        fault.update({"retry_after_secs": 1} if spec["retry_after"] else
+                     {"retry_after_omit": True})
     with h.Bench(f"mailhost-ratelimit-{name}-", work) as b:
         sim = b.start_sim(n, patience=120)
         b.fault("delivery_account_get", fault)
         config = b.write("config.yml", shape_config(sim, b.token_file(), ["delivery_account"],
                                                     range(FIRST, FIRST + n), interval, None))
-        b.check_config(config)
+        b.check_config(config, binary=BINARY)
         t0 = time.time()
-        server = b.start_exporter(config, patience=60)
+        server = b.start_exporter(config, patience=60, binary=BINARY)
         watch = Watch(server.url, ["delivery_account"])
         all_at = None
         at50 = None
@@ -578,6 +632,9 @@ def run_bad(name, spec, n, runs, work):
         warns = warn_lines(server.log)
     paths = [f"/api/delivery/accounts/{i}" for i in bad]
     calls_total = sum(hits_to.get(p, 0) for p in paths)
+    all_paths = [f"/api/delivery/accounts/{i}" for i in range(FIRST, FIRST + n)]
+    every_call = sum(hits_to.get(p, 0) for p in all_paths) - (
+        sum(hits_from[1].get(p, 0) for p in all_paths) if hits_from else 0)
     if hits_from:
         calls_window = calls_total - sum(hits_from[1].get(p, 0) for p in paths)
         intervals = (end - hits_from[0]) / interval
@@ -591,8 +648,10 @@ def run_bad(name, spec, n, runs, work):
                         else "no values")
         reasons[r] = reasons.get(r, 0) + 1
     throttled = st.throttled.get("delivery_account") if st else None
+    what = (f"{spec['status']}" if spec.get("status") else
+            f"429, {'Retry-After: 1' if spec['retry_after'] else 'no Retry-After'}")
     print(f"\n## {name}: {n} accounts every {interval}s (concurrency 8), no limit; {k} of them "
-          f"answer 429 to every call, {'Retry-After: 1' if spec['retry_after'] else 'no Retry-After'}")
+          f"answer {what} to every call")
     print("| run | at | took | deferred | accounts with values |")
     print("|---|---|---|---|---|")
     for r in rows:
@@ -605,11 +664,88 @@ def run_bad(name, spec, n, runs, work):
           f"{{endpoint=\"delivery_account\"}} = {throttled}")
     print(f"calls to the {k} throttled accounts: {calls_total} in all, {calls_window} over the "
           f"last {intervals:.1f} intervals = {per:.2f} per account per interval")
+    if intervals:
+        print(f"calls to every account over the last {intervals:.1f} intervals: "
+              f"{every_call / intervals:.0f} per interval for {n} accounts "
+              f"({every_call / intervals / n:.2f}x the targets; goal at most 1.2x)")
     print_warns(warns)
     return dict(name=name, k=k, n=n, all_at=all_at, at50=at50, oldest=oldest, interval=interval,
                 healthy=len(healthy), healthy_failing=len(healthy_failing), reasons=reasons,
                 throttled=throttled, per=per, calls_total=calls_total, warns=len(warns),
                 runs=[r["took"] for r in rows])
+
+
+def account_calls(sim, token, n):
+    """Calls the simulator received for the `n` accounts' GET /api/delivery/accounts/{id}."""
+    got = hits(sim, token)
+    return sum(got.get(f"/api/delivery/accounts/{i}", 0) for i in range(FIRST, FIRST + n))
+
+
+def run_outage(name, spec, n, work):
+    """No limit; once every account has values, every call of the account route fails for
+    `length` seconds as `fault` says (503 with or without Retry-After, or no answer at all).
+    The calls per interval during it, and how long after it every account is refreshed."""
+    interval, length = spec["interval"], spec["length"]
+    with h.Bench(f"mailhost-ratelimit-{name}-", work) as b:
+        sim = b.start_sim(n, patience=120)
+        config = b.write("config.yml", shape_config(sim, b.token_file(), ["delivery_account"],
+                                                    range(FIRST, FIRST + n), interval, 16))
+        b.check_config(config, binary=BINARY)
+        t0 = time.time()
+        server = b.start_exporter(config, patience=60, binary=BINARY)
+        watch = Watch(server.url, ["delivery_account"])
+        deadline = t0 + 3 * interval + 60
+        while time.time() < deadline:
+            watch.sample(time.time(), t0)
+            st = watch.state
+            if st is not None and st.values("delivery_account") >= n:
+                break
+            time.sleep(SAMPLE_EVERY)
+        ready = time.time() - t0
+        before = account_calls(sim, b.token, n)
+        b.fault("delivery_account_get", dict(spec["fault"], lasts_ms=length * 1000))
+        began = time.time()
+        outage_seen = False
+        refused_retries = None
+        while time.time() < began + length:
+            body = h.get(f"{server.url}/metrics", timeout=10)
+            if body is not None:
+                text = body.decode(errors="replace")
+                outage_seen |= 'mailhost_api_endpoint_outage{endpoint="delivery_account"} 1' in text
+                for line in text.splitlines():
+                    if line.startswith('mailhost_api_retries_refused_total{endpoint="delivery_account"}'):
+                        refused_retries = float(line.rsplit(" ", 1)[1])
+            time.sleep(SAMPLE_EVERY)
+        during = account_calls(sim, b.token, n) - before
+        ended = began + length
+        recovered = None
+        while time.time() < ended + 3 * interval + 60:
+            watch.sample(time.time(), t0)
+            st = watch.state
+            have = st.last_ok.get("delivery_account", {}) if st else {}
+            if len(have) >= n and min(have.values()) >= ended:
+                recovered = time.time() - ended
+                break
+            time.sleep(SAMPLE_EVERY)
+        warns = warn_lines(server.log)
+    per_interval = during / (length / interval)
+    goal_per_interval = 1.2 * n
+    retry_after = spec["fault"].get("error_retry_after_secs")
+    if retry_after:
+        # What the header allows: one call per Retry-After, per interval.
+        goal_per_interval = interval / retry_after
+    goal_recovery = interval
+    print(f"\n## {name}: {n} accounts every {interval}s (concurrency 16), no limit; every call "
+          f"of the account route fails for {length} s: {json.dumps(spec['fault'])}")
+    print(f"every account with values {ready:.1f} s after the start; during the outage "
+          f"{during} calls = {per_interval:.1f} per interval (goal at most "
+          f"{goal_per_interval:.0f}); outage state seen: {outage_seen}; retries refused by the "
+          f"budget: {refused_retries}")
+    print(f"every account refreshed {'%.1f s' % recovered if recovered is not None else 'never'} "
+          f"after the outage ended (goal one interval, {goal_recovery} s)")
+    print_warns(warns)
+    return dict(name=name, per_interval=per_interval, goal_per_interval=goal_per_interval,
+                recovered=recovered, goal_recovery=goal_recovery, outage_seen=outage_seen)
 
 
 def run_ha(name, spec, n, runs, work):
@@ -620,7 +756,7 @@ def run_ha(name, spec, n, runs, work):
         sim, config = start_limited_token(b, spec, n)
         counts0 = limits(sim, b.token)[None]
         t0 = time.time()
-        servers = [b.start_exporter(config, patience=60, log=f"exporter-{x}.log")
+        servers = [b.start_exporter(config, patience=60, binary=BINARY, log=f"exporter-{x}.log")
                    for x in "ab"]
         watches = [Watch(s.url, ["delivery_account"]) for s in servers]
         all_at = [None, None]
@@ -671,7 +807,13 @@ def summary(results):
     print("\n## Summary against the goals")
     for r in results:
         name = r["name"]
-        if name.startswith("burst"):
+        if name.startswith("outage"):
+            print(f"- {name}: {r['per_interval']:.1f} calls per interval during the outage "
+                  f"(goal at most {r['goal_per_interval']:.0f}); every account refreshed "
+                  f"{r['recovered'] and round(r['recovered'], 1)} s after it ended (goal "
+                  f"{r['goal_recovery']:.0f} s, {'met' if r['recovered'] and r['recovered'] <= r['goal_recovery'] else 'NOT met'}); "
+                  f"outage state seen: {r['outage_seen']}")
+        elif name.startswith("burst") or name.startswith("throttle"):
             worst = max(r["full"]) / r["ideal"] if r["full"] else float("nan")
             print(f"- {name}: all values after {r['all_at'] and round(r['all_at'], 1)} s "
                   f"(goal {r['goal_all']:.0f} s, {'met' if r['all_at'] and r['all_at'] <= r['goal_all'] else 'NOT met'}); "
@@ -679,7 +821,9 @@ def summary(results):
                   f"({'met' if worst <= 1.2 else 'NOT met'}); 429 share "
                   f"{share(r['limited'], r['calls'] - r['limited']):.2%} "
                   f"({'met' if r['calls'] and r['limited'] <= 0.05 * r['calls'] else 'NOT met'}); "
-                  f"learned {fmt_rate(r['learned'])}")
+                  f"learned {fmt_rate(r['learned'])}; refused over the first interval "
+                  f"{r['first_interval']} ({(r['first_interval'] or 0) / r['n']:.1%} of the fleet, "
+                  f"{'met' if (r['first_interval'] or 0) <= 0.05 * r['n'] else 'NOT met'})")
         elif name.startswith("bad"):
             print(f"- {name}: healthy oldest {r['oldest']:.1f} s (goal {r['interval']} s, "
                   f"{'met' if r['oldest'] <= r['interval'] else 'NOT met'}); all healthy after "
@@ -730,6 +874,8 @@ def run_shape(name, args, bounds):
         return run_endpoints(name, spec, n, runs, None, bounds)
     if kind == "bad":
         return run_bad(name, spec, n, runs, None)
+    if kind == "outage":
+        return run_outage(name, spec, n, None)
     return run_ha(name, spec, n, runs, None)
 
 
@@ -741,7 +887,11 @@ def main():
                     help="accounts (default 1000 for the issue-18 scenarios, each shape its own)")
     ap.add_argument("--runs", type=int, default=None,
                     help="collector runs to watch per scenario (default 5, each shape its own)")
+    ap.add_argument("--binary", default=None,
+                    help="the exporter binary to run (default: this tree's release build)")
     args = h.parse_args(ap)
+    global BINARY
+    BINARY = args.binary
     if args.scenario in SHAPES or args.scenario in GROUPS:
         names = GROUPS.get(args.scenario, [args.scenario])
         print(f"revision {h.revision()}, {h.now_utc()}, {h.machine()}, load {h.loadavg()}")

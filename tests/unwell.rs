@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use mailhost_exporter::config_file::Config;
 use mailhost_sim::{Account, AccountSeed, FaultSpec, Route};
 
-use crate::helpers::{Sim, TOKEN, spawn_exporter, spawn_sim, value};
+use crate::helpers::{Exporter, Sim, TOKEN, spawn_exporter, spawn_sim, value};
 
 /// The accounts of these tests, added to the demo world.
 fn accounts(n: i32) -> std::ops::Range<i32> {
@@ -28,6 +28,26 @@ async fn fleet(n: i32) -> Sim {
     }
     sim
 }
+
+/// The exporter polling the first `n` accounts with each of `collectors` (its name and its
+/// schedule, YAML under the collector), the `api` block's lines after `base_url`.
+async fn exporter(sim: &Sim, n: i32, api: &str, collectors: &[(&str, &str)]) -> Exporter {
+    let mut yaml = format!("api:\n  base_url: {}\n{api}collectors:\n", sim.url);
+    for (name, schedule) in collectors {
+        yaml.push_str(&format!(
+            "  {name}:\n{schedule}    accounts: [{}]\n",
+            ids(n)
+        ));
+    }
+    spawn_exporter(Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap()).await
+}
+
+/// Every 2 s, values kept for ten minutes.
+const EVERY_2S: &str = "    interval: 2s\n    deadline: 1500ms\n    max_age: 10m\n";
+/// Every second, values kept for ten minutes.
+const EVERY_1S: &str = "    interval: 1s\n    deadline: 900ms\n    max_age: 10m\n";
+/// Four slots, two quick retries.
+const RETRYING: &str = "  timeout: 1s\n  concurrency: 4\n  max_retries: 2\n  retry_backoff: 20ms\n  retry_max_backoff: 50ms\n";
 
 fn ids(n: i32) -> String {
     accounts(n)
@@ -53,30 +73,16 @@ fn success(collector: &str, id: i32) -> String {
 async fn an_endpoint_failing_everywhere_is_paused_probed_and_resumes_when_it_answers_again() {
     const N: i32 = 12;
     let sim = fleet(N).await;
-    let yaml = format!(
-        "api:
-  base_url: {url}
-  timeout: 1s
-  concurrency: 4
-  max_retries: 2
-  retry_backoff: 20ms
-  retry_max_backoff: 50ms
-collectors:
-  delivery_account:
-    interval: 2s
-    deadline: 1500ms
-    max_age: 10m
-    accounts: [{ids}]
-  tracemail_daily:
-    interval: 2s
-    deadline: 1500ms
-    max_age: 10m
-    accounts: [{ids}]
-",
-        url = sim.url,
-        ids = ids(N)
-    );
-    let exporter = spawn_exporter(Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap()).await;
+    let exporter = exporter(
+        &sim,
+        N,
+        RETRYING,
+        &[
+            ("delivery_account", EVERY_2S),
+            ("tracemail_daily", EVERY_2S),
+        ],
+    )
+    .await;
     exporter
         .scrape_until("every account polled by both collectors", |b| {
             accounts(N).all(|id| {
@@ -174,7 +180,7 @@ collectors:
                 && accounts(N).all(|id| value(b, &success("delivery_account", id)) == Some(1.0))
         })
         .await;
-    // The longest cool-down is the shortest interval (2 s); a run and its deadline follow.
+    // The longest cool-down is half the shortest interval (1 s); a run and its deadline follow.
     assert!(
         lifted.elapsed() < Duration::from_secs(30),
         "lifted after {:?}",
@@ -197,25 +203,7 @@ async fn a_few_broken_accounts_beside_healthy_ones_never_make_an_outage() {
             ..FaultSpec::default()
         },
     );
-    let yaml = format!(
-        "api:
-  base_url: {url}
-  timeout: 1s
-  concurrency: 4
-  max_retries: 2
-  retry_backoff: 20ms
-  retry_max_backoff: 50ms
-collectors:
-  delivery_account:
-    interval: 1s
-    deadline: 900ms
-    max_age: 10m
-    accounts: [{ids}]
-",
-        url = sim.url,
-        ids = ids(N)
-    );
-    let exporter = spawn_exporter(Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap()).await;
+    let exporter = exporter(&sim, N, RETRYING, &[("delivery_account", EVERY_1S)]).await;
     let healthy = || accounts(N).skip(4);
     exporter
         .scrape_until("every healthy account polled", |b| {
@@ -245,25 +233,24 @@ async fn retries_are_held_to_a_tenth_of_first_attempts_when_every_call_fails() {
         },
     );
     // One long run: a hundred first attempts, each asking for two retries.
-    let yaml = format!(
-        "api:
-  base_url: {url}
-  timeout: 1s
+    let exporter = exporter(
+        &sim,
+        N,
+        "  timeout: 1s
   concurrency: 8
   max_retries: 2
   retry_backoff: 10ms
   retry_max_backoff: 20ms
   circuit_breaker_failures: 0
-collectors:
-  delivery_account:
-    interval: 10m
-    deadline: 20s
-    accounts: [{ids}]
 ",
-        url = sim.url,
-        ids = ids(N)
-    );
-    let exporter = spawn_exporter(Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap()).await;
+        &[(
+            "delivery_account",
+            "    interval: 10m
+    deadline: 20s
+",
+        )],
+    )
+    .await;
     let body = exporter
         .scrape_until("the run over", |b| {
             accounts(N).all(|id| value(b, &success("delivery_account", id)) == Some(0.0))
@@ -290,22 +277,15 @@ collectors:
 async fn a_503_that_says_when_to_come_back_pauses_the_endpoint_for_that_long() {
     const N: i32 = 12;
     let sim = fleet(N).await;
-    let yaml = format!(
-        "api:
-  base_url: {url}
-  timeout: 1s
+    let exporter = exporter(
+        &sim,
+        N,
+        "  timeout: 1s
   concurrency: 4
-collectors:
-  delivery_account:
-    interval: 1s
-    deadline: 900ms
-    max_age: 10m
-    accounts: [{ids}]
 ",
-        url = sim.url,
-        ids = ids(N)
-    );
-    let exporter = spawn_exporter(Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap()).await;
+        &[("delivery_account", EVERY_1S)],
+    )
+    .await;
     exporter
         .scrape_until("every account polled", |b| {
             accounts(N).all(|id| value(b, &success("delivery_account", id)) == Some(1.0))

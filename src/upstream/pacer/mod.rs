@@ -261,12 +261,14 @@ impl State {
                 .is_some_and(|w| w.control.limiting(now) || w.outage.down().is_some())
     }
 
-    /// The longest cool-down of an outage: the shortest interval of the tenant's collectors, so
-    /// that an outage that ended is noticed within one interval.
+    /// The longest cool-down of an outage: half the shortest interval of the tenant's
+    /// collectors. A run's calls wait for the probe only while it comes before their deadline,
+    /// so with a probe every half interval each run has one, and an outage that ended is
+    /// noticed within the run that follows it.
     fn cooldown_cap(&self) -> Duration {
         self.demand
             .values()
-            .map(|d| d.interval)
+            .map(|d| d.interval / 2)
             .min()
             .unwrap_or(outage::MAX_COOLDOWN)
     }

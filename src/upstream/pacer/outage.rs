@@ -36,7 +36,7 @@ pub const MIN_TARGETS: usize = 3;
 pub const UNKNOWN_SPAN: Duration = Duration::from_secs(2);
 /// The first cool-down of an outage before its probe.
 pub const FIRST_COOLDOWN: Duration = Duration::from_secs(1);
-/// The longest cool-down: an outage that ends is noticed within this (and within the
+/// The longest cool-down: an outage that ends is noticed within this (and within half the
 /// shortest interval of the token's collectors, which the caller passes as a cap).
 pub const MAX_COOLDOWN: Duration = Duration::from_secs(20);
 

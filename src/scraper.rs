@@ -527,7 +527,9 @@ impl Loop {
     }
 
     /// Puts the targets the token's rate limit kept from this run (deferred, or left without a
-    /// turn after a 429) in the backlog, and says when a catch-up run may take them.
+    /// turn after a 429) and those an endpoint's outage kept from being called in the backlog,
+    /// and says when a catch-up run may take them (when a pause ends, or at the outage's next
+    /// probe).
     fn schedule_catch_up(
         &mut self,
         pacer: &Pacer,
@@ -541,7 +543,13 @@ impl Loop {
         // A catch-up that got nothing done waits a little before the next, whatever the pacer
         // says: the provider may keep extending its pause.
         let progressed = deferred.len() < results.len();
-        self.catch_up_at = pacer.resumes_at().map(|at| {
+        // An endpoint in an outage is asked again at its next probe: a catch-up run then has
+        // its calls waiting for it, so that values come back as soon as the provider does.
+        let resumes = match (pacer.resumes_at(), pacer.next_probe_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.catch_up_at = resumes.map(|at| {
             if progressed {
                 at
             } else {
@@ -559,7 +567,8 @@ impl Loop {
                 .iter()
                 .filter(|(_, r)| {
                     r.as_ref().is_err_and(|e| {
-                        !e.deferred && !e.own && e.reason == FailureReason::RateLimited
+                        (!e.deferred && !e.own && e.reason == FailureReason::RateLimited)
+                            || e.reason == FailureReason::Outage
                     })
                 })
                 .map(|(t, _)| t.clone()),

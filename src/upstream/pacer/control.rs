@@ -286,6 +286,11 @@ pub struct Control {
     /// pause is (an endpoint whose calls have gone through for a while, answering at once,
     /// has no other call on its way to say it).
     probe: bool,
+    /// A pause the provider asked for in full (a `Retry-After` charged here) ended: one call
+    /// asks first, and the others wait for its answer (the sequence number of the call on its
+    /// way, once it went). A provider still unwell answers it with another pause, so the scope
+    /// costs one call per `Retry-After`, as the header asks.
+    after_pause: Option<Option<u64>>,
     budget: Option<Budget>,
     /// When the next paced call may go.
     next_slot: Option<Instant>,
@@ -305,6 +310,7 @@ impl Control {
             paused_until: None,
             tentative: None,
             probe: false,
+            after_pause: None,
             budget: None,
             next_slot: None,
             window: Window::new(now),
@@ -386,9 +392,27 @@ impl Control {
         self.rate().is_some() || self.paused(now)
     }
 
+    /// Whether the call asking after a pause is on its way: the others wait for its answer.
+    pub fn asking(&self) -> bool {
+        matches!(self.after_pause, Some(Some(_)))
+    }
+
+    /// Call `seq` was answered, whatever the answer (or ended without one): if it was the call
+    /// asking after a pause, the others may go (a new pause, if the answer asked for one, is
+    /// already in force).
+    pub fn answered(&mut self, seq: u64) {
+        if self.after_pause == Some(Some(seq)) {
+            self.after_pause = None;
+        }
+    }
+
     /// The earliest instant the next call may go.
     pub fn ready_at(&self, now: Instant) -> Instant {
         let mut at = now;
+        if self.asking() {
+            // Until the call asking after a pause is answered (its answer wakes the others).
+            at = at.max(now.checked_add(Duration::from_secs(86_400)).unwrap_or(now));
+        }
         if let Some(p) = self.paused_until
             && !(self.probe && self.tentative == Some(p))
         {
@@ -407,9 +431,12 @@ impl Control {
         at
     }
 
-    /// A call goes now.
-    pub fn admitted(&mut self, now: Instant) {
+    /// Call `seq` goes now.
+    pub fn admitted(&mut self, now: Instant, seq: u64) {
         self.probe = false;
+        if self.after_pause == Some(None) && !self.paused(now) {
+            self.after_pause = Some(Some(seq));
+        }
         if let Some(r) = self.rate() {
             let gap = Duration::from_secs_f64(1.0 / r.max(MIN_RATE));
             // A slot missed by a late wake-up is caught up (one at most, so that no burst
@@ -552,12 +579,14 @@ impl Control {
         Event::Cut(self.rate().unwrap_or(r0))
     }
 
-    /// Pauses the token until `now + wait` (at most [`MAX_PAUSE`]), or longer if already paused.
+    /// Pauses the token until `now + wait` (at most [`MAX_PAUSE`]), or longer if already paused;
+    /// when it ends, one call asks before the others go.
     pub fn pause(&mut self, now: Instant, wait: Duration) {
         let until = now.checked_add(wait.min(MAX_PAUSE)).unwrap_or(now);
         self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
         self.tentative = None;
         self.probe = false;
+        self.after_pause = Some(None);
     }
 
     /// Pauses until `now + wait` unless already paused as long, tentatively: the next success
@@ -689,8 +718,10 @@ pub(super) mod tests {
             c.tick(now, true, true);
             now = c.ready_at(now).max(now);
             c.tick(now, true, true);
-            c.admitted(now);
+            c.admitted(now, 0);
             sent += 1;
+            // The answer comes at once: a call asking after a pause is answered.
+            c.answered(0);
             if bucket.take(now) {
                 c.succeeded(now);
             } else {
@@ -711,7 +742,7 @@ pub(super) mod tests {
         let mut c = Control::new(t0, None);
         assert_eq!(c.rate(), None);
         assert_eq!(c.ready_at(t0), t0);
-        c.admitted(t0);
+        c.admitted(t0, 0);
         assert_eq!(c.ready_at(t0), t0);
         assert!(!c.limiting(t0));
     }
@@ -720,19 +751,50 @@ pub(super) mod tests {
     fn a_configured_ceiling_spaces_calls_evenly() {
         let t0 = Instant::now();
         let mut c = Control::new(t0, Some(4.0));
-        c.admitted(t0);
+        c.admitted(t0, 0);
         assert_eq!(c.ready_at(t0), t0 + secs(0.25));
-        c.admitted(t0 + secs(0.25));
+        c.admitted(t0 + secs(0.25), 0);
         assert_eq!(c.ready_at(t0 + secs(0.25)), t0 + secs(0.5));
         // After an idle time, no burst: at most one slot is caught up.
         let later = t0 + secs(100.0);
-        c.admitted(later);
-        c.admitted(c.ready_at(later));
+        c.admitted(later, 0);
+        c.admitted(c.ready_at(later), 0);
         assert!(
             c.ready_at(later) >= later + secs(0.24),
             "{:?}",
             c.ready_at(later) - later
         );
+    }
+
+    #[test]
+    fn after_a_retry_after_one_call_asks_and_the_others_wait_for_its_answer() {
+        let t0 = Instant::now();
+        let mut c = Control::new(t0, None);
+        c.admitted(t0, 1);
+        c.answered(1);
+        c.throttled(t0, t0, Some(secs(10.0)), false);
+        assert_eq!(c.ready_at(t0), t0 + secs(10.0), "the pause in full");
+        // It ends: one call goes, and no other until that one is answered.
+        let end = t0 + secs(10.0);
+        c.admitted(end, 2);
+        assert!(c.asking());
+        assert!(c.ready_at(end) >= end + secs(3600.0));
+        // An answer of another call changes nothing.
+        c.answered(99);
+        assert!(c.asking());
+        // Still unwell: its answer asks for another pause, and one call asks after it.
+        c.answered(2);
+        c.throttled(end, end, Some(secs(10.0)), false);
+        assert!(!c.asking());
+        assert_eq!(c.ready_at(end), end + secs(10.0));
+        let end2 = end + secs(10.0);
+        c.admitted(end2, 3);
+        assert!(c.asking());
+        // Well again: the others go at the pace.
+        c.answered(3);
+        c.succeeded(end2);
+        assert!(!c.asking());
+        assert!(c.ready_at(end2) < end2 + secs(60.0));
     }
 
     #[test]
@@ -780,7 +842,7 @@ pub(super) mod tests {
                 c.tick(now, true, true);
                 now = c.ready_at(now).max(now) + late();
                 c.tick(now, true, true);
-                c.admitted(now);
+                c.admitted(now, 0);
                 if bucket.take(now) {
                     c.succeeded(now);
                 } else {
@@ -834,7 +896,7 @@ pub(super) mod tests {
             now = at.max(now);
             let c = &mut cs[i];
             c.tick(now, true, true);
-            c.admitted(now);
+            c.admitted(now, 0);
             last[i] = now;
             let ok = bucket.take(now);
             if ok {
@@ -909,7 +971,7 @@ pub(super) mod tests {
             c.tick(now, true, true);
             now = c.ready_at(now).max(now);
             c.tick(now, true, true);
-            c.admitted(now);
+            c.admitted(now, 0);
             c.throttled(now, now, None, false);
         }
         assert!(c.rate().unwrap() < 1.0, "{:?}", c.rate());
@@ -964,7 +1026,7 @@ pub(super) mod tests {
         let t0 = Instant::now();
         let mut c = Control::new(t0, None);
         for i in 0..50 {
-            c.admitted(t0);
+            c.admitted(t0, 0);
             c.succeeded(t0 + Duration::from_millis(i));
         }
         let at = t0 + secs(0.1);
@@ -999,7 +1061,7 @@ pub(super) mod tests {
         // The answer to call 1 arrives after calls 2 and 3 went: one call left.
         c.quota(t0, &info, 1, 2);
         assert_eq!(c.ready_at(t0), t0);
-        c.admitted(t0);
+        c.admitted(t0, 0);
         assert!(c.paused(t0));
         assert_eq!(c.ready_at(t0), t0 + secs(5.0));
         // An older answer arriving late changes nothing.
@@ -1018,7 +1080,7 @@ pub(super) mod tests {
         // After the reset the quota is unknown until the next answer.
         let later = t0 + secs(5.0);
         assert!(!c.paused(later));
-        c.admitted(later);
+        c.admitted(later, 0);
         assert_eq!(c.ready_at(later), later);
     }
 }

@@ -125,6 +125,9 @@ struct Way {
     outage: Outage,
     /// Retries of failed calls, at most a share of first attempts.
     retries: RetryBudget,
+    /// A call waited for room in the slow-start window since the last congestion event: what
+    /// went through measured the window, not the provider's limit.
+    window_held: bool,
 }
 
 impl Way {
@@ -140,6 +143,7 @@ impl Way {
             slow_start: SlowStart::default(),
             outage: Outage::default(),
             retries: RetryBudget::new(now),
+            window_held: false,
         }
     }
 
@@ -246,6 +250,12 @@ impl State {
     /// Whether the endpoint's slow-start window has room for another call.
     fn room(&self, endpoint: Endpoint) -> bool {
         self.ways.get(&endpoint).is_none_or(|w| w.room())
+    }
+
+    /// Whether a call asking after a pause of the token or of `endpoint` is on its way: the
+    /// others wait for its answer.
+    fn asking(&self, endpoint: Endpoint) -> bool {
+        self.token.asking() || self.ways.get(&endpoint).is_some_and(|w| w.control.asking())
     }
 
     /// The outage `endpoint` is in, if any.
@@ -517,10 +527,12 @@ impl Drop for Permit {
         s.in_flight = s.in_flight.saturating_sub(1);
         if let Some(w) = s.ways.get_mut(&self.endpoint) {
             w.in_flight = w.in_flight.saturating_sub(1);
-            // An outage's probe that ended without an answer (its deadline, a shutdown) lets
-            // the next call ask.
+            // An outage's probe, or the call asking after a pause, that ended without an
+            // answer (its deadline, a shutdown) lets the next call ask.
             w.outage.abandoned(self.seq);
+            w.control.answered(self.seq);
         }
+        s.token.answered(self.seq);
         s.tick(Instant::now());
         s.wake_heads();
     }
@@ -726,6 +738,9 @@ impl Pacer {
                     return Err(Denied::outage(d));
                 }
                 let head = s.ways.get(&endpoint).and_then(|w| w.head()) == Some(ticket.key);
+                if head && s.in_flight < s.concurrency && !s.room(endpoint) {
+                    s.way(endpoint, now).window_held = true;
+                }
                 if head && s.in_flight < s.concurrency && s.room(endpoint) {
                     let at = s.ready_at(endpoint, now);
                     if at <= now
@@ -745,8 +760,9 @@ impl Pacer {
                         return Ok(permit);
                     }
                     let down = s.down(endpoint);
-                    if down.is_some_and(|d| d.probing()) {
-                        // An outage's probe is on its way: its answer may let the call go.
+                    if down.is_some_and(|d| d.probing()) || s.asking(endpoint) {
+                        // An outage's probe, or the call asking after a pause, is on its way:
+                        // its answer may let the call go.
                         None
                     } else if !s.time_for(endpoint, at, call.deadline) {
                         if let Some(d) = down {
@@ -821,12 +837,12 @@ impl Pacer {
         s.in_flight += 1;
         s.seq += 1;
         let seq = s.seq;
-        s.token.admitted(now);
+        s.token.admitted(now, seq);
         s.backlogged = false;
         let w = s.way(endpoint, now);
         w.in_flight += 1;
         w.backlogged = false;
-        w.control.admitted(now);
+        w.control.admitted(now, seq);
         w.outage.admitted(now, seq);
         if call.first {
             w.retries.sent(now);
@@ -882,7 +898,9 @@ impl Pacer {
             let cap = s.cooldown_cap();
             // Whether the endpoint went out of service or came back, and how it stands then.
             let mut service = Change::None;
-            let mut changed = false;
+            let mut changed = s.token.asking() || s.way(endpoint, now).control.asking();
+            s.token.answered(permit.seq);
+            s.way(endpoint, now).control.answered(permit.seq);
             if !matches!(outcome, Outcome::Unanswered | Outcome::Cut) {
                 let w = s.way(endpoint, now);
                 if w.outage.answered(now) == Change::Lifted {
@@ -1122,7 +1140,7 @@ impl Pacer {
         if burst {
             w.last_burst = Some(now);
         }
-        let ramping = w.slow_start.window().is_some();
+        let ramping = w.slow_start.window().is_some() && std::mem::take(&mut w.window_held);
         let (control, charged) = if token_wide {
             (&mut s.token, Charged::Token)
         } else {
@@ -1193,6 +1211,18 @@ impl Pacer {
         std::iter::once(s.token.resumes_at(now))
             .chain(s.ways.values().map(|w| w.control.resumes_at(now)))
             .flatten()
+            .min()
+    }
+
+    /// When the next probe of an endpoint in an outage may go (the soonest, if several are
+    /// out and none has a probe on its way).
+    pub fn next_probe_at(&self) -> Option<Instant> {
+        self.lock()
+            .ways
+            .values()
+            .filter_map(|w| w.outage.down())
+            .filter(|d| !d.probing())
+            .map(|d| d.next_probe)
             .min()
     }
 

@@ -127,6 +127,11 @@ impl Window {
         s.1 = s.1.saturating_add(1);
     }
 
+    /// Forgets the successes counted so far (the demand goes on).
+    fn forget(&mut self) {
+        self.slots = [(u64::MAX, 0); 10];
+    }
+
     fn count(&self, now: Instant) -> u64 {
         let i = self.slot(now);
         self.slots
@@ -361,6 +366,13 @@ impl Control {
         self.learned.is_some()
     }
 
+    /// Whether the pace is doubling from a cold start's thin estimate (nothing known to work yet).
+    pub fn cold_doubling(&self) -> bool {
+        self.learned
+            .as_ref()
+            .is_some_and(|l| l.slow_starting() && l.recall >= MAX_RATE)
+    }
+
     /// Whether the rate learned rests on what went through (past a cold start's slow start):
     /// the pace alone then holds calls back well.
     pub fn settled(&self) -> bool {
@@ -574,8 +586,15 @@ impl Control {
             None if successes < CONFIDENT_SUCCESSES || ramping => MAX_RATE,
             None => r_max,
         };
-        let confident = successes >= CONFIDENT_SUCCESSES && !(ramping && self.learned.is_none());
+        let first = self.learned.is_none();
+        let confident = successes >= CONFIDENT_SUCCESSES && !(ramping && first);
         self.learned = Some(Learned::new(r_max, r0, recall, now, confident));
+        if first {
+            // What went through before the first refusal was the bucket's burst as much as
+            // its rate: the next events read the last second without it, or a large burst
+            // would hold the estimate at twice the rate for a second of refusals.
+            self.window.forget();
+        }
         Event::Cut(self.rate().unwrap_or(r0))
     }
 

@@ -979,6 +979,23 @@ impl Pacer {
                                 );
                                 changed = true;
                             }
+                            // A pace still doubling from a cold start's thin estimate has
+                            // found the limit at its first refusal, whoever it belongs to: it
+                            // is cut at once, as TCP's slow start ends at the first loss,
+                            // rather than a round trip later while it doubles on.
+                            let doubling = s.token.cold_doubling()
+                                || s.way(endpoint, now).control.cold_doubling();
+                            if doubling && !known_own {
+                                let (charged, was, e) = self.charge(
+                                    &mut s,
+                                    endpoint,
+                                    permit.sent_at,
+                                    now,
+                                    None,
+                                    Shown::Lone,
+                                );
+                                event = Some((e, was, None, charged));
+                            }
                             Charged::Undecided
                         }
                         Scope::Shared {
@@ -1933,14 +1950,17 @@ mod tests {
      {
         for burst in [1.0, 5.0, 60.0] {
             let p = cold_pacer(16, None);
-            let (took, _share) = cold_start(&p, 600, 60.0, burst).await;
+            let (took, share) = cold_start(&p, 600, 60.0, burst).await;
             let bound = Duration::from_secs_f64(1.5 * 600.0 / 60.0);
-            eprintln!(
-                "burst {burst}: {took:?} {_share} {:?} {:?}",
-                p.endpoints(),
-                p.allowed()
-            );
             assert!(took <= bound, "burst {burst}: {took:?} against {bound:?}");
+            // Asked before hammered: without the slow-start window, the cut at the first
+            // refusal of a doubling pace and a first event that forgets the burst, 10.2 % to
+            // 10.7 % of the first run's calls were refused; with them 3.4 %, 6.0 % and 8.1 %
+            // (bursts of 1, 5 and 60).
+            assert!(
+                share <= 0.09,
+                "burst {burst}: {share:.3} of the first run's calls refused"
+            );
             // Learned: the next refresh within 1.2x N / rate, with few 429s.
             let (took, share) = cold_start(&p, 600, 60.0, burst).await;
             let bound = Duration::from_secs_f64(1.2 * 600.0 / 60.0);

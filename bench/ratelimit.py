@@ -74,7 +74,9 @@ simulator, for a side-by-side figure:
                (goal at most 1.2 x the targets)
 
 Every burst and throttle shape also prints the calls refused over the first interval from the
-exporter's start (goal at most 5 % of the fleet).
+exporter's start (goal at most 5 % of the fleet). The group `cold` runs the bursts of 1, 5 and 60
+with answers in 50 ms (burst1-50ms, burst5-50ms, burst60-50ms), as a provider far away answers
+a cold start.
 
 Groups: `shapes` (all of the issue-29 shapes, in that order), `bursts`, `endpoints`
 (endpoints-free, stats-limited, account-limited), `bad`, `unwell`; `all` is still the
@@ -248,6 +250,13 @@ SHAPES = {
                                burst=5, retry_after="seconds", status=503),
     "bad5-503": dict(kind="bad", accounts=600, interval=20, runs=6, share=0.05,
                      retry_after=False, status=503),
+    # The bursts with answers in 50 ms, as the issue measured a cold start.
+    "burst1-50ms": dict(kind="burst", accounts=600, interval=20, runs=3, rate=60.0, burst=1,
+                        retry_after="none", latency_ms=50),
+    "burst5-50ms": dict(kind="burst", accounts=600, interval=20, runs=3, rate=60.0, burst=5,
+                        retry_after="none", latency_ms=50),
+    "burst60-50ms": dict(kind="burst", accounts=600, interval=20, runs=3, rate=60.0, burst=60,
+                         retry_after="none", latency_ms=50),
 }
 GROUPS = {
     "shapes": list(SHAPES),
@@ -257,6 +266,7 @@ GROUPS = {
     "unwell": ["outage", "outage-retry-after", "outage-no-answer", "throttle503-burst1",
                "throttle503-burst5", "bad5-503", "burst1", "burst5", "burst60",
                "burst5-retry-after"],
+    "cold": ["burst1-50ms", "burst5-50ms", "burst60-50ms"],
 }
 # The collectors of the endpoint scenarios, and the calls each makes per account.
 CALLS = {"delivery_account": 1, "tracemail_daily": 2}
@@ -324,6 +334,8 @@ def start_limited_token(b, spec, n):
     body = {"rate": spec["rate"], "burst": spec["burst"], "retry_after": spec["retry_after"],
             "headers": "none", "status": spec.get("status", 429)}
     http("PUT", f"{sim}/_sim/rate_limit", b.token, json.dumps(body).encode())
+    if spec.get("latency_ms"):
+        b.fault("delivery_account_get", {"latency_ms": spec["latency_ms"]})
     config = b.write("config.yml", shape_config(sim, b.token_file(), ["delivery_account"],
                                                 range(FIRST, FIRST + n), spec["interval"], 16))
     b.check_config(config, binary=BINARY)
@@ -434,8 +446,10 @@ def run_bursts(name, spec, n, runs, work):
     limited = sum(r["limited"] for r in steady)
     goal_all = 1.5 * ideal + interval
     status = spec.get("status", 429)
+    latency = f", answers in {spec['latency_ms']} ms" if spec.get("latency_ms") else ""
     print(f"\n## {name}: {n} accounts, {rate:g} requests/s, burst {burst:g}, refused with "
-          f"{status}, Retry-After {spec['retry_after']}, interval {interval}s, concurrency 16")
+          f"{status}, Retry-After {spec['retry_after']}, interval {interval}s, concurrency 16"
+          f"{latency}")
     print(f"calls refused over the first interval from the exporter's start: {first_interval} "
           f"({(first_interval or 0) / n:.1%} of the fleet; goal at most 5 %)")
     print(f"every account with values {'after %.1f s' % all_at if all_at else 'never'} from the "

@@ -157,6 +157,19 @@ async fn an_endpoint_failing_everywhere_is_paused_probed_and_resumes_when_it_ans
         ) == Some(1.0)),
         "targets not called fail with reason outage: {last}"
     );
+    // The landing page and the debug view say so.
+    let landing = exporter.get("/").await.text().await.unwrap();
+    assert!(landing.contains("outage since"), "{landing}");
+    let debug = exporter
+        .get(&format!(
+            "/probe?target={}&collector=delivery_account&debug=true",
+            accounts(N).start
+        ))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(debug.contains("In an outage since"), "{debug}");
     // Values stay until max_age.
     for id in accounts(N) {
         assert!(

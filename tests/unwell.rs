@@ -284,6 +284,22 @@ async fn retries_are_held_to_a_tenth_of_first_attempts_when_every_call_fails() {
     assert!(refused >= 1.0, "retries refused: {refused}");
     let hits = account_hits(&sim, N);
     assert!(hits <= 115, "{hits} calls for 100 accounts");
+    // The landing page and the debug view count them too.
+    let landing = exporter.get("/").await.text().await.unwrap();
+    assert!(
+        landing.contains("Retries refused by the budget"),
+        "{landing}"
+    );
+    let debug = exporter
+        .get(&format!(
+            "/probe?target={}&collector=delivery_account&debug=true",
+            accounts(N).start
+        ))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(debug.contains("not retried: its retry budget"), "{debug}");
 }
 
 #[tokio::test]

@@ -44,6 +44,8 @@ pub struct EndpointPace {
     pub outage: Option<OutageView>,
     /// Calls it may have in flight while its limit is not known yet (`None`: open).
     pub window: Option<f64>,
+    /// Failed calls not retried because its retry budget was spent, since the pacer began.
+    pub retries_refused: u64,
 }
 
 /// An endpoint's outage as the series and pages show it.

@@ -204,6 +204,13 @@ fn pace(out: &mut String, paces: &[PaceView]) {
                 crate::web::landing::unix_time(o.since)
             );
         }
+        if e.retries_refused > 0 {
+            let _ = writeln!(
+                out,
+                "    {} failed call(s) not retried: its retry budget (a tenth of first attempts over 10 s, plus 5) was spent",
+                e.retries_refused
+            );
+        }
         if let Some(w) = e.window {
             let _ = writeln!(
                 out,

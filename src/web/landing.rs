@@ -172,7 +172,11 @@ fn paces(all: &[PaceView]) -> String {
             p.allowed.is_some()
                 || p.paused
                 || p.endpoints.iter().any(|e| {
-                    e.allowed.is_some() || e.paused || e.backing_off > 0 || e.outage.is_some()
+                    e.allowed.is_some()
+                        || e.paused
+                        || e.backing_off > 0
+                        || e.outage.is_some()
+                        || e.retries_refused > 0
                 })
         })
         .collect();
@@ -187,7 +191,7 @@ fn paces(all: &[PaceView]) -> String {
         );
         return out;
     }
-    out.push_str("<table><tr><th>Tenant</th><th>Token</th><th>Endpoint</th><th>Endpoint pace</th><th>Targets backing off on their own</th></tr>");
+    out.push_str("<table><tr><th>Tenant</th><th>Token</th><th>Endpoint</th><th>Endpoint pace</th><th>Targets backing off on their own</th><th>Retries refused by the budget</th></tr>");
     for p in limited.iter().take(MAX_PACE_ROWS) {
         let tenant = if p.tenant.is_default() {
             "(the token)".to_owned()
@@ -198,18 +202,19 @@ fn paces(all: &[PaceView]) -> String {
         if p.endpoints.is_empty() {
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{token}</td><td></td><td></td><td></td></tr>",
+                "<tr><td>{}</td><td>{token}</td><td></td><td></td><td></td><td></td></tr>",
                 esc(&tenant)
             );
         }
         for e in &p.endpoints {
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{token}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{token}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&tenant),
                 e.endpoint,
                 endpoint_pace(e),
                 e.backing_off,
+                e.retries_refused,
             );
         }
     }

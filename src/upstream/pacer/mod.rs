@@ -128,6 +128,8 @@ struct Way {
     /// A call waited for room in the slow-start window since the last congestion event: what
     /// went through measured the window, not the provider's limit.
     window_held: bool,
+    /// Retries the budget refused so far.
+    retries_refused: u64,
 }
 
 impl Way {
@@ -144,6 +146,7 @@ impl Way {
             outage: Outage::default(),
             retries: RetryBudget::new(now),
             window_held: false,
+            retries_refused: 0,
         }
     }
 
@@ -1114,7 +1117,13 @@ impl Pacer {
     pub fn may_retry(&self, endpoint: Endpoint) -> bool {
         let now = Instant::now();
         let mut s = self.lock();
-        s.way(endpoint, now).retries.try_retry(now)
+        let w = s.way(endpoint, now);
+        if w.retries.try_retry(now) {
+            return true;
+        }
+        w.retries_refused = w.retries_refused.saturating_add(1);
+        self.publish(&s);
+        false
     }
 
     /// A 429 taken as shared: the token's when its other endpoints were refused too within
@@ -1386,6 +1395,7 @@ fn endpoint_paces(s: &State, now: Instant) -> Vec<EndpointPace> {
                 probing: d.probing(),
             }),
             window: w.slow_start.window(),
+            retries_refused: w.retries_refused,
         })
         .collect()
 }

@@ -721,7 +721,10 @@ def run_outage(name, spec, n, work):
         began = time.time()
         outage_seen = False
         refused_retries = None
+        settled = None  # calls by the end of the first interval of the outage
         while time.time() < began + length:
+            if settled is None and time.time() >= began + interval:
+                settled = account_calls(sim, b.token, n)
             body = h.get(f"{server.url}/metrics", timeout=10)
             if body is not None:
                 text = body.decode(errors="replace")
@@ -730,7 +733,9 @@ def run_outage(name, spec, n, work):
                     if line.startswith('mailhost_api_retries_refused_total{endpoint="delivery_account"}'):
                         refused_retries = float(line.rsplit(" ", 1)[1])
             time.sleep(SAMPLE_EVERY)
-        during = account_calls(sim, b.token, n) - before
+        after = account_calls(sim, b.token, n)
+        during = after - before
+        later = after - settled if settled is not None else None
         ended = began + length
         recovered = None
         while time.time() < ended + 3 * interval + 60:
@@ -755,6 +760,10 @@ def run_outage(name, spec, n, work):
           f"{during} calls = {per_interval:.1f} per interval (goal at most "
           f"{goal_per_interval:.0f}); outage state seen: {outage_seen}; retries refused by the "
           f"budget: {refused_retries}")
+    if later is not None:
+        print(f"after its first interval (the calls in flight when the first answers came, and "
+              f"what they taught): {later} calls over {length - interval} s = "
+              f"{later / ((length - interval) / interval):.1f} per interval")
     print(f"every account refreshed {'%.1f s' % recovered if recovered is not None else 'never'} "
           f"after the outage ended (goal one interval, {goal_recovery} s)")
     print_warns(warns)

@@ -20,7 +20,11 @@
 //! slow start) until it is back near that rate, and the cubic takes over from there: a token the
 //! provider blocked for a minute is back at its pace within seconds of the block ending. At a
 //! cold start nothing is known to work yet: a thin first estimate doubles until the next 429,
-//! which then rests on a second of real traffic.
+//! which then rests on a second of real traffic, but never past twice the most successes seen in
+//! a second since ([`COLD_GROWTH`]): a provider that answers its refusals at once would
+//! otherwise see a pace doubling on for seconds while every call is refused. A first event
+//! also forgets the successes before it (a bucket's burst), and a cold start's first refusal
+//! cuts the doubling pace at once (see the pacer).
 //!
 //! One [`Control`] paces a token, and one each of its endpoints: which of them a 429 is
 //! charged to is [`super::shape`]'s business.
@@ -75,6 +79,8 @@ const SPARSE: u64 = 50;
 
 /// An estimate resting on fewer successes than this is not trusted to say what works.
 const CONFIDENT_SUCCESSES: u64 = 10;
+/// A cold start's pace is at most this many times the successes of the last second.
+const COLD_GROWTH: f64 = 2.0;
 /// Seconds of waiting demand in which slow start doubles the rate.
 const DOUBLING_SECS: f64 = 1.0;
 /// The same at a cold start, when no rate is known to work yet: a thin first estimate (a
@@ -191,6 +197,9 @@ struct Learned {
     /// Seconds since the event with calls waiting for the pace, outside pauses: the curve's
     /// clock.
     growth: f64,
+    /// The most successes a second seen since the event, while nothing is known to work: a
+    /// cold start's pace grows from it ([`COLD_GROWTH`]).
+    shown: f64,
 }
 
 impl Learned {
@@ -210,6 +219,7 @@ impl Learned {
             clean: 0,
             active: 0.0,
             growth: 0.0,
+            shown: 0.0,
         }
     }
 
@@ -334,12 +344,27 @@ impl Control {
     pub fn tick(&mut self, now: Instant, active: bool, saturated: bool) {
         let dt = now.saturating_duration_since(self.last_tick).as_secs_f64();
         let paused = self.paused(self.last_tick);
+        // A cold start's pace held by what has succeeded ([`Control::rate`]) does not climb
+        // meanwhile: it doubles from where successes let it, not from where its clock got.
+        let cold = self.cold_doubling();
+        let recent = self.window.rate(now);
         if let Some(l) = &mut self.learned {
+            if cold {
+                l.shown = l.shown.max(recent);
+            }
+            let cold_cap = cold.then_some(COLD_GROWTH * l.shown);
             if self.active {
                 l.active += dt;
             }
+            let before = l.growth;
             if self.saturated && !paused {
                 l.growth += dt;
+            }
+            if let Some(cap) = cold_cap {
+                // Never past twice what succeeded, but never back either: a second without a
+                // success (a pace still slow) keeps what the earlier ones allowed.
+                let most = COLD_DOUBLING_SECS * (cap.max(l.r0) / l.r0.max(MIN_RATE)).log2();
+                l.growth = l.growth.min(most.max(before));
             }
             if l.slow_starting() && l.rate() >= l.slow_start_cap() {
                 l.reanchor();
@@ -381,7 +406,19 @@ impl Control {
 
     /// The rate calls are paced at, requests per second; `None` when unlimited.
     pub fn rate(&self) -> Option<f64> {
-        let learned = self.learned.as_ref().map(Learned::rate);
+        let learned = self.learned.as_ref().map(|l| {
+            let rate = l.rate();
+            if self.cold_doubling() {
+                // Nothing is known to work yet: the pace grows from what has succeeded, at
+                // most twice the successes of the last second (never below the event's own
+                // rate), so that a pace refused at once (a provider answering its 429s at
+                // once, a bucket of one) does not double on for seconds while every call is
+                // refused.
+                rate.min((COLD_GROWTH * l.shown).max(l.r0)).max(MIN_RATE)
+            } else {
+                rate
+            }
+        });
         min_opt(learned, self.ceiling)
     }
 

@@ -1905,10 +1905,16 @@ mod tests {
     }
 
     /// `n` targets polled once each through `p` (as many at once as the client's window
-    /// allows), each call answered after 50 ms by a token bucket of `rate` and `burst`, a
-    /// refused call coming back at its next turn; how long until every target had its answer,
-    /// and the share of calls refused.
-    async fn cold_start(p: &Pacer, n: usize, rate: f64, burst: f64) -> (Duration, f64) {
+    /// allows), each call answered after 50 ms by a token bucket of `rate` and `burst` (with
+    /// `fast_refusals`, a refusal answered at once), a refused call coming back at its next
+    /// turn; how long until every target had its answer, and the share of calls refused.
+    async fn cold_start(
+        p: &Pacer,
+        n: usize,
+        rate: f64,
+        burst: f64,
+        fast_refusals: bool,
+    ) -> (Duration, f64) {
         let provider = Arc::new(Mutex::new(Provider {
             bucket: control::tests::Bucket::new(rate, burst, Instant::now()),
             answered: 0,
@@ -1935,8 +1941,17 @@ mod tests {
                         .await
                         .unwrap();
                     place = Some(permit.place());
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    let ok = provider.lock().unwrap().take(Instant::now());
+                    let ok = if fast_refusals {
+                        // The limit is checked as the call arrives, and a refusal answered
+                        // at once (an edge in front of the provider).
+                        let ok = provider.lock().unwrap().take(Instant::now());
+                        let took = if ok { 50_000 } else { 500 };
+                        tokio::time::sleep(Duration::from_micros(took)).await;
+                        ok
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        provider.lock().unwrap().take(Instant::now())
+                    };
                     let outcome = if ok {
                         Outcome::Success
                     } else {
@@ -1960,7 +1975,7 @@ mod tests {
      {
         for burst in [1.0, 5.0, 60.0] {
             let p = cold_pacer(16, None);
-            let (took, share) = cold_start(&p, 600, 60.0, burst).await;
+            let (took, share) = cold_start(&p, 600, 60.0, burst, false).await;
             let bound = Duration::from_secs_f64(1.5 * 600.0 / 60.0);
             assert!(took <= bound, "burst {burst}: {took:?} against {bound:?}");
             // Asked before hammered: without the slow-start window, the cut at the first
@@ -1972,13 +1987,29 @@ mod tests {
                 "burst {burst}: {share:.3} of the first run's calls refused"
             );
             // Learned: the next refresh within 1.2x N / rate, with few 429s.
-            let (took, share) = cold_start(&p, 600, 60.0, burst).await;
+            let (took, share) = cold_start(&p, 600, 60.0, burst, false).await;
             let bound = Duration::from_secs_f64(1.2 * 600.0 / 60.0);
             assert!(
                 took <= bound,
                 "burst {burst}, learned: {took:?} against {bound:?}"
             );
             assert!(share <= 0.05, "burst {burst}: {share:.3} of calls refused");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_limit_that_refuses_at_once_is_not_hammered_at_a_cold_start() {
+        // 600 targets, a bucket of one at 60/s whose refusals come back at once while its
+        // successes take 50 ms: a pace doubling from a thin estimate met refusal after refusal
+        // before the next event (1,173 refused calls for 600 targets); growing from what
+        // succeeded, 15.
+        for burst in [1.0, 5.0] {
+            let p = cold_pacer(16, None);
+            let (took, share) = cold_start(&p, 600, 60.0, burst, true).await;
+            let refused = share / (1.0 - share) * 600.0;
+            assert!(refused <= 30.0, "burst {burst}: {refused:.0} calls refused");
+            let bound = Duration::from_secs_f64(2.0 * 600.0 / 60.0);
+            assert!(took <= bound, "burst {burst}: {took:?} against {bound:?}");
         }
     }
 

@@ -37,6 +37,8 @@ def main():
     ap.add_argument("--window", type=int, default=0, help="seconds; 0: 2 cool-downs + 1 interval")
     ap.add_argument("--interval", type=int, default=5, help="collector interval, seconds")
     ap.add_argument("--cooldown", type=int, default=60, help="circuit breaker cool-down, s")
+    ap.add_argument("--binary", default=None,
+                    help="the exporter binary to run (default: this tree's release build)")
     args = h.parse_args(ap)
     with h.Bench("mailhost-isolation-") as b:
         token = b.token
@@ -54,7 +56,7 @@ def main():
         config = b.write("config.yml", h.delivery_config(
             sim, token_file=b.token_file(), timeout="1s", cooldown=f"{args.cooldown}s",
             interval=f"{args.interval}s", accounts=range(FIRST, FIRST + ACCOUNTS)))
-        server = b.start_exporter(config, patience=30)
+        server = b.start_exporter(config, patience=30, binary=args.binary)
         exporter, exp_log = server.url, server.log
 
         def healthy_ok(body):

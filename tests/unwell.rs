@@ -42,6 +42,21 @@ async fn exporter(sim: &Sim, n: i32, api: &str, collectors: &[(&str, &str)]) -> 
     spawn_exporter(Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap()).await
 }
 
+/// The landing page, and the debug view of the first account's poll.
+async fn pages(exporter: &Exporter) -> (String, String) {
+    let landing = exporter.get("/").await.text().await.unwrap();
+    let debug = exporter
+        .get(&format!(
+            "/probe?target={}&collector=delivery_account&debug=true",
+            accounts(1).start
+        ))
+        .await
+        .text()
+        .await
+        .unwrap();
+    (landing, debug)
+}
+
 /// Every 2 s, values kept for ten minutes.
 const EVERY_2S: &str = "    interval: 2s\n    deadline: 1500ms\n    max_age: 10m\n";
 /// Every second, values kept for ten minutes.
@@ -158,17 +173,8 @@ async fn an_endpoint_failing_everywhere_is_paused_probed_and_resumes_when_it_ans
         "targets not called fail with reason outage: {last}"
     );
     // The landing page and the debug view say so.
-    let landing = exporter.get("/").await.text().await.unwrap();
+    let (landing, debug) = pages(&exporter).await;
     assert!(landing.contains("outage since"), "{landing}");
-    let debug = exporter
-        .get(&format!(
-            "/probe?target={}&collector=delivery_account&debug=true",
-            accounts(N).start
-        ))
-        .await
-        .text()
-        .await
-        .unwrap();
     assert!(debug.contains("In an outage since"), "{debug}");
     // Values stay until max_age.
     for id in accounts(N) {
@@ -285,20 +291,11 @@ async fn retries_are_held_to_a_tenth_of_first_attempts_when_every_call_fails() {
     let hits = account_hits(&sim, N);
     assert!(hits <= 115, "{hits} calls for 100 accounts");
     // The landing page and the debug view count them too.
-    let landing = exporter.get("/").await.text().await.unwrap();
+    let (landing, debug) = pages(&exporter).await;
     assert!(
         landing.contains("Retries refused by the budget"),
         "{landing}"
     );
-    let debug = exporter
-        .get(&format!(
-            "/probe?target={}&collector=delivery_account&debug=true",
-            accounts(N).start
-        ))
-        .await
-        .text()
-        .await
-        .unwrap();
     assert!(debug.contains("not retried: its retry budget"), "{debug}");
 }
 

@@ -901,9 +901,12 @@ impl Pacer {
             let cap = s.cooldown_cap();
             // Whether the endpoint went out of service or came back, and how it stands then.
             let mut service = Change::None;
-            let mut changed = s.token.asking() || s.way(endpoint, now).control.asking();
+            let asking = |s: &mut State| s.token.asking() || s.way(endpoint, now).control.asking();
+            let was_asking = asking(&mut s);
             s.token.answered(permit.seq);
             s.way(endpoint, now).control.answered(permit.seq);
+            // The call asking after a pause was answered: the others may go.
+            let mut changed = was_asking && !asking(&mut s);
             if !matches!(outcome, Outcome::Unanswered | Outcome::Cut) {
                 let w = s.way(endpoint, now);
                 if w.outage.answered(now) == Change::Lifted {

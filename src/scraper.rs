@@ -269,7 +269,15 @@ impl Turns {
         targets.sort_by_key(|t| (self.failing.contains(t), self.fetched.get(t).copied()));
     }
 
-    fn learn(&mut self, results: &[(Target, Result<TargetData, UpstreamError>)], now: Instant) {
+    /// Learns from a run's results; returns the longest any target the token's limit kept
+    /// from this run has gone since its last success (`None` if none waits): how long the
+    /// fleet actually takes to come round, whatever the pace says it should.
+    fn learn(
+        &mut self,
+        results: &[(Target, Result<TargetData, UpstreamError>)],
+        now: Instant,
+    ) -> Option<Duration> {
+        let mut waited: Option<Duration> = None;
         for (target, result) in results {
             match result {
                 Ok(_) => {
@@ -280,12 +288,17 @@ impl Turns {
                 // refused on its own is failing as any other.
                 Err(e) if e.deferred || (e.reason == FailureReason::RateLimited && !e.own) => {
                     self.failing.remove(target);
+                    if let Some(at) = self.fetched.get(target) {
+                        let w = now.saturating_duration_since(*at);
+                        waited = Some(waited.map_or(w, |m| m.max(w)));
+                    }
                 }
                 Err(_) => {
                     self.failing.insert(target.clone());
                 }
             }
         }
+        waited
     }
 
     fn retain(&mut self, known: &HashSet<Target>) {
@@ -459,7 +472,7 @@ impl Loop {
         let under_way = self.publisher.begin();
         let results = self.fetch(&p, targets, urgent).await?;
         log_run(&p.spec, &results, started);
-        self.turns.learn(&results, Instant::now());
+        let waited = self.turns.learn(&results, Instant::now());
         p.learn(&results);
         if p.spec.failure_log == TargetFailureLog::Summary {
             self.warnings
@@ -469,7 +482,7 @@ impl Loop {
         self.schedule_catch_up(pacer, &results);
         // The latest plan decides which targets are still configured (or probed).
         let mut latest = self.plan.borrow().polled(Instant::now());
-        latest.keep_for = keep_for(&latest, pacer.refresh_intervals());
+        latest.keep_for = keep_for(&latest, pacer.refresh_intervals(), waited);
         self.publisher
             .hand_over(
                 Finished {
@@ -630,18 +643,28 @@ async fn catch_up(at: Option<tokio::time::Instant>) {
     }
 }
 
-/// How long values are kept while the tenant's fleet does not fit its rate limit: each target
-/// is refreshed every `intervals` intervals, oldest first, so its values must outlive that
-/// (plus one interval for a run's own length), however short `max_age` is; at most
-/// [`crate::config::limits::MAX_AGE`].
-fn keep_for(spec: &CollectorSpec, intervals: Option<u64>) -> Option<Duration> {
-    let k = u32::try_from(intervals?)
-        .unwrap_or(u32::MAX)
-        .saturating_add(1);
-    let longer = spec
-        .schedule
-        .interval
-        .saturating_mul(k)
+/// How long values are kept while targets wait for their turn, however short `max_age` is; at
+/// most [`crate::config::limits::MAX_AGE`]. While the tenant's fleet does not fit its rate limit
+/// each target is refreshed every `intervals` intervals, oldest first, so its values must
+/// outlive that (plus one interval for a run's own length). And the fleet may come round slower
+/// than the pace promises (a pace that swings around the limit, runs cut by their deadline, a
+/// starved CPU): a target the token kept from this run, `waited` since its last success, goes
+/// first in the next runs, so its values outlive two more intervals.
+fn keep_for(
+    spec: &CollectorSpec,
+    intervals: Option<u64>,
+    waited: Option<Duration>,
+) -> Option<Duration> {
+    let interval = spec.schedule.interval;
+    let promised = intervals.map(|k| {
+        let k = u32::try_from(k).unwrap_or(u32::MAX).saturating_add(1);
+        interval.saturating_mul(k)
+    });
+    let measured = waited.map(|w| w.saturating_add(interval.saturating_mul(2)));
+    let longer = promised
+        .into_iter()
+        .chain(measured)
+        .max()?
         .min(crate::config::limits::MAX_AGE);
     (longer > spec.schedule.max_age).then_some(longer)
 }
@@ -949,6 +972,68 @@ mod tests {
             w.last[&FailureReason::NotFound],
             (t0 + Duration::from_secs(10), 0),
             "one line an interval later, with what was held back"
+        );
+    }
+
+    #[test]
+    fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_to_come_round()
+    {
+        let spec =
+            crate::area::delivery_account::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
+        let s = Duration::from_secs;
+        // max_age is 6 s: the pace's promise of 3 intervals (+1) is 8 s.
+        assert_eq!(keep_for(&spec, Some(3), None), Some(s(8)));
+        assert_eq!(keep_for(&spec, None, None), None, "the fleet fits");
+        assert_eq!(
+            keep_for(&spec, Some(1), None),
+            None,
+            "4 s is within max_age"
+        );
+        // The fleet came round slower than promised: a waiting target 9 s old keeps its values
+        // two more intervals, whatever the fit said at that instant.
+        assert_eq!(keep_for(&spec, Some(3), Some(s(9))), Some(s(13)));
+        assert_eq!(keep_for(&spec, None, Some(s(9))), Some(s(13)));
+        assert_eq!(
+            keep_for(&spec, None, Some(s(1))),
+            None,
+            "5 s is within max_age"
+        );
+        assert_eq!(
+            keep_for(&spec, Some(u64::MAX), Some(Duration::MAX)),
+            Some(crate::config::limits::MAX_AGE)
+        );
+
+        let t0 = Instant::now();
+        let mut turns = Turns::default();
+        let ok = |id| {
+            (
+                Target::DeliveryAccount(id),
+                Ok(crate::area::delivery_account::fixtures::remaining(1.0)),
+            )
+        };
+        let waiting = |id, e: UpstreamError| (Target::DeliveryAccount(id), Err(e));
+        assert_eq!(turns.learn(&[ok(1), ok(2), ok(3)], t0), None);
+        let deferred = UpstreamError {
+            deferred: true,
+            ..UpstreamError::new(FailureReason::RateLimited, "not called")
+        };
+        let shared_429 = UpstreamError::new(FailureReason::RateLimited, "HTTP 429");
+        let own_429 = UpstreamError {
+            own: true,
+            ..UpstreamError::new(FailureReason::RateLimited, "HTTP 429")
+        };
+        assert_eq!(
+            turns.learn(
+                &[ok(1), waiting(2, deferred), waiting(3, shared_429)],
+                t0 + s(7)
+            ),
+            Some(s(7)),
+            "the token kept 2 and 3 waiting since t0"
+        );
+        assert_eq!(
+            turns.learn(&[waiting(3, own_429), ok(2)], t0 + s(9)),
+            None,
+            "a target refused on its own is failing, not waiting"
         );
     }
 

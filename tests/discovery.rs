@@ -30,9 +30,12 @@ fn sim_config() -> SimConfig {
     }
 }
 
+/// Discovered accounts live `idle_intervals` dashboard intervals after they were last named: 30
+/// of 1 s, so that dashboard runs slowed past their deadline on a loaded machine do not let the
+/// discovered set change under the test.
 fn config(base_url: &str) -> Config {
     let yaml = format!(
-        "api:\n  base_url: {base_url}\n  timeout: 2s\ncollectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\n  tracemail_dashboard:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\n  tracemail_daily:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\ntenants:\n  - name: acme\n    token_env: ACME\n    collectors:\n      tracemail_daily:\n        accounts: [1]\n    discovery:\n      accounts: true\n      domains: true\n      deny: [2]\n      max_accounts: 4\n"
+        "api:\n  base_url: {base_url}\n  timeout: 2s\nprobe:\n  idle_intervals: 30\ncollectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\n  tracemail_dashboard:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\n  tracemail_daily:\n    interval: 1s\n    deadline: 900ms\n    max_age: 30s\ntenants:\n  - name: acme\n    token_env: ACME\n    collectors:\n      tracemail_daily:\n        accounts: [1]\n    discovery:\n      accounts: true\n      domains: true\n      deny: [2]\n      max_accounts: 4\n"
     );
     Config::parse_with_env(&yaml, &|_| Some(TOKEN.to_owned())).unwrap()
 }

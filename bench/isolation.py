@@ -67,6 +67,18 @@ def main():
                 if ok.get(f'mailhost_target_success{{collector="delivery_account",target="{i}"}}') == 1.0
                 and f'mailhost_delivery_remaining_messages{{account_id="{i}"}}' in values)
 
+        def healthy_reasons(body):
+            """reason -> healthy accounts failing with it in this scrape."""
+            reasons = {}
+            healthy_set = set(healthy)
+            for key in series(body, "mailhost_target_failure_info"):
+                labels = dict(part.split("=", 1) for part in key[key.index("{") + 1:-1].split(","))
+                target = int(labels.get("target", '"0"').strip('"'))
+                if target in healthy_set:
+                    reason = labels.get("reason", '""').strip('"')
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            return reasons
+
         # The first run: broken accounts are interleaved with healthy ones and nothing is known
         # of them yet.
         deadline = time.time() + 60
@@ -89,10 +101,13 @@ def main():
         hits0 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
         start = time.time()
         samples = []
+        worst = None
         span = args.window or 2 * args.cooldown + args.interval
         while time.time() - start < span:
             body = http("GET", f"{exporter}/metrics")
             samples.append(healthy_ok(body))
+            if worst is None or samples[-1] < worst[0]:
+                worst = (samples[-1], time.time() - start, healthy_reasons(body))
             time.sleep(1)
         window = time.time() - start
         hits1 = json.loads(http("GET", f"{sim}/_sim/hits", token))["hits"]
@@ -118,6 +133,8 @@ def main():
               f"with success 1 and values min {min(warm)}, max {max(warm)}")
         print(f"healthy with success 1 and values in every scrape of the window: "
               f"min {min(samples)}, max {max(samples)} of {len(healthy)}")
+        print(f"the worst scrape of the window, {worst[1]:.0f}s in: healthy accounts failing "
+              f"by reason {worst[2]}")
         hmin, hmax = calls(healthy)
         print(f"HTTP requests per healthy account in the window: {hmin} to {hmax}")
         for name, ids in [("never answer", spread(SILENT)), ("500", spread(FAILING)),

@@ -681,3 +681,50 @@ async fn an_open_circuit_turns_a_broken_account_into_one_call_per_cool_down() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn a_retry_with_no_turn_before_the_deadline_fails_with_what_its_last_attempt_met() {
+    // One slot. 1001 answers 500; while its retry backs off, 1002, which never answers, takes
+    // the slot until the deadline: 1001's retry has no turn. It failed with an HTTP 500, and
+    // says so, not the deadline.
+    let sim = spawn_sim().await;
+    sim.sim.add_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            error_rate: 1.0,
+            error_status: Some(500),
+            only_ids: Some(vec!["1001".to_owned()]),
+            ..FaultSpec::default()
+        },
+    );
+    sim.sim.add_fault(
+        Route::DeliveryAccountGet,
+        FaultSpec {
+            latency: Some(Duration::from_secs(3600)),
+            only_ids: Some(vec!["1002".to_owned()]),
+            ..FaultSpec::default()
+        },
+    );
+    let exporter = spawn_exporter(crate::helpers::config(
+        &sim.url,
+        TOKEN,
+        &[1001, 1002],
+        "  concurrency: 1\n  max_retries: 1\n  retry_backoff: 100ms\n",
+    ))
+    .await;
+    let series = |reason: &str| {
+        format!(
+            "mailhost_target_failure_info{{collector=\"delivery_account\",target=\"1001\",reason=\"{reason}\"}}"
+        )
+    };
+    let body = until(&exporter, "500", "1001 failed", |b| {
+        b.lines().any(|l| {
+            l.starts_with(
+                "mailhost_target_failure_info{collector=\"delivery_account\",target=\"1001\"",
+            )
+        })
+    })
+    .await;
+    assert_eq!(value(&body, &series("server_error")), Some(1.0), "{body}");
+    assert!(value(&body, &series("timeout")).is_none(), "{body}");
+}

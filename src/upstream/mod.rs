@@ -334,6 +334,8 @@ impl Client {
         let mut throttled = 0u32;
         // The last answer 429, once there was one.
         let mut last_429: Option<UpstreamError> = None;
+        // The failure a retry is on its way after.
+        let mut last_failure: Option<UpstreamError> = None;
         // The call's place in the token's queue: kept when it comes back after a 429.
         let mut place = None;
         let result = loop {
@@ -345,7 +347,7 @@ impl Client {
             };
             let number = retries + throttled + 1;
             let e = match self
-                .attempt(&key, attempt, &mut place, number, standing)
+                .attempt(&key, attempt, &mut place, number, standing, retries > 0)
                 .await
             {
                 Ok(v) => break Ok(v),
@@ -360,6 +362,22 @@ impl Client {
                                 ),
                                 deferred: false,
                                 ..throttled
+                            }
+                        }
+                        // Its retry had no turn before the deadline: the target fails with
+                        // what its last attempt met, not with the deadline.
+                        (FailureReason::Timeout | FailureReason::RateLimited, None)
+                            if e.deferred || e.detail == DEADLINE_REACHED =>
+                        {
+                            match last_failure.take() {
+                                Some(f) => UpstreamError {
+                                    detail: format!(
+                                        "{}; no turn to try again before the collector deadline",
+                                        f.detail
+                                    ),
+                                    ..f
+                                },
+                                None => e,
                             }
                         }
                         (_, _) => e,
@@ -417,6 +435,7 @@ impl Client {
                 "retrying upstream call"
             );
             tokio::time::sleep(wait).await;
+            last_failure = Some(e);
             retries += 1;
         };
         admitted.done = true;
@@ -466,10 +485,10 @@ impl Client {
         place: &mut Option<u64>,
         number: u32,
         standing: pacer::Standing,
+        retry: bool,
     ) -> Result<Body, Attempt> {
         let endpoint = key.0;
-        let deadline_error =
-            || UpstreamError::new(FailureReason::Timeout, "collector deadline reached");
+        let deadline_error = || UpstreamError::new(FailureReason::Timeout, DEADLINE_REACHED);
         let queued = Instant::now();
         let not_sent = |reason: FailureReason| {
             self.step(|| Step::NotSent {
@@ -488,6 +507,9 @@ impl Client {
                 place: *place,
                 deadline: self.deadline,
                 standing,
+                // A retry after a failure, or a target whose last call failed: behind the
+                // calls of targets that are not failing.
+                behind: retry || standing == pacer::Standing::Bad,
                 first: number == 1,
             })
             .await
@@ -721,6 +743,9 @@ struct Admitted<'a> {
     key: &'a CircuitKey,
     done: bool,
 }
+
+/// The detail of a call the collector's deadline cut.
+const DEADLINE_REACHED: &str = "collector deadline reached";
 
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {

@@ -98,9 +98,10 @@ enum Fit {
 /// sooner its turn.
 pub type Rank = Option<Instant>;
 
-/// A call's place among the waiting ones: urgent first (in the order they came), then oldest
-/// data first, then in the order they came.
-type Key = (bool, Rank, u64);
+/// A call's place among the waiting ones: urgent first (in the order they came), then the calls
+/// of targets not known to be failing before those of targets that are (and retries after a
+/// failure), each oldest data first, then in the order they came.
+type Key = (bool, bool, Rank, u64);
 
 /// The target of a call, keyed as its circuit is: its endpoint and its id.
 pub type TargetKey = crate::upstream::breaker::CircuitKey;
@@ -577,6 +578,10 @@ pub struct Call<'a> {
     pub deadline: Option<Instant>,
     /// What its target's last call did: whether its failure would be a sign of an outage.
     pub standing: Standing,
+    /// Its target is failing (its last call failed, or this is a retry after a failure): it
+    /// waits behind the calls of targets that are not, so that broken targets, which hold
+    /// their slots until a timeout, never take the slots the healthy ones wait for.
+    pub behind: bool,
     /// Its first attempt (not a retry, nor a call back after a 429): it earns the retry budget.
     pub first: bool,
 }
@@ -717,7 +722,11 @@ impl Pacer {
             }
             paced_when_queued = s.limiting(endpoint, started);
             let notify = Arc::new(Notify::new());
-            let key = (!call.urgent, if call.urgent { None } else { call.rank }, id);
+            let key = if call.urgent {
+                (false, false, None, id)
+            } else {
+                (true, call.behind, call.rank, id)
+            };
             s.way(endpoint, started).queue.insert(key, notify.clone());
             s.tick(started);
             Ticket {
@@ -757,7 +766,7 @@ impl Pacer {
                             &call,
                             now,
                             (started, paced_when_queued),
-                            ticket.key.2,
+                            ticket.key.3,
                         );
                         s.wake_heads();
                         return Ok(permit);
@@ -1476,6 +1485,7 @@ mod tests {
             place,
             deadline,
             standing: Standing::Unknown,
+            behind: false,
             first: true,
         })
         .await
@@ -1564,6 +1574,53 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn calls_of_failing_targets_and_retries_wait_behind_those_of_healthy_targets() {
+        // One slot, held: failing targets (never fetched, so first by rank) queue before the
+        // healthy ones, and still go after them.
+        let p = pacer(1, None);
+        let first = admit(&p, false, None, None, None).await.unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        let t0 = Instant::now();
+        for (i, behind, rank) in [
+            (1, true, None),
+            (2, true, Some(t0 - Duration::from_secs(9))),
+            (3, false, Some(t0 - Duration::from_secs(1))),
+            (4, false, Some(t0 - Duration::from_secs(5))),
+            (5, true, None),
+        ] {
+            let (p, order) = (p.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let target = key(&format!("t{i}"));
+                let _permit = p
+                    .admit(Call {
+                        target: &target,
+                        urgent: false,
+                        rank,
+                        place: None,
+                        deadline: None,
+                        standing: if behind {
+                            Standing::Bad
+                        } else {
+                            Standing::Good
+                        },
+                        behind,
+                        first: true,
+                    })
+                    .await
+                    .unwrap();
+                order.lock().unwrap().push(i);
+            }));
+            tokio::task::yield_now().await;
+        }
+        drop(first);
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), vec![4, 3, 1, 5, 2]);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_call_back_after_a_429_keeps_its_place_among_equals() {
         let p = pacer(1, Some(10.0));
         let first = admit(&p, false, None, None, None).await.unwrap();
@@ -1629,6 +1686,7 @@ mod tests {
                 place: None,
                 deadline: None,
                 standing: Standing::Unknown,
+                behind: false,
                 first: true,
             })
             .await
@@ -1647,6 +1705,7 @@ mod tests {
             place: None,
             deadline: Some(Instant::now() + within),
             standing: Standing::Unknown,
+            behind: false,
             first: true,
         })
         .await
@@ -1939,6 +1998,7 @@ mod tests {
                             place,
                             deadline: None,
                             standing: Standing::Unknown,
+                            behind: false,
                             first: true,
                         })
                         .await
@@ -2042,6 +2102,7 @@ mod tests {
                         place,
                         deadline: Some(deadline),
                         standing: Standing::Unknown,
+                        behind: false,
                         first: true,
                     };
                     let permit = match p.admit(call).await {

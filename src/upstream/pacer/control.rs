@@ -88,6 +88,14 @@ const DOUBLING_SECS: f64 = 1.0;
 /// often as not, so the rate doubles four times a second until the next 429 says where it stops.
 const COLD_DOUBLING_SECS: f64 = 0.25;
 
+/// A refusal that asks for a pause costs every call of its scope that pause: past the estimate,
+/// the curve probes so slowly that its refusals cost at most this share of the time (a pause
+/// of 1 s: a plateau of 20 s), as a probe refused without a pause costs one call.
+const PAUSE_PROBE_SHARE: f64 = 0.05;
+/// The plateau a pause stretches is at most this many seconds of waiting demand, so that a
+/// raised limit is still found again.
+const MAX_PAUSE_PLATEAU_SECS: f64 = 300.0;
+
 /// The cubic's constant for a plateau at `r_max`, from [`PLATEAU_SECS`] and, for a
 /// `confident` estimate, [`PLATEAU_CALLS`]: r(t) = r_max (1 + C (t - K)^3).
 fn growth_constant(r_max: f64, confident: bool) -> f64 {
@@ -98,6 +106,18 @@ fn growth_constant(r_max: f64, confident: bool) -> f64 {
     };
     let plateau = PLATEAU_SECS.max(calls);
     (1.0 - BETA) / plateau.powi(3)
+}
+
+/// The cubic's constant past `r_max` (t > K) after an event whose refusal asked for a pause of
+/// `pause` seconds: the plateau on that side stretched by [`PAUSE_PROBE_SHARE`]; the climb back
+/// to `r_max` is as quick as ever.
+fn probe_constant(c: f64, pause: f64) -> f64 {
+    let plateau = (pause / PAUSE_PROBE_SHARE).min(MAX_PAUSE_PLATEAU_SECS);
+    if plateau > 0.0 {
+        c.min((1.0 - BETA) / plateau.powi(3))
+    } else {
+        c
+    }
 }
 
 /// Successes over the last second, in ten slots of 100 ms: what just went through.
@@ -184,6 +204,10 @@ struct Learned {
     recalled: bool,
     /// The cubic's constant, [`growth_constant`] of `r_max` and the event's confidence.
     c: f64,
+    /// The constant past `r_max`, [`probe_constant`].
+    c_past: f64,
+    /// Seconds of pause the event's refusal asked for (0 without `Retry-After`).
+    pause: f64,
     at: Instant,
     /// Successes since the event.
     successes: u64,
@@ -203,7 +227,7 @@ struct Learned {
 }
 
 impl Learned {
-    fn new(r_max: f64, r0: f64, recall: f64, at: Instant, confident: bool) -> Self {
+    fn new(r_max: f64, r0: f64, recall: f64, at: Instant, confident: bool, pause: f64) -> Self {
         let c = growth_constant(r_max, confident);
         let k = ((1.0 - r0 / r_max).max(0.0) / c).cbrt();
         Learned {
@@ -213,6 +237,8 @@ impl Learned {
             k,
             recalled: false,
             c,
+            c_past: probe_constant(c, pause),
+            pause,
             at,
             successes: 0,
             refused: 0,
@@ -234,7 +260,8 @@ impl Learned {
 
     fn rate(&self) -> f64 {
         let t = self.growth - self.k;
-        let cubic = self.r_max * (1.0 + self.c * t * t * t);
+        let c = if t > 0.0 { self.c_past } else { self.c };
+        let cubic = self.r_max * (1.0 + c * t * t * t);
         let rate = if self.slow_starting() {
             let doubling = if self.recall >= MAX_RATE {
                 COLD_DOUBLING_SECS
@@ -258,7 +285,14 @@ impl Learned {
             refused: self.refused,
             active: self.active,
             recalled: true,
-            ..Learned::new(recall, self.slow_start_cap(), recall, self.at, false)
+            ..Learned::new(
+                recall,
+                self.slow_start_cap(),
+                recall,
+                self.at,
+                false,
+                self.pause,
+            )
         };
     }
 }
@@ -625,7 +659,8 @@ impl Control {
         };
         let first = self.learned.is_none();
         let confident = successes >= CONFIDENT_SUCCESSES && !(ramping && first);
-        self.learned = Some(Learned::new(r_max, r0, recall, now, confident));
+        let pause = retry_after.map_or(0.0, |w| w.min(MAX_PAUSE).as_secs_f64());
+        self.learned = Some(Learned::new(r_max, r0, recall, now, confident, pause));
         if first {
             // What went through before the first refusal was the bucket's burst as much as
             // its rate: the next events read the last second without it, or a large burst
@@ -790,6 +825,50 @@ pub(super) mod tests {
             }
         }
         (throttled, now)
+    }
+
+    #[test]
+    fn after_a_refusal_that_asked_for_a_pause_the_pace_climbs_back_as_fast_and_probes_past_it_slowly()
+     {
+        let t0 = Instant::now();
+        let at = |l: &Learned, t: f64| {
+            let mut l = l.clone();
+            l.growth = t;
+            l.rate()
+        };
+        let plain = Learned::new(60.0, 54.0, 60.0, t0, true, 0.0);
+        let paused = Learned::new(60.0, 54.0, 60.0, t0, true, 1.0);
+        // Back to the estimate in the same time, along the same curve.
+        assert!(
+            (plain.k - paused.k).abs() < 1e-9 && plain.k > 7.9,
+            "{}",
+            plain.k
+        );
+        for t in [0.0, 2.0, 4.0, 6.0, plain.k] {
+            assert!((at(&plain, t) - at(&paused, t)).abs() < 1e-9, "at {t}");
+        }
+        // Past it: 10 % above the estimate 8 s later without a pause; with a pause of 1 s,
+        // a plateau of 20 s on that side (0.64 % above after 8 s, 10 % after 20 s).
+        let past = |l: &Learned, t: f64| at(l, plain.k + t) / 60.0 - 1.0;
+        assert!(
+            (past(&plain, 8.0) - 0.1).abs() < 1e-6,
+            "{}",
+            past(&plain, 8.0)
+        );
+        assert!(
+            (past(&paused, 8.0) - 0.0064).abs() < 1e-6,
+            "{}",
+            past(&paused, 8.0)
+        );
+        assert!(
+            (past(&paused, 20.0) - 0.1).abs() < 1e-6,
+            "{}",
+            past(&paused, 20.0)
+        );
+        // A pause of an hour stretches it to MAX_PAUSE_PLATEAU_SECS at most.
+        let hour = Learned::new(60.0, 54.0, 60.0, t0, true, 3600.0);
+        let t = MAX_PAUSE_PLATEAU_SECS;
+        assert!((past(&hour, t) - 0.1).abs() < 1e-6, "{}", past(&hour, t));
     }
 
     #[test]

@@ -162,10 +162,7 @@ impl App {
         log_shard(&config, &specs);
         let telemetry = Arc::new(Telemetry::new(&[]));
         telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
-        let plan_fds = descriptors::Plan::now(
-            web.serve.max_connections,
-            descriptors::asked_upstream(&config),
-        );
+        let plan_fds = descriptors::Plan::now(web.serve.max_connections, config.asked_upstream());
         if let Some(told) = plan_fds.shortfall() {
             tracing::warn!("{told}");
         }
@@ -462,7 +459,7 @@ impl App {
     /// The plan of descriptors made at start holds: tells when `config` asks for more upstream
     /// sockets than it has.
     fn replan_descriptors(&mut self, config: &Config) {
-        let asked = descriptors::asked_upstream(config);
+        let asked = config.asked_upstream();
         if asked != self.descriptors.asked_upstream {
             self.descriptors = descriptors::Plan {
                 asked_upstream: asked,

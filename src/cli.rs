@@ -17,13 +17,9 @@ pub const DEFAULT_LISTEN_ADDRESS: &str = ":19587";
 pub const DEFAULT_DEMO_RATE_LIMIT: f64 = 10.0;
 /// Concurrent scrapes served at most, as Prometheus' own default.
 pub const DEFAULT_MAX_REQUESTS: usize = 40;
-/// Open connections at most, as Prometheus' own `--web.max-connections`.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
-/// Time a client has to send a request head (and finish a TLS handshake) once it started.
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Twice Prometheus' default scrape interval, so a scraper's kept-alive connection survives
-/// from one scrape to the next; idle connections are also the first evicted at the cap.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+pub use crate::web::serve::{
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+};
 
 const MAX_CONNECTIONS_RANGE: std::ops::RangeInclusive<usize> = 4..=1_048_576;
 const HEADER_READ_TIMEOUT_RANGE: std::ops::RangeInclusive<Duration> =

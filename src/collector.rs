@@ -99,6 +99,36 @@ impl CollectorSpec {
     }
 }
 
+/// The one collector of the generic rooms' unit tests (snapshot, store, rendering, scraper,
+/// web); its answers are in `area::delivery_account::fixtures`.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::CollectorSpec;
+    use crate::area::{Collector, Configured};
+    use crate::config::Schedule;
+    use crate::tenant::TenantName;
+
+    /// A Delivery account collector over `ids` polled every `interval` (deadline 0.8 and `max_age`
+    /// 3 intervals).
+    pub fn accounts(ids: &[i32], interval: Duration) -> CollectorSpec {
+        CollectorSpec::new(
+            TenantName::default(),
+            Collector::DeliveryAccount(Arc::new(Configured {
+                schedule: Schedule {
+                    interval,
+                    deadline: interval.mul_f64(0.8),
+                    max_age: interval * 3,
+                },
+                settings: Arc::new(()),
+                targets: ids.to_vec(),
+            })),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

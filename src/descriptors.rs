@@ -5,8 +5,9 @@
 //! fit is told once, at start and by `--config.check`; its calls beyond the plan wait for a turn
 //! instead of taking the descriptors that `/metrics` and `/-/healthy` are answered with.
 
-use crate::config_file::Config;
-use crate::web::serve::FD_RESERVE;
+/// Descriptors kept out of the connection cap for upstream sockets, config and certificate
+/// files, the listener and standard streams, so a full house of clients never starves them.
+pub const FD_RESERVE: u64 = 128;
 
 /// Upstream calls in flight the plan keeps room for at least (taken from the serving side when
 /// the limit is that low), or all the config asks for, if fewer.
@@ -130,15 +131,6 @@ impl Plan {
 
 fn finite(limit: Option<u64>) -> Option<u64> {
     limit.filter(|l| *l != rlimit::INFINITY)
-}
-
-/// Upstream calls in flight the config asks for at most: `api.concurrency` summed over its
-/// tenants.
-pub fn asked_upstream(config: &Config) -> usize {
-    config
-        .tenants
-        .iter()
-        .fold(0usize, |sum, t| sum.saturating_add(t.api.concurrency))
 }
 
 #[cfg(test)]

@@ -1,10 +1,22 @@
 //! mailhost_exporter: a Prometheus exporter for an email provider's Management API.
 //!
-//! Data flows one way: [`config`] (the field parsers and settings every area and the client
-//! use) -> [`upstream`] client -> [`area`]s -> [`config_file`] (the whole file, with the areas'
-//! blocks) -> [`collector`]s (run by the [`scraper`]) -> [`snapshot`] -> [`metrics`] (rendered
-//! once per refresh and published by the [`store`]) -> [`web`]. The simulator of the provider is a peer crate, `mailhost_sim`, used
-//! by [`demo`] mode, the tests and the benchmarks.
+//! Data flows one way, up this table: a module imports only from its own layer or the layers
+//! below it, and no files import each other in a circle (`tests/layers.rs` reads every file's
+//! `crate::` paths and holds both to this table; the simulator's `lib.rs` has its own).
+//!
+//! | layer | modules | what they hold |
+//! |---|---|---|
+//! | 1 primitives | `config`, `descriptors`, `files`, `redact`, `shard`, `shutdown`, `tenant` | field parsers and settings, bounds, the descriptor plan, file reading, redaction, sharding, shutdown, tenant names |
+//! | 2 upstream | `upstream` | the provider's client: transport, pacer, circuit breakers, retries, errors |
+//! | 3 series | `metrics::classic`, `metrics::family`, `metrics::format`, `metrics::labels` | how a series is named, labelled and written |
+//! | 4 areas | `area` | one folder per API area: its config block, its calls, its model, its series |
+//! | 5 config file | `config_file` | the whole file, with the areas' blocks and the tenants |
+//! | 6 engine | `collector`, `metrics`, `poll_set`, `replay`, `scraper`, `snapshot`, `store` | polling the provider on its schedule, the snapshot of what is known, its rendering and publication |
+//! | 7 web | `web` | serving: `/metrics`, `/probe`, `/sd`, the landing page, TLS and auth |
+//! | 8 assembly | `app`, `cli`, `demo`, `lib`, `logging` | the flags, the logs and the process put together |
+//!
+//! The simulator of the provider is a peer crate, `mailhost_sim`, used by [`demo`] mode, the
+//! tests and the benchmarks.
 
 pub mod app;
 pub mod area;

@@ -50,10 +50,8 @@ fn main() -> ExitCode {
             .expect("clap requires --config.file with --config.check");
         return match Config::load_switched(path, &switches) {
             Ok(config) => {
-                let plan = descriptors::Plan::at_start(
-                    cli.max_connections,
-                    descriptors::asked_upstream(&config),
-                );
+                let plan =
+                    descriptors::Plan::at_start(cli.max_connections, config.asked_upstream());
                 if let Some(told) = plan.shortfall() {
                     eprintln!("{}: warning: {told}", path.display());
                 }

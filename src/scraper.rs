@@ -320,14 +320,15 @@ impl DemandOf {
         if let Some(old) = &self.pacer
             && !old.same(pacer)
         {
-            old.set_demand(self.name, None);
+            old.set_demand(self.name.as_str(), None);
         }
         let calls = (targets as u64).saturating_mul(work.spec.calls_per_target());
         pacer.set_demand(
-            self.name,
+            self.name.as_str(),
             Some(Demand {
                 calls,
                 interval: work.spec.schedule.interval,
+                endpoints: self.name.endpoints(),
             }),
         );
         self.pacer = Some(pacer.clone());
@@ -337,7 +338,7 @@ impl DemandOf {
 impl Drop for DemandOf {
     fn drop(&mut self) {
         if let Some(p) = &self.pacer {
-            p.set_demand(self.name, None);
+            p.set_demand(self.name.as_str(), None);
         }
     }
 }
@@ -947,7 +948,7 @@ mod tests {
 
     #[test]
     fn a_collector_logs_one_line_per_reason_per_interval_however_many_runs_it_makes() {
-        let spec = crate::area::delivery_account::fixtures::accounts(&[1], Duration::from_secs(10));
+        let spec = crate::collector::fixtures::accounts(&[1], Duration::from_secs(10));
         let failures = |n| {
             vec![Failures {
                 reason: FailureReason::NotFound,
@@ -978,8 +979,7 @@ mod tests {
     #[test]
     fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_to_come_round()
     {
-        let spec =
-            crate::area::delivery_account::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
+        let spec = crate::collector::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
         let s = Duration::from_secs;
         // max_age is 6 s: the pace's promise of 3 intervals (+1) is 8 s.
         assert_eq!(keep_for(&spec, Some(3), None), Some(s(8)));

@@ -331,7 +331,8 @@ impl CollectorState {
 mod tests {
     use super::*;
 
-    use crate::area::delivery_account::fixtures::{accounts, answered};
+    use crate::area::delivery_account::fixtures::answered;
+    use crate::collector::fixtures::accounts;
 
     fn spec() -> CollectorSpec {
         accounts(&[1, 2], Duration::from_secs(10))

@@ -636,7 +636,8 @@ async fn publish_runs(
 mod tests {
     use super::*;
 
-    use crate::area::delivery_account::fixtures::{accounts, answered};
+    use crate::area::delivery_account::fixtures::answered;
+    use crate::collector::fixtures::accounts;
 
     fn spec() -> CollectorSpec {
         accounts(&[1, 2], Duration::from_secs(10))
@@ -767,7 +768,8 @@ mod tests {
 #[cfg(test)]
 mod publisher_tests {
     use super::*;
-    use crate::area::delivery_account::fixtures::{accounts, remaining as data};
+    use crate::area::delivery_account::fixtures::remaining as data;
+    use crate::collector::fixtures::accounts;
     use crate::tenant::TenantName;
 
     #[tokio::test]

@@ -131,3 +131,9 @@ mod flags_and_fields;
 // An unwell provider: an endpoint failing everywhere paused and probed, not retried; retries
 // held to a budget; a 503 with Retry-After obeyed; a broken shard never taken for an outage.
 mod unwell;
+
+// The layers of both crates, as their lib.rs tables write them: no import upwards, no circle.
+mod layers;
+
+// docs/pacer.md states every constant of the pacer once, with the code's value.
+mod pacer_doc;

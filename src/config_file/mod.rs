@@ -83,6 +83,14 @@ impl CollectorSwitches {
 }
 
 impl Config {
+    /// Upstream calls in flight the config asks for at most: `api.concurrency` summed over its
+    /// tenants (what the descriptor plan is asked to make room for).
+    pub fn asked_upstream(&self) -> usize {
+        self.tenants
+            .iter()
+            .fold(0usize, |sum, t| sum.saturating_add(t.api.concurrency))
+    }
+
     /// [`Config::load_switched`] without switches.
     pub fn load_with_env_token(path: &Path) -> Result<Config, ConfigError> {
         Self::load_switched(path, &CollectorSwitches::default())

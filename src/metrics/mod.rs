@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn values_are_written_as_both_formats_read_them_and_non_finite_ones_are_left_out() {
-        let spec = crate::area::delivery_account::fixtures::accounts(&[1], Duration::from_secs(60));
+        let spec = crate::collector::fixtures::accounts(&[1], Duration::from_secs(60));
         let account = DeliveryAccount {
             remaining_messages: Some(-3.0),
             plan_messages_limit: Some(0.25),
@@ -422,7 +422,8 @@ mod tests {
 
     #[test]
     fn ten_thousand_failing_targets_have_one_failure_reason_series_each_gone_at_success() {
-        use crate::area::delivery_account::fixtures::{accounts, answered};
+        use crate::area::delivery_account::fixtures::answered;
+        use crate::collector::fixtures::accounts;
         use crate::upstream::error::{FailureReason, UpstreamError};
         let ids: Vec<i32> = (1..=10_000).collect();
         let spec = accounts(&ids, Duration::from_secs(60));

@@ -465,10 +465,7 @@ mod tests {
 
     #[test]
     fn collect_selects_enabled_collectors_and_refuses_other_names_with_the_list() {
-        let spec = crate::area::delivery_account::fixtures::accounts(
-            &[1],
-            std::time::Duration::from_secs(60),
-        );
+        let spec = crate::collector::fixtures::accounts(&[1], std::time::Duration::from_secs(60));
         let mut snapshot = Snapshot::default();
         snapshot.collectors.insert(
             spec.key(),

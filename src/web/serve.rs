@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, Re
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 
+use crate::descriptors::FD_RESERVE;
 use crate::web::listen::accept_any;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
@@ -30,9 +31,13 @@ use tower::ServiceExt as _;
 /// so the loop does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Descriptors kept out of the connection cap for upstream sockets, config and certificate
-/// files, the listener and standard streams, so a full house of clients never starves them.
-pub const FD_RESERVE: u64 = 128;
+/// Open connections at most, as Prometheus' own `--web.max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Time a client has to send a request head (and finish a TLS handshake) once it started.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Twice Prometheus' default scrape interval, so a scraper's kept-alive connection survives
+/// from one scrape to the next; idle connections are also the first evicted at the cap.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Read buffer of one HTTP/1 connection, which bounds the request head: a client sending more
 /// header bytes gets a 431 and the connection is closed. hyper's default is about 400 KiB.
@@ -66,9 +71,9 @@ pub struct ServeOptions {
 impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
-            header_read_timeout: crate::cli::DEFAULT_HEADER_READ_TIMEOUT,
-            idle_timeout: crate::cli::DEFAULT_IDLE_TIMEOUT,
-            max_connections: crate::cli::DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }

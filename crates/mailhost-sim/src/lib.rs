@@ -6,8 +6,20 @@
 //! wire (router, handlers, the `/_sim/` control plane, fault injection) and reads and changes the
 //! world, never the reverse. [`Simulator`] joins them: the world behind one lock, the clock, the
 //! faults, the management tokens and their rate limits (per token, and per route of a token).
+//!
+//! The layers, each importing only from its own or those below, with no files in a circle
+//! (the exporter's `tests/layers.rs` holds them):
+//!
+//! | layer | modules | what they hold |
+//! |---|---|---|
+//! | 1 vocabulary | `route` | the operations of the service by name, shared by the world's config, fault injection and the router |
+//! | 2 world | `world` | the provider's state and rules, no HTTP |
+//! | 3 traffic | `traffic` | the traffic model that moves the world |
+//! | 4 api | `api` | the service on the wire and the control plane |
+//! | 5 assembly | `lib` | the simulator put together |
 
 mod api;
+mod route;
 pub mod traffic;
 mod world;
 

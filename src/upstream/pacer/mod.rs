@@ -23,24 +23,26 @@
 //! provider allows, and tells the operator, once per change, when the fleet does not fit.
 
 pub mod control;
+pub mod fit;
 pub mod headers;
 pub mod outage;
 pub mod retry_budget;
 pub mod shape;
 pub mod slow_start;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::collector::CollectorName;
 use crate::tenant::TenantName;
 use crate::upstream::error::Endpoint;
 use crate::upstream::observe::{EndpointPace, Observer, OutageView};
 use control::{Control, Event};
+pub use fit::Demand;
+use fit::{FleetFit, Told};
 use headers::QuotaInfo;
 pub use outage::Standing;
 use outage::{Change, Outage};
@@ -72,27 +74,6 @@ pub const FREE_SPAN: Duration = Duration::from_secs(60);
 /// refuses that many at once (four of the first eight calls past a bucket of five), a tenth of a
 /// fleet refused on its own does so by chance about once in 250 answers.
 const COLD_CUT_ANSWERS: u32 = 8;
-
-/// What a collector asks of the token: calls per run, once per interval.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Demand {
-    pub calls: u64,
-    pub interval: Duration,
-}
-
-impl Demand {
-    fn rate(&self) -> f64 {
-        self.calls as f64 / self.interval.as_secs_f64().max(1e-3)
-    }
-}
-
-/// How the fleet compares with what the provider allows.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Fit {
-    Fits,
-    /// Each target is refreshed every this many intervals.
-    Over(u64),
-}
 
 /// When the target of a call was last fetched successfully (`None`: never): the older, the
 /// sooner its turn.
@@ -192,15 +173,8 @@ struct State {
     next_id: u64,
     /// Calls admitted so far: a call's sequence number says which answers are newer.
     seq: u64,
-    demand: BTreeMap<CollectorName, Demand>,
-    /// The fit now (with hysteresis): how long values are kept follows it at once.
-    fit: Fit,
-    /// Since when `fit` has held.
-    fit_since: Instant,
-    /// The fit as last told to the operator: told once it has held for the longest interval of
-    /// the tenant's collectors, so the first runs, while the pacer is still learning, say
-    /// nothing they would take back.
-    told: Fit,
+    /// The demand of the tenant's collectors, and whether the fleet fits what is allowed.
+    fleet: FleetFit,
     /// A call was refused for want of a turn since the last one admitted: demand the pace does
     /// not meet, even with no call waiting (its run will come back for it).
     backlogged: bool,
@@ -280,11 +254,9 @@ impl State {
     /// so with a probe every half interval each run has one, and an outage that ended is
     /// noticed within the run that follows it.
     fn cooldown_cap(&self) -> Duration {
-        self.demand
-            .values()
-            .map(|d| d.interval / 2)
-            .min()
-            .unwrap_or(outage::MAX_COOLDOWN)
+        self.fleet
+            .shortest_interval()
+            .map_or(outage::MAX_COOLDOWN, |i| i / 2)
     }
 
     /// Moves the controls' clocks on, describing the gates from now on.
@@ -331,21 +303,7 @@ impl State {
     }
 
     fn demand(&self) -> f64 {
-        self.demand.values().map(Demand::rate).sum()
-    }
-
-    /// What the collectors need of each endpoint: a collector's calls spread evenly over the
-    /// endpoints it calls.
-    fn demand_by_endpoint(&self) -> HashMap<Endpoint, f64> {
-        let mut by = HashMap::new();
-        for (name, d) in &self.demand {
-            let endpoints = name.endpoints();
-            let share = d.rate() / endpoints.len().max(1) as f64;
-            for e in endpoints {
-                *by.entry(*e).or_insert(0.0) += share;
-            }
-        }
-        by
+        self.fleet.demand()
     }
 
     /// The rate the provider allows the whole token, as far as the pacer knows: its own, and
@@ -366,38 +324,9 @@ impl State {
     /// Demand over the allowed rate, the worst of the token's and of each endpoint's: above 1
     /// the fleet does not fit.
     fn overload(&self) -> f64 {
-        let mut worst = match self.token.allowed() {
-            Some(allowed) if allowed > 0.0 => self.demand() / allowed,
-            _ => 0.0,
-        };
-        for (e, need) in self.demand_by_endpoint() {
-            if let Some(allowed) = self.ways.get(&e).and_then(|w| w.control.allowed())
-                && allowed > 0.0
-            {
-                worst = worst.max(need / allowed);
-            }
-        }
-        worst
-    }
-
-    /// The fit now, with hysteresis so that a learned rate moving by a few percent around a
-    /// boundary does not flip it: the fleet stops fitting above 1.0 and fits again below 0.9;
-    /// the refresh period moves when the overload has clearly passed a whole number.
-    fn fit_now(&self) -> Fit {
-        let f = self.overload();
-        match self.fit {
-            Fit::Fits if f > 1.0 => Fit::Over(f.ceil() as u64),
-            Fit::Over(_) if f < 0.9 => Fit::Fits,
-            Fit::Over(k) => {
-                let k = k as f64;
-                if f > k * 1.05 || f < (k - 1.0) * 0.95 {
-                    Fit::Over(f.ceil().max(2.0) as u64)
-                } else {
-                    Fit::Over(k as u64)
-                }
-            }
-            fits => fits,
-        }
+        self.fleet.overload(self.token.allowed(), |e| {
+            self.ways.get(&e).and_then(|w| w.control.allowed())
+        })
     }
 
     /// Whether the provider has paused the token, or every endpoint it calls.
@@ -405,21 +334,6 @@ impl State {
         self.token.paused(now)
             || (!self.ways.is_empty() && self.ways.values().all(|w| w.control.paused(now)))
     }
-}
-
-/// What to tell the operator after a change, said outside the lock.
-#[derive(Debug)]
-enum Told {
-    Over {
-        intervals: u64,
-        needed: f64,
-        allowed: f64,
-        fitting: String,
-    },
-    FitsAgain {
-        needed: f64,
-        allowed: f64,
-    },
 }
 
 /// Why a call was not admitted before its deadline.
@@ -609,10 +523,7 @@ impl Pacer {
                     in_flight: 0,
                     next_id: 0,
                     seq: 0,
-                    demand: BTreeMap::new(),
-                    fit: Fit::Fits,
-                    fit_since: Instant::now(),
-                    told: Fit::Fits,
+                    fleet: FleetFit::new(Instant::now()),
                     backlogged: false,
                     latency: 0.0,
                     slow_start: true,
@@ -1200,22 +1111,12 @@ impl Pacer {
         (charged, was, e)
     }
 
-    /// Records what collector `name` needs of the token; `None` when it stops.
-    pub fn set_demand(&self, name: CollectorName, demand: Option<Demand>) {
+    /// Records what `name` (a collector) needs of the token; `None` when it stops.
+    pub fn set_demand(&self, name: &'static str, demand: Option<Demand>) {
         let told = {
             let mut s = self.lock();
-            match demand {
-                Some(d) => {
-                    if s.demand.get(&name) == Some(&d) {
-                        return;
-                    }
-                    s.demand.insert(name, d);
-                }
-                None => {
-                    if s.demand.remove(&name).is_none() {
-                        return;
-                    }
-                }
+            if !s.fleet.set(name, demand) {
+                return;
             }
             self.publish(&s);
             self.check_fit(&mut s)
@@ -1226,19 +1127,13 @@ impl Pacer {
     /// Each target's refresh period in intervals while the fleet does not fit its rate limit
     /// (`None` while it fits): ceil(demand / allowed rate).
     pub fn refresh_intervals(&self) -> Option<u64> {
-        match self.lock().fit {
-            Fit::Over(k) => Some(k),
-            Fit::Fits => None,
-        }
+        self.lock().fleet.refresh_intervals()
     }
 
     /// The refresh period the operator was last told of (`None`: that the fleet fits).
     #[cfg(test)]
     fn told(&self) -> Option<u64> {
-        match self.lock().told {
-            Fit::Over(k) => Some(k),
-            Fit::Fits => None,
-        }
+        self.lock().fleet.told()
     }
 
     /// When the first pause the provider asked for ends (the token's, or one endpoint's), if
@@ -1303,54 +1198,9 @@ impl Pacer {
     fn check_fit(&self, s: &mut State) -> Option<Told> {
         let now = Instant::now();
         s.targets.forget_now(now);
-        let fit = s.fit_now();
-        if fit != s.fit {
-            s.fit = fit;
-            s.fit_since = now;
-        }
-        let settle = s
-            .demand
-            .values()
-            .map(|d| d.interval)
-            .max()
-            .unwrap_or(Duration::ZERO);
-        if fit == s.told || now.saturating_duration_since(s.fit_since) < settle {
-            return None;
-        }
-        let was = std::mem::replace(&mut s.told, fit);
-        if fit == Fit::Fits && was == Fit::Fits {
-            return None;
-        }
-        let needed = s.demand();
         let f = s.overload();
-        let allowed = if f > 0.0 {
-            needed / f
-        } else {
-            s.allowed().unwrap_or(f64::INFINITY)
-        };
-        Some(match fit {
-            Fit::Over(intervals) => {
-                let fitting = s
-                    .demand
-                    .iter()
-                    .map(|(name, d)| {
-                        let secs = (d.interval.as_secs_f64() * f).ceil();
-                        format!(
-                            "{name}={}",
-                            humantime::format_duration(Duration::from_secs_f64(secs))
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(",");
-                Told::Over {
-                    intervals,
-                    needed,
-                    allowed,
-                    fitting,
-                }
-            }
-            Fit::Fits => Told::FitsAgain { needed, allowed },
-        })
+        let allowed = s.allowed();
+        s.fleet.check(now, f, allowed)
     }
 
     fn tell(&self, told: Option<Told>) {
@@ -2206,9 +2056,10 @@ mod tests {
             Some(Demand {
                 calls,
                 interval: Duration::from_secs(30),
+                endpoints: &[E],
             })
         };
-        p.set_demand(CollectorName::DeliveryAccount, d(600));
+        p.set_demand("delivery_account", d(600));
         assert_eq!(p.refresh_intervals(), Some(2), "kept values follow at once");
         assert_eq!(
             p.told(),
@@ -2217,16 +2068,16 @@ mod tests {
         );
         // A blip back under the limit within the interval is never told.
         tokio::time::advance(Duration::from_secs(10)).await;
-        p.set_demand(CollectorName::DeliveryAccount, d(100));
+        p.set_demand("delivery_account", d(100));
         tokio::time::advance(Duration::from_secs(10)).await;
-        p.set_demand(CollectorName::DeliveryAccount, d(600));
+        p.set_demand("delivery_account", d(600));
         assert_eq!(p.told(), None);
         tokio::time::advance(Duration::from_secs(31)).await;
-        p.set_demand(CollectorName::DeliveryAccount, d(601));
+        p.set_demand("delivery_account", d(601));
         assert_eq!(p.told(), Some(2), "held for an interval: told");
-        p.set_demand(CollectorName::DeliveryAccount, d(100));
+        p.set_demand("delivery_account", d(100));
         tokio::time::advance(Duration::from_secs(31)).await;
-        p.set_demand(CollectorName::DeliveryAccount, d(101));
+        p.set_demand("delivery_account", d(101));
         assert_eq!(p.told(), None, "fits again, and told so");
     }
 
@@ -2237,21 +2088,22 @@ mod tests {
             Some(Demand {
                 calls,
                 interval: Duration::from_secs(10),
+                endpoints: &[E],
             })
         };
-        p.set_demand(CollectorName::DeliveryAccount, d(50));
+        p.set_demand("delivery_account", d(50));
         assert_eq!(p.refresh_intervals(), None, "5 per second of 10 fits");
-        p.set_demand(CollectorName::DeliveryAccount, d(250));
+        p.set_demand("delivery_account", d(250));
         assert_eq!(p.refresh_intervals(), Some(3), "25 per second of 10");
-        p.set_demand(CollectorName::DeliveryAccount, d(95));
+        p.set_demand("delivery_account", d(95));
         assert_eq!(
             p.refresh_intervals(),
             Some(2),
             "9.5 per second: not yet below 0.9"
         );
-        p.set_demand(CollectorName::DeliveryAccount, d(80));
+        p.set_demand("delivery_account", d(80));
         assert_eq!(p.refresh_intervals(), None);
-        p.set_demand(CollectorName::DeliveryAccount, None);
+        p.set_demand("delivery_account", None);
         assert_eq!(p.lock().demand(), 0.0);
     }
 }

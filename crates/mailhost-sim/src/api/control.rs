@@ -14,8 +14,8 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 use super::extract::{JsonBody, Management};
 use super::faults::FaultSpec;
-use super::route::{Route, not_a_limited_route};
 use crate::Simulator;
+use crate::route::{Route, not_a_limited_route};
 use crate::world::rate_limit::RateLimit;
 
 pub(crate) fn router() -> Router<Simulator> {

@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
-use super::route::Route;
+use crate::route::Route;
 use crate::world::MAX_RETRY_AFTER_SECS;
 use crate::world::clock::{SimClock, shift};
 

@@ -12,7 +12,6 @@ mod mailboxes;
 mod management;
 mod migrations;
 mod rate_limit;
-mod route;
 mod send;
 mod team_members;
 mod tracemail;
@@ -25,13 +24,12 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::{MethodRouter, get, post, put};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::route::{Route, UnknownRoute};
 pub use error::ApiError;
 pub use extract::MANAGEMENT_TOKEN_HEADER;
 pub(crate) use faults::Faults;
 pub use faults::{BodyFault, DEFAULT_OVERSIZED_BYTES, FaultSpec, MAX_FAULT_WINDOW, NO_ANSWER_HOLD};
 pub use management::PAYMENT_METHODS;
-pub(crate) use route::not_a_limited_route;
-pub use route::{Route, UnknownRoute};
 pub use send::{SEND_BULK_MAX_MESSAGES, SEND_MAX_MESSAGES};
 pub use tracemail::{
     DASHBOARD_MAX_DAYS, DASHBOARD_MAX_LIMIT, TOP_ACCOUNTS_DEFAULT_LIMIT, TOP5_MAX,

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::error::ApiError;
 use super::extract::MANAGEMENT_TOKEN_HEADER;
 use super::faults::http_date;
-use super::route::Route;
+use crate::route::Route;
 use crate::world::clock::{SimClock, shift};
 use crate::world::rate_limit::{Decision, RateLimiter, RetryAfterStyle};
 

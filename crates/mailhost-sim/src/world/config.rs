@@ -7,7 +7,7 @@ use std::time::Duration;
 use ipnet::IpNet;
 
 use super::rate_limit::RateLimit;
-use crate::api::Route;
+use crate::route::Route;
 
 /// Everything [`crate::Simulator::new`] needs.
 #[derive(Clone, Debug, Default)]

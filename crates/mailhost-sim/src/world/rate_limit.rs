@@ -5,7 +5,7 @@
 //!
 //! Route limits are keyed by [`Route`], the operations' names that the configuration, fault
 //! injection and the control plane share; besides it, only the message refusing a route that
-//! cannot be limited comes from `crate::api`.
+//! cannot be limited comes from the routes' vocabulary (`route.rs`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::api::{Route, not_a_limited_route};
+use crate::route::{Route, not_a_limited_route};
 
 /// Smallest accepted [`RateLimit::rate`], in requests per second.
 pub const MIN_RATE: f64 = 0.01;

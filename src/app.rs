@@ -1,4 +1,4 @@
-//! Application assembly: from a validated config to a bound listener, a running scraper and
+//! Application assembly: from a validated config to a bound listener, a running poller and
 //! a serving router. Everything a test needs is here: [`App::build`], [`App::local_addr`],
 //! [`App::run`].
 
@@ -13,14 +13,14 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::collector::{Clock, CollectorSpec, Context};
 use crate::config::ApiConfig;
 use crate::config_file::Config;
 use crate::descriptors;
+use crate::engine::collector::{Clock, CollectorSpec, Context};
+use crate::engine::poll_set::PollSets;
+use crate::engine::poller::{Poller, Work};
+use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
-use crate::poll_set::PollSets;
-use crate::scraper::{Scraper, Work};
-use crate::store::Store;
 use crate::tenant::TenantName;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::error::Endpoint;
@@ -285,7 +285,7 @@ impl App {
     /// Serves and scrapes until `shutdown` is cancelled; takes reloads in between.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), AppError> {
         let store = self.state.store.clone();
-        let mut scraper = Scraper::start(self.work.clone(), store, shutdown.child_token());
+        let mut poller = Poller::start(self.work.clone(), store, shutdown.child_token());
         forward_sighup(self.state.reload.clone(), shutdown.clone());
         let router = self
             .web_config
@@ -319,7 +319,7 @@ impl App {
                         replies.push(more);
                     }
                     let outcome = web::ReloadAnswer {
-                        config: self.reload(&mut scraper).await,
+                        config: self.reload(&mut poller).await,
                         web: self.web_config.reload(),
                     };
                     for reply in replies {
@@ -333,14 +333,14 @@ impl App {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await;
             server.abort();
         }
-        scraper.stopped().await;
+        poller.stopped().await;
         Ok(())
     }
 
-    /// Reads and validates the config file again and hands it to the scraper; on any error the
+    /// Reads and validates the config file again and hands it to the poller; on any error the
     /// running config stays. The client is kept when the API settings did not change (its
     /// connection pool with it), and so is the circuit state of every target still configured.
-    async fn reload(&mut self, scraper: &mut Scraper) -> Result<(), String> {
+    async fn reload(&mut self, poller: &mut Poller) -> Result<(), String> {
         let telemetry = self.state.telemetry.clone();
         let (shard, target_failures) = (self.shard, self.target_failures);
         let loaded =
@@ -383,7 +383,7 @@ impl App {
         self.reconfigure_circuits(&tenants, &specs);
         self.state.poll_sets.reconfigure(&config, &specs);
         let work = with_contexts(specs, &tenants, &self.state.poll_sets, &self.clock);
-        scraper.reconfigure(work.clone()).await;
+        poller.reconfigure(work.clone()).await;
         // Its collectors have stopped: no call of a tenant no longer configured is left to put
         // its series back.
         let every_endpoint = crate::area::CollectorName::every_endpoint();

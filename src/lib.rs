@@ -11,7 +11,7 @@
 //! | 3 series | `metrics::classic`, `metrics::family`, `metrics::format`, `metrics::labels` | how a series is named, labelled and written |
 //! | 4 areas | `area` | one folder per API area: its config block, its calls, its model, its series |
 //! | 5 config file | `config_file` | the whole file, with the areas' blocks and the tenants |
-//! | 6 engine | `collector`, `metrics`, `poll_set`, `replay`, `scraper`, `snapshot`, `store` | polling the provider on its schedule, the snapshot of what is known, its rendering and publication |
+//! | 6 engine | `engine`, `metrics` | polling the provider on its schedule, the snapshot of what is known, its rendering and publication |
 //! | 7 web | `web` | serving: `/metrics`, `/probe`, `/sd`, the landing page, TLS and auth |
 //! | 8 assembly | `app`, `cli`, `demo`, `lib`, `logging` | the flags, the logs and the process put together |
 //!
@@ -21,22 +21,17 @@
 pub mod app;
 pub mod area;
 pub mod cli;
-pub mod collector;
 pub mod config;
 pub mod config_file;
 pub mod demo;
 pub mod descriptors;
+pub mod engine;
 pub mod files;
 pub mod logging;
 pub mod metrics;
-pub mod poll_set;
 pub mod redact;
-pub mod replay;
-pub mod scraper;
 pub mod shard;
 pub mod shutdown;
-pub mod snapshot;
-pub mod store;
 pub mod tenant;
 pub mod upstream;
 pub mod web;

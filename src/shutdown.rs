@@ -1,4 +1,4 @@
-//! One shutdown path: ctrl-c or SIGTERM cancels a token that the scraper, the server and
+//! One shutdown path: ctrl-c or SIGTERM cancels a token that the poller, the server and
 //! the demo simulator all honour.
 
 use tokio_util::sync::CancellationToken;

@@ -745,7 +745,7 @@ pub async fn exporter_on_sim_clock(sim: &Simulator, yaml_collectors: &str, url: 
             telemetry_path: "/metrics".to_owned(),
             ..WebOptions::default()
         },
-        mailhost_exporter::collector::Clock::from_fn(move || clock.now()),
+        mailhost_exporter::engine::collector::Clock::from_fn(move || clock.now()),
     )
     .await
     .unwrap();

@@ -1,5 +1,5 @@
 //! Fuzz target: any bytes that are JSON go, through the one seam of the tests
-//! (`mailhost_exporter::replay`), into every area's reading of its answers (the client's bounded
+//! (`mailhost_exporter::engine::replay`), into every area's reading of its answers (the client's bounded
 //! decoder and the lenient readers: the bytes as they are, wrapped in the envelope, as a
 //! migration's aggregate, and the golden files' two daily answers) and the real snapshot ->
 //! metrics -> exposition path; nothing may panic and both formats must be well-formed, finite
@@ -10,11 +10,11 @@
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use mailhost_exporter::collector::{CollectorSpec, Target};
+use mailhost_exporter::engine::collector::{CollectorSpec, Target};
 use mailhost_exporter::config_file::Config;
 use mailhost_exporter::metrics::labels::MAX_LABEL_VALUE_LEN;
 use mailhost_exporter::metrics::{EOF, Format};
-use mailhost_exporter::replay::Replay;
+use mailhost_exporter::engine::replay::Replay;
 use serde_json::{Value, json};
 
 /// Targets enough for every reading of the body in each area.

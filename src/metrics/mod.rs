@@ -20,7 +20,7 @@ use prometheus_client::encoding::text::encode_registry;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::area::{CollectorName, Target, TargetData};
-use crate::snapshot::{CollectorState, Snapshot};
+use crate::engine::snapshot::{CollectorState, Snapshot};
 use crate::tenant::TenantName;
 use family::{flag, gauges, single};
 use labels::{CollectorLabels, TargetFailureLabels, TargetLabels, TenantLabel, Value};
@@ -305,7 +305,7 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
 /// Each target's health series.
 fn target_health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
     let seconds_unit = Some(&Unit::Seconds);
-    let targets: Vec<(TargetLabels, &crate::snapshot::TargetState)> = snapshot
+    let targets: Vec<(TargetLabels, &crate::engine::snapshot::TargetState)> = snapshot
         .collectors
         .values()
         .flat_map(|c| {
@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn values_are_written_as_both_formats_read_them_and_non_finite_ones_are_left_out() {
-        let spec = crate::collector::fixtures::accounts(&[1], Duration::from_secs(60));
+        let spec = crate::engine::collector::fixtures::accounts(&[1], Duration::from_secs(60));
         let account = DeliveryAccount {
             remaining_messages: Some(-3.0),
             plan_messages_limit: Some(0.25),
@@ -423,7 +423,7 @@ mod tests {
     #[test]
     fn ten_thousand_failing_targets_have_one_failure_reason_series_each_gone_at_success() {
         use crate::area::delivery_account::fixtures::answered;
-        use crate::collector::fixtures::accounts;
+        use crate::engine::collector::fixtures::accounts;
         use crate::upstream::error::{FailureReason, UpstreamError};
         let ids: Vec<i32> = (1..=10_000).collect();
         let spec = accounts(&ids, Duration::from_secs(60));

@@ -16,11 +16,11 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 
-use crate::collector::{CollectorName, Target};
+use crate::engine::collector::{CollectorName, Target};
+use crate::engine::snapshot::{CollectorState, Snapshot, TargetState};
 use crate::metrics;
 use crate::metrics::self_metrics::PaceView;
 use crate::redact::{quote, redact, shorten};
-use crate::snapshot::{CollectorState, Snapshot, TargetState};
 use crate::tenant::TenantName;
 
 /// Longest `target` or `collector` value read.

@@ -11,8 +11,8 @@ use axum::response::Response;
 use jiff::Timestamp;
 
 use super::{AppState, html};
+use crate::engine::snapshot::{CollectorState, TargetState};
 use crate::metrics::self_metrics::{BuildInfo, PaceView};
-use crate::snapshot::{CollectorState, TargetState};
 
 /// Target rows shown per collector; the rest are counted, and are all on `/metrics`. A fleet
 /// of thousands must not make a page of megabytes, nor take long to build under the lock-free

@@ -26,9 +26,9 @@ use axum::routing::{get, post};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tower_http::compression::CompressionLayer;
 
+use crate::engine::poll_set::PollSets;
+use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
-use crate::poll_set::PollSets;
-use crate::store::Store;
 use crate::web::web_config::WebReload;
 
 /// A reload request (from `POST /-/reload` or SIGHUP); the answer says what was taken.

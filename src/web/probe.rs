@@ -10,11 +10,11 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::collector::{CollectorName, Target};
+use crate::engine::collector::{CollectorName, Target};
+use crate::engine::poll_set::{PollSet, Registration};
+use crate::engine::snapshot::Snapshot;
 use crate::metrics::{self, EOF, Format};
-use crate::poll_set::{PollSet, Registration};
 use crate::redact::quote;
-use crate::snapshot::Snapshot;
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
 use crate::web::{AppState, debug, negotiate};

@@ -14,12 +14,12 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
-use crate::collector::CollectorName;
+use crate::engine::collector::CollectorName;
+use crate::engine::snapshot::Snapshot;
+use crate::engine::store::gzip_member;
 use crate::metrics::process::ProcessFigures;
 use crate::metrics::self_metrics::Telemetry;
 use crate::metrics::{Format, Section};
-use crate::snapshot::Snapshot;
-use crate::store::gzip_member;
 use crate::web::AppState;
 use crate::web::negotiate;
 
@@ -441,7 +441,7 @@ mod tests {
     fn a_section_kept_only_gzipped_is_sent_inflated_in_frames_with_its_exact_length() {
         use http_body::Body as _;
         let text: String = (0..40_000).map(|i| format!("line {i}\n")).collect();
-        let gz = crate::store::gzip_member(text.as_bytes());
+        let gz = crate::engine::store::gzip_member(text.as_bytes());
         let mut body = Chunks::new(vec![
             Part::Plain(Bytes::from_static(b"head\n")),
             Part::inflate(gz, text.len() as u64),
@@ -465,11 +465,12 @@ mod tests {
 
     #[test]
     fn collect_selects_enabled_collectors_and_refuses_other_names_with_the_list() {
-        let spec = crate::collector::fixtures::accounts(&[1], std::time::Duration::from_secs(60));
+        let spec =
+            crate::engine::collector::fixtures::accounts(&[1], std::time::Duration::from_secs(60));
         let mut snapshot = Snapshot::default();
         snapshot.collectors.insert(
             spec.key(),
-            Arc::new(crate::snapshot::CollectorState::new(&spec)),
+            Arc::new(crate::engine::snapshot::CollectorState::new(&spec)),
         );
         let pairs = |values: &[&str]| -> Vec<(String, String)> {
             values

@@ -2,7 +2,7 @@
 //! reader and the real snapshot -> metrics -> exposition path; the readers must not panic and
 //! what is rendered must be valid exposition in both formats, finite, bounded and without
 //! duplicate series. Bodies are written to bytes and go through the one seam
-//! (`mailhost_exporter::replay`): read as the area's fetch reads them, with the client's bounded
+//! (`mailhost_exporter::engine::replay`): read as the area's fetch reads them, with the client's bounded
 //! decoder, as a real answer is. The fuzz target in `fuzz/` does the same from raw bytes. One
 //! file per area, then every area at once and the self-metrics.
 
@@ -28,10 +28,10 @@ mod tracemail_daily;
 mod tracemail_dashboard;
 
 use jiff::Timestamp;
-use mailhost_exporter::collector::CollectorSpec;
 use mailhost_exporter::config_file::Config;
+use mailhost_exporter::engine::collector::CollectorSpec;
+use mailhost_exporter::engine::replay::Replay;
 use mailhost_exporter::metrics::EOF;
-use mailhost_exporter::replay::Replay;
 use proptest::prelude::*;
 use serde_json::Value;
 

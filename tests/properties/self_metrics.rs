@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mailhost_exporter::collector::CollectorName;
+use mailhost_exporter::engine::collector::CollectorName;
 use mailhost_exporter::metrics::format::Format;
 use mailhost_exporter::metrics::self_metrics::Telemetry;
 use mailhost_exporter::tenant::TenantName;

@@ -1,4 +1,4 @@
-//! The answers of the generic rooms' unit tests (snapshot, store, rendering, scraper, web),
+//! The answers of the generic rooms' unit tests (snapshot, store, rendering, poller, web),
 //! where all that matters of a Delivery account is its `remaining_messages`; the collector
 //! they run is `collector::fixtures::accounts`.
 

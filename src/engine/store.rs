@@ -17,9 +17,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
+use crate::engine::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
+use crate::engine::snapshot::{CollectorState, Snapshot};
 use crate::metrics::{self, Format, Section};
-use crate::snapshot::{CollectorState, Snapshot};
 use crate::upstream::error::UpstreamError;
 
 /// The exposition of a snapshot, rendered and gzipped once per change in both formats, in
@@ -248,7 +248,7 @@ impl Prepared {
     }
 }
 
-/// The one writer (the scraper) and the many readers (HTTP) of the snapshot.
+/// The one writer (the poller) and the many readers (HTTP) of the snapshot.
 pub struct Store {
     snapshot: Mutex<Snapshot>,
     /// What changed in the snapshot since the last publication.
@@ -637,7 +637,7 @@ mod tests {
     use super::*;
 
     use crate::area::delivery_account::fixtures::answered;
-    use crate::collector::fixtures::accounts;
+    use crate::engine::collector::fixtures::accounts;
 
     fn spec() -> CollectorSpec {
         accounts(&[1, 2], Duration::from_secs(10))
@@ -727,7 +727,7 @@ mod tests {
         // Any second collector will do: only its name keys its section.
         let migration = CollectorSpec::new(
             crate::tenant::TenantName::default(),
-            crate::collector::Collector::Migration(Arc::new(crate::area::Configured {
+            crate::engine::collector::Collector::Migration(Arc::new(crate::area::Configured {
                 schedule: delivery.schedule,
                 settings: Arc::new(()),
                 targets: vec!["MG1".into()],
@@ -769,7 +769,7 @@ mod tests {
 mod publisher_tests {
     use super::*;
     use crate::area::delivery_account::fixtures::remaining as data;
-    use crate::collector::fixtures::accounts;
+    use crate::engine::collector::fixtures::accounts;
     use crate::tenant::TenantName;
 
     #[tokio::test]

@@ -1,4 +1,4 @@
-//! The scraper: each collector on its own interval (first run at start), never overlapping
+//! The poller: each collector on its own interval (first run at start), never overlapping
 //! itself, each run bounded by its deadline, results applied whole to the store; and a timer
 //! that expires values at `max_age` whether or not a run finishes.
 //!
@@ -18,10 +18,12 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::area::Revealed;
-use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData};
 use crate::config::TargetFailureLog;
-use crate::poll_set::PollSet;
-use crate::store::{Finished, Publisher, Store};
+use crate::engine::collector::{
+    CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData,
+};
+use crate::engine::poll_set::PollSet;
+use crate::engine::store::{Finished, Publisher, Store};
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::pacer::{Demand, Pacer};
 use crate::upstream::trail::Recorder;
@@ -118,7 +120,7 @@ struct Running {
 }
 
 /// The running collectors and the expiry timer.
-pub struct Scraper {
+pub struct Poller {
     store: Arc<Store>,
     /// Where finished runs go: applied together, published with one rendering.
     publisher: Publisher,
@@ -128,13 +130,13 @@ pub struct Scraper {
     publishing: JoinHandle<()>,
 }
 
-impl Scraper {
+impl Poller {
     /// Starts every collector of `work` (each with its tenant's context) and the expiry timer;
     /// all stop when `shutdown` is cancelled.
-    pub fn start(work: Vec<Work>, store: Arc<Store>, shutdown: CancellationToken) -> Scraper {
+    pub fn start(work: Vec<Work>, store: Arc<Store>, shutdown: CancellationToken) -> Poller {
         let expiry = tokio::spawn(expire(store.clone(), shutdown.clone()));
         let (publisher, publishing) = Publisher::start(store.clone(), shutdown.clone());
-        let mut scraper = Scraper {
+        let mut poller = Poller {
             store,
             publisher,
             shutdown,
@@ -143,9 +145,9 @@ impl Scraper {
             publishing,
         };
         for w in work {
-            scraper.spawn(w);
+            poller.spawn(w);
         }
-        scraper
+        poller
     }
 
     fn spawn(&mut self, work: Work) {
@@ -948,7 +950,7 @@ mod tests {
 
     #[test]
     fn a_collector_logs_one_line_per_reason_per_interval_however_many_runs_it_makes() {
-        let spec = crate::collector::fixtures::accounts(&[1], Duration::from_secs(10));
+        let spec = crate::engine::collector::fixtures::accounts(&[1], Duration::from_secs(10));
         let failures = |n| {
             vec![Failures {
                 reason: FailureReason::NotFound,
@@ -979,7 +981,7 @@ mod tests {
     #[test]
     fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_to_come_round()
     {
-        let spec = crate::collector::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
+        let spec = crate::engine::collector::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
         let s = Duration::from_secs;
         // max_age is 6 s: the pace's promise of 3 intervals (+1) is 8 s.
         assert_eq!(keep_for(&spec, Some(3), None), Some(s(8)));

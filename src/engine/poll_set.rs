@@ -1,7 +1,7 @@
 //! The targets a tenant polls beyond its configured ones: the Delivery accounts Prometheus asks
 //! for on `/probe`, and what discovery finds of what the provider reveals (the accounts of the
 //! dashboard's top lists, the sending domains of the daily statistics). The web side registers
-//! probes; the scraper feeds discovery from its runs, adds the live targets to each collector's
+//! probes; the poller feeds discovery from its runs, adds the live targets to each collector's
 //! poll set, and drops a target once it has not been probed or seen for `probe.idle_intervals`
 //! intervals, or at once when the provider answers 404 for it. A probe never fetches: however
 //! many Prometheus servers probe an account, it costs one upstream call per interval.
@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::area::{Extra, Refers};
-use crate::collector::{CollectorName, CollectorSpec, Target};
 use crate::config::{DiscoveryConfig, ProbeConfig};
 use crate::config_file::Config;
+use crate::engine::collector::{CollectorName, CollectorSpec, Target};
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
 

@@ -1,6 +1,6 @@
 //! Configured collectors as the scheduler and the snapshot see them: one per tenant and area,
 //! with its schedule and targets ([`CollectorSpec`]). What each area fetches and how is in
-//! [`crate::area`]; the scheduler that runs them is [`crate::scraper`].
+//! [`crate::area`]; the scheduler that runs them is [`crate::engine::poller`].
 
 pub use crate::area::run::{Clock, Context, Fetch, Job};
 pub use crate::area::{Collector, CollectorName, Target, TargetData};
@@ -81,7 +81,7 @@ impl CollectorSpec {
             .collect()
     }
 
-    /// The key of this collector in the snapshot and the scraper.
+    /// The key of this collector in the snapshot and the poller.
     pub fn key(&self) -> CollectorKey {
         (self.name, self.tenant.clone())
     }
@@ -99,7 +99,7 @@ impl CollectorSpec {
     }
 }
 
-/// The one collector of the generic rooms' unit tests (snapshot, store, rendering, scraper,
+/// The one collector of the generic rooms' unit tests (snapshot, store, rendering, poller,
 /// web); its answers are in `area::delivery_account::fixtures`.
 #[cfg(test)]
 pub(crate) mod fixtures {

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::collector::{CollectorSpec, Target};
+use crate::engine::collector::{CollectorSpec, Target};
+use crate::engine::snapshot::Snapshot;
 use crate::metrics::{self, Exposition};
-use crate::snapshot::Snapshot;
 use crate::upstream::model::ParseProblem;
 
 /// How long every replayed run took, as the `mailhost_collector_duration_seconds` it renders.

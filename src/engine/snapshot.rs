@@ -1,5 +1,5 @@
 //! The snapshot: what every collector last learned, as plain values. Runs are applied to it
-//! whole; rendering reads it, and [`crate::store`] publishes what is rendered.
+//! whole; rendering reads it, and [`crate::engine::store`] publishes what is rendered.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::config::Schedule;
+use crate::engine::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::tenant::TenantName;
 use crate::upstream::error::{FailureReason, UpstreamError};
 
@@ -332,7 +332,7 @@ mod tests {
     use super::*;
 
     use crate::area::delivery_account::fixtures::answered;
-    use crate::collector::fixtures::accounts;
+    use crate::engine::collector::fixtures::accounts;
 
     fn spec() -> CollectorSpec {
         accounts(&[1, 2], Duration::from_secs(10))

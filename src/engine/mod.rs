@@ -1,0 +1,13 @@
+//! The engine: what polls the provider on its own schedule and keeps what it learned, between
+//! the config file and the web side. The [`poller`] runs each tenant's [`collector`]s on their
+//! intervals over their targets (the configured ones and those of the [`poll_set`]: probed and
+//! discovered), hands each run's results to the [`store`]'s publisher, which applies them to the
+//! [`snapshot`] and renders it once per refresh; [`replay`] is the test seam that runs one set of
+//! upstream bodies through the same reading and rendering.
+
+pub mod collector;
+pub mod poll_set;
+pub mod poller;
+pub mod replay;
+pub mod snapshot;
+pub mod store;

@@ -23,7 +23,7 @@ use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
 use crate::tenant::TenantName;
 use crate::upstream::breaker::{Breakers, CircuitKey};
-use crate::upstream::error::Endpoint;
+use crate::upstream::endpoint::Endpoint;
 use crate::upstream::observe::Observer as _;
 use crate::upstream::pacer::Pacer;
 use crate::upstream::transport::Transport;

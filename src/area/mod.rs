@@ -24,7 +24,8 @@ use crate::config::error::ConfigError;
 use crate::config::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::tenant::TenantName;
-use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{Model, ParseProblem, read_body};
 use run::Context;
 

@@ -9,7 +9,7 @@ use crate::config::{Schedule, TargetFailureLog};
 use crate::config_file::{Config, TenantConfig};
 use crate::shard::Shard;
 use crate::tenant::TenantName;
-use crate::upstream::error::Endpoint;
+use crate::upstream::endpoint::Endpoint;
 
 /// The enabled collectors of a tenant with this shard's targets, in the order of the areas. A
 /// collector left without targets stays configured, so its health series still say it runs.

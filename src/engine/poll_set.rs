@@ -280,17 +280,6 @@ fn live<K: Clone + Ord + std::hash::Hash>(
     keys
 }
 
-/// A domain name as the provider reports it, if it is one: lower case, at most 253 characters
-/// of letters, digits, dots and hyphens. It becomes a label value and a request field.
-fn domain_name(raw: &str) -> Option<String> {
-    let d = raw.trim().to_ascii_lowercase();
-    let ok = !d.is_empty()
-        && d.len() <= 253
-        && d.chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-');
-    ok.then_some(d)
-}
-
 impl PollSet {
     fn new() -> Self {
         PollSet {
@@ -504,7 +493,10 @@ impl PollSet {
                 return;
             }
             let mut added = false;
-            for name in names.into_iter().filter_map(domain_name) {
+            for name in names
+                .into_iter()
+                .filter_map(crate::upstream::model::names::domain_name)
+            {
                 if inner.configured_domains.contains(&name) {
                     continue;
                 }

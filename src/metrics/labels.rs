@@ -29,7 +29,8 @@ use prometheus_client::encoding::{
 };
 
 use crate::tenant::TenantName;
-use crate::upstream::error::{Endpoint, FailureReason};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::FailureReason;
 
 /// Longest label value we expose; longer values from the API are cut (with `…`), so a
 /// misbehaving upstream cannot blow up series size.

@@ -17,7 +17,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
 use crate::config::BreakerPolicy;
-use crate::upstream::error::{Endpoint, FailureReason};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::FailureReason;
 
 /// Most circuits with a failure on record at once.
 pub const MAX_CIRCUITS: usize = 1_000_000;

@@ -1,6 +1,6 @@
-//! The vocabulary of upstream calls: which operation ([`Endpoint`]), why one failed
-//! ([`FailureReason`], with the one status mapping and the one retry policy), and the error a
-//! failed call returns ([`UpstreamError`]). Metrics and alerts use these names as label values,
+//! Why an upstream call failed ([`FailureReason`], with the one status mapping and the one retry
+//! policy), and the error a failed call returns ([`UpstreamError`]); which operation it was is
+//! [`super::endpoint::Endpoint`]. Metrics and alerts use these names as label values,
 //! so the sets are fixed and never come from an error's text.
 
 use std::fmt;
@@ -8,74 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::trail::Trail;
-
-/// An upstream operation, named after its route: the `endpoint` label value. Each area declares
-/// the operations it calls as constants, so the set is fixed by the code. It carries its route
-/// template (`GET /api/delivery/accounts/{id}`), which a target's debug trail names in place of
-/// the URL; two endpoints are the same when their names are.
-#[derive(Clone, Copy, Debug)]
-pub struct Endpoint {
-    name: &'static str,
-    route: &'static str,
-}
-
-impl Endpoint {
-    /// An operation named `name` (lower case and `_`, as a label value).
-    pub const fn new(name: &'static str) -> Endpoint {
-        Endpoint { name, route: "" }
-    }
-
-    /// This operation with its route template: the method and the path with its parameters
-    /// named, never their values.
-    pub const fn at(self, route: &'static str) -> Endpoint {
-        Endpoint { route, ..self }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        self.name
-    }
-
-    /// The route template; the name where none was given.
-    pub fn route(self) -> &'static str {
-        if self.route.is_empty() {
-            self.name
-        } else {
-            self.route
-        }
-    }
-}
-
-impl PartialEq for Endpoint {
-    fn eq(&self, other: &Self) -> bool {
-        self.name == other.name
-    }
-}
-
-impl Eq for Endpoint {}
-
-impl std::hash::Hash for Endpoint {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name.hash(state);
-    }
-}
-
-impl PartialOrd for Endpoint {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Endpoint {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.name.cmp(other.name)
-    }
-}
-
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Why an upstream call failed. A fixed set: alerts and dashboards can rely on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

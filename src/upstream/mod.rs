@@ -5,6 +5,7 @@
 
 pub mod breaker;
 pub mod decode;
+pub mod endpoint;
 pub mod error;
 pub mod model;
 pub mod observe;
@@ -25,7 +26,8 @@ use serde_json::Value;
 use crate::config::{ApiConfig, RetryPolicy};
 use crate::tenant::TenantName;
 use breaker::{Breakers, CircuitKey};
-use error::{Endpoint, FailureReason, UpstreamError};
+use endpoint::Endpoint;
+use error::{FailureReason, UpstreamError};
 use model::Model;
 use observe::Observer;
 use pacer::Pacer;
@@ -39,36 +41,49 @@ use transport::Transport;
 pub struct BuildError(String);
 
 /// One upstream operation as an area asks for it: a path under the API's base address, its
-/// query, and for a POST its JSON body. The client adds the address, the token and the rest.
+/// query, and for a POST its JSON body. The client adds the address, the token and the rest. An
+/// area makes it from its endpoint's route template ([`endpoint::Endpoint::get`]).
 #[derive(Clone, Debug)]
 pub struct Route {
     path: String,
-    query: &'static [(&'static str, &'static str)],
+    query: Vec<(&'static str, &'static str)>,
     body: Option<Value>,
 }
 
 impl Route {
     /// `GET path`.
-    pub fn get(path: String) -> Route {
+    fn get(path: String) -> Route {
         Route {
             path,
-            query: &[],
+            query: Vec::new(),
             body: None,
         }
     }
 
     /// `POST path` with a JSON body (a read: the dashboard is asked for with a body).
-    pub fn post(path: String, body: Value) -> Route {
+    fn post(path: String, body: Value) -> Route {
         Route {
             path,
-            query: &[],
+            query: Vec::new(),
             body: Some(body),
         }
     }
 
     /// This route with a fixed query.
-    pub fn query(self, query: &'static [(&'static str, &'static str)]) -> Route {
+    fn query(self, query: Vec<(&'static str, &'static str)>) -> Route {
         Route { query, ..self }
+    }
+
+    /// The method, path and query, as a template reads (for tests).
+    #[cfg(test)]
+    pub fn describe(&self) -> String {
+        let method = if self.body.is_some() { "POST" } else { "GET" };
+        let query: Vec<String> = self.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if query.is_empty() {
+            format!("{method} {}", self.path)
+        } else {
+            format!("{method} {}?{}", self.path, query.join("&"))
+        }
     }
 }
 
@@ -233,7 +248,7 @@ impl Client {
             None => pool.get(url),
         };
         if !route.query.is_empty() {
-            request = request.query(route.query);
+            request = request.query(&route.query);
         }
         self.get(endpoint, target, request, params).await
     }

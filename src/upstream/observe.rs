@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::error::{Endpoint, FailureReason};
+use super::endpoint::Endpoint;
+
+use super::error::FailureReason;
 use crate::tenant::TenantName;
 
 /// Told of every call, failure, retry, parse problem and change of a token's pace.

@@ -372,7 +372,8 @@ mod tests {
 
     #[test]
     fn the_self_metrics_are_rendered_again_after_every_change_and_reused_otherwise() {
-        use crate::upstream::error::{Endpoint, FailureReason};
+        use crate::upstream::endpoint::Endpoint;
+        use crate::upstream::error::FailureReason;
         let telemetry = Telemetry::new(&[Endpoint::new("delivery_account")]);
         let cache = TailCache::default();
         let line =

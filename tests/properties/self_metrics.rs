@@ -6,7 +6,8 @@ use mailhost_exporter::engine::collector::CollectorName;
 use mailhost_exporter::metrics::format::Format;
 use mailhost_exporter::metrics::self_metrics::Telemetry;
 use mailhost_exporter::tenant::TenantName;
-use mailhost_exporter::upstream::error::{Endpoint, FailureReason};
+use mailhost_exporter::upstream::endpoint::Endpoint;
+use mailhost_exporter::upstream::error::FailureReason;
 use mailhost_exporter::upstream::observe::Observer as _;
 use proptest::prelude::*;
 

@@ -15,8 +15,8 @@ use super::{Area, Encode, Extra, Read, one_body};
 use crate::config::error::ConfigError;
 use crate::config::fields::account_list;
 use crate::config::schedule::collector_block;
-use crate::upstream::Route;
-use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::UpstreamError;
 
 /// `GET /api/delivery/accounts/{id}`
 pub const ACCOUNT: Endpoint =
@@ -49,7 +49,7 @@ impl Area for DeliveryAccount {
     }
 
     async fn collect(ctx: Context, _settings: Arc<()>, id: i32) -> Result<Record, UpstreamError> {
-        let route = Route::get(format!("/api/delivery/accounts/{id}"));
+        let route = ACCOUNT.get(&[&id.to_string()]);
         ctx.client.fetch(ACCOUNT, id.to_string(), route, &()).await
     }
 }

@@ -18,8 +18,8 @@ use super::{Area, Encode, Read, TargetKind, one_body};
 use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::{at_most, code};
 use crate::config::schedule::collector_block;
-use crate::upstream::Route;
-use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::UpstreamError;
 
 /// `GET /api/domains/{domain_code}/email_accounts/{email_account_code}`
 pub const EMAIL_ACCOUNT: Endpoint = Endpoint::new("email_account")
@@ -121,10 +121,7 @@ impl Area for Mailbox {
         _settings: Arc<()>,
         target: Target,
     ) -> Result<Record, UpstreamError> {
-        let route = Route::get(format!(
-            "/api/domains/{}/email_accounts/{}",
-            target.domain, target.mailbox
-        ));
+        let route = EMAIL_ACCOUNT.get(&[&target.domain, &target.mailbox]);
         ctx.client
             .fetch(EMAIL_ACCOUNT, target.mailbox, route, &())
             .await

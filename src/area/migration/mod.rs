@@ -13,8 +13,8 @@ use super::{Area, Encode, Read, one_body};
 use crate::config::error::ConfigError;
 use crate::config::fields::codes;
 use crate::config::schedule::collector_block;
-use crate::upstream::Route;
-use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::UpstreamError;
 
 /// `GET /api/migrations/{migration_code}/stats`
 pub const STATS: Endpoint =
@@ -62,7 +62,7 @@ impl Area for Migration {
         _settings: Arc<()>,
         code: String,
     ) -> Result<Record, UpstreamError> {
-        let route = Route::get(format!("/api/migrations/{code}/stats"));
+        let route = STATS.get(&[&code]);
         ctx.client.fetch(STATS, code, route, &()).await
     }
 }

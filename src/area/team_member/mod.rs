@@ -16,8 +16,8 @@ use super::{Area, Encode, Read};
 use crate::config::error::ConfigError;
 use crate::config::fields::codes;
 use crate::config::schedule::{FromBlock, collector_block};
-use crate::upstream::Route;
-use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/team_members/{team_member_code}`
@@ -86,7 +86,7 @@ impl Area for TeamMember {
         settings: Arc<Settings>,
         code: String,
     ) -> Result<Record, UpstreamError> {
-        let route = Route::get(format!("/api/team_members/{code}"));
+        let route = TEAM_MEMBER.get(&[&code]);
         ctx.client
             .fetch(TEAM_MEMBER, code, route, &settings.identity_labels)
             .await

@@ -23,8 +23,8 @@ use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::Day;
 use crate::config::fields::account_list;
 use crate::config::schedule::{FromBlock, collector_block};
-use crate::upstream::Route;
-use crate::upstream::error::{Endpoint, UpstreamError};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `GET /api/delivery/tracemail/daily/{account}?type=account`
@@ -126,18 +126,14 @@ impl Area for TracemailDaily {
         account: i32,
     ) -> Result<DailyData, UpstreamError> {
         let params = params(&settings, ctx.clock.now());
-        let path = format!("/api/delivery/tracemail/daily/{account}");
+        let id = account.to_string();
         let (stats, ranks) = tokio::join!(
-            ctx.client.fetch::<DailyStats>(
-                DAILY,
-                account.to_string(),
-                Route::get(path.clone()).query(&[("type", "account")]),
-                &params,
-            ),
+            ctx.client
+                .fetch::<DailyStats>(DAILY, account.to_string(), DAILY.get(&[&id]), &params,),
             ctx.client.fetch::<DomainsRank>(
                 DOMAINS_RANK,
                 account.to_string(),
-                Route::get(path).query(&[("type", "domains-rank")]),
+                DOMAINS_RANK.get(&[&id]),
                 &settings.top_domains,
             )
         );

@@ -68,7 +68,7 @@ pub fn read_domains_rank(items: &[Value], top: usize) -> (Vec<DomainCounts>, Vec
                     .find_map(|k| m.get(*k))
             })
             .and_then(Value::as_str)
-            .map(domain_label)
+            .map(crate::upstream::model::names::domain_label)
             .filter(|d| !d.is_empty());
         let Some(domain) = domain else {
             problems.push(ParseProblem::new(format!("{at}.domain"), item));
@@ -126,16 +126,6 @@ pub fn read_domains_rank(items: &[Value], top: usize) -> (Vec<DomainCounts>, Vec
 /// `a + b`, unless the sum leaves the range where a count is exact.
 fn checked_sum(a: f64, b: f64) -> Option<f64> {
     Some(a + b).filter(|s| (0.0..=MAX_EXACT).contains(s))
-}
-
-/// A domain name as a label value: lower case, letters, digits, dots and dashes, at most 253.
-fn domain_label(name: &str) -> String {
-    name.trim()
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '-')
-        .take(253)
-        .collect::<String>()
-        .to_ascii_lowercase()
 }
 
 /// What reading the daily statistics needs besides the answer.

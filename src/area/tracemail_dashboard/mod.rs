@@ -23,8 +23,8 @@ use crate::config::fields::Day;
 use crate::config::fields::{account_ids, at_most};
 use crate::config::schedule::{FromBlock, collector_block};
 use crate::redact::quote;
-use crate::upstream::Route;
-use crate::upstream::error::{Endpoint, FailureReason, UpstreamError};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};
 
 /// `POST /api/delivery/tracemail/dashboard`
@@ -97,21 +97,18 @@ fn views(field: &str, raw: &[RawView]) -> Result<Vec<View>, ConfigError> {
         let field = format!("{field}[{i}]");
         let view = match (v.account, &v.domain) {
             (Some(id), None) => View::Account(account_ids(&format!("{field}.account"), &[id])?[0]),
-            (None, Some(domain)) => {
-                let domain = domain.trim().to_ascii_lowercase();
-                if domain.is_empty()
-                    || domain.len() > 253
-                    || !domain
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
-                {
+            (None, Some(raw)) => match crate::upstream::model::names::domain_name(raw) {
+                Some(domain) => View::Domain(domain),
+                None => {
                     return Err(invalid(
                         format!("{field}.domain"),
-                        format!("{} is not a domain name, e.g. shop.example", quote(&domain)),
+                        format!(
+                            "{} is not a domain name, e.g. shop.example",
+                            quote(&raw.trim().to_ascii_lowercase())
+                        ),
                     ));
                 }
-                View::Domain(domain)
-            }
+            },
             _ => {
                 return Err(invalid(
                     field,
@@ -235,10 +232,7 @@ impl Area for TracemailDashboard {
         view: View,
     ) -> Result<DashboardData, UpstreamError> {
         let (today, day_start) = today(&settings, ctx.clock.now())?;
-        let route = Route::post(
-            "/api/delivery/tracemail/dashboard".to_owned(),
-            body(&settings, &view, today),
-        );
+        let route = DASHBOARD.post(&[], body(&settings, &view, today));
         let dashboard = ctx
             .client
             .fetch(

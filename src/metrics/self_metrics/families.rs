@@ -27,7 +27,8 @@ use crate::metrics::labels::{
     TenantEndpointLabels, TenantLabel,
 };
 use crate::tenant::TenantName;
-use crate::upstream::error::{Endpoint, FailureReason};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::FailureReason;
 use crate::upstream::observe::EndpointPace;
 
 /// Upper bounds of the request latency histogram, in seconds.

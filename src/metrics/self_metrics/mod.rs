@@ -15,7 +15,8 @@ pub use families::{DURATION_BUCKETS, PROBE_REFUSALS, PaceView, SelfMetrics};
 use super::labels::BuildLabels;
 use crate::redact::{redact, shorten};
 use crate::tenant::TenantName;
-use crate::upstream::error::{Endpoint, FailureReason};
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::FailureReason;
 use crate::upstream::observe::{EndpointPace, Observer};
 
 /// Distinct `(endpoint, path)` shapes of parse problems logged at warn level. Paths come from

@@ -32,6 +32,35 @@ pub fn sanitize(name: &str) -> String {
     }
 }
 
+/// Longest domain name (RFC 1035's 253 characters written out).
+pub const MAX_DOMAIN_LEN: usize = 253;
+
+/// Whether `c` may stand in a domain name as the exporter takes one: an ASCII letter, digit,
+/// dot or hyphen.
+fn domain_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '.' || c == '-'
+}
+
+/// A domain name as the config or the provider writes one, if it is one: trimmed, lower case,
+/// 1 to [`MAX_DOMAIN_LEN`] letters, digits, dots and hyphens. It becomes a label value and a
+/// request field; the one rule for a domain anywhere in the exporter.
+pub fn domain_name(raw: &str) -> Option<String> {
+    let d = raw.trim().to_ascii_lowercase();
+    let ok = !d.is_empty() && d.len() <= MAX_DOMAIN_LEN && d.chars().all(domain_char);
+    ok.then_some(d)
+}
+
+/// A domain name read leniently from an answer, as a label value: what [`domain_name`] allows
+/// kept, the rest dropped, cut at [`MAX_DOMAIN_LEN`].
+pub fn domain_label(raw: &str) -> String {
+    raw.trim()
+        .chars()
+        .filter(|c| domain_char(*c))
+        .take(MAX_DOMAIN_LEN)
+        .collect::<String>()
+        .to_ascii_lowercase()
+}
+
 /// Keeps at most [`MAX_NAMES`] names, summing the rest (and any duplicates after
 /// sanitising) into their survivors and `other`. Order is kept; a sum that overflows to
 /// infinity is dropped rather than shown.
@@ -57,6 +86,28 @@ pub fn bound_names(pairs: Vec<(String, f64)>) -> Vec<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_domain_is_one_rule_strict_for_config_and_discovery_lenient_for_a_label() {
+        assert_eq!(
+            domain_name(" Shop.Example "),
+            Some("shop.example".to_owned())
+        );
+        for bad in [
+            "",
+            "  ",
+            "shop example",
+            "shop_1.example",
+            "ünicode.example",
+        ] {
+            assert_eq!(domain_name(bad), None, "{bad:?}");
+        }
+        let long = "a".repeat(MAX_DOMAIN_LEN);
+        assert_eq!(domain_name(&long).map(|d| d.len()), Some(MAX_DOMAIN_LEN));
+        assert_eq!(domain_name(&format!("{long}a")), None);
+        assert_eq!(domain_label(" Shop Ex_ample.COM"), "shopexample.com");
+        assert_eq!(domain_label(&format!("{long}bbb")).len(), MAX_DOMAIN_LEN);
+    }
 
     #[test]
     fn names_from_the_api_become_safe_label_values() {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::upstream::error::Endpoint;
+use crate::upstream::endpoint::Endpoint;
 
 /// The overload above which a fleet that fitted no longer does.
 pub const ENTER: f64 = 1.0;

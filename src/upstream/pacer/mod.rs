@@ -38,7 +38,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::tenant::TenantName;
-use crate::upstream::error::Endpoint;
+use crate::upstream::endpoint::Endpoint;
 use crate::upstream::observe::{EndpointPace, Observer, OutageView};
 use control::{Control, Event};
 pub use fit::Demand;

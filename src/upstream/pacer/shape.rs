@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::upstream::error::Endpoint;
+use crate::upstream::endpoint::Endpoint;
 
 /// Targets with a 429 on record kept per token at most: keys come from the config, and past
 /// this a new one is simply taken as shared, as before this module.

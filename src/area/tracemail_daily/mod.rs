@@ -129,10 +129,10 @@ impl Area for TracemailDaily {
         let id = account.to_string();
         let (stats, ranks) = tokio::join!(
             ctx.client
-                .fetch::<DailyStats>(DAILY, account.to_string(), DAILY.get(&[&id]), &params,),
+                .fetch::<DailyStats>(DAILY, id.clone(), DAILY.get(&[&id]), &params),
             ctx.client.fetch::<DomainsRank>(
                 DOMAINS_RANK,
-                account.to_string(),
+                id.clone(),
                 DOMAINS_RANK.get(&[&id]),
                 &settings.top_domains,
             )

@@ -102,6 +102,10 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
             "collectors.tracemail_daily.top_domains: 5000 is out of range: use 1 to 200",
         ),
         (
+            "top-limit-too-large.yml",
+            "collectors.tracemail_dashboard.limit: 1001 is out of range: use 1 to 1000",
+        ),
+        (
             "not-http.yml",
             "api.base_url: \"file:///etc/passwd\" is not an http(s) address; write it like https://api.example.net",
         ),

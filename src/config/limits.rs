@@ -33,3 +33,7 @@ pub const MIN_RATE_LIMIT: f64 = 0.01;
 pub const MAX_RATE_LIMIT: f64 = 10_000.0;
 /// Entries of `endpoint_rate_limits` at most (each must name an endpoint the exporter calls).
 pub const MAX_ENDPOINT_RATE_LIMITS: usize = 64;
+/// The dashboard's `limit` of its top lists.
+pub const TOP_LIMIT: std::ops::RangeInclusive<i64> = 1..=1000;
+/// Domains per account kept from the daily `domains-rank` (`top_domains`).
+pub const TOP_DOMAINS: std::ops::RangeInclusive<i64> = 1..=200;

@@ -23,6 +23,7 @@ use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::Day;
 use crate::config::fields::account_list;
 use crate::config::schedule::{FromBlock, collector_block};
+use crate::config::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{ParseProblem, read_body};
@@ -33,9 +34,6 @@ pub const DAILY: Endpoint =
 /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`
 pub const DOMAINS_RANK: Endpoint = Endpoint::new("tracemail_domains_rank")
     .at("GET /api/delivery/tracemail/daily/{account}?type=domains-rank");
-
-/// Domains per account kept from the `domains-rank`, unless set.
-pub const DEFAULT_TOP_DOMAINS: i64 = 20;
 
 collector_block! {
     /// `collectors.tracemail_daily`: the schedule, the day's zone and format, how many sending
@@ -86,11 +84,15 @@ fn data(stats: DailyStats, domains: DomainsRank, today: Date) -> DailyData {
 
 impl FromBlock<Block> for Settings {
     fn from_block(raw: &Block, field: &str) -> Result<Self, ConfigError> {
-        let top = raw.top_domains.unwrap_or(DEFAULT_TOP_DOMAINS);
-        if !(1..=200).contains(&top) {
+        let top = raw.top_domains.unwrap_or(defaults::TOP_DOMAINS);
+        if !limits::TOP_DOMAINS.contains(&top) {
             return Err(invalid(
                 format!("{field}.top_domains"),
-                format!("{top} is out of range: use 1 to 200"),
+                format!(
+                    "{top} is out of range: use {} to {}",
+                    limits::TOP_DOMAINS.start(),
+                    limits::TOP_DOMAINS.end()
+                ),
             ));
         }
         Ok(Settings {

@@ -22,6 +22,7 @@ use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::Day;
 use crate::config::fields::{account_ids, at_most};
 use crate::config::schedule::{FromBlock, collector_block};
+use crate::config::{defaults, limits};
 use crate::redact::quote;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::{FailureReason, UpstreamError};
@@ -30,9 +31,6 @@ use crate::upstream::model::{ParseProblem, read_body};
 /// `POST /api/delivery/tracemail/dashboard`
 pub const DASHBOARD: Endpoint =
     Endpoint::new("tracemail_dashboard").at("POST /api/delivery/tracemail/dashboard");
-
-/// `limit` of the dashboard's top lists, unless set.
-pub const DEFAULT_LIMIT: i64 = 10;
 
 /// A dashboard view: the whole customer, or filtered by one account or one domain.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -172,11 +170,15 @@ pub fn body(settings: &Settings, view: &View, today: Date) -> Value {
 
 impl FromBlock<Block> for Settings {
     fn from_block(raw: &Block, field: &str) -> Result<Self, ConfigError> {
-        let limit = raw.limit.unwrap_or(DEFAULT_LIMIT);
-        if !(1..=1000).contains(&limit) {
+        let limit = raw.limit.unwrap_or(defaults::TOP_LIMIT);
+        if !limits::TOP_LIMIT.contains(&limit) {
             return Err(invalid(
                 format!("{field}.limit"),
-                format!("{limit} is out of range: use 1 to 1000"),
+                format!(
+                    "{limit} is out of range: use {} to {}",
+                    limits::TOP_LIMIT.start(),
+                    limits::TOP_LIMIT.end()
+                ),
             ));
         }
         Ok(Settings {

@@ -331,138 +331,17 @@ impl MailboxState {
         let live = self.live(now);
         let quota = live.quota_used.floor() as i64;
         let postmaster = self.is_postmaster();
-        let email = self.email_address();
         let name = display_name(&self.local_part);
-        let archive_active = self.archive && self.archive_status == "active";
-        let import_status = match self.archive_status.as_str() {
-            "activating" => Some("running"),
-            "active" => Some("completed"),
-            _ => None,
-        };
-        let archive_since = shift(self.created_at, SignedDuration::from_hours(30 * 24));
-        let relative_days = if self.password_expiration < 0 {
-            -1
-        } else if self.password_expired {
-            0
-        } else {
-            self.password_expiration
-        };
+        let import_status = self.archive_import_status();
         let delegates: Vec<Value> = (0..self.delegate_count())
             .map(|i| self.delegate(i, now))
             .collect();
         // Built in parts: one `json!` of a hundred members exceeds the macro recursion limit.
         let parts = [
-            json!({
-            "apply_allow_nets_webmail": self.apply_allow_nets_webmail,
-            "archive": self.archive,
-            "archive_disabled": !self.archive,
-            "pop_disabled": self.pop_disabled,
-            "webmail_disabled": false,
-            "imap_disabled": self.imap_disabled,
-            "smtp_disabled": self.smtp_disabled || !self.enabled,
-            "calendar": true,
-            "meeting": false,
-            "activesync": false,
-            "chat": false,
-            "dav": true,
-            "domain_force_otp": self.domain_force_otp,
-            "domain_limit_tracemail_21_days": false,
-            "bounce_mail": false,
-            "keep_copy": false,
-            "autoresponder_enabled": false,
-            "autoresponder_intervals_enabled": false,
-            "otp": self.otp,
-            "spam_in_inbox": false,
-            "hide_from_addressbook_company": postmaster,
-            "api_enabled": self.api_enabled,
-            "force_otp": self.force_otp,
-            "block_old_password": true,
-            "destroy_sessions_on_password_expiration": false,
-            "password_recovery_disabled": false,
-            "password_change_disabled": false,
-            "force_new_password": self.password_expired,
-            "password_expired": self.password_expired,
-            "restrict_from_field": false,
-            "is_partner_customer": false,
-            }),
-            json!({
-            "email_services": 1,
-            "max_email_quota": self.quota_limit_mib,
-            "lastauth": live.last_login.as_second(),
-            "messages": live.messages.floor() as i64,
-            "quota": quota,
-            "vault_quota": self.vault_quota_mib,
-            "vault_messages": self.vault_messages,
-            "outbound_limit": self.outbound_limit,
-            "outbound_limit_status": live.outbound_sent.floor() as i64,
-            "outbound_limit_period": OUTBOUND_PERIOD_HOURS,
-            "retention": if self.archive { 120 } else { 0 },
-            "delegates_no": delegates.len(),
-            "password_expiration": self.password_expiration,
-            "password_expiration_relative_days": relative_days,
-            "mtm_restores_current_month_counter": 0,
-            "vault_extra_space_quantity": 0,
-            "allow_nets": [],
-            "identities": [],
-            "forwards": [],
-            "delegates": delegates,
-            }),
-            json!({
-            "status": if self.enabled { "enabled" } else { "disabled" },
-            "status_detail": "ok",
-            "archive_status": self.archive_status,
-            "archive_import_status": import_status,
-            "timezone": TIMEZONE,
-            "type": if postmaster { "Postmaster" } else { "EmailAccount" },
-            "code": self.code,
-            "name": name,
-            "domain_name": self.domain_name,
-            "domain_code": self.domain_code,
-            "email_address": email,
-            "language": "it",
-            "bounce_msg": Value::Null,
-            "autoresponder_subject": Value::Null,
-            "autoresponder_body": Value::Null,
-            "autoresponder_start_date": Value::Null,
-            "autoresponder_end_date": Value::Null,
-            "lastauth_protocol": self.last_login_protocol,
-            "lastauth_datetime": format_datetime(live.last_login),
-            "quota_human": human_mib(quota),
-            "vault_quota_human": human_mib(self.vault_quota_mib),
-            "reset_outbound_limit_time": format_datetime(live.reset_at),
-            "customization_logo": Value::Null,
-            "customization_help_desk_url": Value::Null,
-            "customization_company": Value::Null,
-            }),
-            json!({
-            "activated_at": format_datetime(self.created_at),
-            "archive_activated_at": archive_active.then(|| format_datetime(archive_since)),
-            "archive_import_executed_at": import_status.map(|_| format_datetime(archive_since)),
-            "created_at": format_datetime(self.created_at),
-            "updated_at": format_datetime(self.updated_at),
-            "service_vault_last_auth": Value::Null,
-            "service_vault_session_ip": Value::Null,
-            "firstname": name,
-            "lastname": Value::Null,
-            "secondary_email": Value::Null,
-            "country": "IT",
-            "city": Value::Null,
-            "state": Value::Null,
-            "zip": Value::Null,
-            "address": Value::Null,
-            "company": COMPANY,
-            "role": Value::Null,
-            "team_manager": Value::Null,
-            "telephone": Value::Null,
-            "mobilephone": Value::Null,
-            "fax": Value::Null,
-            "organizational_unit": Value::Null,
-            "webmail_language": "it",
-            "webmail_time_format": "24h",
-            "webmail_date_format": "DD/MM/YYYY",
-            "webmail_timezone": TIMEZONE,
-            "type_label": if postmaster { "Postmaster" } else { "Email account" },
-            }),
+            self.setting_members(postmaster),
+            self.usage_members(&live, quota, delegates),
+            self.identity_members(&live, quota, postmaster, &name, import_status),
+            self.profile_members(postmaster, &name, import_status),
         ];
         let mut record = Map::new();
         for part in parts {
@@ -471,6 +350,166 @@ impl MailboxState {
             }
         }
         Value::Object(record)
+    }
+
+    /// The state of the archive's import as the record shows it: running while the archive is
+    /// activating, completed once it is active, none otherwise.
+    fn archive_import_status(&self) -> Option<&'static str> {
+        match self.archive_status.as_str() {
+            "activating" => Some("running"),
+            "active" => Some("completed"),
+            _ => None,
+        }
+    }
+
+    /// Days until the password expires as the record shows them: -1 when it never expires, 0
+    /// once it has expired.
+    fn password_expiration_relative_days(&self) -> i64 {
+        if self.password_expiration < 0 {
+            -1
+        } else if self.password_expired {
+            0
+        } else {
+            self.password_expiration
+        }
+    }
+
+    /// The record's members that switch services and security rules on or off.
+    fn setting_members(&self, postmaster: bool) -> Value {
+        json!({
+        "apply_allow_nets_webmail": self.apply_allow_nets_webmail,
+        "archive": self.archive,
+        "archive_disabled": !self.archive,
+        "pop_disabled": self.pop_disabled,
+        "webmail_disabled": false,
+        "imap_disabled": self.imap_disabled,
+        "smtp_disabled": self.smtp_disabled || !self.enabled,
+        "calendar": true,
+        "meeting": false,
+        "activesync": false,
+        "chat": false,
+        "dav": true,
+        "domain_force_otp": self.domain_force_otp,
+        "domain_limit_tracemail_21_days": false,
+        "bounce_mail": false,
+        "keep_copy": false,
+        "autoresponder_enabled": false,
+        "autoresponder_intervals_enabled": false,
+        "otp": self.otp,
+        "spam_in_inbox": false,
+        "hide_from_addressbook_company": postmaster,
+        "api_enabled": self.api_enabled,
+        "force_otp": self.force_otp,
+        "block_old_password": true,
+        "destroy_sessions_on_password_expiration": false,
+        "password_recovery_disabled": false,
+        "password_change_disabled": false,
+        "force_new_password": self.password_expired,
+        "password_expired": self.password_expired,
+        "restrict_from_field": false,
+        "is_partner_customer": false,
+        })
+    }
+
+    /// The record's members that count usage, limits and delegates at the instant of `live`.
+    fn usage_members(&self, live: &Live, quota: i64, delegates: Vec<Value>) -> Value {
+        let relative_days = self.password_expiration_relative_days();
+        json!({
+        "email_services": 1,
+        "max_email_quota": self.quota_limit_mib,
+        "lastauth": live.last_login.as_second(),
+        "messages": live.messages.floor() as i64,
+        "quota": quota,
+        "vault_quota": self.vault_quota_mib,
+        "vault_messages": self.vault_messages,
+        "outbound_limit": self.outbound_limit,
+        "outbound_limit_status": live.outbound_sent.floor() as i64,
+        "outbound_limit_period": OUTBOUND_PERIOD_HOURS,
+        "retention": if self.archive { 120 } else { 0 },
+        "delegates_no": delegates.len(),
+        "password_expiration": self.password_expiration,
+        "password_expiration_relative_days": relative_days,
+        "mtm_restores_current_month_counter": 0,
+        "vault_extra_space_quantity": 0,
+        "allow_nets": [],
+        "identities": [],
+        "forwards": [],
+        "delegates": delegates,
+        })
+    }
+
+    /// The record's members that say who and what the mailbox is, and its state at `live`.
+    fn identity_members(
+        &self,
+        live: &Live,
+        quota: i64,
+        postmaster: bool,
+        name: &str,
+        import_status: Option<&str>,
+    ) -> Value {
+        let email = self.email_address();
+        json!({
+        "status": if self.enabled { "enabled" } else { "disabled" },
+        "status_detail": "ok",
+        "archive_status": self.archive_status,
+        "archive_import_status": import_status,
+        "timezone": TIMEZONE,
+        "type": if postmaster { "Postmaster" } else { "EmailAccount" },
+        "code": self.code,
+        "name": name,
+        "domain_name": self.domain_name,
+        "domain_code": self.domain_code,
+        "email_address": email,
+        "language": "it",
+        "bounce_msg": Value::Null,
+        "autoresponder_subject": Value::Null,
+        "autoresponder_body": Value::Null,
+        "autoresponder_start_date": Value::Null,
+        "autoresponder_end_date": Value::Null,
+        "lastauth_protocol": self.last_login_protocol,
+        "lastauth_datetime": format_datetime(live.last_login),
+        "quota_human": human_mib(quota),
+        "vault_quota_human": human_mib(self.vault_quota_mib),
+        "reset_outbound_limit_time": format_datetime(live.reset_at),
+        "customization_logo": Value::Null,
+        "customization_help_desk_url": Value::Null,
+        "customization_company": Value::Null,
+        })
+    }
+
+    /// The record's members with its dates and the owner's profile.
+    fn profile_members(&self, postmaster: bool, name: &str, import_status: Option<&str>) -> Value {
+        let archive_active = self.archive && self.archive_status == "active";
+        let archive_since = shift(self.created_at, SignedDuration::from_hours(30 * 24));
+        json!({
+        "activated_at": format_datetime(self.created_at),
+        "archive_activated_at": archive_active.then(|| format_datetime(archive_since)),
+        "archive_import_executed_at": import_status.map(|_| format_datetime(archive_since)),
+        "created_at": format_datetime(self.created_at),
+        "updated_at": format_datetime(self.updated_at),
+        "service_vault_last_auth": Value::Null,
+        "service_vault_session_ip": Value::Null,
+        "firstname": name,
+        "lastname": Value::Null,
+        "secondary_email": Value::Null,
+        "country": "IT",
+        "city": Value::Null,
+        "state": Value::Null,
+        "zip": Value::Null,
+        "address": Value::Null,
+        "company": COMPANY,
+        "role": Value::Null,
+        "team_manager": Value::Null,
+        "telephone": Value::Null,
+        "mobilephone": Value::Null,
+        "fax": Value::Null,
+        "organizational_unit": Value::Null,
+        "webmail_language": "it",
+        "webmail_time_format": "24h",
+        "webmail_date_format": "DD/MM/YYYY",
+        "webmail_timezone": TIMEZONE,
+        "type_label": if postmaster { "Postmaster" } else { "Email account" },
+        })
     }
 
     /// 0, 1 or 2 delegates, from the last digit of the code.

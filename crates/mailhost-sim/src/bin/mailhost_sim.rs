@@ -300,87 +300,16 @@ async fn run(args: Args) -> Result<(), String> {
     let rate_limit = args.rate_limit()?;
     let route_rate_limits = args.route_rate_limits()?;
     let outage = args.outage()?;
-    let token = match std::env::var(TOKEN_ENV) {
-        Ok(token) if !token.trim().is_empty() => token,
-        _ => {
-            tracing::warn!(
-                "{TOKEN_ENV} is not set: accepting the well-known management token \
-                 `{DEFAULT_TOKEN}`; set {TOKEN_ENV} when anything but loopback can reach this port"
-            );
-            DEFAULT_TOKEN.to_owned()
-        }
-    };
-    let mut config = SimConfig::demo(&token);
-    config.seed = args.seed;
-    for i in 0..args.extra_accounts as i32 {
-        let id = FIRST_EXTRA_ACCOUNT + i;
-        config.accounts.push(
-            Account {
-                id,
-                username: format!("bench{id}"),
-                ..Account::default()
-            }
-            .into(),
-        );
-    }
-    if args.extra_tenants > 0 {
-        let extra = args.extra_accounts as usize;
-        let tenants = args.extra_tenants as usize;
-        let share = extra.div_ceil(tenants);
-        for t in 0..tenants {
-            let first = FIRST_EXTRA_ACCOUNT + (t * share) as i32;
-            let last = (FIRST_EXTRA_ACCOUNT + extra as i32).min(first + share as i32);
-            config.management_tokens.push(ManagementToken {
-                token: format!("{token}-t{t}"),
-                accounts: Some((first..last).collect()),
-            });
-        }
-        tracing::info!(
-            tenants,
-            accounts_each = share,
-            "extra tenant tokens: <token>-t0 and on, each seeing its share of the extra accounts"
-        );
-    }
+    let token = management_token();
+    let config = demo_config(&args, &token);
     let identities = config.send_identities();
     let targets = config.demo_targets();
     let accounts = targets.accounts.clone();
     let limited_tokens = config.management_tokens.len();
     let sim = Simulator::new(config);
-    if let Some(limit) = rate_limit {
-        tracing::info!(
-            rate = limit.rate,
-            burst = limit.effective_burst(),
-            retry_after = ?limit.retry_after,
-            headers = ?limit.headers,
-            status = limit.status,
-            tokens = limited_tokens,
-            "Management API rate limit: every management token has its own token bucket"
-        );
-        sim.set_rate_limit(None, Some(limit))?;
-    }
-    for (route, limit) in route_rate_limits {
-        tracing::info!(
-            %route,
-            rate = limit.rate,
-            burst = limit.effective_burst(),
-            status = limit.status,
-            tokens = limited_tokens,
-            "Management API route rate limit: every management token has its own bucket on it"
-        );
-        sim.set_route_rate_limit(None, route, Some(limit))?;
-    }
-
+    apply_rate_limits(&sim, rate_limit, route_rate_limits, limited_tokens)?;
     if let Some(spec) = outage {
-        let text = |d: Option<Duration>| d.map(|d| humantime::format_duration(d).to_string());
-        tracing::info!(
-            after = text(spec.starts_after).as_deref().unwrap_or("0s"),
-            lasting = text(spec.lasts).as_deref().unwrap_or("until the end"),
-            status = (!args.outage_no_answer).then_some(args.outage_status),
-            retry_after_secs = spec.error_retry_after_secs,
-            no_answer = args.outage_no_answer,
-            "outage of every route (the /_sim/ control plane stays up)"
-        );
-        sim.set_fault_on_every_route(spec);
+        apply_outage(&sim, &args, spec);
     }
 
     let listener = TcpListener::bind(&args.listen)
@@ -424,6 +353,106 @@ async fn run(args: Args) -> Result<(), String> {
         let _ = generator.await;
     }
     served.map_err(|e| format!("server failed: {e}"))
+}
+
+/// The management token from [`TOKEN_ENV`], or the well-known [`DEFAULT_TOKEN`] (with a
+/// warning) when it is unset or blank.
+fn management_token() -> String {
+    match std::env::var(TOKEN_ENV) {
+        Ok(token) if !token.trim().is_empty() => token,
+        _ => {
+            tracing::warn!(
+                "{TOKEN_ENV} is not set: accepting the well-known management token \
+                 `{DEFAULT_TOKEN}`; set {TOKEN_ENV} when anything but loopback can reach this port"
+            );
+            DEFAULT_TOKEN.to_owned()
+        }
+    }
+}
+
+/// The demo fleet under management token `token`, with the seed and the extra accounts and
+/// tenant tokens the flags ask for.
+fn demo_config(args: &Args, token: &str) -> SimConfig {
+    let mut config = SimConfig::demo(token);
+    config.seed = args.seed;
+    for i in 0..args.extra_accounts as i32 {
+        let id = FIRST_EXTRA_ACCOUNT + i;
+        config.accounts.push(
+            Account {
+                id,
+                username: format!("bench{id}"),
+                ..Account::default()
+            }
+            .into(),
+        );
+    }
+    if args.extra_tenants > 0 {
+        let extra = args.extra_accounts as usize;
+        let tenants = args.extra_tenants as usize;
+        let share = extra.div_ceil(tenants);
+        for t in 0..tenants {
+            let first = FIRST_EXTRA_ACCOUNT + (t * share) as i32;
+            let last = (FIRST_EXTRA_ACCOUNT + extra as i32).min(first + share as i32);
+            config.management_tokens.push(ManagementToken {
+                token: format!("{token}-t{t}"),
+                accounts: Some((first..last).collect()),
+            });
+        }
+        tracing::info!(
+            tenants,
+            accounts_each = share,
+            "extra tenant tokens: <token>-t0 and on, each seeing its share of the extra accounts"
+        );
+    }
+    config
+}
+
+/// Puts the flags' rate limits in force on every management token (`limited_tokens` of them,
+/// for the log): the token-wide limit first, then each route's.
+fn apply_rate_limits(
+    sim: &Simulator,
+    rate_limit: Option<RateLimit>,
+    route_rate_limits: Vec<(Route, RateLimit)>,
+    limited_tokens: usize,
+) -> Result<(), String> {
+    if let Some(limit) = rate_limit {
+        tracing::info!(
+            rate = limit.rate,
+            burst = limit.effective_burst(),
+            retry_after = ?limit.retry_after,
+            headers = ?limit.headers,
+            status = limit.status,
+            tokens = limited_tokens,
+            "Management API rate limit: every management token has its own token bucket"
+        );
+        sim.set_rate_limit(None, Some(limit))?;
+    }
+    for (route, limit) in route_rate_limits {
+        tracing::info!(
+            %route,
+            rate = limit.rate,
+            burst = limit.effective_burst(),
+            status = limit.status,
+            tokens = limited_tokens,
+            "Management API route rate limit: every management token has its own bucket on it"
+        );
+        sim.set_route_rate_limit(None, route, Some(limit))?;
+    }
+    Ok(())
+}
+
+/// Puts the flags' outage `spec` in force on every route (the `/_sim/` control plane stays up).
+fn apply_outage(sim: &Simulator, args: &Args, spec: FaultSpec) {
+    let text = |d: Option<Duration>| d.map(|d| humantime::format_duration(d).to_string());
+    tracing::info!(
+        after = text(spec.starts_after).as_deref().unwrap_or("0s"),
+        lasting = text(spec.lasts).as_deref().unwrap_or("until the end"),
+        status = (!args.outage_no_answer).then_some(args.outage_status),
+        retry_after_secs = spec.error_retry_after_secs,
+        no_answer = args.outage_no_answer,
+        "outage of every route (the /_sim/ control plane stays up)"
+    );
+    sim.set_fault_on_every_route(spec);
 }
 
 /// The address clients on this machine use: a wildcard listener is reached over loopback.

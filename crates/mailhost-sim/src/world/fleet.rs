@@ -84,114 +84,12 @@ impl SimConfig {
     /// `Europe/Rome` time zone and seeded history. One unrestricted management token. Three
     /// migrations, four mailboxes and three team members (see the `DEMO_*` constants).
     pub fn demo(management_token: &str) -> Self {
-        let accounts = vec![
-            AccountSeed {
-                account: Account {
-                    id: DEMO_BUSY,
-                    username: "shop-business".to_owned(),
-                    plan: "business".to_owned(),
-                    account_type: "transactional".to_owned(),
-                    enabled: true,
-                    plan_messages_limit: 500_000,
-                    plan_messages_used: 123_456,
-                    extra_messages_total: 20_000,
-                    remaining_extra_messages_bought: 15_000,
-                    messages_sent: 1_834_221,
-                    ignore_suppression_list: false,
-                    domains: vec!["shop.example".to_owned(), "news.example".to_owned()],
-                    timezone: DEMO_TIMEZONE.to_owned(),
-                    has_pending_order: false,
-                    bounce_notification: Some("bounces@shop.example".to_owned()),
-                },
-                // Loopback only, so the account allow-list is visible in the demo yet lets the
-                // traffic generator through.
-                allow_nets: vec!["127.0.0.0/8".to_owned(), "::1".to_owned()],
-                plan_expires_in: Duration::from_secs(200 * DAY),
-                send_tokens: vec![token(DEMO_BUSY, "shop backend", "7c41d2a98f03be65")],
-                delete_in: None,
-            },
-            AccountSeed {
-                account: Account {
-                    id: DEMO_NEARLY_EXHAUSTED,
-                    username: "starter-nearly-full".to_owned(),
-                    plan: "starter".to_owned(),
-                    account_type: "transactional".to_owned(),
-                    enabled: true,
-                    plan_messages_limit: 10_000,
-                    plan_messages_used: 9_500,
-                    extra_messages_total: 0,
-                    remaining_extra_messages_bought: 0,
-                    messages_sent: 48_210,
-                    ignore_suppression_list: false,
-                    domains: vec!["starter.example".to_owned()],
-                    timezone: DEMO_TIMEZONE.to_owned(),
-                    // More messages are on order.
-                    has_pending_order: true,
-                    bounce_notification: None,
-                },
-                allow_nets: Vec::new(),
-                plan_expires_in: Duration::from_secs(20 * DAY),
-                send_tokens: vec![token(
-                    DEMO_NEARLY_EXHAUSTED,
-                    "newsletter",
-                    "0b9e61f4c2d7a835",
-                )],
-                delete_in: None,
-            },
-            AccountSeed {
-                account: Account {
-                    id: DEMO_DISABLED,
-                    username: "legacy-disabled".to_owned(),
-                    plan: "free".to_owned(),
-                    account_type: "transactional".to_owned(),
-                    enabled: false,
-                    plan_messages_limit: 1_000,
-                    plan_messages_used: 120,
-                    extra_messages_total: 0,
-                    remaining_extra_messages_bought: 0,
-                    messages_sent: 9_876,
-                    ignore_suppression_list: false,
-                    domains: vec!["legacy.example".to_owned()],
-                    timezone: DEMO_TIMEZONE.to_owned(),
-                    has_pending_order: false,
-                    bounce_notification: None,
-                },
-                allow_nets: Vec::new(),
-                plan_expires_in: Duration::from_secs(100 * DAY),
-                send_tokens: vec![token(DEMO_DISABLED, "old app", "5a3f0e8c71b2d946")],
-                // Disabled and due for deletion: the lifecycle series has something to show.
-                delete_in: Some(Duration::from_secs(30 * DAY)),
-            },
-            AccountSeed {
-                account: Account {
-                    id: DEMO_EXPIRING,
-                    username: "trial-expiring".to_owned(),
-                    plan: "starter".to_owned(),
-                    account_type: "transactional".to_owned(),
-                    enabled: true,
-                    plan_messages_limit: 20_000,
-                    plan_messages_used: 7_300,
-                    extra_messages_total: 5_000,
-                    remaining_extra_messages_bought: 2_500,
-                    messages_sent: 31_004,
-                    ignore_suppression_list: false,
-                    domains: vec!["trial.example".to_owned(), "promo.example".to_owned()],
-                    timezone: DEMO_TIMEZONE.to_owned(),
-                    has_pending_order: false,
-                    bounce_notification: None,
-                },
-                allow_nets: Vec::new(),
-                plan_expires_in: Duration::from_secs(2 * DAY + 12 * 3600),
-                send_tokens: vec![token(DEMO_EXPIRING, "campaigns", "e2c8b7104d9f6a53")],
-                delete_in: None,
-            },
-        ];
         Self {
             management_tokens: vec![ManagementToken {
                 token: management_token.to_owned(),
                 accounts: None,
             }],
-            accounts,
+            accounts: demo_accounts(),
             seed: DEMO_SEED,
             history: true,
             migrations: demo_migrations(),
@@ -227,6 +125,112 @@ impl SimConfig {
 
 const DEMO_TIMEZONE: &str = "Europe/Rome";
 const MIB_PER_GIB: i64 = 1024;
+
+/// The four demo accounts, each with its send token (see [`SimConfig::demo`]).
+fn demo_accounts() -> Vec<AccountSeed> {
+    vec![
+        AccountSeed {
+            account: Account {
+                id: DEMO_BUSY,
+                username: "shop-business".to_owned(),
+                plan: "business".to_owned(),
+                account_type: "transactional".to_owned(),
+                enabled: true,
+                plan_messages_limit: 500_000,
+                plan_messages_used: 123_456,
+                extra_messages_total: 20_000,
+                remaining_extra_messages_bought: 15_000,
+                messages_sent: 1_834_221,
+                ignore_suppression_list: false,
+                domains: vec!["shop.example".to_owned(), "news.example".to_owned()],
+                timezone: DEMO_TIMEZONE.to_owned(),
+                has_pending_order: false,
+                bounce_notification: Some("bounces@shop.example".to_owned()),
+            },
+            // Loopback only, so the account allow-list is visible in the demo yet lets the
+            // traffic generator through.
+            allow_nets: vec!["127.0.0.0/8".to_owned(), "::1".to_owned()],
+            plan_expires_in: Duration::from_secs(200 * DAY),
+            send_tokens: vec![token(DEMO_BUSY, "shop backend", "7c41d2a98f03be65")],
+            delete_in: None,
+        },
+        AccountSeed {
+            account: Account {
+                id: DEMO_NEARLY_EXHAUSTED,
+                username: "starter-nearly-full".to_owned(),
+                plan: "starter".to_owned(),
+                account_type: "transactional".to_owned(),
+                enabled: true,
+                plan_messages_limit: 10_000,
+                plan_messages_used: 9_500,
+                extra_messages_total: 0,
+                remaining_extra_messages_bought: 0,
+                messages_sent: 48_210,
+                ignore_suppression_list: false,
+                domains: vec!["starter.example".to_owned()],
+                timezone: DEMO_TIMEZONE.to_owned(),
+                // More messages are on order.
+                has_pending_order: true,
+                bounce_notification: None,
+            },
+            allow_nets: Vec::new(),
+            plan_expires_in: Duration::from_secs(20 * DAY),
+            send_tokens: vec![token(
+                DEMO_NEARLY_EXHAUSTED,
+                "newsletter",
+                "0b9e61f4c2d7a835",
+            )],
+            delete_in: None,
+        },
+        AccountSeed {
+            account: Account {
+                id: DEMO_DISABLED,
+                username: "legacy-disabled".to_owned(),
+                plan: "free".to_owned(),
+                account_type: "transactional".to_owned(),
+                enabled: false,
+                plan_messages_limit: 1_000,
+                plan_messages_used: 120,
+                extra_messages_total: 0,
+                remaining_extra_messages_bought: 0,
+                messages_sent: 9_876,
+                ignore_suppression_list: false,
+                domains: vec!["legacy.example".to_owned()],
+                timezone: DEMO_TIMEZONE.to_owned(),
+                has_pending_order: false,
+                bounce_notification: None,
+            },
+            allow_nets: Vec::new(),
+            plan_expires_in: Duration::from_secs(100 * DAY),
+            send_tokens: vec![token(DEMO_DISABLED, "old app", "5a3f0e8c71b2d946")],
+            // Disabled and due for deletion: the lifecycle series has something to show.
+            delete_in: Some(Duration::from_secs(30 * DAY)),
+        },
+        AccountSeed {
+            account: Account {
+                id: DEMO_EXPIRING,
+                username: "trial-expiring".to_owned(),
+                plan: "starter".to_owned(),
+                account_type: "transactional".to_owned(),
+                enabled: true,
+                plan_messages_limit: 20_000,
+                plan_messages_used: 7_300,
+                extra_messages_total: 5_000,
+                remaining_extra_messages_bought: 2_500,
+                messages_sent: 31_004,
+                ignore_suppression_list: false,
+                domains: vec!["trial.example".to_owned(), "promo.example".to_owned()],
+                timezone: DEMO_TIMEZONE.to_owned(),
+                has_pending_order: false,
+                bounce_notification: None,
+            },
+            allow_nets: Vec::new(),
+            plan_expires_in: Duration::from_secs(2 * DAY + 12 * 3600),
+            send_tokens: vec![token(DEMO_EXPIRING, "campaigns", "e2c8b7104d9f6a53")],
+            delete_in: None,
+        },
+    ]
+}
 
 fn demo_migrations() -> Vec<MigrationSeed> {
     vec![

@@ -70,6 +70,62 @@ impl MigrationState {
         let lane_rate = seed.rate as f64 / lanes as f64;
         let elapsed = now.duration_since(self.start).as_secs_f64() / 60.0;
 
+        let progress = self.progress(lanes, lane_rate, elapsed);
+        let phases = &progress.phases;
+        let migrated = progress.migrated;
+        let count = |p: AccountPhase| phases.iter().filter(|x| **x == p).count();
+        let done = count(AccountPhase::Completed) + count(AccountPhase::Failed);
+        let started = elapsed >= 0.0;
+        let finished = started && done == phases.len();
+        let status = run_status(
+            started,
+            finished,
+            n > 0 && count(AccountPhase::Failed) == phases.len(),
+        );
+        let finished_at = finished.then(|| {
+            shift(
+                self.start,
+                SignedDuration::try_from_secs_f64(progress.all_done_at * 60.0)
+                    .unwrap_or(SignedDuration::ZERO),
+            )
+        });
+        let bytes_migrated = bytes_migrated(seed, migrated, finished);
+        let updated_at = if finished {
+            finished_at
+        } else {
+            started.then_some(now)
+        };
+        let throughput = if status == "running" {
+            (progress.active_lanes as f64 * lane_rate).round() as i64
+        } else {
+            0
+        };
+        json!({
+            "aggregate": {
+                "status": status,
+                "accounts": {
+                    "total": phases.len(),
+                    "pending": count(AccountPhase::Pending),
+                    "running": count(AccountPhase::Running),
+                    "completed": count(AccountPhase::Completed),
+                    "failed": count(AccountPhase::Failed),
+                },
+                "messages": {"total": seed.messages, "migrated": migrated},
+                "bytes": {"total": seed.bytes, "migrated": bytes_migrated},
+                "errors": progress.errors,
+                "started_at": started.then(|| format_datetime(self.start)),
+                "updated_at": updated_at.map(format_datetime),
+                "finished_at": finished_at.map(format_datetime),
+                "throughput": {"messages_per_minute": throughput},
+            }
+        })
+    }
+
+    /// Where each account of the run stands `elapsed` minutes after the start, with the
+    /// messages migrated, the errors left, the lanes at work and when the last lane finishes.
+    fn progress(&self, lanes: i64, lane_rate: f64, elapsed: f64) -> Progress {
+        let seed = &self.seed;
+        let n = i64::from(seed.accounts);
         let mut phases = Vec::with_capacity(seed.accounts as usize);
         let mut lane_clock = vec![0.0f64; lanes as usize];
         let mut migrated: i64 = 0;
@@ -109,63 +165,54 @@ impl MigrationState {
             };
             phases.push(phase);
         }
-        let count = |p: AccountPhase| phases.iter().filter(|x| **x == p).count();
-        let done = count(AccountPhase::Completed) + count(AccountPhase::Failed);
-        let started = elapsed >= 0.0;
-        let finished = started && done == phases.len();
-        let status = if !started {
-            "pending"
-        } else if !finished {
-            "running"
-        } else if n > 0 && count(AccountPhase::Failed) == phases.len() {
-            "failed"
-        } else {
-            "completed"
-        };
-        let finished_at = finished.then(|| {
-            shift(
-                self.start,
-                SignedDuration::try_from_secs_f64(all_done_at * 60.0)
-                    .unwrap_or(SignedDuration::ZERO),
-            )
-        });
-        let bytes_migrated = if seed.messages > 0 {
-            i64::try_from(i128::from(seed.bytes) * i128::from(migrated) / i128::from(seed.messages))
-                .unwrap_or(seed.bytes)
-        } else if finished {
-            seed.bytes
-        } else {
-            0
-        };
-        let updated_at = if finished {
-            finished_at
-        } else {
-            started.then_some(now)
-        };
-        let throughput = if status == "running" {
-            (active_lanes as f64 * lane_rate).round() as i64
-        } else {
-            0
-        };
-        json!({
-            "aggregate": {
-                "status": status,
-                "accounts": {
-                    "total": phases.len(),
-                    "pending": count(AccountPhase::Pending),
-                    "running": count(AccountPhase::Running),
-                    "completed": count(AccountPhase::Completed),
-                    "failed": count(AccountPhase::Failed),
-                },
-                "messages": {"total": seed.messages, "migrated": migrated},
-                "bytes": {"total": seed.bytes, "migrated": bytes_migrated},
-                "errors": errors,
-                "started_at": started.then(|| format_datetime(self.start)),
-                "updated_at": updated_at.map(format_datetime),
-                "finished_at": finished_at.map(format_datetime),
-                "throughput": {"messages_per_minute": throughput},
-            }
-        })
+        Progress {
+            phases,
+            migrated,
+            errors,
+            active_lanes,
+            all_done_at,
+        }
+    }
+}
+
+/// Where a run stands at one instant, account by account.
+struct Progress {
+    /// The phase of each account, in order.
+    phases: Vec<AccountPhase>,
+    /// Messages migrated so far, over all accounts.
+    migrated: i64,
+    /// Errors left by the failed accounts so far.
+    errors: i64,
+    /// Lanes working on an account now.
+    active_lanes: i64,
+    /// Minutes from the start until the last lane finishes.
+    all_done_at: f64,
+}
+
+/// The run's status: pending before it starts, running until every account is done, then
+/// failed when every account failed (`all_failed`), completed otherwise.
+fn run_status(started: bool, finished: bool, all_failed: bool) -> &'static str {
+    if !started {
+        "pending"
+    } else if !finished {
+        "running"
+    } else if all_failed {
+        "failed"
+    } else {
+        "completed"
+    }
+}
+
+/// The bytes migrated with `migrated` messages, in proportion to the run's messages; a run of
+/// no messages has migrated all its bytes once finished and none before.
+fn bytes_migrated(seed: &MigrationSeed, migrated: i64, finished: bool) -> i64 {
+    if seed.messages > 0 {
+        i64::try_from(i128::from(seed.bytes) * i128::from(migrated) / i128::from(seed.messages))
+            .unwrap_or(seed.bytes)
+    } else if finished {
+        seed.bytes
+    } else {
+        0
     }
 }
 

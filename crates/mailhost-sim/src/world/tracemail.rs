@@ -191,72 +191,99 @@ impl World {
             accounts: Some(vec![id]),
             domain: None,
         };
-        let order = |ordering: Ordering| {
-            if ascending {
-                ordering
-            } else {
-                ordering.reverse()
-            }
-        };
 
-        let mut items: Vec<(Value, i64, String)> = match view {
-            DailyView::Account | DailyView::SingleDomain(_) => {
-                if let DailyView::SingleDomain(wanted) = view {
-                    let own = account
-                        .domains
-                        .iter()
-                        .find(|d| d.eq_ignore_ascii_case(wanted))
-                        .ok_or_else(|| {
-                            NotFound(format!(
-                                "domain {wanted:?} is not a sending domain of Delivery account {id}"
-                            ))
-                        })?;
-                    filter.domain = Some(own.clone());
-                }
-                let first = (1..DAILY_DAYS).fold(today, |d, _| d.yesterday().unwrap_or(d));
-                dates(first, today)
-                    .into_iter()
-                    .map(|date| {
-                        let counts = self.stats.day(&filter, &tz, date);
-                        let key = date.to_string();
-                        (
-                            counts_object(&counts, &[("date", json!(key))]),
-                            counts.total(),
-                            key,
-                        )
-                    })
-                    .collect()
+        let mut items = match view {
+            DailyView::Account => self.daily_by_date(&filter, &tz, today),
+            DailyView::SingleDomain(wanted) => {
+                filter.domain = Some(own_domain(&account.domains, wanted, id)?);
+                self.daily_by_date(&filter, &tz, today)
             }
-            DailyView::DomainsRank => {
-                let (from, to) = range_bounds(&tz, today, today);
-                let sums = self.stats.sum_by_domain(&filter, from, to);
-                let mut seen: Vec<String> = Vec::new();
-                account
-                    .domains
-                    .iter()
-                    .filter(|name| {
-                        let key = name.to_ascii_lowercase();
-                        let fresh = !seen.contains(&key);
-                        seen.push(key);
-                        fresh
-                    })
-                    .map(|name| {
-                        let counts = sums
-                            .get(&name.to_ascii_lowercase())
-                            .copied()
-                            .unwrap_or_default();
-                        let object = counts_object(&counts, &[("domain", json!(name))]);
-                        (object, counts.total(), name.to_ascii_lowercase())
-                    })
-                    .collect()
-            }
+            DailyView::DomainsRank => self.daily_by_domain(&account.domains, &filter, &tz, today),
         };
-        items.sort_by(|(_, a_total, a_key), (_, b_total, b_key)| match sort {
-            DailySort::Date => order(a_key.cmp(b_key)),
-            DailySort::Total => order(a_total.cmp(b_total)).then(a_key.cmp(b_key)),
-        });
+        sort_daily(&mut items, sort, ascending);
         Ok(items.into_iter().map(|(item, _, _)| item).collect())
     }
+
+    /// One daily item for each of the last [`DAILY_DAYS`] local days up to `today`, counted
+    /// under `filter`.
+    fn daily_by_date(&self, filter: &Filter, tz: &TimeZone, today: Date) -> Vec<DailyItem> {
+        let first = (1..DAILY_DAYS).fold(today, |d, _| d.yesterday().unwrap_or(d));
+        dates(first, today)
+            .into_iter()
+            .map(|date| {
+                let counts = self.stats.day(filter, tz, date);
+                let key = date.to_string();
+                (
+                    counts_object(&counts, &[("date", json!(key))]),
+                    counts.total(),
+                    key,
+                )
+            })
+            .collect()
+    }
+
+    /// One daily item for each of `domains` (the first spelling of each, in order) with its
+    /// totals of `today`, counted under `filter`.
+    fn daily_by_domain(
+        &self,
+        domains: &[String],
+        filter: &Filter,
+        tz: &TimeZone,
+        today: Date,
+    ) -> Vec<DailyItem> {
+        let (from, to) = range_bounds(tz, today, today);
+        let sums = self.stats.sum_by_domain(filter, from, to);
+        let mut seen: Vec<String> = Vec::new();
+        domains
+            .iter()
+            .filter(|name| {
+                let key = name.to_ascii_lowercase();
+                let fresh = !seen.contains(&key);
+                seen.push(key);
+                fresh
+            })
+            .map(|name| {
+                let counts = sums
+                    .get(&name.to_ascii_lowercase())
+                    .copied()
+                    .unwrap_or_default();
+                let object = counts_object(&counts, &[("domain", json!(name))]);
+                (object, counts.total(), name.to_ascii_lowercase())
+            })
+            .collect()
+    }
+}
+
+/// A daily item being listed: its body, its total and its sort key (date or lowercase domain).
+type DailyItem = (Value, i64, String);
+
+/// The account's own spelling of sending domain `wanted`; not found when account `id` does not
+/// send from it.
+fn own_domain(domains: &[String], wanted: &str, id: i32) -> Result<String, NotFound> {
+    domains
+        .iter()
+        .find(|d| d.eq_ignore_ascii_case(wanted))
+        .cloned()
+        .ok_or_else(|| {
+            NotFound(format!(
+                "domain {wanted:?} is not a sending domain of Delivery account {id}"
+            ))
+        })
+}
+
+/// Sorts daily items by `sort`, ties by date or domain, ascending.
+fn sort_daily(items: &mut [DailyItem], sort: DailySort, ascending: bool) {
+    let order = |ordering: Ordering| {
+        if ascending {
+            ordering
+        } else {
+            ordering.reverse()
+        }
+    };
+    items.sort_by(|(_, a_total, a_key), (_, b_total, b_key)| match sort {
+        DailySort::Date => order(a_key.cmp(b_key)),
+        DailySort::Total => order(a_total.cmp(b_total)).then(a_key.cmp(b_key)),
+    });
 }
 
 #[cfg(test)]

@@ -108,18 +108,8 @@ impl World {
             .accounts
             .get(&account_id)
             .ok_or(SendRefusal::UnknownToken)?;
-        let ignore_suppression = account.ignore_suppression_list;
-        let outcomes: Vec<(&str, &str, Option<SuppressionReason>)> = recipients
-            .iter()
-            .map(|(domain, recipient)| {
-                let suppressed = if ignore_suppression {
-                    None
-                } else {
-                    self.suppression_for(recipient, account_id)
-                };
-                (*recipient, domain.as_str(), suppressed)
-            })
-            .collect();
+        let outcomes =
+            self.screen_recipients(account_id, account.ignore_suppression_list, recipients);
         let accepted = outcomes.iter().filter(|(_, _, s)| s.is_none()).count();
         let accepted_i64 = i64::try_from(accepted).unwrap_or(i64::MAX);
         let account = self
@@ -135,49 +125,86 @@ impl World {
         }
         account.consume(accepted_i64);
 
-        let mut results = Vec::with_capacity(outcomes.len());
-        for (recipient, domain, suppressed) in outcomes {
-            let outcome = match suppressed {
-                None if domain_of(recipient).eq_ignore_ascii_case(BOUNCE_DOMAIN) => {
-                    Outcome::Bounced
-                }
-                None => stats::roll_accepted(&mut self.outcome_rng),
-                Some(_) => Outcome::Rejected,
-            };
-            self.stats.record(account_id, domain, now, outcome, 1);
-            match suppressed {
-                None => {
-                    self.messages_accepted += 1;
-                    results.push(json!({
-                        "id": format!("sim-{account_id}-{:012}", self.messages_accepted),
-                        "to": recipient,
-                        "status": "accepted",
-                        "reason": Value::Null,
-                        "suppression_reason": Value::Null,
-                    }));
-                    if domain_of(recipient).eq_ignore_ascii_case(BOUNCE_DOMAIN) {
-                        self.suppress(
-                            recipient,
-                            SuppressionReason::Bounce,
-                            Some(vec![account_id.to_string()]),
-                            now,
-                        );
-                    }
-                }
-                Some(reason) => results.push(json!({
-                    "id": Value::Null,
-                    "to": recipient,
-                    "status": "rejected",
-                    "reason": "suppressed",
-                    "suppression_reason": reason.as_str(),
-                })),
-            }
-        }
+        let results: Vec<Value> = outcomes
+            .into_iter()
+            .map(|(recipient, domain, suppressed)| {
+                self.deliver(account_id, recipient, domain, suppressed, now)
+            })
+            .collect();
         self.stats.prune(now);
         Ok(json!({
             "accepted": accepted,
             "rejected": results.len() - accepted,
             "messages": results,
         }))
+    }
+
+    /// Each `(sending domain, recipient)` pair as `(recipient, domain, suppression)`: the reason
+    /// the recipient is on account `account_id`'s suppression list, none when it is not or
+    /// when the account ignores the list (`ignore_suppression`).
+    fn screen_recipients<'r>(
+        &self,
+        account_id: i32,
+        ignore_suppression: bool,
+        recipients: &'r [(String, &'r str)],
+    ) -> Vec<(&'r str, &'r str, Option<SuppressionReason>)> {
+        recipients
+            .iter()
+            .map(|(domain, recipient)| {
+                let suppressed = if ignore_suppression {
+                    None
+                } else {
+                    self.suppression_for(recipient, account_id)
+                };
+                (*recipient, domain.as_str(), suppressed)
+            })
+            .collect()
+    }
+
+    /// Sends one message of account `account_id` from `domain` to `recipient`: records its
+    /// outcome in the statistics (rolled for an accepted recipient not on the bounce domain),
+    /// suppresses a bounced recipient, and returns the message's entry in the answer.
+    fn deliver(
+        &mut self,
+        account_id: i32,
+        recipient: &str,
+        domain: &str,
+        suppressed: Option<SuppressionReason>,
+        now: Timestamp,
+    ) -> Value {
+        let outcome = match suppressed {
+            None if domain_of(recipient).eq_ignore_ascii_case(BOUNCE_DOMAIN) => Outcome::Bounced,
+            None => stats::roll_accepted(&mut self.outcome_rng),
+            Some(_) => Outcome::Rejected,
+        };
+        self.stats.record(account_id, domain, now, outcome, 1);
+        match suppressed {
+            None => {
+                self.messages_accepted += 1;
+                let result = json!({
+                    "id": format!("sim-{account_id}-{:012}", self.messages_accepted),
+                    "to": recipient,
+                    "status": "accepted",
+                    "reason": Value::Null,
+                    "suppression_reason": Value::Null,
+                });
+                if domain_of(recipient).eq_ignore_ascii_case(BOUNCE_DOMAIN) {
+                    self.suppress(
+                        recipient,
+                        SuppressionReason::Bounce,
+                        Some(vec![account_id.to_string()]),
+                        now,
+                    );
+                }
+                result
+            }
+            Some(reason) => json!({
+                "id": Value::Null,
+                "to": recipient,
+                "status": "rejected",
+                "reason": "suppressed",
+                "suppression_reason": reason.as_str(),
+            }),
+        }
     }
 }

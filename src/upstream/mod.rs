@@ -320,14 +320,7 @@ impl Client {
         request: reqwest::RequestBuilder,
     ) -> Result<Body, UpstreamError> {
         let key: CircuitKey = (endpoint, target);
-        // What this target's failure would say of the endpoint (see pacer::outage).
-        let standing = if self.breakers.state(&key).consecutive > 0 {
-            pacer::Standing::Bad
-        } else if self.rank.is_some() {
-            pacer::Standing::Good
-        } else {
-            pacer::Standing::Unknown
-        };
+        let standing = self.standing(&key);
         if self.breakers.admit(&key, Instant::now()).is_err() {
             self.step(|| Step::CircuitOpen {
                 route: endpoint.route(),
@@ -367,36 +360,7 @@ impl Client {
             {
                 Ok(v) => break Ok(v),
                 Err(Attempt::NotSent(e)) => {
-                    break Err(match (e.reason, last_429.take()) {
-                        // Refused by the pace after a 429: the target fails rate_limited.
-                        (FailureReason::RateLimited, Some(throttled)) if e.deferred => {
-                            UpstreamError {
-                                detail: format!(
-                                    "{}; the token's pace left no turn to try again before the collector deadline",
-                                    throttled.detail
-                                ),
-                                deferred: false,
-                                ..throttled
-                            }
-                        }
-                        // Its retry had no turn before the deadline: the target fails with
-                        // what its last attempt met, not with the deadline.
-                        (FailureReason::Timeout | FailureReason::RateLimited, None)
-                            if e.deferred || e.detail == DEADLINE_REACHED =>
-                        {
-                            match last_failure.take() {
-                                Some(f) => UpstreamError {
-                                    detail: format!(
-                                        "{}; no turn to try again before the collector deadline",
-                                        f.detail
-                                    ),
-                                    ..f
-                                },
-                                None => e,
-                            }
-                        }
-                        (_, _) => e,
-                    });
+                    break Err(unsent(e, last_429.take(), last_failure.take()));
                 }
                 Err(Attempt::Failed(e)) => e,
             };
@@ -411,35 +375,10 @@ impl Client {
                 last_429 = Some(e);
                 continue;
             }
-            if !e.reason.is_transient() || retries >= self.api.retry.max_retries {
-                break Err(e);
-            }
-            let wait = backoff(&self.api.retry, retries);
-            let resume = Instant::now().checked_add(wait);
-            let past_deadline = match (self.deadline, resume) {
-                (_, None) => true,
-                (Some(d), Some(resume)) => resume >= d,
-                (None, Some(_)) => false,
+            let wait = match self.retry_wait(endpoint, &e, retries) {
+                Ok(wait) => wait,
+                Err(failed) => break Err(failed),
             };
-            if past_deadline {
-                break Err(UpstreamError {
-                    detail: format!("{}; no time left to retry", e.detail),
-                    ..e
-                });
-            }
-            if !self.pacer.may_retry(endpoint) {
-                self.observer.observe_retry_refused(&self.tenant, endpoint);
-                self.step(|| Step::RetryRefused {
-                    route: endpoint.route(),
-                });
-                break Err(UpstreamError {
-                    detail: format!(
-                        "{}; not retried: the endpoint's retry budget is spent (retries are at most a tenth of first attempts over 10 s)",
-                        e.detail
-                    ),
-                    ..e
-                });
-            }
             self.observer
                 .observe_retry(&self.tenant, endpoint, e.reason);
             self.step(|| Step::Backoff { wait });
@@ -456,6 +395,59 @@ impl Client {
         admitted.done = true;
         self.settle(&key, result.as_ref().map(|_| ()));
         result
+    }
+
+    /// What this target's failure would say of the endpoint (see `pacer::outage`): its last
+    /// call failed, it was fetched before, or it never was.
+    fn standing(&self, key: &CircuitKey) -> pacer::Standing {
+        if self.breakers.state(key).consecutive > 0 {
+            pacer::Standing::Bad
+        } else if self.rank.is_some() {
+            pacer::Standing::Good
+        } else {
+            pacer::Standing::Unknown
+        }
+    }
+
+    /// How long to wait before retrying a call that failed with `e` after `retries` retries,
+    /// or the error it fails with: not a transient reason, no retries left, no time left before
+    /// the deadline, or the endpoint's retry budget spent.
+    fn retry_wait(
+        &self,
+        endpoint: Endpoint,
+        e: &UpstreamError,
+        retries: u32,
+    ) -> Result<Duration, UpstreamError> {
+        if !e.reason.is_transient() || retries >= self.api.retry.max_retries {
+            return Err(e.clone());
+        }
+        let wait = backoff(&self.api.retry, retries);
+        let resume = Instant::now().checked_add(wait);
+        let past_deadline = match (self.deadline, resume) {
+            (_, None) => true,
+            (Some(d), Some(resume)) => resume >= d,
+            (None, Some(_)) => false,
+        };
+        if past_deadline {
+            return Err(UpstreamError {
+                detail: format!("{}; no time left to retry", e.detail),
+                ..e.clone()
+            });
+        }
+        if !self.pacer.may_retry(endpoint) {
+            self.observer.observe_retry_refused(&self.tenant, endpoint);
+            self.step(|| Step::RetryRefused {
+                route: endpoint.route(),
+            });
+            return Err(UpstreamError {
+                detail: format!(
+                    "{}; not retried: the endpoint's retry budget is spent (retries are at most a tenth of first attempts over 10 s)",
+                    e.detail
+                ),
+                ..e.clone()
+            });
+        }
+        Ok(wait)
     }
 
     /// Tells the target's circuit how a call ended, and the trail where the circuit stands.
@@ -503,145 +495,25 @@ impl Client {
         retry: bool,
     ) -> Result<Body, Attempt> {
         let endpoint = key.0;
-        let deadline_error = || UpstreamError::new(FailureReason::Timeout, DEADLINE_REACHED);
         let queued = Instant::now();
-        let not_sent = |reason: FailureReason| {
-            self.step(|| Step::NotSent {
-                route: endpoint.route(),
-                number,
-                waited: queued.elapsed(),
-                reason: reason.as_str(),
-            })
-        };
-        let permit = match self
-            .pacer
-            .admit(pacer::Call {
-                target: key,
-                urgent: self.urgent,
-                rank: self.rank,
-                place: *place,
-                deadline: self.deadline,
-                standing,
-                // A retry after a failure, or a target whose last call failed: behind the
-                // calls of targets that are not failing.
-                behind: retry || standing == pacer::Standing::Bad,
-                first: number == 1,
-            })
-            .await
-        {
-            Ok(p) => {
-                *place = Some(p.place());
-                p
-            }
-            Err(pacer::Denied {
-                outage: Some(down), ..
-            }) => {
-                not_sent(FailureReason::Outage);
-                self.observer
-                    .observe_failure(&self.tenant, endpoint, FailureReason::Outage);
-                let since = down.since.elapsed();
-                return Err(Attempt::NotSent(UpstreamError::new(
-                    FailureReason::Outage,
-                    format!(
-                        "not called: every call of this endpoint has failed for {} (5xx, timeouts or refused connections); one call asks every {} until the provider answers again",
-                        humantime::format_duration(Duration::from_secs(since.as_secs())),
-                        humantime::format_duration(down.cooldown)
-                    ),
-                )));
-            }
-            Err(denied) if denied.backing_off => {
-                self.step(|| Step::BackingOff {
-                    route: endpoint.route(),
-                    number,
-                    left: denied.left,
-                    retry_after: denied.told,
-                    own: denied.own,
-                });
-                // Its own 429s: a failure of its own. The Retry-After of a lone 429, not known
-                // as its own: the shared pace's doing, deferred as a call the pace gave no turn.
-                let detail = if denied.own {
-                    "not called: this target's own HTTP 429s (its neighbours on the same endpoint succeed) keep it backing off; it alone waits, no other target is slowed, and it is tried again at the first run after its back-off"
-                } else {
-                    "not called: the Retry-After of this target's last HTTP 429 outlasts the collector deadline; it goes first next run"
-                };
-                return Err(Attempt::NotSent(UpstreamError {
-                    own: denied.own,
-                    deferred: !denied.own,
-                    ..UpstreamError::new(FailureReason::RateLimited, detail)
-                }));
-            }
-            Err(denied) if denied.paced => {
-                not_sent(FailureReason::RateLimited);
-                // Nothing was asked of the provider: not a failure of the target's own.
-                return Err(Attempt::NotSent(UpstreamError {
-                    deferred: true,
-                    ..UpstreamError::new(
-                        FailureReason::RateLimited,
-                        "not called: the token's rate limit left no turn before the collector deadline; it goes first next run",
-                    )
-                }));
-            }
-            Err(_) => {
-                not_sent(FailureReason::Timeout);
-                // Waiting for a connection slot until the deadline is a failed call: count it.
-                self.observer
-                    .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
-                return Err(Attempt::NotSent(deadline_error()));
-            }
-        };
+        let permit = self
+            .turn(key, place, number, standing, retry, queued)
+            .await?;
         // A turn among the calls in flight of every tenant (the descriptor plan's cap): waiting
         // for one is waiting for a slot, as at the pacer.
         let Ok(connection) = self.transport.connection(self.deadline).await else {
             drop(permit);
-            not_sent(FailureReason::Timeout);
+            self.not_sent(endpoint, number, queued, FailureReason::Timeout);
             self.observer
                 .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
             return Err(Attempt::NotSent(deadline_error()));
         };
         let started = Instant::now();
         let waited = started.saturating_duration_since(queued);
-        // The config bounds the timeout; saturate anyway rather than panic.
-        let own_limit = started
-            .checked_add(self.api.timeout)
-            .unwrap_or(started + Duration::from_secs(86_400));
-        let limit = self.deadline.map_or(own_limit, |d| d.min(own_limit));
-        let result = tokio::time::timeout_at(
-            limit,
-            // Boxed: a call waiting above for its turns does not carry the room of the
-            // exchange's futures (the HTTP client's) while it waits.
-            Box::pin(self.exchange(request.header("X-Api-Token", self.token.clone()))),
-        )
-        .await;
-        // Cut by the collector's deadline, not by the provider: no sign either way.
-        let mut cut = false;
-        let (code, quota, result) = match result {
-            Ok(answer) => answer,
-            Err(_) if limit < own_limit => {
-                cut = true;
-                (None, QuotaInfo::default(), Err(deadline_error()))
-            }
-            Err(_) => (
-                None,
-                QuotaInfo::default(),
-                Err(UpstreamError::new(
-                    FailureReason::Timeout,
-                    format!(
-                        "no complete answer within {}",
-                        humantime::format_duration(self.api.timeout)
-                    ),
-                )),
-            ),
-        };
-        let outcome = match &result {
-            Ok(_) => pacer::Outcome::Success,
-            Err(e) if e.reason == FailureReason::RateLimited => {
-                pacer::Outcome::Throttled(e.retry_after)
-            }
-            Err(_) if cut => pacer::Outcome::Cut,
-            Err(e) if e.reason.is_transient() => pacer::Outcome::Unanswered,
-            Err(_) => pacer::Outcome::Answered,
-        };
-        let charged = self.pacer.observe(&permit, key, outcome, &quota, self.hold);
+        let (code, quota, result, cut) = self.send(request, started).await;
+        let charged = self
+            .pacer
+            .observe(&permit, key, outcome(&result, cut), &quota, self.hold);
         drop(permit);
         let result = match (result, charged) {
             (Err(e), pacer::Charged::Target(_)) => Err(UpstreamError {
@@ -672,6 +544,143 @@ impl Client {
             tracing::debug!(endpoint = endpoint.as_str(), reason = e.reason.as_str(), detail = %e.detail, "upstream call failed");
         }
         result.map_err(Attempt::Failed)
+    }
+
+    /// The call's turn at the pacer, or why it has none: an outage, its target's own back-off,
+    /// the pace, or no connection slot before the deadline, each failing the attempt unsent.
+    async fn turn(
+        &self,
+        key: &CircuitKey,
+        place: &mut Option<u64>,
+        number: u32,
+        standing: pacer::Standing,
+        retry: bool,
+        queued: Instant,
+    ) -> Result<pacer::Permit, Attempt> {
+        let endpoint = key.0;
+        let denied = match self
+            .pacer
+            .admit(pacer::Call {
+                target: key,
+                urgent: self.urgent,
+                rank: self.rank,
+                place: *place,
+                deadline: self.deadline,
+                standing,
+                // A retry after a failure, or a target whose last call failed: behind the
+                // calls of targets that are not failing.
+                behind: retry || standing == pacer::Standing::Bad,
+                first: number == 1,
+            })
+            .await
+        {
+            Ok(p) => {
+                *place = Some(p.place());
+                return Ok(p);
+            }
+            Err(denied) => denied,
+        };
+        let error = if let Some(down) = denied.outage {
+            self.not_sent(endpoint, number, queued, FailureReason::Outage);
+            self.observer
+                .observe_failure(&self.tenant, endpoint, FailureReason::Outage);
+            let since = down.since.elapsed();
+            UpstreamError::new(
+                FailureReason::Outage,
+                format!(
+                    "not called: every call of this endpoint has failed for {} (5xx, timeouts or refused connections); one call asks every {} until the provider answers again",
+                    humantime::format_duration(Duration::from_secs(since.as_secs())),
+                    humantime::format_duration(down.cooldown)
+                ),
+            )
+        } else if denied.backing_off {
+            self.step(|| Step::BackingOff {
+                route: endpoint.route(),
+                number,
+                left: denied.left,
+                retry_after: denied.told,
+                own: denied.own,
+            });
+            // Its own 429s: a failure of its own. The Retry-After of a lone 429, not known as
+            // its own: the shared pace's doing, deferred as a call the pace gave no turn.
+            let detail = if denied.own {
+                "not called: this target's own HTTP 429s (its neighbours on the same endpoint succeed) keep it backing off; it alone waits, no other target is slowed, and it is tried again at the first run after its back-off"
+            } else {
+                "not called: the Retry-After of this target's last HTTP 429 outlasts the collector deadline; it goes first next run"
+            };
+            UpstreamError {
+                own: denied.own,
+                deferred: !denied.own,
+                ..UpstreamError::new(FailureReason::RateLimited, detail)
+            }
+        } else if denied.paced {
+            self.not_sent(endpoint, number, queued, FailureReason::RateLimited);
+            // Nothing was asked of the provider: not a failure of the target's own.
+            UpstreamError {
+                deferred: true,
+                ..UpstreamError::new(
+                    FailureReason::RateLimited,
+                    "not called: the token's rate limit left no turn before the collector deadline; it goes first next run",
+                )
+            }
+        } else {
+            self.not_sent(endpoint, number, queued, FailureReason::Timeout);
+            // Waiting for a connection slot until the deadline is a failed call: count it.
+            self.observer
+                .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
+            deadline_error()
+        };
+        Err(Attempt::NotSent(error))
+    }
+
+    /// Sends the request with the token, from `started`, within the timeout and the deadline:
+    /// the status, what the headers said of the quota, the answer, and whether the deadline
+    /// cut it (no sign of the provider either way).
+    async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+        started: Instant,
+    ) -> (Option<u16>, QuotaInfo, Result<Body, UpstreamError>, bool) {
+        // The config bounds the timeout; saturate anyway rather than panic.
+        let own_limit = started
+            .checked_add(self.api.timeout)
+            .unwrap_or(started + Duration::from_secs(86_400));
+        let limit = self.deadline.map_or(own_limit, |d| d.min(own_limit));
+        let result = tokio::time::timeout_at(
+            limit,
+            // Boxed: a call waiting above for its turns does not carry the room of the
+            // exchange's futures (the HTTP client's) while it waits.
+            Box::pin(self.exchange(request.header("X-Api-Token", self.token.clone()))),
+        )
+        .await;
+        match result {
+            Ok((code, quota, result)) => (code, quota, result, false),
+            Err(_) if limit < own_limit => {
+                (None, QuotaInfo::default(), Err(deadline_error()), true)
+            }
+            Err(_) => (
+                None,
+                QuotaInfo::default(),
+                Err(UpstreamError::new(
+                    FailureReason::Timeout,
+                    format!(
+                        "no complete answer within {}",
+                        humantime::format_duration(self.api.timeout)
+                    ),
+                )),
+                false,
+            ),
+        }
+    }
+
+    /// The trail's step of an attempt that was never sent.
+    fn not_sent(&self, endpoint: Endpoint, number: u32, queued: Instant, reason: FailureReason) {
+        self.step(|| Step::NotSent {
+            route: endpoint.route(),
+            number,
+            waited: queued.elapsed(),
+            reason: reason.as_str(),
+        })
     }
 
     /// Sends the request and reads a successful answer's body into one buffer, refused as soon
@@ -757,6 +766,59 @@ struct Admitted<'a> {
     breakers: &'a Breakers,
     key: &'a CircuitKey,
     done: bool,
+}
+
+/// What a call fails with when an attempt was never sent (`e`): after a 429 whose retry the pace
+/// gave no turn, rate limited as that 429; after a failure whose retry had no turn before the
+/// deadline, what that failure was, not the deadline; otherwise `e`.
+fn unsent(
+    e: UpstreamError,
+    last_429: Option<UpstreamError>,
+    last_failure: Option<UpstreamError>,
+) -> UpstreamError {
+    match (e.reason, last_429) {
+        (FailureReason::RateLimited, Some(throttled)) if e.deferred => UpstreamError {
+            detail: format!(
+                "{}; the token's pace left no turn to try again before the collector deadline",
+                throttled.detail
+            ),
+            deferred: false,
+            ..throttled
+        },
+        (FailureReason::Timeout | FailureReason::RateLimited, None)
+            if e.deferred || e.detail == DEADLINE_REACHED =>
+        {
+            match last_failure {
+                Some(f) => UpstreamError {
+                    detail: format!(
+                        "{}; no turn to try again before the collector deadline",
+                        f.detail
+                    ),
+                    ..f
+                },
+                None => e,
+            }
+        }
+        (_, _) => e,
+    }
+}
+
+/// The error of a call the collector's deadline cut, or left without a turn.
+fn deadline_error() -> UpstreamError {
+    UpstreamError::new(FailureReason::Timeout, DEADLINE_REACHED)
+}
+
+/// What an attempt's answer tells the pacer: `cut` by the deadline says nothing of the provider.
+fn outcome(result: &Result<Body, UpstreamError>, cut: bool) -> pacer::Outcome {
+    match result {
+        Ok(_) => pacer::Outcome::Success,
+        Err(e) if e.reason == FailureReason::RateLimited => {
+            pacer::Outcome::Throttled(e.retry_after)
+        }
+        Err(_) if cut => pacer::Outcome::Cut,
+        Err(e) if e.reason.is_transient() => pacer::Outcome::Unanswered,
+        Err(_) => pacer::Outcome::Answered,
+    }
 }
 
 /// The detail of a call the collector's deadline cut.

@@ -49,7 +49,6 @@ pub async fn page(
     let build = BuildInfo::current();
     let now = Timestamp::now();
     let path = esc(&state.telemetry_path);
-    let mut rows = String::new();
     // Failing collectors first, then those not run yet; stable, so in area and tenant order.
     let mut collectors: Vec<_> = prepared.snapshot.collectors.values().collect();
     collectors.sort_by_key(|c| match c.last_run {
@@ -57,6 +56,27 @@ pub async fn page(
         None => 1,
         Some(_) => 2,
     });
+    let rows = collector_rows(&collectors, now, &path);
+    let paces = paces(&state.telemetry.paces(None, usize::MAX));
+    let upstream = upstream_line(upstream);
+    html(format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mailhost_exporter</title>\
+         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}tr.collector{{background:#f4f4f4}}tr.failed{{background:#fdecea}}</style></head>\
+         <body><h1>mailhost_exporter</h1><p>Version {} (revision {}, {})</p>{upstream}\
+         <ul><li><a href=\"{path}\">Metrics</a></li><li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li><li><a href=\"/sd\">Service discovery</a> of the accounts for <code>/probe?tenant=NAME&amp;target=ID</code></li></ul>\
+         {paces}<h2>Collectors and targets</h2><p>Failing ones first; at most {MAX_COLLECTOR_ROWS} collectors, {MAX_TARGET_ROWS} targets per collector and {MAX_PAGE_TARGET_ROWS} in all.</p>\
+         <table><tr><th>Collector / target</th><th>Interval</th><th>Last run</th><th>Last success</th><th>Age</th><th>Last failure</th></tr>{rows}</table>\
+         </body></html>\n",
+        esc(build.version),
+        esc(build.revision),
+        esc(build.rustc_version),
+    ))
+}
+
+/// The table's rows: each collector (failing first, at most [`MAX_COLLECTOR_ROWS`]) with its
+/// targets, and a line for those left out.
+fn collector_rows(collectors: &[&Arc<CollectorState>], now: Timestamp, path: &str) -> String {
+    let mut rows = String::new();
     let mut budget = MAX_PAGE_TARGET_ROWS;
     for c in collectors.iter().take(MAX_COLLECTOR_ROWS) {
         let name = if c.tenant.is_default() {
@@ -78,48 +98,7 @@ pub async fn page(
             when(c.last_success),
             age(c.last_success, now),
         );
-        // Failing targets first, then those not tried yet, then healthy ones; the sort is
-        // stable, so the configured order holds within each group.
-        let mut targets: Vec<_> = c.targets.iter().collect();
-        targets.sort_by_key(|t| match t.last_ok {
-            Some(false) => 0,
-            None => 1,
-            Some(true) => 2,
-        });
-        let shown = targets.len().min(MAX_TARGET_ROWS).min(budget);
-        budget -= shown;
-        for t in targets.iter().take(shown) {
-            let status = match t.last_ok {
-                None => "pending",
-                Some(true) => "ok",
-                Some(false) => "failed",
-            };
-            // An error is cleared by the next success, so while one is on record the latest
-            // attempt is the failure it describes.
-            let failure = t
-                .last_error
-                .as_ref()
-                .map(|e| format!("{}: {} (at {})", e.reason, e.detail, when(t.last_attempt)))
-                .unwrap_or_default();
-            let debug = debug_link(c, t);
-            let _ = write!(
-                rows,
-                "<tr class=\"{status}\"><td>&nbsp;&nbsp;{} {}</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}{debug}</td></tr>",
-                esc(&name),
-                esc(&t.target.to_string()),
-                status,
-                when(t.last_success),
-                age(t.last_success, now),
-                esc(&failure),
-            );
-        }
-        let hidden = targets.len() - shown;
-        if hidden > 0 {
-            let _ = write!(
-                rows,
-                "<tr class=\"more\"><td colspan=\"6\">&nbsp;&nbsp;\u{2026} and {hidden} more (see <a href=\"{path}\">{path}</a>)</td></tr>",
-            );
-        }
+        target_rows(&mut rows, &name, c, &mut budget, now, path);
     }
     let hidden = collectors.len().saturating_sub(MAX_COLLECTOR_ROWS);
     if hidden > 0 {
@@ -128,8 +107,66 @@ pub async fn page(
             "<tr class=\"more\"><td colspan=\"6\">\u{2026} and {hidden} more collectors; failing ones are listed first (see <a href=\"{path}\">{path}</a>)</td></tr>",
         );
     }
-    let paces = paces(&state.telemetry.paces(None, usize::MAX));
-    let upstream = match upstream {
+    rows
+}
+
+/// The rows of one collector's targets (failing first, at most [`MAX_TARGET_ROWS`] and what is
+/// left of the page's `budget`), and a line for those left out.
+fn target_rows(
+    rows: &mut String,
+    name: &str,
+    c: &CollectorState,
+    budget: &mut usize,
+    now: Timestamp,
+    path: &str,
+) {
+    // Failing targets first, then those not tried yet, then healthy ones; the sort is
+    // stable, so the configured order holds within each group.
+    let mut targets: Vec<_> = c.targets.iter().collect();
+    targets.sort_by_key(|t| match t.last_ok {
+        Some(false) => 0,
+        None => 1,
+        Some(true) => 2,
+    });
+    let shown = targets.len().min(MAX_TARGET_ROWS).min(*budget);
+    *budget -= shown;
+    for t in targets.iter().take(shown) {
+        let status = match t.last_ok {
+            None => "pending",
+            Some(true) => "ok",
+            Some(false) => "failed",
+        };
+        // An error is cleared by the next success, so while one is on record the latest
+        // attempt is the failure it describes.
+        let failure = t
+            .last_error
+            .as_ref()
+            .map(|e| format!("{}: {} (at {})", e.reason, e.detail, when(t.last_attempt)))
+            .unwrap_or_default();
+        let debug = debug_link(c, t);
+        let _ = write!(
+            rows,
+            "<tr class=\"{status}\"><td>&nbsp;&nbsp;{} {}</td><td></td><td>{}</td><td>{}</td><td>{}</td><td>{}{debug}</td></tr>",
+            esc(name),
+            esc(&t.target.to_string()),
+            status,
+            when(t.last_success),
+            age(t.last_success, now),
+            esc(&failure),
+        );
+    }
+    let hidden = targets.len() - shown;
+    if hidden > 0 {
+        let _ = write!(
+            rows,
+            "<tr class=\"more\"><td colspan=\"6\">&nbsp;&nbsp;\u{2026} and {hidden} more (see <a href=\"{path}\">{path}</a>)</td></tr>",
+        );
+    }
+}
+
+/// The line naming the upstream the exporter polls (its demo mode and shard, if any).
+fn upstream_line(upstream: Option<Extension<SharedUpstream>>) -> String {
+    match upstream {
         Some(Extension(u)) => {
             let u = u.load();
             let mode = if u.demo {
@@ -148,19 +185,7 @@ pub async fn page(
             format!("<p>Polling <code>{}</code>{mode}{shard}</p>", esc(&u.url))
         }
         None => String::new(),
-    };
-    html(format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mailhost_exporter</title>\
-         <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}tr.collector{{background:#f4f4f4}}tr.failed{{background:#fdecea}}</style></head>\
-         <body><h1>mailhost_exporter</h1><p>Version {} (revision {}, {})</p>{upstream}\
-         <ul><li><a href=\"{path}\">Metrics</a></li><li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li><li><a href=\"/sd\">Service discovery</a> of the accounts for <code>/probe?tenant=NAME&amp;target=ID</code></li></ul>\
-         {paces}<h2>Collectors and targets</h2><p>Failing ones first; at most {MAX_COLLECTOR_ROWS} collectors, {MAX_TARGET_ROWS} targets per collector and {MAX_PAGE_TARGET_ROWS} in all.</p>\
-         <table><tr><th>Collector / target</th><th>Interval</th><th>Last run</th><th>Last success</th><th>Age</th><th>Last failure</th></tr>{rows}</table>\
-         </body></html>\n",
-        esc(build.version),
-        esc(build.revision),
-        esc(build.rustc_version),
-    ))
+    }
 }
 
 /// The pace section: each tenant whose token or endpoints the provider limits, or with targets

@@ -1,7 +1,7 @@
 //! The layers of both crates, as each `lib.rs` writes them in its table, held against the code:
 //! every file belongs to a layer, imports nothing from a layer above its own, and no files
-//! import each other in a circle (a module using what its own ancestors declare is the module
-//! tree, not a circle: that is how Rust declares and re-exports modules). Imports are read from the text: `crate::` and `super::`
+//! import each other in a circle (a module and its own children excepted: that is how Rust
+//! declares and re-exports modules). Imports are read from the text: `crate::` and `super::`
 //! paths, `use crate::{...}` groups, comments left out. `LAYERS_ROOT` points the test at another
 //! checkout (to see it fail on one with an upward import).
 
@@ -142,18 +142,22 @@ impl Crate {
         parent.pop();
         let mut paths = paths_in(&text[..inline], &parent);
         paths.extend(paths_in(&text[inline..], module));
-        // A child module named by a path relative to this one (`pacer::Standing`).
+        // A child module named by a `use` relative to this one (`use pacer::Standing;`).
         for child in self
             .files
             .keys()
             .filter(|c| c.len() == module.len() + 1 && c.starts_with(module))
         {
-            let name = format!("{}::", child[module.len()]);
-            let bytes = text.as_bytes();
-            let named = text.match_indices(&name).any(|(at, _)| {
-                at == 0
-                    || !(bytes[at - 1].is_ascii_alphanumeric()
-                        || matches!(bytes[at - 1], b'_' | b':'))
+            let name = &child[module.len()];
+            let named = text.lines().any(|l| {
+                let l = l.trim_start();
+                let l = ["pub(crate) ", "pub(super) ", "pub "]
+                    .iter()
+                    .find_map(|p| l.strip_prefix(p))
+                    .unwrap_or(l);
+                l.strip_prefix("use ")
+                    .and_then(|rest| rest.strip_prefix(name.as_str()))
+                    .is_some_and(|rest| rest.starts_with("::"))
             });
             if named {
                 paths.push(child.clone());
@@ -301,13 +305,7 @@ fn findings(src: &Path) -> Vec<String> {
                 ));
             }
         }
-        // A module using what its own ancestor declares (`crate::area::Target` in
-        // `area/mailbox/series.rs`) is the module tree, not a circle: such edges are left out.
-        let across = imports
-            .into_iter()
-            .filter(|t| !(t.len() < module.len() && module.starts_with(t)))
-            .collect();
-        graph.insert(module.clone(), across);
+        graph.insert(module.clone(), imports);
     }
     for circle in circles(&graph) {
         let names: Vec<&str> = circle.iter().map(|m| krate.files[m].as_str()).collect();
@@ -353,12 +351,12 @@ fn the_reader_finds_an_upward_import_a_circle_and_a_file_in_no_layer() {
         "// use crate::stray is a comment\npub fn f() {}\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
     );
     write("stray.rs", "");
-    // `low` names its child relatively (`deep::X`), the child imports `other`, which imports
+    // `low` uses its child relatively (`use deep::X`), the child imports `other`, which imports
     // `low`: a circle through a relative path.
     write("low/deep.rs", "use crate::other::C;\n");
     std::fs::write(
         src.join("low.rs"),
-        "use crate::mid::Thing; // an upward import\nfn f() { let _ = deep::X; }\n",
+        "use crate::mid::Thing; // an upward import\nuse deep::X;\n",
     )
     .unwrap();
     let found = findings(src).join("\n");

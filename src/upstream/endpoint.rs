@@ -8,8 +8,6 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::Route;
-
 /// An upstream operation, named after its route: the `endpoint` label value. Each area declares
 /// the operations it calls as constants, so the set is fixed by the code. It carries its route
 /// template (`GET /api/delivery/accounts/{id}`), which a target's debug trail names in place of
@@ -114,6 +112,53 @@ impl Endpoint {
             .filter_map(|pair| pair.split_once('='))
             .collect();
         (out, query)
+    }
+}
+
+/// One upstream operation as an area asks for it: a path under the API's base address, its
+/// query, and for a POST its JSON body. The client adds the address, the token and the rest. An
+/// area makes it from its endpoint's route template ([`Endpoint::get`]).
+#[derive(Clone, Debug)]
+pub struct Route {
+    pub(super) path: String,
+    pub(super) query: Vec<(&'static str, &'static str)>,
+    pub(super) body: Option<Value>,
+}
+
+impl Route {
+    /// `GET path`.
+    fn get(path: String) -> Route {
+        Route {
+            path,
+            query: Vec::new(),
+            body: None,
+        }
+    }
+
+    /// `POST path` with a JSON body (a read: the dashboard is asked for with a body).
+    fn post(path: String, body: Value) -> Route {
+        Route {
+            path,
+            query: Vec::new(),
+            body: Some(body),
+        }
+    }
+
+    /// This route with a fixed query.
+    fn query(self, query: Vec<(&'static str, &'static str)>) -> Route {
+        Route { query, ..self }
+    }
+
+    /// The method, path and query, as a template reads (for tests).
+    #[cfg(test)]
+    pub fn describe(&self) -> String {
+        let method = if self.body.is_some() { "POST" } else { "GET" };
+        let query: Vec<String> = self.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if query.is_empty() {
+            format!("{method} {}", self.path)
+        } else {
+            format!("{method} {}?{}", self.path, query.join("&"))
+        }
     }
 }
 

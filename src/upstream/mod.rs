@@ -21,12 +21,12 @@ use std::time::Duration;
 
 use reqwest::header::HeaderValue;
 use secrecy::ExposeSecret;
-use serde_json::Value;
 
 use crate::config::{ApiConfig, RetryPolicy};
 use crate::tenant::TenantName;
 use breaker::{Breakers, CircuitKey};
 use endpoint::Endpoint;
+pub use endpoint::Route;
 use error::{FailureReason, UpstreamError};
 use model::Model;
 use observe::Observer;
@@ -39,53 +39,6 @@ use transport::Transport;
 #[derive(Debug, thiserror::Error)]
 #[error("cannot build the HTTP client: {0}")]
 pub struct BuildError(String);
-
-/// One upstream operation as an area asks for it: a path under the API's base address, its
-/// query, and for a POST its JSON body. The client adds the address, the token and the rest. An
-/// area makes it from its endpoint's route template ([`endpoint::Endpoint::get`]).
-#[derive(Clone, Debug)]
-pub struct Route {
-    path: String,
-    query: Vec<(&'static str, &'static str)>,
-    body: Option<Value>,
-}
-
-impl Route {
-    /// `GET path`.
-    fn get(path: String) -> Route {
-        Route {
-            path,
-            query: Vec::new(),
-            body: None,
-        }
-    }
-
-    /// `POST path` with a JSON body (a read: the dashboard is asked for with a body).
-    fn post(path: String, body: Value) -> Route {
-        Route {
-            path,
-            query: Vec::new(),
-            body: Some(body),
-        }
-    }
-
-    /// This route with a fixed query.
-    fn query(self, query: Vec<(&'static str, &'static str)>) -> Route {
-        Route { query, ..self }
-    }
-
-    /// The method, path and query, as a template reads (for tests).
-    #[cfg(test)]
-    pub fn describe(&self) -> String {
-        let method = if self.body.is_some() { "POST" } else { "GET" };
-        let query: Vec<String> = self.query.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        if query.is_empty() {
-            format!("{method} {}", self.path)
-        } else {
-            format!("{method} {}?{}", self.path, query.join("&"))
-        }
-    }
-}
 
 /// The Management API client of one token: the token's pacer (bounded concurrency, the
 /// provider's pace), per-request timeout, over the transport all tenants share.

@@ -573,15 +573,41 @@ impl Control {
             self.pause(now, wait);
         }
         let current = self.rate().unwrap_or(f64::INFINITY);
-        if let Some(l) = &mut self.learned {
-            l.refused = l.refused.saturating_add(1);
-            let clean = std::mem::take(&mut l.clean);
-            if sent_at < l.at.checked_add(MIN_EVENT_GAP).unwrap_or(l.at)
-                || (clean >= NOISE_SUCCESSES && retry_after.is_none() && !l.slow_starting())
-            {
-                return Event::Absorbed;
-            }
+        if self.absorbed(sent_at, retry_after) {
+            return Event::Absorbed;
         }
+        let (r_max, successes) = self.estimate(now, current, ramping);
+        let r0 = (BETA * r_max).max(MIN_RATE.min(r_max));
+        let recall = self.recall(r_max, current, successes, ramping);
+        let first = self.learned.is_none();
+        let confident = successes >= CONFIDENT_SUCCESSES && !(ramping && first);
+        let pause = retry_after.map_or(0.0, |w| w.min(MAX_PAUSE).as_secs_f64());
+        self.learned = Some(Learned::new(r_max, r0, recall, now, confident, pause));
+        if first {
+            // What went through before the first refusal was the bucket's burst as much as
+            // its rate: the next events read the last second without it, or a large burst
+            // would hold the estimate at twice the rate for a second of refusals.
+            self.window.forget();
+        }
+        Event::Cut(self.rate().unwrap_or(r0))
+    }
+
+    /// Whether a 429 of a call sent at `sent_at` belongs to the last event (sent before it had
+    /// its effect) or is noise on a pace that works (a lone one among many clean successes,
+    /// asking for no pause): it is counted, and cuts nothing.
+    fn absorbed(&mut self, sent_at: Instant, retry_after: Option<Duration>) -> bool {
+        let Some(l) = &mut self.learned else {
+            return false;
+        };
+        l.refused = l.refused.saturating_add(1);
+        let clean = std::mem::take(&mut l.clean);
+        sent_at < l.at.checked_add(MIN_EVENT_GAP).unwrap_or(l.at)
+            || (clean >= NOISE_SUCCESSES && retry_after.is_none() && !l.slow_starting())
+    }
+
+    /// The rate the limit is estimated at, at an event at `now` with the pace at `current`
+    /// (infinite: none), and the successes the estimate rests on.
+    fn estimate(&self, now: Instant, current: f64, ramping: bool) -> (f64, u64) {
         // What went through in the last second of demand: never less than that.
         let recent = self.window.rate(now);
         let (estimate, successes) = match &self.learned {
@@ -627,10 +653,14 @@ impl Control {
             estimate
         };
         let r_max = current.min(estimate.max(floor)).clamp(MIN_RATE, MAX_RATE);
-        let r0 = (BETA * r_max).max(MIN_RATE.min(r_max));
+        (r_max, successes)
+    }
+
+    /// The rate to remember as known to work after an event estimating `r_max`.
+    fn recall(&self, r_max: f64, current: f64, successes: u64, ramping: bool) -> f64 {
         // A well-founded estimate is what works now; a thin one keeps the memory of the last,
         // and the first event remembers the busiest second before it.
-        let recall = match &self.learned {
+        match &self.learned {
             // A slow start refused past the last estimate, on its way back up, while calls do
             // go through: what it remembered does not work now (a limit lowered for good, not a
             // storm that refuses everything for a while), and it ends, as TCP lowers its
@@ -656,18 +686,7 @@ impl Control {
             // is known to work yet, so the rate doubles until the next 429 says where it stops.
             None if successes < CONFIDENT_SUCCESSES || ramping => MAX_RATE,
             None => r_max,
-        };
-        let first = self.learned.is_none();
-        let confident = successes >= CONFIDENT_SUCCESSES && !(ramping && first);
-        let pause = retry_after.map_or(0.0, |w| w.min(MAX_PAUSE).as_secs_f64());
-        self.learned = Some(Learned::new(r_max, r0, recall, now, confident, pause));
-        if first {
-            // What went through before the first refusal was the bucket's burst as much as
-            // its rate: the next events read the last second without it, or a large burst
-            // would hold the estimate at twice the rate for a second of refusals.
-            self.window.forget();
         }
-        Event::Cut(self.rate().unwrap_or(r0))
     }
 
     /// Pauses the token until `now + wait` (at most [`MAX_PAUSE`]), or longer if already paused;

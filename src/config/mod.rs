@@ -6,16 +6,20 @@
 
 pub mod date_format;
 pub mod defaults;
+pub mod discovery;
 pub mod error;
 pub mod fields;
 pub mod http_client;
 pub mod limits;
-pub(crate) mod raw;
+pub mod probe;
+pub(crate) mod raw_api;
 pub mod schedule;
 pub mod validate;
 
 pub use date_format::DateFormat;
+pub use discovery::DiscoveryConfig;
 pub use error::{ConfigError, invalid};
+pub use probe::ProbeConfig;
 pub use schedule::Schedule;
 
 pub(crate) use validate::describe_yaml_error;
@@ -43,58 +47,6 @@ pub enum TargetFailureLog {
     Summary,
     /// One warn line per failing target per run, with its reason and detail.
     Target,
-}
-
-/// What a tenant discovers of the accounts the provider reveals: the accounts in the
-/// dashboard's top lists (polled by the account collectors), and the sending domains of the
-/// daily statistics (each a dashboard view). Off unless asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DiscoveryConfig {
-    pub accounts: bool,
-    pub domains: bool,
-    pub max_accounts: usize,
-    pub max_domains: usize,
-    /// When set, only these accounts are taken.
-    pub allow: Option<std::collections::BTreeSet<i32>>,
-    pub deny: std::collections::BTreeSet<i32>,
-}
-
-impl Default for DiscoveryConfig {
-    fn default() -> Self {
-        DiscoveryConfig {
-            accounts: false,
-            domains: false,
-            max_accounts: defaults::DISCOVERY_MAX_ACCOUNTS,
-            max_domains: defaults::DISCOVERY_MAX_DOMAINS,
-            allow: None,
-            deny: std::collections::BTreeSet::new(),
-        }
-    }
-}
-
-/// What `/probe` may register for a tenant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProbeConfig {
-    /// Probe-registered targets at most (0: `/probe` registers none).
-    pub max_targets: usize,
-    /// New accounts registered per interval of the account collectors at most, counted when
-    /// registered, whatever their fetch then says.
-    pub new_per_interval: usize,
-    /// Registered accounts whose first fetch has not ended yet, at most.
-    pub first_fetches: usize,
-    /// When set, only these accounts may be probed.
-    pub allow: Option<std::collections::BTreeSet<i32>>,
-}
-
-impl Default for ProbeConfig {
-    fn default() -> Self {
-        ProbeConfig {
-            max_targets: defaults::PROBE_MAX_TARGETS,
-            new_per_interval: defaults::PROBE_NEW_PER_INTERVAL,
-            first_fetches: defaults::PROBE_FIRST_FETCHES,
-            allow: None,
-        }
-    }
 }
 
 #[derive(Debug, Clone)]

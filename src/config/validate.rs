@@ -11,7 +11,7 @@ use secrecy::SecretString;
 use crate::redact::{quote, redact_url};
 
 use super::fields::within;
-use super::raw::RawApi;
+use super::raw_api::RawApi;
 use super::{
     ApiConfig, BreakerPolicy, ConfigError, RetryPolicy, TOKEN_ENV, defaults, invalid, limits,
 };

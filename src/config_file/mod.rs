@@ -201,9 +201,12 @@ impl Config {
             }))?
         };
         let collectors = collectors(raw.collectors, !tenant_mode)?;
-        let (probe_idle_intervals, probe) = tenants::probe(raw.probe)?;
-        let discovery =
-            tenants::discovery("discovery", raw.discovery, &DiscoveryConfig::default())?;
+        let (probe_idle_intervals, probe) = crate::config::probe::probe(raw.probe)?;
+        let discovery = crate::config::discovery::discovery(
+            "discovery",
+            raw.discovery,
+            &DiscoveryConfig::default(),
+        )?;
         let tenants = match raw.tenants {
             Some(list) => tenants::tenants(list, &api, &collectors, (&probe, &discovery), env)?,
             None => vec![TenantConfig {

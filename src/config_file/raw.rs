@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use crate::area::{RawCollectors, RawTenantCollectors};
+use crate::config::discovery::RawDiscovery;
 use crate::config::http_client::{RawHttpClient, RawTlsConfig};
-use crate::config::raw::{RawApi, RawDiscovery, RawProbe, RawTenantProbe};
+use crate::config::probe::{RawProbe, RawTenantProbe};
+use crate::config::raw_api::RawApi;
 
 /// The file as written; see [`super::Config`] for the validated form.
 #[derive(Debug, Deserialize)]

@@ -1,135 +1,20 @@
-//! The `tenants:` list and the `probe:` block: each tenant's name, token, API settings and
-//! static targets, checked against the `collectors` block whose settings they share.
+//! The `tenants:` list: each tenant's name, token, API settings, static targets and its own
+//! `probe:` and `discovery:` blocks (read in `crate::config::probe` and
+//! `crate::config::discovery`), checked against the `collectors` block whose settings they
+//! share.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 use super::raw::RawTenant;
 use super::{CollectorsConfig, TenantConfig};
-use crate::config::fields::account_list;
-use crate::config::raw::{RawDiscovery, RawProbe, RawTenantProbe};
+use crate::config::discovery::discovery;
+use crate::config::probe::tenant_probe;
 use crate::config::validate::{base_url, concurrency, endpoint_rate_limits, rate_limit, token};
-use crate::config::{
-    ApiConfig, ConfigError, DiscoveryConfig, ProbeConfig, defaults, invalid, limits,
-};
+use crate::config::{ApiConfig, ConfigError, DiscoveryConfig, ProbeConfig, invalid};
 use crate::tenant::{MAX_TENANTS, TenantName};
 
 /// Longest name of a token variable.
 const MAX_ENV_NAME_CHARS: usize = 128;
-
-/// The `probe:` block: the idle intervals after which a probed target is dropped, and the
-/// defaults of every tenant's probe settings.
-pub(super) fn probe(raw: Option<RawProbe>) -> Result<(u32, ProbeConfig), ConfigError> {
-    let Some(raw) = raw else {
-        return Ok((defaults::PROBE_IDLE_INTERVALS, ProbeConfig::default()));
-    };
-    let idle = raw.idle_intervals.unwrap_or(defaults::PROBE_IDLE_INTERVALS);
-    if !(1..=limits::MAX_IDLE_INTERVALS).contains(&idle) {
-        return Err(invalid(
-            "probe.idle_intervals",
-            format!(
-                "{idle} is out of range: use 1 to {}, e.g. 3",
-                limits::MAX_IDLE_INTERVALS
-            ),
-        ));
-    }
-    let settings = tenant_probe(
-        "probe",
-        RawTenantProbe {
-            max_targets: raw.max_targets,
-            new_per_interval: raw.new_per_interval,
-            first_fetches: raw.first_fetches,
-            allow: raw.allow,
-        },
-        &ProbeConfig::default(),
-    )?;
-    Ok((idle, settings))
-}
-
-fn tenant_probe(
-    field: &str,
-    raw: RawTenantProbe,
-    defaults: &ProbeConfig,
-) -> Result<ProbeConfig, ConfigError> {
-    let max_targets = raw.max_targets.unwrap_or(defaults.max_targets);
-    if max_targets > limits::MAX_TARGETS {
-        return Err(invalid(
-            format!("{field}.max_targets"),
-            format!(
-                "{max_targets} is out of range: use 0 (no probe registers a target) to {}",
-                limits::MAX_TARGETS
-            ),
-        ));
-    }
-    let new_per_interval = raw.new_per_interval.unwrap_or(defaults.new_per_interval);
-    if new_per_interval > limits::MAX_TARGETS {
-        return Err(invalid(
-            format!("{field}.new_per_interval"),
-            format!(
-                "{new_per_interval} is out of range: use 0 (no probe registers a new account) to {}, e.g. 100",
-                limits::MAX_TARGETS
-            ),
-        ));
-    }
-    let first_fetches = raw.first_fetches.unwrap_or(defaults.first_fetches);
-    if !(1..=limits::MAX_FIRST_FETCHES).contains(&first_fetches) {
-        return Err(invalid(
-            format!("{field}.first_fetches"),
-            format!(
-                "{first_fetches} is out of range: use 1 to {}, e.g. 16",
-                limits::MAX_FIRST_FETCHES
-            ),
-        ));
-    }
-    let allow = match raw.allow {
-        Some(ids) => Some(
-            account_list(&format!("{field}.allow"), &ids, false)?
-                .into_iter()
-                .collect::<BTreeSet<i32>>(),
-        ),
-        None => defaults.allow.clone(),
-    };
-    Ok(ProbeConfig {
-        max_targets,
-        new_per_interval,
-        first_fetches,
-        allow,
-    })
-}
-
-/// A `discovery:` block over `defaults`; `field` names it in messages.
-pub(super) fn discovery(
-    field: &str,
-    raw: Option<RawDiscovery>,
-    defaults: &DiscoveryConfig,
-) -> Result<DiscoveryConfig, ConfigError> {
-    let Some(raw) = raw else {
-        return Ok(defaults.clone());
-    };
-    let cap = |key: &str, value: Option<usize>, default: usize| {
-        let n = value.unwrap_or(default);
-        if n > limits::MAX_TARGETS {
-            return Err(invalid(
-                format!("{field}.{key}"),
-                format!("{n} is out of range: use 0 to {}", limits::MAX_TARGETS),
-            ));
-        }
-        Ok(n)
-    };
-    let ids = |key: &str, list: Option<Vec<i64>>| -> Result<Option<BTreeSet<i32>>, ConfigError> {
-        list.map(|l| {
-            account_list(&format!("{field}.{key}"), &l, false).map(|v| v.into_iter().collect())
-        })
-        .transpose()
-    };
-    Ok(DiscoveryConfig {
-        accounts: raw.accounts.unwrap_or(defaults.accounts),
-        domains: raw.domains.unwrap_or(defaults.domains),
-        max_accounts: cap("max_accounts", raw.max_accounts, defaults.max_accounts)?,
-        max_domains: cap("max_domains", raw.max_domains, defaults.max_domains)?,
-        allow: ids("allow", raw.allow)?.or_else(|| defaults.allow.clone()),
-        deny: ids("deny", raw.deny)?.unwrap_or_else(|| defaults.deny.clone()),
-    })
-}
 
 /// Every tenant, validated: its collectors are those of `collectors` with its own lists.
 pub(super) fn tenants(

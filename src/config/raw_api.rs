@@ -1,59 +1,13 @@
-//! The blocks of the config file that no area shapes, as written: the serde schema, strict
+//! The `api:` block as written (and each tenant's API keys): the serde schema, strict
 //! (`deny_unknown_fields`), with every key optional that has a default. [`super::validate`]
-//! turns them into validated values; `crate::config_file` reads the whole file.
+//! turns it into an [`super::ApiConfig`]; `crate::config_file` reads the whole file.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-/// `/probe` settings; `max_targets` and `allow` are the defaults of every tenant.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawProbe {
-    #[serde(default)]
-    pub(crate) idle_intervals: Option<u32>,
-    #[serde(default)]
-    pub(crate) max_targets: Option<usize>,
-    #[serde(default)]
-    pub(crate) new_per_interval: Option<usize>,
-    #[serde(default)]
-    pub(crate) first_fetches: Option<usize>,
-    #[serde(default)]
-    pub(crate) allow: Option<Vec<i64>>,
-}
-
-/// What discovery follows; at the top level, every tenant's defaults.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawDiscovery {
-    #[serde(default)]
-    pub(crate) accounts: Option<bool>,
-    #[serde(default)]
-    pub(crate) domains: Option<bool>,
-    #[serde(default)]
-    pub(crate) max_accounts: Option<usize>,
-    #[serde(default)]
-    pub(crate) max_domains: Option<usize>,
-    #[serde(default)]
-    pub(crate) allow: Option<Vec<i64>>,
-    #[serde(default)]
-    pub(crate) deny: Option<Vec<i64>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawTenantProbe {
-    #[serde(default)]
-    pub(crate) max_targets: Option<usize>,
-    #[serde(default)]
-    pub(crate) new_per_interval: Option<usize>,
-    #[serde(default)]
-    pub(crate) first_fetches: Option<usize>,
-    #[serde(default)]
-    pub(crate) allow: Option<Vec<i64>>,
-}
-
+/// The `api:` block.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawApi {

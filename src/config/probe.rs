@@ -1,0 +1,146 @@
+//! The `probe:` block, at the top level and in a tenant: as written, validated, and what
+//! `/probe` may register for a tenant ([`ProbeConfig`]).
+
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+
+use super::fields::account_list;
+use super::{ConfigError, defaults, invalid, limits};
+
+/// `/probe` settings; `max_targets` and `allow` are the defaults of every tenant.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawProbe {
+    #[serde(default)]
+    pub(crate) idle_intervals: Option<u32>,
+    #[serde(default)]
+    pub(crate) max_targets: Option<usize>,
+    #[serde(default)]
+    pub(crate) new_per_interval: Option<usize>,
+    #[serde(default)]
+    pub(crate) first_fetches: Option<usize>,
+    #[serde(default)]
+    pub(crate) allow: Option<Vec<i64>>,
+}
+
+/// A tenant's `probe:` block: the top level's settings but the idle intervals.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTenantProbe {
+    #[serde(default)]
+    pub(crate) max_targets: Option<usize>,
+    #[serde(default)]
+    pub(crate) new_per_interval: Option<usize>,
+    #[serde(default)]
+    pub(crate) first_fetches: Option<usize>,
+    #[serde(default)]
+    pub(crate) allow: Option<Vec<i64>>,
+}
+
+/// What `/probe` may register for a tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeConfig {
+    /// Probe-registered targets at most (0: `/probe` registers none).
+    pub max_targets: usize,
+    /// New accounts registered per interval of the account collectors at most, counted when
+    /// registered, whatever their fetch then says.
+    pub new_per_interval: usize,
+    /// Registered accounts whose first fetch has not ended yet, at most.
+    pub first_fetches: usize,
+    /// When set, only these accounts may be probed.
+    pub allow: Option<BTreeSet<i32>>,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            max_targets: defaults::PROBE_MAX_TARGETS,
+            new_per_interval: defaults::PROBE_NEW_PER_INTERVAL,
+            first_fetches: defaults::PROBE_FIRST_FETCHES,
+            allow: None,
+        }
+    }
+}
+
+/// The `probe:` block: the idle intervals after which a probed target is dropped, and the
+/// defaults of every tenant's probe settings.
+pub(crate) fn probe(raw: Option<RawProbe>) -> Result<(u32, ProbeConfig), ConfigError> {
+    let Some(raw) = raw else {
+        return Ok((defaults::PROBE_IDLE_INTERVALS, ProbeConfig::default()));
+    };
+    let idle = raw.idle_intervals.unwrap_or(defaults::PROBE_IDLE_INTERVALS);
+    if !(1..=limits::MAX_IDLE_INTERVALS).contains(&idle) {
+        return Err(invalid(
+            "probe.idle_intervals",
+            format!(
+                "{idle} is out of range: use 1 to {}, e.g. 3",
+                limits::MAX_IDLE_INTERVALS
+            ),
+        ));
+    }
+    let settings = tenant_probe(
+        "probe",
+        RawTenantProbe {
+            max_targets: raw.max_targets,
+            new_per_interval: raw.new_per_interval,
+            first_fetches: raw.first_fetches,
+            allow: raw.allow,
+        },
+        &ProbeConfig::default(),
+    )?;
+    Ok((idle, settings))
+}
+
+/// A tenant's `probe:` block over `defaults` (the top-level block's); `field` names it in
+/// messages.
+pub(crate) fn tenant_probe(
+    field: &str,
+    raw: RawTenantProbe,
+    defaults: &ProbeConfig,
+) -> Result<ProbeConfig, ConfigError> {
+    let max_targets = raw.max_targets.unwrap_or(defaults.max_targets);
+    if max_targets > limits::MAX_TARGETS {
+        return Err(invalid(
+            format!("{field}.max_targets"),
+            format!(
+                "{max_targets} is out of range: use 0 (no probe registers a target) to {}",
+                limits::MAX_TARGETS
+            ),
+        ));
+    }
+    let new_per_interval = raw.new_per_interval.unwrap_or(defaults.new_per_interval);
+    if new_per_interval > limits::MAX_TARGETS {
+        return Err(invalid(
+            format!("{field}.new_per_interval"),
+            format!(
+                "{new_per_interval} is out of range: use 0 (no probe registers a new account) to {}, e.g. 100",
+                limits::MAX_TARGETS
+            ),
+        ));
+    }
+    let first_fetches = raw.first_fetches.unwrap_or(defaults.first_fetches);
+    if !(1..=limits::MAX_FIRST_FETCHES).contains(&first_fetches) {
+        return Err(invalid(
+            format!("{field}.first_fetches"),
+            format!(
+                "{first_fetches} is out of range: use 1 to {}, e.g. 16",
+                limits::MAX_FIRST_FETCHES
+            ),
+        ));
+    }
+    let allow = match raw.allow {
+        Some(ids) => Some(
+            account_list(&format!("{field}.allow"), &ids, false)?
+                .into_iter()
+                .collect::<BTreeSet<i32>>(),
+        ),
+        None => defaults.allow.clone(),
+    };
+    Ok(ProbeConfig {
+        max_targets,
+        new_per_interval,
+        first_fetches,
+        allow,
+    })
+}

@@ -167,35 +167,7 @@ impl App {
             tracing::warn!("{told}");
         }
         let transport = Transport::new(plan_fds.upstream)?;
-        let mut tenants = HashMap::with_capacity(config.tenants.len());
-        for t in &config.tenants {
-            let api = Arc::new(t.api.clone());
-            let breakers = Arc::new(Breakers::new(t.api.breaker));
-            let pacer = Pacer::new(
-                t.name.clone(),
-                t.api.concurrency,
-                t.api.rate_limit,
-                t.api.endpoint_rate_limits.clone(),
-                telemetry.clone(),
-            );
-            let client = Client::new(
-                &api,
-                t.name.clone(),
-                telemetry.clone(),
-                breakers.clone(),
-                pacer.clone(),
-                transport.clone(),
-            )?;
-            tenants.insert(
-                t.name.clone(),
-                TenantClient {
-                    api,
-                    client,
-                    breakers,
-                    pacer,
-                },
-            );
-        }
+        let tenants = tenant_clients(&config, &HashMap::new(), &telemetry, &transport)?;
         let store = Store::new(&specs);
         let poll_sets = Arc::new(PollSets::default());
         poll_sets.reconfigure(&config, &specs);
@@ -208,28 +180,11 @@ impl App {
             .map(TcpListener::local_addr)
             .collect::<std::io::Result<Vec<_>>>()?;
         let (reload_tx, reloads) = mpsc::channel(4);
+        let state = serving_state(&web, store, telemetry, path, reload_tx, poll_sets);
         Ok(App {
             listeners: Some(listeners),
             local_addrs,
-            state: AppState {
-                store,
-                telemetry,
-                telemetry_path: path,
-                reload: reload_tx,
-                enable_lifecycle: web.enable_lifecycle,
-                process_metrics: web.exporter_metrics,
-                // The flag is bounded; a caller of the library is held to the semaphore's own.
-                scrape_limit: (web.max_requests > 0).then(|| {
-                    Arc::new(Semaphore::new(web.max_requests.min(Semaphore::MAX_PERMITS)))
-                }),
-                probe_limit: (web.max_requests > 0).then(|| {
-                    let shared = web.max_requests - web::metrics_reserve(web.max_requests);
-                    Arc::new(Semaphore::new(shared.min(Semaphore::MAX_PERMITS)))
-                }),
-                probe_waits: Arc::new(Semaphore::new(web::probe_waits(web.max_requests))),
-                tails: Arc::default(),
-                poll_sets,
-            },
+            state,
             clock,
             tenants,
             work,
@@ -363,7 +318,9 @@ impl App {
         log_shard(&config, &specs);
         // Every client first: a tenant whose client cannot be built refuses the whole reload
         // before anything has changed.
-        let tenants = match self.tenant_clients(&config) {
+        let tenants = match tenant_clients(&config, &self.tenants, &telemetry, &self.transport)
+            .map_err(|e| e.to_string())
+        {
             Ok(t) => t,
             Err(e) => {
                 telemetry.observe_reload(false);
@@ -407,55 +364,6 @@ impl App {
         Ok(())
     }
 
-    /// The client of every tenant of `config`: kept when it calls as the config asks, else
-    /// built anew over the circuits and pacer that still hold for it.
-    fn tenant_clients(&self, config: &Config) -> Result<HashMap<TenantName, TenantClient>, String> {
-        let telemetry = &self.state.telemetry;
-        let mut tenants = HashMap::with_capacity(config.tenants.len());
-        for t in &config.tenants {
-            let (name, api) = (t.name.clone(), Arc::new(t.api.clone()));
-            let old = self.tenants.get(&name);
-            // Another provider address is another world: no circuit state carries over to it.
-            let breakers = match old {
-                Some(old) if old.api.base_url == api.base_url => old.breakers.clone(),
-                _ => Arc::new(Breakers::new(api.breaker)),
-            };
-            // The same token at the same address meets the same limit: what was learned stays.
-            let pacer = match old {
-                Some(old) if old.same_token(&api) => old.pacer.clone(),
-                _ => Pacer::new(
-                    name.clone(),
-                    api.concurrency,
-                    api.rate_limit,
-                    api.endpoint_rate_limits.clone(),
-                    telemetry.clone(),
-                ),
-            };
-            let client = match old.filter(|old| old.client.calls_as(&api)) {
-                Some(old) => old.client.clone(),
-                None => Client::new(
-                    &api,
-                    name.clone(),
-                    telemetry.clone(),
-                    breakers.clone(),
-                    pacer.clone(),
-                    self.transport.clone(),
-                )
-                .map_err(|e| e.to_string())?,
-            };
-            tenants.insert(
-                name,
-                TenantClient {
-                    api,
-                    client,
-                    breakers,
-                    pacer,
-                },
-            );
-        }
-        Ok(tenants)
-    }
-
     /// The plan of descriptors made at start holds: tells when `config` asks for more upstream
     /// sockets than it has.
     fn replan_descriptors(&mut self, config: &Config) {
@@ -493,6 +401,88 @@ impl App {
                 old.breakers.reconfigure(old.api.breaker, |_| false);
             }
         }
+    }
+}
+
+/// The client of every tenant of `config`: a `running` one kept when it calls as the config
+/// asks, else built anew over the circuits and pacer that still hold for it (none at start).
+fn tenant_clients(
+    config: &Config,
+    running: &HashMap<TenantName, TenantClient>,
+    telemetry: &Arc<Telemetry>,
+    transport: &Transport,
+) -> Result<HashMap<TenantName, TenantClient>, BuildError> {
+    let mut tenants = HashMap::with_capacity(config.tenants.len());
+    for t in &config.tenants {
+        let (name, api) = (t.name.clone(), Arc::new(t.api.clone()));
+        let old = running.get(&name);
+        // Another provider address is another world: no circuit state carries over to it.
+        let breakers = match old {
+            Some(old) if old.api.base_url == api.base_url => old.breakers.clone(),
+            _ => Arc::new(Breakers::new(api.breaker)),
+        };
+        // The same token at the same address meets the same limit: what was learned stays.
+        let pacer = match old {
+            Some(old) if old.same_token(&api) => old.pacer.clone(),
+            _ => Pacer::new(
+                name.clone(),
+                api.concurrency,
+                api.rate_limit,
+                api.endpoint_rate_limits.clone(),
+                telemetry.clone(),
+            ),
+        };
+        let client = match old.filter(|old| old.client.calls_as(&api)) {
+            Some(old) => old.client.clone(),
+            None => Client::new(
+                &api,
+                name.clone(),
+                telemetry.clone(),
+                breakers.clone(),
+                pacer.clone(),
+                transport.clone(),
+            )?,
+        };
+        tenants.insert(
+            name,
+            TenantClient {
+                api,
+                client,
+                breakers,
+                pacer,
+            },
+        );
+    }
+    Ok(tenants)
+}
+
+/// What the web side serves from: the store, the self-metrics, and the limits on scrapes and
+/// probes that `--web.max-requests` sets.
+fn serving_state(
+    web: &WebOptions,
+    store: Arc<Store>,
+    telemetry: Arc<Telemetry>,
+    telemetry_path: String,
+    reload: mpsc::Sender<ReloadRequest>,
+    poll_sets: Arc<PollSets>,
+) -> AppState {
+    AppState {
+        store,
+        telemetry,
+        telemetry_path,
+        reload,
+        enable_lifecycle: web.enable_lifecycle,
+        process_metrics: web.exporter_metrics,
+        // The flag is bounded; a caller of the library is held to the semaphore's own.
+        scrape_limit: (web.max_requests > 0)
+            .then(|| Arc::new(Semaphore::new(web.max_requests.min(Semaphore::MAX_PERMITS)))),
+        probe_limit: (web.max_requests > 0).then(|| {
+            let shared = web.max_requests - web::metrics_reserve(web.max_requests);
+            Arc::new(Semaphore::new(shared.min(Semaphore::MAX_PERMITS)))
+        }),
+        probe_waits: Arc::new(Semaphore::new(web::probe_waits(web.max_requests))),
+        tails: Arc::default(),
+        poll_sets,
     }
 }
 

@@ -204,9 +204,26 @@ pub(crate) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiCo
     let rate_limit = rate_limit("api.rate_limit", raw.rate_limit)?;
     let endpoint_rate_limits =
         endpoint_rate_limits("api.endpoint_rate_limits", raw.endpoint_rate_limits.take())?;
-    let max_response_bytes = raw
-        .max_response_bytes
-        .unwrap_or(defaults::MAX_RESPONSE_BYTES);
+    let max_response_bytes = max_response_bytes(raw.max_response_bytes)?;
+    let retry = retry_policy(&raw)?;
+    let breaker = breaker_policy(&raw)?;
+    Ok(ApiConfig {
+        base_url,
+        token,
+        timeout,
+        concurrency,
+        rate_limit,
+        endpoint_rate_limits,
+        max_response_bytes,
+        retry,
+        breaker,
+        http,
+    })
+}
+
+/// The largest answer read, in bytes.
+fn max_response_bytes(raw: Option<u64>) -> Result<u64, ConfigError> {
+    let max_response_bytes = raw.unwrap_or(defaults::MAX_RESPONSE_BYTES);
     if !(limits::MIN_RESPONSE_BYTES..=limits::MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
         return Err(invalid(
             "api.max_response_bytes",
@@ -217,6 +234,11 @@ pub(crate) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiCo
             ),
         ));
     }
+    Ok(max_response_bytes)
+}
+
+/// How often and after what back-off a failed call is tried again.
+fn retry_policy(raw: &RawApi) -> Result<RetryPolicy, ConfigError> {
     let max_retries = raw.max_retries.unwrap_or(defaults::MAX_RETRIES);
     if max_retries > 10 {
         return Err(invalid(
@@ -239,6 +261,15 @@ pub(crate) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiCo
             "must be more than 0s and at most api.retry_max_backoff, for example 250ms and 5s",
         ));
     }
+    Ok(RetryPolicy {
+        max_retries,
+        backoff,
+        max_backoff,
+    })
+}
+
+/// When an endpoint's circuit opens, and for how long.
+fn breaker_policy(raw: &RawApi) -> Result<BreakerPolicy, ConfigError> {
     let failures = raw
         .circuit_breaker_failures
         .unwrap_or(defaults::BREAKER_FAILURES);
@@ -261,22 +292,7 @@ pub(crate) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiCo
         limits::MAX_COOLDOWN,
         "60s",
     )?;
-    Ok(ApiConfig {
-        base_url,
-        token,
-        timeout,
-        concurrency,
-        rate_limit,
-        endpoint_rate_limits,
-        max_response_bytes,
-        retry: RetryPolicy {
-            max_retries,
-            backoff,
-            max_backoff,
-        },
-        breaker: BreakerPolicy { failures, cooldown },
-        http,
-    })
+    Ok(BreakerPolicy { failures, cooldown })
 }
 
 /// Requests in flight at most, 1 to 256.

@@ -5,6 +5,8 @@
 
 use std::collections::HashSet;
 
+use secrecy::SecretString;
+
 use super::raw::RawTenant;
 use super::{CollectorsConfig, TenantConfig};
 use crate::config::discovery::discovery;
@@ -81,6 +83,35 @@ fn tenant(
     (probe, discovery_defaults): (&ProbeConfig, &DiscoveryConfig),
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<TenantConfig, ConfigError> {
+    let token = tenant_token(at, &raw, env)?;
+    let tenant_api = tenant_api(at, &mut raw, api, token)?;
+    let mut own = collectors.clone();
+    raw.collectors.apply(&mut own, at)?;
+    let probe = match raw.probe {
+        Some(p) => tenant_probe(&format!("{at}.probe"), p, probe)?,
+        None => probe.clone(),
+    };
+    let discovery = discovery(
+        &format!("{at}.discovery"),
+        raw.discovery,
+        discovery_defaults,
+    )?;
+    Ok(TenantConfig {
+        name,
+        api: tenant_api,
+        collectors: own,
+        probe,
+        discovery,
+    })
+}
+
+/// A tenant's token, from its `token_file` or the variable its `token_env` names (one of the
+/// two, not both).
+fn tenant_token(
+    at: &str,
+    raw: &RawTenant,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SecretString, ConfigError> {
     let from_env = match (&raw.token_file, &raw.token_env) {
         (Some(_), Some(_)) => {
             return Err(invalid(
@@ -95,31 +126,48 @@ fn tenant(
             ));
         }
         (Some(_), None) => Ok(String::new()),
-        (None, Some(var)) => {
-            let valid = !var.is_empty()
-                && var.len() <= MAX_ENV_NAME_CHARS
-                && !var.starts_with(|c: char| c.is_ascii_digit())
-                && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                return Err(invalid(
-                    format!("{at}.token_env"),
-                    "is not a variable name: use letters, digits and _, e.g. ACME_MAILHOST_TOKEN",
-                ));
-            }
-            // The variable's name is safe to show; its value never is.
-            env(var).ok_or_else(|| {
-                invalid(
-                    format!("{at}.token_env"),
-                    format!("the variable {var} is not set; export it with the tenant's token, or use token_file"),
-                )
-            })
-        }
+        (None, Some(var)) => token_env(at, var, env),
     };
-    let token = token(
+    token(
         &format!("{at}.token_file"),
         raw.token_file.as_deref(),
         from_env,
-    )?;
+    )
+}
+
+/// The value of the variable a tenant's `token_env` names, once the name is checked.
+fn token_env(
+    at: &str,
+    var: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<String, ConfigError> {
+    let valid = !var.is_empty()
+        && var.len() <= MAX_ENV_NAME_CHARS
+        && !var.starts_with(|c: char| c.is_ascii_digit())
+        && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(invalid(
+            format!("{at}.token_env"),
+            "is not a variable name: use letters, digits and _, e.g. ACME_MAILHOST_TOKEN",
+        ));
+    }
+    // The variable's name is safe to show; its value never is.
+    env(var).ok_or_else(|| {
+        invalid(
+            format!("{at}.token_env"),
+            format!("the variable {var} is not set; export it with the tenant's token, or use token_file"),
+        )
+    })
+}
+
+/// The `api` settings with the tenant's token and what the tenant sets over them: its
+/// address, pace, concurrency, proxy and TLS.
+fn tenant_api(
+    at: &str,
+    raw: &mut RawTenant,
+    api: &ApiConfig,
+    token: SecretString,
+) -> Result<ApiConfig, ConfigError> {
     let mut tenant_api = ApiConfig {
         token,
         ..api.clone()
@@ -145,24 +193,7 @@ fn tenant(
         raw.http_client(),
         &api.http,
     )?;
-    let mut own = collectors.clone();
-    raw.collectors.apply(&mut own, at)?;
-    let probe = match raw.probe {
-        Some(p) => tenant_probe(&format!("{at}.probe"), p, probe)?,
-        None => probe.clone(),
-    };
-    let discovery = discovery(
-        &format!("{at}.discovery"),
-        raw.discovery,
-        discovery_defaults,
-    )?;
-    Ok(TenantConfig {
-        name,
-        api: tenant_api,
-        collectors: own,
-        probe,
-        discovery,
-    })
+    Ok(tenant_api)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::area::Revealed;
 use crate::config::TargetFailureLog;
 use crate::engine::collector::{
-    CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData,
+    CollectorKey, CollectorName, CollectorSpec, Context, Fetch, Job, Target, TargetData,
 };
 use crate::engine::poll_set::PollSet;
 use crate::engine::store::{Finished, Publisher, Store};
@@ -873,16 +873,7 @@ async fn run_targets(
         clock: ctx.clock.clone(),
     };
     let jobs = spec.jobs_for(&targets);
-    // Tasks in flight at once: never one per target (a run over a hundred thousand accounts
-    // would hold a hundred thousand pending requests in memory), but far more than the requests
-    // the client lets through, because a task keeps its place while it waits to retry: with a
-    // small window, a few accounts that never answer would hold every place and starve the
-    // healthy ones behind them.
-    let window = ctx
-        .client
-        .concurrency()
-        .saturating_mul(4)
-        .max(MIN_TASK_WINDOW);
+    let window = task_window(&ctx);
     let mut set = JoinSet::new();
     let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; jobs.len()];
     for (i, job) in jobs.iter().enumerate() {
@@ -899,35 +890,63 @@ async fn run_targets(
             client: ctx.client.ranked(rank).traced(trail.clone()),
             ..ctx.clone()
         });
-        set.spawn(async move {
-            // The client stops its calls at the deadline; this only guards against a
-            // collector that would keep working after it.
-            let result = match tokio::time::timeout_at(
-                until.checked_add(DEADLINE_GRACE).unwrap_or(until),
-                fetch,
-            )
-            .await
-            {
-                Ok(r) => r,
-                Err(_) => Err(UpstreamError::new(
-                    FailureReason::Timeout,
-                    format!(
-                        "collector deadline of {} reached",
-                        humantime::format_duration(deadline)
-                    ),
-                )),
-            };
-            let result = result.map_err(|e| UpstreamError {
-                trail: Some(Arc::new(trail.finish())),
-                ..e
-            });
-            (i, result)
-        });
+        set.spawn(fetch_by_deadline(i, fetch, until, deadline, trail));
     }
     while !set.is_empty() {
         collect_one(&mut set, &mut results, spec).await;
     }
-    // A target whose task died still gets a result, so it is reported failed, not forgotten.
+    every_target_answered(jobs, results)
+}
+
+/// Tasks in flight at once: never one per target (a run over a hundred thousand accounts would
+/// hold a hundred thousand pending requests in memory), but far more than the requests the
+/// client lets through, because a task keeps its place while it waits to retry: with a small
+/// window, a few accounts that never answer would hold every place and starve the healthy ones
+/// behind them.
+fn task_window(ctx: &Context) -> usize {
+    ctx.client
+        .concurrency()
+        .saturating_mul(4)
+        .max(MIN_TASK_WINDOW)
+}
+
+/// The task of the `i`th target: its fetch, cut a grace after `until`, with the steps of its
+/// poll kept in its error when it fails.
+async fn fetch_by_deadline(
+    i: usize,
+    fetch: Fetch,
+    until: tokio::time::Instant,
+    deadline: Duration,
+    trail: Recorder,
+) -> (usize, Result<TargetData, UpstreamError>) {
+    // The client stops its calls at the deadline; this only guards against a collector that
+    // would keep working after it.
+    let result =
+        match tokio::time::timeout_at(until.checked_add(DEADLINE_GRACE).unwrap_or(until), fetch)
+            .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(UpstreamError::new(
+                FailureReason::Timeout,
+                format!(
+                    "collector deadline of {} reached",
+                    humantime::format_duration(deadline)
+                ),
+            )),
+        };
+    let result = result.map_err(|e| UpstreamError {
+        trail: Some(Arc::new(trail.finish())),
+        ..e
+    });
+    (i, result)
+}
+
+/// Each job's target with its result. A target whose task died still gets a result, so it is
+/// reported failed, not forgotten.
+fn every_target_answered(
+    jobs: Vec<Job>,
+    results: Vec<Option<Result<TargetData, UpstreamError>>>,
+) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
     jobs.into_iter()
         .zip(results)
         .map(|(job, r)| {

@@ -31,6 +31,38 @@ pub struct TargetState {
     pub deferred: bool,
 }
 
+impl TargetState {
+    /// Takes the result of one attempt at `now`; returns whether the attempt failed. A deferred
+    /// target was not tried: it is only marked.
+    fn record(&mut self, result: Result<TargetData, UpstreamError>, now: Timestamp) -> bool {
+        if matches!(&result, Err(e) if e.deferred) {
+            self.deferred = true;
+            return false;
+        }
+        self.deferred = false;
+        self.last_attempt = Some(now);
+        match result {
+            Ok(data) => {
+                let data = data.carry(self.data.as_ref().map(|(d, _)| d), now);
+                self.data = Some((data, now));
+                self.last_ok = Some(true);
+                self.last_success = Some(now);
+                self.last_error = None;
+                false
+            }
+            Err(e) => {
+                if e.reason == FailureReason::NotFound {
+                    self.data = None;
+                }
+                self.last_ok = Some(false);
+                self.last_failure = Some(now);
+                self.last_error = Some(e);
+                true
+            }
+        }
+    }
+}
+
 /// The latest run of a collector.
 #[derive(Clone, Copy, Debug)]
 pub struct RunSummary {
@@ -104,6 +136,57 @@ impl CollectorState {
         c
     }
 
+    /// Forgets the targets no longer configured and makes room for all `configured` ones.
+    fn forget_unconfigured(&mut self, configured: &HashSet<&Target>, count: usize) {
+        let before = self.targets.len();
+        self.targets.retain(|t| configured.contains(&t.target));
+        if self.targets.len() != before {
+            self.reindex();
+        }
+        // Room for every configured target at once: a vector left to double would hold up to
+        // twice the fleet's states, and both copies while it moves (the config bounds the count).
+        let missing = count.saturating_sub(self.targets.len());
+        if self.targets.capacity() - self.targets.len() < missing {
+            self.targets.reserve_exact(missing);
+            self.index.reserve(missing);
+        }
+    }
+
+    /// Where `target` is in `targets`; a new target is added, knowing nothing yet.
+    fn slot(&mut self, target: Target) -> usize {
+        let targets = &mut self.targets;
+        *self.index.entry(target).or_insert_with_key(|target| {
+            targets.push(TargetState {
+                target: target.clone(),
+                data: None,
+                last_ok: None,
+                last_attempt: None,
+                last_success: None,
+                last_failure: None,
+                last_error: None,
+                deferred: false,
+            });
+            targets.len() - 1
+        })
+    }
+
+    /// Counts the deferred targets and sums up the run that `success` says went well so far.
+    fn end_run(&mut self, success: bool, duration: Duration, now: Timestamp) {
+        self.deferred = self.targets.iter().filter(|t| t.deferred).count();
+        // A run of some targets (a catch-up of deferred ones, a probe's first fetch) speaks for
+        // the whole collector: it succeeded when, after it, no target's last attempt failed. A
+        // catch-up that could call nothing does not turn a failing collector into a healthy one.
+        let success = success && self.targets.iter().all(|t| t.last_ok != Some(false));
+        self.last_run = Some(RunSummary {
+            success,
+            duration,
+            finished: now,
+        });
+        if success {
+            self.last_success = Some(now);
+        }
+    }
+
     fn reindex(&mut self) {
         self.index = self
             .targets
@@ -166,76 +249,18 @@ impl Snapshot {
         entry.keep_for = spec.keep_for;
         // Sets and an index, not scans: a run over a large fleet is applied in linear time.
         let configured: HashSet<&Target> = spec.targets.iter().collect();
-        let before = entry.targets.len();
-        entry.targets.retain(|t| configured.contains(&t.target));
-        if entry.targets.len() != before {
-            entry.reindex();
-        }
-        // Room for every configured target at once: a vector left to double would hold up to
-        // twice the fleet's states, and both copies while it moves (the config bounds the count).
-        let missing = spec.targets.len().saturating_sub(entry.targets.len());
-        if entry.targets.capacity() - entry.targets.len() < missing {
-            entry.targets.reserve_exact(missing);
-            entry.index.reserve(missing);
-        }
-        let index = &mut entry.index;
+        entry.forget_unconfigured(&configured, spec.targets.len());
         let mut success = true;
         for (target, result) in results {
             if !configured.contains(&target) {
                 continue;
             }
-            let i = *index.entry(target).or_insert_with_key(|target| {
-                entry.targets.push(TargetState {
-                    target: target.clone(),
-                    data: None,
-                    last_ok: None,
-                    last_attempt: None,
-                    last_success: None,
-                    last_failure: None,
-                    last_error: None,
-                    deferred: false,
-                });
-                entry.targets.len() - 1
-            });
-            let state = &mut entry.targets[i];
-            if matches!(&result, Err(e) if e.deferred) {
-                state.deferred = true;
-                continue;
-            }
-            state.deferred = false;
-            state.last_attempt = Some(now);
-            match result {
-                Ok(data) => {
-                    let data = data.carry(state.data.as_ref().map(|(d, _)| d), now);
-                    state.data = Some((data, now));
-                    state.last_ok = Some(true);
-                    state.last_success = Some(now);
-                    state.last_error = None;
-                }
-                Err(e) => {
-                    success = false;
-                    if e.reason == FailureReason::NotFound {
-                        state.data = None;
-                    }
-                    state.last_ok = Some(false);
-                    state.last_failure = Some(now);
-                    state.last_error = Some(e);
-                }
+            let i = entry.slot(target);
+            if entry.targets[i].record(result, now) {
+                success = false;
             }
         }
-        entry.deferred = entry.targets.iter().filter(|t| t.deferred).count();
-        // A run of some targets (a catch-up of deferred ones, a probe's first fetch) speaks for
-        // the whole collector: it succeeded when, after it, no target's last attempt failed. A
-        // catch-up that could call nothing does not turn a failing collector into a healthy one.
-        let success = success && entry.targets.iter().all(|t| t.last_ok != Some(false));
-        entry.last_run = Some(RunSummary {
-            success,
-            duration,
-            finished: now,
-        });
-        if success {
-            entry.last_success = Some(now);
-        }
+        entry.end_run(success, duration, now);
     }
 
     /// Drops data older than its collector's `max_age`; health series stay. A target whose

@@ -275,15 +275,7 @@ impl Client {
         let key: CircuitKey = (endpoint, target);
         let standing = self.standing(&key);
         if self.breakers.admit(&key, Instant::now()).is_err() {
-            self.step(|| Step::CircuitOpen {
-                route: endpoint.route(),
-            });
-            self.observer
-                .observe_failure(&self.tenant, endpoint, FailureReason::CircuitOpen);
-            return Err(UpstreamError::new(
-                FailureReason::CircuitOpen,
-                "not called: this target failed repeatedly; one probe goes out after the circuit breaker's cool-down",
-            ));
+            return Err(self.circuit_open(endpoint));
         }
         // If this future is dropped before the outcome is recorded, the breaker is told.
         let mut admitted = Admitted {
@@ -291,6 +283,35 @@ impl Client {
             key: &key,
             done: false,
         };
+        let result = self.attempts(&key, request, standing).await;
+        admitted.done = true;
+        self.settle(&key, result.as_ref().map(|_| ()));
+        result
+    }
+
+    /// A call refused by its target's open circuit: the trail and the failure counts say so.
+    fn circuit_open(&self, endpoint: Endpoint) -> UpstreamError {
+        self.step(|| Step::CircuitOpen {
+            route: endpoint.route(),
+        });
+        self.observer
+            .observe_failure(&self.tenant, endpoint, FailureReason::CircuitOpen);
+        UpstreamError::new(
+            FailureReason::CircuitOpen,
+            "not called: this target failed repeatedly; one probe goes out after the circuit breaker's cool-down",
+        )
+    }
+
+    /// The attempts of one admitted call, until one succeeds or the call fails: a 429 waits
+    /// for the next turn (bounded by the deadline, or else by `api.max_retries`), a transient
+    /// failure is retried after its back-off, anything else fails the call.
+    async fn attempts(
+        &self,
+        key: &CircuitKey,
+        request: reqwest::RequestBuilder,
+        standing: pacer::Standing,
+    ) -> Result<Body, UpstreamError> {
+        let endpoint = key.0;
         let mut retries = 0;
         let mut throttled = 0u32;
         // The last answer 429, once there was one.
@@ -299,7 +320,7 @@ impl Client {
         let mut last_failure: Option<UpstreamError> = None;
         // The call's place in the token's queue: kept when it comes back after a 429.
         let mut place = None;
-        let result = loop {
+        loop {
             let Some(attempt) = request.try_clone() else {
                 break Err(UpstreamError::new(
                     FailureReason::ClientError,
@@ -308,7 +329,7 @@ impl Client {
             };
             let number = retries + throttled + 1;
             let e = match self
-                .attempt(&key, attempt, &mut place, number, standing, retries > 0)
+                .attempt(key, attempt, &mut place, number, standing, retries > 0)
                 .await
             {
                 Ok(v) => break Ok(v),
@@ -332,22 +353,24 @@ impl Client {
                 Ok(wait) => wait,
                 Err(failed) => break Err(failed),
             };
-            self.observer
-                .observe_retry(&self.tenant, endpoint, e.reason);
-            self.step(|| Step::Backoff { wait });
-            tracing::debug!(
-                endpoint = endpoint.as_str(),
-                reason = e.reason.as_str(),
-                wait_ms = wait.as_millis() as u64,
-                "retrying upstream call"
-            );
-            tokio::time::sleep(wait).await;
+            self.back_off(endpoint, &e, wait).await;
             last_failure = Some(e);
             retries += 1;
-        };
-        admitted.done = true;
-        self.settle(&key, result.as_ref().map(|_| ()));
-        result
+        }
+    }
+
+    /// Waits `wait` before retrying after `e`; the retry is counted, traced and logged first.
+    async fn back_off(&self, endpoint: Endpoint, e: &UpstreamError, wait: Duration) {
+        self.observer
+            .observe_retry(&self.tenant, endpoint, e.reason);
+        self.step(|| Step::Backoff { wait });
+        tracing::debug!(
+            endpoint = endpoint.as_str(),
+            reason = e.reason.as_str(),
+            wait_ms = wait.as_millis() as u64,
+            "retrying upstream call"
+        );
+        tokio::time::sleep(wait).await;
     }
 
     /// What this target's failure would say of the endpoint (see `pacer::outage`): its last
@@ -533,19 +556,26 @@ impl Client {
             }
             Err(denied) => denied,
         };
-        let error = if let Some(down) = denied.outage {
+        Err(Attempt::NotSent(
+            self.no_turn(endpoint, number, queued, denied),
+        ))
+    }
+
+    /// The error of a call the pacer gave no turn, by why: an outage, its target's own
+    /// back-off, the pace, or no connection slot before the deadline. The trail and the
+    /// failure counts are told as each case asks.
+    fn no_turn(
+        &self,
+        endpoint: Endpoint,
+        number: u32,
+        queued: Instant,
+        denied: pacer::Denied,
+    ) -> UpstreamError {
+        if let Some(down) = denied.outage {
             self.not_sent(endpoint, number, queued, FailureReason::Outage);
             self.observer
                 .observe_failure(&self.tenant, endpoint, FailureReason::Outage);
-            let since = down.since.elapsed();
-            UpstreamError::new(
-                FailureReason::Outage,
-                format!(
-                    "not called: every call of this endpoint has failed for {} (5xx, timeouts or refused connections); one call asks every {} until the provider answers again",
-                    humantime::format_duration(Duration::from_secs(since.as_secs())),
-                    humantime::format_duration(down.cooldown)
-                ),
-            )
+            outage_error(down.since.elapsed(), down.cooldown)
         } else if denied.backing_off {
             self.step(|| Step::BackingOff {
                 route: endpoint.route(),
@@ -554,18 +584,7 @@ impl Client {
                 retry_after: denied.told,
                 own: denied.own,
             });
-            // Its own 429s: a failure of its own. The Retry-After of a lone 429, not known as
-            // its own: the shared pace's doing, deferred as a call the pace gave no turn.
-            let detail = if denied.own {
-                "not called: this target's own HTTP 429s (its neighbours on the same endpoint succeed) keep it backing off; it alone waits, no other target is slowed, and it is tried again at the first run after its back-off"
-            } else {
-                "not called: the Retry-After of this target's last HTTP 429 outlasts the collector deadline; it goes first next run"
-            };
-            UpstreamError {
-                own: denied.own,
-                deferred: !denied.own,
-                ..UpstreamError::new(FailureReason::RateLimited, detail)
-            }
+            backing_off_error(denied.own)
         } else if denied.paced {
             self.not_sent(endpoint, number, queued, FailureReason::RateLimited);
             // Nothing was asked of the provider: not a failure of the target's own.
@@ -582,8 +601,7 @@ impl Client {
             self.observer
                 .observe_failure(&self.tenant, endpoint, FailureReason::Timeout);
             deadline_error()
-        };
-        Err(Attempt::NotSent(error))
+        }
     }
 
     /// Sends the request with the token, from `started`, within the timeout and the deadline:
@@ -757,6 +775,34 @@ fn unsent(
 }
 
 /// The error of a call the collector's deadline cut, or left without a turn.
+/// A call not sent during an outage of its endpoint, which has lasted `since`.
+fn outage_error(since: Duration, cooldown: Duration) -> UpstreamError {
+    UpstreamError::new(
+        FailureReason::Outage,
+        format!(
+            "not called: every call of this endpoint has failed for {} (5xx, timeouts or refused connections); one call asks every {} until the provider answers again",
+            humantime::format_duration(Duration::from_secs(since.as_secs())),
+            humantime::format_duration(cooldown)
+        ),
+    )
+}
+
+/// A call not sent because its target backs off past the deadline. Its own 429s: a failure of
+/// its own. The Retry-After of a lone 429, not known as its own: the shared pace's doing,
+/// deferred as a call the pace gave no turn.
+fn backing_off_error(own: bool) -> UpstreamError {
+    let detail = if own {
+        "not called: this target's own HTTP 429s (its neighbours on the same endpoint succeed) keep it backing off; it alone waits, no other target is slowed, and it is tried again at the first run after its back-off"
+    } else {
+        "not called: the Retry-After of this target's last HTTP 429 outlasts the collector deadline; it goes first next run"
+    };
+    UpstreamError {
+        own,
+        deferred: !own,
+        ..UpstreamError::new(FailureReason::RateLimited, detail)
+    }
+}
+
 fn deadline_error() -> UpstreamError {
     UpstreamError::new(FailureReason::Timeout, DEADLINE_REACHED)
 }

@@ -154,18 +154,7 @@ impl fmt::Display for Step {
                 if *waited >= Duration::from_millis(1) {
                     write!(f, " (waited {} for its turn)", secs(*waited))?;
                 }
-                match status {
-                    Some(code) => write!(f, ": HTTP {code}")?,
-                    None => f.write_str(": no answer")?,
-                }
-                write!(f, " after {}", secs(*took))?;
-                if let Some(reason) = failure {
-                    write!(f, ", failed {reason}")?;
-                }
-                if let Some(wait) = retry_after {
-                    write!(f, ", Retry-After {}", secs(*wait))?;
-                }
-                Ok(())
+                write_answer(f, *status, *took, *failure, *retry_after)
             }
             Step::NotSent {
                 route,
@@ -184,23 +173,7 @@ impl fmt::Display for Step {
                 left,
                 retry_after,
                 own,
-            } => {
-                write!(
-                    f,
-                    "{route} attempt {number}: not sent, the target backs off {} more after its HTTP 429",
-                    secs(*left)
-                )?;
-                if let Some(wait) = retry_after {
-                    write!(f, " (Retry-After {})", secs(*wait))?;
-                }
-                if *own {
-                    write!(
-                        f,
-                        "; refused on its own while its neighbours succeed, so no one else is slowed"
-                    )?;
-                }
-                Ok(())
-            }
+            } => write_backing_off(f, route, *number, *left, *retry_after, *own),
             Step::Backoff { wait } => write!(f, "back-off {} before the next attempt", secs(*wait)),
             Step::Field { route, path, found } => write!(
                 f,
@@ -215,19 +188,77 @@ impl fmt::Display for Step {
                 consecutive_failures,
                 open,
                 off,
-            } => {
-                if *off {
-                    return write!(f, "{route}: circuit breaker off");
-                }
-                let state = if *open { "open" } else { "closed" };
-                write!(
-                    f,
-                    "{}: circuit {state}, {consecutive_failures} consecutive failures",
-                    route
-                )
-            }
+            } => write_circuit(f, route, *consecutive_failures, *open, *off),
         }
     }
+}
+
+/// How an attempt that went out ended: the answer's status (or none), how long it took, why it
+/// failed and the `Retry-After` it carried.
+fn write_answer(
+    f: &mut fmt::Formatter<'_>,
+    status: Option<u16>,
+    took: Duration,
+    failure: Option<&str>,
+    retry_after: Option<Duration>,
+) -> fmt::Result {
+    match status {
+        Some(code) => write!(f, ": HTTP {code}")?,
+        None => f.write_str(": no answer")?,
+    }
+    write!(f, " after {}", secs(took))?;
+    if let Some(reason) = failure {
+        write!(f, ", failed {reason}")?;
+    }
+    if let Some(wait) = retry_after {
+        write!(f, ", Retry-After {}", secs(wait))?;
+    }
+    Ok(())
+}
+
+/// An attempt not sent because its target backs off, and whether it was refused on its own.
+fn write_backing_off(
+    f: &mut fmt::Formatter<'_>,
+    route: &str,
+    number: u32,
+    left: Duration,
+    retry_after: Option<Duration>,
+    own: bool,
+) -> fmt::Result {
+    write!(
+        f,
+        "{route} attempt {number}: not sent, the target backs off {} more after its HTTP 429",
+        secs(left)
+    )?;
+    if let Some(wait) = retry_after {
+        write!(f, " (Retry-After {})", secs(wait))?;
+    }
+    if own {
+        write!(
+            f,
+            "; refused on its own while its neighbours succeed, so no one else is slowed"
+        )?;
+    }
+    Ok(())
+}
+
+/// The target's circuit after a call, or that the breaker is off.
+fn write_circuit(
+    f: &mut fmt::Formatter<'_>,
+    route: &str,
+    consecutive_failures: u32,
+    open: bool,
+    off: bool,
+) -> fmt::Result {
+    if off {
+        return write!(f, "{route}: circuit breaker off");
+    }
+    let state = if open { "open" } else { "closed" };
+    write!(
+        f,
+        "{}: circuit {state}, {consecutive_failures} consecutive failures",
+        route
+    )
 }
 
 impl fmt::Display for Trail {

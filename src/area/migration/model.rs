@@ -79,87 +79,15 @@ impl Record {
             return Err(ParseProblem::new("aggregate", aggregate));
         }
         let mut problems = Vec::new();
-        let figure = |paths: &[&str], problems: &mut Vec<ParseProblem>| -> Option<f64> {
-            let (path, v) = paths
-                .iter()
-                .find_map(|p| lookup(aggregate, p).map(|v| (*p, v)))?;
-            match v {
-                // An error list counts its entries.
-                Value::Array(items) if paths == ERRORS => Some(items.len() as f64),
-                _ => as_count(v).or_else(|| {
-                    problems.push(ParseProblem::new(format!("aggregate.{path}"), v));
-                    None
-                }),
-            }
-        };
-        let messages_total = figure(MESSAGES_TOTAL, &mut problems);
-        let messages_migrated = figure(MESSAGES_MIGRATED, &mut problems);
-        let bytes_total = figure(BYTES_TOTAL, &mut problems);
-        let bytes_migrated = figure(BYTES_MIGRATED, &mut problems);
-        let errors = figure(ERRORS, &mut problems);
-        let stamp = |paths: &[&str], problems: &mut Vec<ParseProblem>| -> Option<f64> {
-            let (path, v) = paths
-                .iter()
-                .find_map(|p| lookup(aggregate, p).map(|v| (*p, v)))?;
-            let ts = match v {
-                Value::String(s) if s.trim().is_empty() => return None,
-                Value::String(s) => parse_timestamp(s),
-                // An epoch number, bounded like any other date (milliseconds are recognised).
-                other => as_number(other).and_then(epoch),
-            };
-            if ts.is_none() {
-                problems.push(ParseProblem::new(format!("aggregate.{path}"), v));
-            }
-            ts
-        };
-        let started = stamp(STARTED, &mut problems);
-        let updated = stamp(UPDATED, &mut problems);
-        let status = match aggregate.get("status").or_else(|| aggregate.get("state")) {
-            Some(Value::String(s)) => Some(sanitize(s)),
-            None | Some(Value::Null) => None,
-            Some(other) => {
-                problems.push(ParseProblem::new("aggregate.status", other));
-                None
-            }
-        };
-        let accounts = match aggregate.get("accounts") {
-            Some(Value::Object(map)) => bound_names(
-                map.iter()
-                    .filter(|(k, _)| k.as_str() != "total")
-                    .filter_map(|(k, v)| match as_count(v) {
-                        Some(n) => Some((k.clone(), n)),
-                        None => {
-                            problems.push(ParseProblem::new(format!("aggregate.accounts.{k}"), v));
-                            None
-                        }
-                    })
-                    .collect(),
-            ),
-            Some(Value::Array(items)) => {
-                let mut pairs = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    let name = ["state", "status", "name"]
-                        .iter()
-                        .find_map(|k| item.get(*k))
-                        .and_then(Value::as_str);
-                    let n = ["count", "total", "value"]
-                        .iter()
-                        .find_map(|k| item.get(*k))
-                        .and_then(as_count);
-                    match (name, n) {
-                        (Some(name), Some(n)) => pairs.push((name.to_owned(), n)),
-                        _ => problems
-                            .push(ParseProblem::new(format!("aggregate.accounts[{i}]"), item)),
-                    }
-                }
-                bound_names(pairs)
-            }
-            None | Some(Value::Null) => Vec::new(),
-            Some(other) => {
-                problems.push(ParseProblem::new("aggregate.accounts", other));
-                Vec::new()
-            }
-        };
+        let messages_total = figure(aggregate, MESSAGES_TOTAL, &mut problems);
+        let messages_migrated = figure(aggregate, MESSAGES_MIGRATED, &mut problems);
+        let bytes_total = figure(aggregate, BYTES_TOTAL, &mut problems);
+        let bytes_migrated = figure(aggregate, BYTES_MIGRATED, &mut problems);
+        let errors = figure(aggregate, ERRORS, &mut problems);
+        let started = stamp(aggregate, STARTED, &mut problems);
+        let updated = stamp(aggregate, UPDATED, &mut problems);
+        let status = status_name(aggregate, &mut problems);
+        let accounts = account_counts(aggregate, &mut problems);
         let mut other = Vec::new();
         walk(aggregate, "", 0, &mut other);
         Ok((
@@ -178,6 +106,108 @@ impl Record {
             problems,
         ))
     }
+}
+
+/// The first of a figure's spellings present in the aggregate, with the path it was found at.
+fn first_spelling<'a>(
+    aggregate: &'a Value,
+    paths: &[&'static str],
+) -> Option<(&'static str, &'a Value)> {
+    paths
+        .iter()
+        .find_map(|p| lookup(aggregate, p).map(|v| (*p, v)))
+}
+
+/// A count under one of its spellings; an unreadable one is a problem named by its path.
+fn figure(
+    aggregate: &Value,
+    paths: &[&'static str],
+    problems: &mut Vec<ParseProblem>,
+) -> Option<f64> {
+    let (path, v) = first_spelling(aggregate, paths)?;
+    match v {
+        // An error list counts its entries.
+        Value::Array(items) if paths == ERRORS => Some(items.len() as f64),
+        _ => as_count(v).or_else(|| {
+            problems.push(ParseProblem::new(format!("aggregate.{path}"), v));
+            None
+        }),
+    }
+}
+
+/// A date under one of its spellings, as epoch seconds; an empty string is no date.
+fn stamp(
+    aggregate: &Value,
+    paths: &[&'static str],
+    problems: &mut Vec<ParseProblem>,
+) -> Option<f64> {
+    let (path, v) = first_spelling(aggregate, paths)?;
+    let ts = match v {
+        Value::String(s) if s.trim().is_empty() => return None,
+        Value::String(s) => parse_timestamp(s),
+        // An epoch number, bounded like any other date (milliseconds are recognised).
+        other => as_number(other).and_then(epoch),
+    };
+    if ts.is_none() {
+        problems.push(ParseProblem::new(format!("aggregate.{path}"), v));
+    }
+    ts
+}
+
+/// The sanitised `status` (or `state`).
+fn status_name(aggregate: &Value, problems: &mut Vec<ParseProblem>) -> Option<String> {
+    match aggregate.get("status").or_else(|| aggregate.get("state")) {
+        Some(Value::String(s)) => Some(sanitize(s)),
+        None | Some(Value::Null) => None,
+        Some(other) => {
+            problems.push(ParseProblem::new("aggregate.status", other));
+            None
+        }
+    }
+}
+
+/// Accounts by state, from a map of counts or a list of `{state, count}` items.
+fn account_counts(aggregate: &Value, problems: &mut Vec<ParseProblem>) -> Vec<(String, f64)> {
+    match aggregate.get("accounts") {
+        Some(Value::Object(map)) => bound_names(
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "total")
+                .filter_map(|(k, v)| match as_count(v) {
+                    Some(n) => Some((k.clone(), n)),
+                    None => {
+                        problems.push(ParseProblem::new(format!("aggregate.accounts.{k}"), v));
+                        None
+                    }
+                })
+                .collect(),
+        ),
+        Some(Value::Array(items)) => bound_names(account_items(items, problems)),
+        None | Some(Value::Null) => Vec::new(),
+        Some(other) => {
+            problems.push(ParseProblem::new("aggregate.accounts", other));
+            Vec::new()
+        }
+    }
+}
+
+/// The accounts' list spelling: each item names its state and its count.
+fn account_items(items: &[Value], problems: &mut Vec<ParseProblem>) -> Vec<(String, f64)> {
+    let mut pairs = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let name = ["state", "status", "name"]
+            .iter()
+            .find_map(|k| item.get(*k))
+            .and_then(Value::as_str);
+        let n = ["count", "total", "value"]
+            .iter()
+            .find_map(|k| item.get(*k))
+            .and_then(as_count);
+        match (name, n) {
+            (Some(name), Some(n)) => pairs.push((name.to_owned(), n)),
+            _ => problems.push(ParseProblem::new(format!("aggregate.accounts[{i}]"), item)),
+        }
+    }
+    pairs
 }
 
 /// Collects numeric leaves not under a [`RESERVED`] path, in

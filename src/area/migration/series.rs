@@ -55,10 +55,13 @@ const GAUGES: &GaugeTable<Record> = &[
     ),
 ];
 
+/// Each migration with the code it is known by.
+type Migrations<'a> = [(Owner, &'a String, &'a Record)];
+
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
-    migrations: &[(Owner, &String, &Record)],
+    migrations: &Migrations<'_>,
 ) -> fmt::Result {
     let items: Vec<(MigrationLabels, &Record)> = migrations
         .iter()
@@ -71,19 +74,38 @@ pub fn encode(
         })
         .collect();
     table(enc, GAUGES, interval, &items)?;
-    let accounts: Vec<(MigrationStateLabels, f64)> = migrations
+    encode_accounts(enc, interval, migrations)?;
+    encode_status(enc, interval, migrations)?;
+    encode_other(enc, interval, migrations)
+}
+
+/// One sample per named figure that `pick` finds in each migration, labelled by `label`.
+fn by_name<L>(
+    migrations: &Migrations<'_>,
+    pick: fn(&Record) -> &[(String, f64)],
+    label: impl Fn(&Owner, &String) -> L,
+) -> Vec<(L, f64)> {
+    migrations
         .iter()
-        .flat_map(|(code, _, m)| {
-            m.accounts.iter().map(|(state, n)| {
-                let labels = MigrationStateLabels {
-                    tenant: code.tenant.clone(),
-                    migration: code.id.clone(),
-                    state: Value::from(state),
-                };
-                (labels, *n)
-            })
-        })
-        .collect();
+        .flat_map(|(code, _, m)| pick(m).iter().map(|(name, n)| (label(code, name), *n)))
+        .collect()
+}
+
+/// Each migration's accounts by state.
+fn encode_accounts(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    migrations: &Migrations<'_>,
+) -> fmt::Result {
+    let accounts = by_name(
+        migrations,
+        |m| &m.accounts,
+        |code, state| MigrationStateLabels {
+            tenant: code.tenant.clone(),
+            migration: code.id.clone(),
+            state: Value::from(state),
+        },
+    );
     gauges(
         enc,
         "mailhost_migration_accounts",
@@ -93,7 +115,15 @@ pub fn encode(
         ),
         None,
         accounts.iter().map(|(l, v)| (l, *v)),
-    )?;
+    )
+}
+
+/// Each migration's current status.
+fn encode_status(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    migrations: &Migrations<'_>,
+) -> fmt::Result {
     let status: Vec<MigrationStatusLabels> = migrations
         .iter()
         .filter_map(|(code, _, m)| {
@@ -113,20 +143,24 @@ pub fn encode(
         ),
         None,
         status.iter().map(|l| (l, 1.0)),
-    )?;
-    let other: Vec<(MigrationKeyLabels, f64)> = migrations
-        .iter()
-        .flat_map(|(code, _, m)| {
-            m.other.iter().map(|(key, n)| {
-                let labels = MigrationKeyLabels {
-                    tenant: code.tenant.clone(),
-                    migration: code.id.clone(),
-                    key: Value::from(key),
-                };
-                (labels, *n)
-            })
-        })
-        .collect();
+    )
+}
+
+/// Each migration's other numeric leaves, by dotted path.
+fn encode_other(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    migrations: &Migrations<'_>,
+) -> fmt::Result {
+    let other = by_name(
+        migrations,
+        |m| &m.other,
+        |code, key| MigrationKeyLabels {
+            tenant: code.tenant.clone(),
+            migration: code.id.clone(),
+            key: Value::from(key),
+        },
+    );
     gauges(
         enc,
         "mailhost_migration_aggregate",

@@ -16,7 +16,7 @@ use crate::upstream::model::counts::Counts;
 
 /// One sample per name of the counts that `pick` finds in each view's dashboard.
 fn by_status(
-    views: &[((TenantLabel, ViewLabels), &DashboardData)],
+    views: &LabelledViews<'_>,
     pick: impl Fn(&Dashboard) -> Option<&Counts>,
 ) -> Vec<(ViewStatusLabels, f64)> {
     views
@@ -34,6 +34,9 @@ fn by_status(
         .collect()
 }
 
+/// Each view with its labels.
+type LabelledViews<'a> = [((TenantLabel, ViewLabels), &'a DashboardData)];
+
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
@@ -43,6 +46,18 @@ pub fn encode(
         .iter()
         .map(|(o, v, d)| ((o.tenant.clone(), ViewLabels::from(*v)), *d))
         .collect();
+    encode_by_status(enc, interval, &views)?;
+    encode_status_groups(enc, interval, &views)?;
+    encode_top_accounts(enc, interval, &views)?;
+    encode_day_start(enc, interval, &views)
+}
+
+/// The day's messages by outcome: today, yesterday and the overview.
+fn encode_by_status(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    views: &LabelledViews<'_>,
+) -> fmt::Result {
     for (name, help, pick) in [
         (
             "mailhost_tracemail_current_day_messages",
@@ -60,7 +75,7 @@ pub fn encode(
             |d: &Dashboard| d.overview.as_ref(),
         ),
     ] {
-        let samples = by_status(&views, pick);
+        let samples = by_status(views, pick);
         gauges(
             enc,
             name,
@@ -69,6 +84,15 @@ pub fn encode(
             samples.iter().map(|(l, v)| (l, *v)),
         )?;
     }
+    Ok(())
+}
+
+/// The day's messages by status group.
+fn encode_status_groups(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    views: &LabelledViews<'_>,
+) -> fmt::Result {
     let groups: Vec<(ViewGroupLabels, f64)> = views
         .iter()
         .flat_map(|((tenant, view), d)| {
@@ -91,7 +115,15 @@ pub fn encode(
         ),
         None,
         groups.iter().map(|(l, v)| (l, *v)),
-    )?;
+    )
+}
+
+/// The day's messages of the top sending accounts.
+fn encode_top_accounts(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    views: &LabelledViews<'_>,
+) -> fmt::Result {
     let top: Vec<(ViewAccountLabels, f64)> = views
         .iter()
         .flat_map(|((tenant, view), d)| {
@@ -114,7 +146,15 @@ pub fn encode(
         ),
         None,
         top.iter().map(|(l, v)| (l, *v)),
-    )?;
+    )
+}
+
+/// The start of today in the collector's zone.
+fn encode_day_start(
+    enc: &mut DescriptorEncoder,
+    interval: Duration,
+    views: &LabelledViews<'_>,
+) -> fmt::Result {
     // Every view shares the collector's zone: one series.
     if let Some((_, d)) = views.first() {
         single(

@@ -1,14 +1,16 @@
 //! The API areas: one folder each, holding the area's config block, its fetch and model, its
 //! series and its tests. An area is a type that implements [`Area`]; the one list of areas is
-//! the [`areas!`] line below, which generates what the generic rooms work with: the collector
-//! names ([`CollectorName`]), the targets ([`Target`]), what a fetch yields ([`TargetData`]),
-//! the configured collectors ([`Collector`]) and the `collectors:` blocks of the config. Nothing
-//! else in `src/` names an area: adding one is a folder here, its `mod` line and a line in that
-//! list.
+//! the [`areas!`] line below, which names each area in what the generic rooms work with: the
+//! collector names ([`CollectorName`]), the targets ([`Target`]), what a fetch yields
+//! ([`TargetData`]), the configured collectors ([`Collector`]) and the `collectors:` blocks of
+//! the config; what they do is generic code over [`Area`], in `registry.rs`. Nothing else in
+//! `src/` names an area: adding one is a folder here, its `mod` line and a line in that list.
 
 #[macro_use]
 mod registry;
 pub mod run;
+
+pub use registry::{Collector, CollectorOf, DataOf, Kind, Target, TargetData, TargetOf};
 
 use std::fmt::{self, Debug, Display};
 use std::future::Future;
@@ -22,8 +24,7 @@ use serde::de::DeserializeOwned;
 
 use crate::config::error::ConfigError;
 use crate::config::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
-use crate::metrics::labels::{Owner, TenantLabel, Value};
-use crate::tenant::TenantName;
+use crate::metrics::labels::Owner;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{Model, ParseProblem, read_body};

@@ -1,25 +1,351 @@
-//! The macro behind the one list of areas in [`super`]: from `module: Type` lines (each module
-//! declared beside the list) it generates the enums and tables the generic rooms use, each arm
-//! handing over to that area's [`super::Area`] implementation. Written once, so that no table
-//! of areas is kept by hand anywhere.
+//! What the generic rooms work with, built from the one list of areas in [`super`]. The
+//! [`areas!`] macro says only what a trait cannot: it names each area once, as a variant of
+//! [`CollectorName`] and of [`OfArea`], as a key of the `collectors:` blocks, and in the matches
+//! that lead from a variant to its area's type ([`Listed`]). Every operation on those values is
+//! written here once, as generic code over [`Area`]: [`Dispatch`] for what a collector name
+//! leads to, [`Configuration`] for a configured collector.
 
+use std::fmt;
+use std::marker::PhantomData;
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{Area, Configured};
+use jiff::Timestamp;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, LabelValueEncoder};
+
+use super::{
+    Area, CollectorName, Configured, Extra, Item, OfArea, RawCollectors, RawTenantCollectors,
+    Refers, Revealed, TargetKind, run,
+};
 use crate::config::error::{ConfigError, invalid};
-use crate::config::schedule::{self, CollectorBlock, FromBlock};
+use crate::config::schedule::{self, CollectorBlock, FromBlock, Schedule};
+use crate::metrics::labels::{Owner, TenantLabel, Value};
+use crate::tenant::TenantName;
+use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::{FailureReason, UpstreamError};
+use crate::upstream::model::ParseProblem;
 
-/// The collector of the block `collectors.<name>`, validated; `None` when it is disabled.
-pub(super) fn configure<A: Area>(
-    raw: A::Raw,
-    name: &str,
-    required: bool,
-) -> Result<Option<Configured<A>>, ConfigError> {
+/// Which of an area's values a variant of [`OfArea`] holds.
+pub trait Kind {
+    /// The value of area `A`.
+    type Of<A: Area>;
+}
+
+/// The kind of [`Target`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TargetOf;
+
+impl Kind for TargetOf {
+    type Of<A: Area> = A::Target;
+}
+
+/// The kind of [`TargetData`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DataOf;
+
+impl Kind for DataOf {
+    type Of<A: Area> = A::Data;
+}
+
+/// The kind of [`Collector`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CollectorOf;
+
+impl Kind for CollectorOf {
+    type Of<A: Area> = Arc<Configured<A>>;
+}
+
+/// One thing a collector fetches on each run, as the snapshot knows it.
+pub type Target = OfArea<TargetOf>;
+
+/// What one target's successful collection produced.
+pub type TargetData = OfArea<DataOf>;
+
+/// A configured collector: one variant per area, each with that area's validated schedule,
+/// settings and targets.
+pub type Collector = OfArea<CollectorOf>;
+
+/// An area of the list, as [`areas!`] declares it: its key, and the way between its values and
+/// every area's.
+pub(super) trait Listed: Area {
+    /// The config key and the `collector` label value: the area's module.
+    const KEY: &'static str;
+    /// The area's value among every area's.
+    fn of<K: Kind>(value: K::Of<Self>) -> OfArea<K>;
+    /// The value, when it is this area's.
+    fn get<K: Kind>(value: &OfArea<K>) -> Option<&K::Of<Self>>;
+    /// The value, when it is this area's.
+    fn get_mut<K: Kind>(value: &mut OfArea<K>) -> Option<&mut K::Of<Self>>;
+    /// The area's `collectors.<area>` block.
+    fn block(raw: &RawCollectors) -> &Option<Self::Raw>;
+    /// The area's `collectors.<area>` block.
+    fn block_mut(raw: &mut RawCollectors) -> &mut Option<Self::Raw>;
+    /// The area's block in a tenant's `collectors:`.
+    fn tenant_block(raw: &mut RawTenantCollectors) -> &mut Option<Self::RawList>;
+}
+
+macro_rules! areas {
+    ($($module:ident: $Area:ident,)+) => {
+        /// A collector: one API area, with its own switch, interval and health series.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum CollectorName { $($Area,)+ }
+
+        /// One value of one area: its target, its data or its collector, as the kind `K` says.
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum OfArea<K: Kind> { $($Area(K::Of<$module::$Area>),)+ }
+
+        /// The `collectors:` block as written: one key per area.
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct RawCollectors {
+            $(#[serde(default)] pub $module: Option<<$module::$Area as Area>::Raw>,)+
+        }
+
+        /// A tenant's `collectors:` block: its own target list per area.
+        #[derive(Debug, Default, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct RawTenantCollectors {
+            $(#[serde(default)] pub $module: Option<<$module::$Area as Area>::RawList>,)+
+        }
+
+        impl CollectorName {
+            /// Every area, in the order of the list.
+            pub const ALL: &'static [CollectorName] = &[$(CollectorName::$Area,)+];
+
+            /// The operations on the area's values.
+            fn area(self) -> &'static dyn registry::Dispatch {
+                match self { $(Self::$Area => &std::marker::PhantomData::<$module::$Area>,)+ }
+            }
+        }
+
+        impl<K: Kind> OfArea<K> {
+            /// The area the value belongs to.
+            pub fn name(&self) -> CollectorName {
+                match self { $(Self::$Area(_) => CollectorName::$Area,)+ }
+            }
+        }
+
+        impl Collector {
+            /// The collector as its area configured it.
+            fn configured(&self) -> &dyn registry::Configuration {
+                match self { $(Self::$Area(c) => &**c,)+ }
+            }
+        }
+
+        $(
+            // With one area in the list, the `_` arms are never reached.
+            #[allow(unreachable_patterns)]
+            impl registry::Listed for $module::$Area {
+                const KEY: &'static str = stringify!($module);
+                fn of<K: Kind>(v: K::Of<Self>) -> OfArea<K> { OfArea::$Area(v) }
+                fn get<K: Kind>(v: &OfArea<K>) -> Option<&K::Of<Self>> {
+                    match v { OfArea::$Area(v) => Some(v), _ => None }
+                }
+                fn get_mut<K: Kind>(v: &mut OfArea<K>) -> Option<&mut K::Of<Self>> {
+                    match v { OfArea::$Area(v) => Some(v), _ => None }
+                }
+                fn block(r: &RawCollectors) -> &Option<Self::Raw> { &r.$module }
+                fn block_mut(r: &mut RawCollectors) -> &mut Option<Self::Raw> { &mut r.$module }
+                fn tenant_block(r: &mut RawTenantCollectors) -> &mut Option<Self::RawList> {
+                    &mut r.$module
+                }
+            }
+        )+
+    };
+}
+
+/// One target of any area with its tenant and its current data, as the snapshot holds it.
+type Entry<'a> = (&'a TenantName, &'a Target, &'a TargetData);
+
+/// What a collector name leads to ([`CollectorName::area`]): each operation whose area is known
+/// only when the program runs, written once for every area. Each method is the one of the same
+/// name (`revealed`: `reveals`, `fmt_target`: `fmt`) of [`CollectorName`], [`Target`],
+/// [`TargetData`] or the `collectors:` blocks, for this row's area: a value is handed to the
+/// row its own name leads to, so the answers for another area's (`None`, no text) are never
+/// given.
+pub(super) trait Dispatch {
+    fn key(&self) -> &'static str;
+    fn endpoints(&self) -> &'static [Endpoint];
+    fn extra(&self) -> Extra;
+    fn reveals(&self) -> Extra;
+    fn encode<'a>(
+        &self,
+        enc: &mut DescriptorEncoder<'_>,
+        interval: Duration,
+        items: &mut dyn Iterator<Item = Entry<'a>>,
+    ) -> fmt::Result;
+    fn encode_text<'a>(
+        &self,
+        items: &mut dyn Iterator<Item = Entry<'a>>,
+        out: &mut dyn fmt::Write,
+    ) -> fmt::Result;
+    fn of_account(&self, id: i32) -> Option<Target>;
+    fn of_domain(&self, domain: String) -> Option<Target>;
+    fn account_id(&self, target: &Target) -> Option<i32>;
+    fn refers_to<'t>(&self, target: &'t Target) -> Refers<'t>;
+    fn fmt_target(&self, target: &Target, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+    fn carry(&self, data: &mut TargetData, previous: Option<&TargetData>, now: Timestamp);
+    fn revealed<'d>(&self, data: &'d TargetData) -> Revealed<'d>;
+    fn first_list(&self, raw: &RawCollectors) -> Option<String>;
+    fn switch(&self, raw: &mut RawCollectors, on: bool) -> Result<(), ConfigError>;
+    fn validate(
+        &self,
+        raw: &mut RawCollectors,
+        required: bool,
+    ) -> Result<Option<Collector>, ConfigError>;
+    fn forget(&self, raw: &mut RawTenantCollectors);
+    fn apply(
+        &self,
+        raw: &mut RawTenantCollectors,
+        collectors: &mut [Collector],
+        at: &str,
+    ) -> Result<(), ConfigError>;
+}
+
+impl<A: Listed> Dispatch for PhantomData<A> {
+    fn key(&self) -> &'static str {
+        A::KEY
+    }
+
+    fn endpoints(&self) -> &'static [Endpoint] {
+        A::ENDPOINTS
+    }
+
+    fn extra(&self) -> Extra {
+        A::EXTRA
+    }
+
+    fn reveals(&self) -> Extra {
+        A::REVEALS
+    }
+
+    fn encode<'a>(
+        &self,
+        enc: &mut DescriptorEncoder<'_>,
+        interval: Duration,
+        items: &mut dyn Iterator<Item = Entry<'a>>,
+    ) -> fmt::Result {
+        (A::ENCODE)(enc, interval, &items_of::<A>(items))
+    }
+
+    fn encode_text<'a>(
+        &self,
+        items: &mut dyn Iterator<Item = Entry<'a>>,
+        out: &mut dyn fmt::Write,
+    ) -> fmt::Result {
+        if !A::TEXT {
+            return Ok(());
+        }
+        A::encode_text(&items_of::<A>(items), out)
+    }
+
+    fn of_account(&self, id: i32) -> Option<Target> {
+        <A::Target as TargetKind>::of_account(id).map(A::of)
+    }
+
+    fn of_domain(&self, domain: String) -> Option<Target> {
+        <A::Target as TargetKind>::of_domain(domain).map(A::of)
+    }
+
+    fn account_id(&self, target: &Target) -> Option<i32> {
+        A::get(target).and_then(TargetKind::account)
+    }
+
+    fn refers_to<'t>(&self, target: &'t Target) -> Refers<'t> {
+        A::get(target).map_or(Refers::Other, TargetKind::refers_to)
+    }
+
+    fn fmt_target(&self, target: &Target, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        A::get(target).map_or(Ok(()), |t| fmt::Display::fmt(t, f))
+    }
+
+    fn carry(&self, data: &mut TargetData, previous: Option<&TargetData>, now: Timestamp) {
+        if let Some(data) = A::get_mut(data) {
+            A::carry(data, previous.and_then(A::get), now);
+        }
+    }
+
+    fn revealed<'d>(&self, data: &'d TargetData) -> Revealed<'d> {
+        A::get(data).map_or_else(Revealed::default, A::reveals)
+    }
+
+    fn first_list(&self, raw: &RawCollectors) -> Option<String> {
+        let listed = A::block(raw).as_ref().is_some_and(A::listed);
+        listed.then(|| format!("{}.{}", A::KEY, A::LIST))
+    }
+
+    fn switch(&self, raw: &mut RawCollectors, on: bool) -> Result<(), ConfigError> {
+        let block = A::block_mut(raw);
+        match block {
+            Some(written) => written.set_enabled(on),
+            None if on => {
+                let empty = serde_yaml_ng::Value::Mapping(Default::default());
+                let mut defaults: A::Raw = serde_yaml_ng::from_value(empty)
+                    .map_err(|e| invalid(format!("--collector.{}", A::KEY), e.to_string()))?;
+                defaults.set_enabled(true);
+                *block = Some(defaults);
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn validate(
+        &self,
+        raw: &mut RawCollectors,
+        required: bool,
+    ) -> Result<Option<Collector>, ConfigError> {
+        let Some(block) = A::block_mut(raw).take() else {
+            return Ok(None);
+        };
+        Ok(configure::<A>(block, required)?.map(|c| A::of(Arc::new(c))))
+    }
+
+    fn forget(&self, raw: &mut RawTenantCollectors) {
+        *A::tenant_block(raw) = None;
+    }
+
+    fn apply(
+        &self,
+        raw: &mut RawTenantCollectors,
+        collectors: &mut [Collector],
+        at: &str,
+    ) -> Result<(), ConfigError> {
+        let Some(list) = A::tenant_block(raw).take() else {
+            return Ok(());
+        };
+        let field = format!("{at}.collectors.{}", A::KEY);
+        let configured = collectors
+            .iter_mut()
+            .find_map(A::get_mut)
+            .ok_or_else(|| not_enabled(&field, A::KEY))?;
+        let targets = A::tenant_targets(list, &field)?;
+        Arc::make_mut(configured).targets = targets;
+        Ok(())
+    }
+}
+
+/// The items of one area out of every area's, each with its tenant and `target` label.
+fn items_of<'a, A: Listed>(items: &mut dyn Iterator<Item = Entry<'a>>) -> Vec<Item<'a, A>> {
+    items
+        .filter_map(|(tenant, target, data)| {
+            let (target, data) = (A::get(target)?, A::get(data)?);
+            let owner = Owner {
+                tenant: TenantLabel(tenant.clone()),
+                id: Value::from(target.to_string()),
+            };
+            Some((owner, target, data))
+        })
+        .collect()
+}
+
+/// The collector of the block `collectors.<area>`, validated; `None` when it is disabled.
+fn configure<A: Listed>(raw: A::Raw, required: bool) -> Result<Option<Configured<A>>, ConfigError> {
     let keys = raw.schedule_keys();
     if !keys.enabled {
         return Ok(None);
     }
-    let field = format!("collectors.{name}");
+    let field = format!("collectors.{}", A::KEY);
     let schedule = schedule::from_keys(&field, keys)?;
     let settings = Arc::new(A::Settings::from_block(&raw, &field)?);
     let targets = A::targets(raw, &field, required)?;
@@ -31,7 +357,7 @@ pub(super) fn configure<A: Area>(
 }
 
 /// A tenant lists targets of a collector that is not enabled.
-pub(super) fn not_enabled(field: &str, name: &str) -> ConfigError {
+fn not_enabled(field: &str, name: &str) -> ConfigError {
     invalid(
         field,
         format!(
@@ -40,422 +366,270 @@ pub(super) fn not_enabled(field: &str, name: &str) -> ConfigError {
     )
 }
 
-macro_rules! areas {
-    ($($module:ident: $Area:ident,)+) => {
+/// A configured collector of any area ([`Collector::configured`]); each method is the one of
+/// the same name of [`Collector`].
+pub(super) trait Configuration {
+    fn schedule(&self) -> Schedule;
+    fn targets(&self) -> Vec<Target>;
+    fn job(&self, target: &Target) -> Option<run::Job>;
+    fn same_settings(&self, other: &Collector) -> bool;
+    fn retain(&self, keep: &dyn Fn(&Target) -> bool) -> Collector;
+    fn read(
+        &self,
+        target: &Target,
+        bodies: &[&[u8]],
+        now: Timestamp,
+    ) -> Result<(TargetData, Vec<ParseProblem>), UpstreamError>;
+}
 
-        /// A collector: one API area, with its own switch, interval and health series.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum CollectorName {
-            $($Area,)+
-        }
+impl<A: Listed> Configuration for Configured<A> {
+    fn schedule(&self) -> Schedule {
+        self.schedule
+    }
 
-        impl CollectorName {
-            /// Every area, in the order of the list.
-            pub const ALL: &'static [CollectorName] = &[$(CollectorName::$Area,)+];
+    fn targets(&self) -> Vec<Target> {
+        self.targets.iter().cloned().map(A::of).collect()
+    }
 
-            /// The config key and the `collector` label value.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $(CollectorName::$Area => stringify!($module),)+
-                }
-            }
+    fn job(&self, target: &Target) -> Option<run::Job> {
+        let (settings, t) = (Arc::clone(&self.settings), A::get(target)?.clone());
+        Some(run::Job::new(
+            target.clone(),
+            move |ctx| A::collect(ctx, Arc::clone(&settings), t.clone()),
+            A::of::<DataOf>,
+        ))
+    }
 
-            /// Every endpoint of every area, in the order of the list, each once.
-            pub fn every_endpoint() -> Vec<Endpoint> {
-                let mut all: Vec<Endpoint> = Vec::new();
-                for e in Self::ALL.iter().flat_map(|c| c.endpoints()) {
-                    if !all.contains(e) {
-                        all.push(*e);
-                    }
-                }
-                all
-            }
+    fn same_settings(&self, other: &Collector) -> bool {
+        // Another area: never the same, so a collector is restarted rather than kept wrongly.
+        A::get(other).is_some_and(|other| self.settings == other.settings)
+    }
 
-            /// The upstream operations one run makes per target.
-            pub fn endpoints(self) -> &'static [Endpoint] {
-                match self {
-                    $(CollectorName::$Area => <$module::$Area as Area>::ENDPOINTS,)+
-                }
-            }
+    fn retain(&self, keep: &dyn Fn(&Target) -> bool) -> Collector {
+        let mut c = self.clone();
+        c.targets.retain(|t| keep(&A::of(t.clone())));
+        A::of(Arc::new(c))
+    }
 
-            /// Which targets beyond the configured ones the area polls.
-            pub fn extra(self) -> Extra {
-                match self {
-                    $(CollectorName::$Area => <$module::$Area as Area>::EXTRA,)+
-                }
-            }
+    fn read(
+        &self,
+        target: &Target,
+        bodies: &[&[u8]],
+        now: Timestamp,
+    ) -> Result<(TargetData, Vec<ParseProblem>), UpstreamError> {
+        let Some(target) = A::get(target) else {
+            return Err(UpstreamError::new(
+                FailureReason::ClientError,
+                "a target of another area",
+            ));
+        };
+        (A::READ)(&self.settings, target, bodies, now).map(|(d, p)| (A::of(d), p))
+    }
+}
 
-            /// What the area's data reveals for discovery.
-            pub fn reveals(self) -> Extra {
-                match self {
-                    $(CollectorName::$Area => <$module::$Area as Area>::REVEALS,)+
-                }
-            }
+impl CollectorName {
+    /// The config key and the `collector` label value.
+    pub fn as_str(self) -> &'static str {
+        self.area().key()
+    }
 
-            /// Whether the area's targets are Delivery accounts, which `/probe` may add to.
-            pub fn polls_accounts(self) -> bool {
-                self.extra() == Extra::Accounts
-            }
-
-            /// The area's series of `items`: every tenant's targets of the area with their
-            /// current data.
-            pub fn encode<'a>(
-                self,
-                enc: &mut DescriptorEncoder,
-                interval: Duration,
-                items: impl Iterator<Item = (&'a TenantName, &'a Target, &'a TargetData)>,
-            ) -> fmt::Result {
-                match self {
-                    $(CollectorName::$Area => {
-                        (<$module::$Area as Area>::ENCODE)(enc, interval, &items_of(items, |t, d| match (t, d) {
-                            (Target::$Area(t), TargetData::$Area(d)) => Some((t, d)),
-                            #[allow(unreachable_patterns)]
-                            _ => None,
-                        }))
-                    })+
-                }
-            }
-
-            /// The area's families written as text, after the others.
-            pub fn encode_text<'a>(
-                self,
-                items: impl Iterator<Item = (&'a TenantName, &'a Target, &'a TargetData)>,
-                out: &mut dyn fmt::Write,
-            ) -> fmt::Result {
-                match self {
-                    $(CollectorName::$Area if <$module::$Area as Area>::TEXT => {
-                        <$module::$Area as Area>::encode_text(&items_of(items, |t, d| match (t, d) {
-                            (Target::$Area(t), TargetData::$Area(d)) => Some((t, d)),
-                            #[allow(unreachable_patterns)]
-                            _ => None,
-                        }), out)
-                    })+
-                    _ => Ok(()),
-                }
+    /// Every endpoint of every area, in the order of the list, each once.
+    pub fn every_endpoint() -> Vec<Endpoint> {
+        let mut all: Vec<Endpoint> = Vec::new();
+        for e in Self::ALL.iter().flat_map(|c| c.endpoints()) {
+            if !all.contains(e) {
+                all.push(*e);
             }
         }
+        all
+    }
 
-        impl fmt::Display for CollectorName {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
+    /// The upstream operations one run makes per target.
+    pub fn endpoints(self) -> &'static [Endpoint] {
+        self.area().endpoints()
+    }
+
+    /// Which targets beyond the configured ones the area polls.
+    pub fn extra(self) -> Extra {
+        self.area().extra()
+    }
+
+    /// What the area's data reveals for discovery.
+    pub fn reveals(self) -> Extra {
+        self.area().reveals()
+    }
+
+    /// Whether the area's targets are Delivery accounts, which `/probe` may add to.
+    pub fn polls_accounts(self) -> bool {
+        self.extra() == Extra::Accounts
+    }
+
+    /// The area's series of `items`: every tenant's targets of the area with their current
+    /// data.
+    pub fn encode<'a>(
+        self,
+        enc: &mut DescriptorEncoder,
+        interval: Duration,
+        mut items: impl Iterator<Item = Entry<'a>>,
+    ) -> fmt::Result {
+        self.area().encode(enc, interval, &mut items)
+    }
+
+    /// The area's families written as text, after the others.
+    pub fn encode_text<'a>(
+        self,
+        mut items: impl Iterator<Item = Entry<'a>>,
+        out: &mut dyn fmt::Write,
+    ) -> fmt::Result {
+        self.area().encode_text(&mut items, out)
+    }
+}
+
+impl fmt::Display for CollectorName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl EncodeLabelValue for CollectorName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> fmt::Result {
+        fmt::Write::write_str(encoder, self.as_str())
+    }
+}
+
+impl Target {
+    /// The Delivery account id of an account target, which `/probe` may register.
+    pub fn account_id(&self) -> Option<i32> {
+        self.name().area().account_id(self)
+    }
+
+    /// What the target is about.
+    pub fn refers_to(&self) -> Refers<'_> {
+        self.name().area().refers_to(self)
+    }
+
+    /// What `--shard` hashes (with the tenant): the account id of every target about an
+    /// account, so an account goes to the same replica in every collector; else the `target`
+    /// label value.
+    pub fn shard_key(&self) -> String {
+        match self.refers_to() {
+            Refers::Account(id) => id.to_string(),
+            _ => self.to_string(),
         }
+    }
 
-        impl prometheus_client::encoding::EncodeLabelValue for CollectorName {
-            fn encode(
-                &self,
-                encoder: &mut prometheus_client::encoding::LabelValueEncoder,
-            ) -> fmt::Result {
-                fmt::Write::write_str(encoder, self.as_str())
-            }
+    /// The target of account `id` in the area `name`, when it polls accounts.
+    pub fn of_account(name: CollectorName, id: i32) -> Option<Target> {
+        name.area().of_account(id)
+    }
+
+    /// The target of sending domain `domain` in the area `name`, when it polls domains.
+    pub fn of_domain(name: CollectorName, domain: String) -> Option<Target> {
+        name.area().of_domain(domain)
+    }
+}
+
+impl fmt::Display for Target {
+    /// The value of the `target` label, and the name of the target's circuit.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.name().area().fmt_target(self, f)
+    }
+}
+
+impl TargetData {
+    /// This run's data with what carries over from the run before.
+    pub fn carry(mut self, previous: Option<&TargetData>, now: Timestamp) -> TargetData {
+        self.name().area().carry(&mut self, previous, now);
+        self
+    }
+
+    /// What the data reveals for discovery.
+    pub fn reveals(&self) -> Revealed<'_> {
+        self.name().area().revealed(self)
+    }
+}
+
+impl Collector {
+    /// The upstream endpoints this collector calls (for zero-initialised counters and for the
+    /// circuits a reload keeps).
+    pub fn endpoints(&self) -> &'static [Endpoint] {
+        self.name().endpoints()
+    }
+
+    pub fn schedule(&self) -> Schedule {
+        self.configured().schedule()
+    }
+
+    /// Every configured target, in configured order.
+    pub fn targets(&self) -> Vec<Target> {
+        self.configured().targets()
+    }
+
+    /// The fetch of `target` with this collector's settings: any target of its area (a
+    /// configured one, or one `/probe` or discovery added); `None` for another area.
+    pub fn job(&self, target: &Target) -> Option<run::Job> {
+        self.configured().job(target)
+    }
+
+    /// Whether this collector fetches each target exactly as `other` would: the same area with
+    /// the same settings (schedules and target lists are not compared).
+    pub fn same_settings(&self, other: &Collector) -> bool {
+        self.configured().same_settings(other)
+    }
+
+    /// This collector with only the targets `keep` keeps.
+    pub fn retain(&self, keep: impl Fn(&Target) -> bool) -> Collector {
+        self.configured().retain(&keep)
+    }
+
+    /// Reads one run's answers for `target` as a fetch at `now` would: one body per endpoint.
+    /// The seam of the golden, property and fuzz tests.
+    pub fn read(
+        &self,
+        target: &Target,
+        bodies: &[&[u8]],
+        now: Timestamp,
+    ) -> Result<(TargetData, Vec<ParseProblem>), UpstreamError> {
+        self.configured().read(target, bodies, now)
+    }
+}
+
+impl RawCollectors {
+    /// The first block that lists targets, as `<area>.<list key>`.
+    pub fn first_list(&self) -> Option<String> {
+        CollectorName::ALL
+            .iter()
+            .find_map(|name| name.area().first_list(self))
+    }
+
+    /// Switches collector `name` on (with a block of defaults when the config has none) or
+    /// off, over what the config says.
+    pub fn switch(&mut self, name: CollectorName, on: bool) -> Result<(), ConfigError> {
+        name.area().switch(self, on)
+    }
+
+    /// Every enabled collector, validated, in the order of the list of areas; with `required`,
+    /// each must list targets.
+    pub fn validate(mut self, required: bool) -> Result<Vec<Collector>, ConfigError> {
+        let mut out = Vec::new();
+        for name in CollectorName::ALL {
+            out.extend(name.area().validate(&mut self, required)?);
         }
+        Ok(out)
+    }
+}
 
-        /// One thing a collector fetches on each run, as the snapshot knows it.
-        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-        pub enum Target {
-            $($Area(<$module::$Area as Area>::Target),)+
+impl RawTenantCollectors {
+    /// Forgets the tenant's targets of collector `name` (switched off by a flag).
+    pub fn forget(&mut self, name: CollectorName) {
+        name.area().forget(self);
+    }
+
+    /// Gives the collectors of `collectors` the target lists of the tenant at `at`.
+    pub fn apply(mut self, collectors: &mut [Collector], at: &str) -> Result<(), ConfigError> {
+        for name in CollectorName::ALL {
+            name.area().apply(&mut self, collectors, at)?;
         }
-
-        impl Target {
-            /// The area the target belongs to.
-            pub fn name(&self) -> CollectorName {
-                match self {
-                    $(Target::$Area(_) => CollectorName::$Area,)+
-                }
-            }
-
-            /// The Delivery account id of an account target, which `/probe` may register.
-            pub fn account_id(&self) -> Option<i32> {
-                match self {
-                    $(Target::$Area(t) => t.account(),)+
-                }
-            }
-
-            /// What the target is about.
-            pub fn refers_to(&self) -> Refers<'_> {
-                match self {
-                    $(Target::$Area(t) => t.refers_to(),)+
-                }
-            }
-
-            /// What `--shard` hashes (with the tenant): the account id of every target about an
-            /// account, so an account goes to the same replica in every collector; else the
-            /// `target` label value.
-            pub fn shard_key(&self) -> String {
-                match self.refers_to() {
-                    Refers::Account(id) => id.to_string(),
-                    _ => self.to_string(),
-                }
-            }
-
-            /// The target of account `id` in the area `name`, when it polls accounts.
-            pub fn of_account(name: CollectorName, id: i32) -> Option<Target> {
-                match name {
-                    $(CollectorName::$Area => <<$module::$Area as Area>::Target as TargetKind>::of_account(id).map(Target::$Area),)+
-                }
-            }
-
-            /// The target of sending domain `domain` in the area `name`, when it polls domains.
-            pub fn of_domain(name: CollectorName, domain: String) -> Option<Target> {
-                match name {
-                    $(CollectorName::$Area => <<$module::$Area as Area>::Target as TargetKind>::of_domain(domain).map(Target::$Area),)+
-                }
-            }
-        }
-
-        impl fmt::Display for Target {
-            /// The value of the `target` label, and the name of the target's circuit.
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                match self {
-                    $(Target::$Area(t) => fmt::Display::fmt(t, f),)+
-                }
-            }
-        }
-
-        /// What one target's successful collection produced.
-        #[derive(Clone, Debug, PartialEq)]
-        pub enum TargetData {
-            $($Area(<$module::$Area as Area>::Data),)+
-        }
-
-        impl TargetData {
-            /// This run's data with what carries over from the run before.
-            pub fn carry(mut self, previous: Option<&TargetData>, now: Timestamp) -> TargetData {
-                match &mut self {
-                    $(TargetData::$Area(d) => {
-                        let before = match previous {
-                            Some(TargetData::$Area(p)) => Some(p),
-                            #[allow(unreachable_patterns)]
-                            _ => None,
-                        };
-                        <$module::$Area as Area>::carry(d, before, now);
-                    })+
-                }
-                self
-            }
-
-            /// What the data reveals for discovery.
-            pub fn reveals(&self) -> Revealed<'_> {
-                match self {
-                    $(TargetData::$Area(d) => <$module::$Area as Area>::reveals(d),)+
-                }
-            }
-        }
-
-        /// A configured collector: one variant per area, each with that area's validated
-        /// schedule, settings and targets.
-        #[derive(Clone, Debug)]
-        pub enum Collector {
-            $($Area(Arc<Configured<$module::$Area>>),)+
-        }
-
-        impl Collector {
-            pub fn name(&self) -> CollectorName {
-                match self {
-                    $(Collector::$Area(_) => CollectorName::$Area,)+
-                }
-            }
-
-            /// The upstream endpoints this collector calls (for zero-initialised counters and
-            /// for the circuits a reload keeps).
-            pub fn endpoints(&self) -> &'static [Endpoint] {
-                self.name().endpoints()
-            }
-
-            pub fn schedule(&self) -> Schedule {
-                match self {
-                    $(Collector::$Area(c) => c.schedule,)+
-                }
-            }
-
-            /// Every configured target, in configured order.
-            pub fn targets(&self) -> Vec<Target> {
-                match self {
-                    $(Collector::$Area(c) => c.targets.iter().cloned().map(Target::$Area).collect(),)+
-                }
-            }
-
-            /// The fetch of `target` with this collector's settings: any target of its area (a
-            /// configured one, or one `/probe` or discovery added); `None` for another area.
-            pub fn job(&self, target: &Target) -> Option<run::Job> {
-                match (self, target) {
-                    $((Collector::$Area(c), Target::$Area(t)) => {
-                        let (settings, t) = (Arc::clone(&c.settings), t.clone());
-                        Some(run::Job::new(
-                            target.clone(),
-                            move |ctx| <$module::$Area as Area>::collect(ctx, Arc::clone(&settings), t.clone()),
-                            TargetData::$Area,
-                        ))
-                    })+
-                    #[allow(unreachable_patterns)]
-                    _ => None,
-                }
-            }
-
-            /// Whether this collector fetches each target exactly as `other` would: the same
-            /// area with the same settings (schedules and target lists are not compared).
-            pub fn same_settings(&self, other: &Collector) -> bool {
-                match (self, other) {
-                    $((Collector::$Area(a), Collector::$Area(b)) => a.settings == b.settings,)+
-                    // Another area: never the same, so a collector is restarted rather than
-                    // kept wrongly.
-                    #[allow(unreachable_patterns)]
-                    _ => false,
-                }
-            }
-
-            /// This collector with only the targets `keep` keeps.
-            pub fn retain(&self, keep: impl Fn(&Target) -> bool) -> Collector {
-                match self {
-                    $(Collector::$Area(c) => {
-                        let mut c = (**c).clone();
-                        c.targets.retain(|t| keep(&Target::$Area(t.clone())));
-                        Collector::$Area(Arc::new(c))
-                    })+
-                }
-            }
-
-            /// Reads one run's answers for `target` as a fetch at `now` would: one body per
-            /// endpoint. The seam of the golden, property and fuzz tests.
-            pub fn read(
-                &self,
-                target: &Target,
-                bodies: &[&[u8]],
-                now: Timestamp,
-            ) -> Result<(TargetData, Vec<ParseProblem>), UpstreamError> {
-                match (self, target) {
-                    $((Collector::$Area(c), Target::$Area(t)) => {
-                        (<$module::$Area as Area>::READ)(&c.settings, t, bodies, now)
-                            .map(|(d, p)| (TargetData::$Area(d), p))
-                    })+
-                    #[allow(unreachable_patterns)]
-                    _ => Err(UpstreamError::new(
-                        crate::upstream::error::FailureReason::ClientError,
-                        "a target of another area",
-                    )),
-                }
-            }
-        }
-
-        /// The `collectors:` block as written: one key per area.
-        #[derive(Debug, Default, serde::Deserialize)]
-        #[serde(deny_unknown_fields)]
-        pub struct RawCollectors {
-            $(
-                #[serde(default)]
-                pub $module: Option<<$module::$Area as Area>::Raw>,
-            )+
-        }
-
-        /// A tenant's `collectors:` block: its own target list per area.
-        #[derive(Debug, Default, serde::Deserialize)]
-        #[serde(deny_unknown_fields)]
-        pub struct RawTenantCollectors {
-            $(
-                #[serde(default)]
-                pub $module: Option<<$module::$Area as Area>::RawList>,
-            )+
-        }
-
-        impl RawCollectors {
-            /// The first block that lists targets, as `<area>.<list key>`.
-            pub fn first_list(&self) -> Option<String> {
-                $(
-                    if self.$module.as_ref().is_some_and(<$module::$Area as Area>::listed) {
-                        return Some(format!(
-                            "{}.{}",
-                            stringify!($module),
-                            <$module::$Area as Area>::LIST
-                        ));
-                    }
-                )+
-                None
-            }
-
-            /// Switches collector `name` on (with a block of defaults when the config has
-            /// none) or off, over what the config says.
-            pub fn switch(&mut self, name: CollectorName, on: bool) -> Result<(), ConfigError> {
-                $(
-                    if name == CollectorName::$Area {
-                        match (&mut self.$module, on) {
-                            (Some(block), _) => block.set_enabled(on),
-                            (None, true) => {
-                                let empty = serde_yaml_ng::Value::Mapping(Default::default());
-                                let mut block: <$module::$Area as Area>::Raw =
-                                    serde_yaml_ng::from_value(empty).map_err(|e| {
-                                        crate::config::invalid(format!("--collector.{}", stringify!($module)), e.to_string())
-                                    })?;
-                                block.set_enabled(true);
-                                self.$module = Some(block);
-                            }
-                            (None, false) => {}
-                        }
-                    }
-                )+
-                Ok(())
-            }
-
-            /// Every enabled collector, validated, in the order of the list of areas; with
-            /// `required`, each must list targets.
-            pub fn validate(self, required: bool) -> Result<Vec<Collector>, ConfigError> {
-                let mut out = Vec::new();
-                $(
-                    if let Some(raw) = self.$module {
-                        if let Some(c) = registry::configure::<$module::$Area>(raw, stringify!($module), required)? {
-                            out.push(Collector::$Area(Arc::new(c)));
-                        }
-                    }
-                )+
-                Ok(out)
-            }
-        }
-
-        impl RawTenantCollectors {
-            /// Forgets the tenant's targets of collector `name` (switched off by a flag).
-            pub fn forget(&mut self, name: CollectorName) {
-                $(
-                    if name == CollectorName::$Area {
-                        self.$module = None;
-                    }
-                )+
-            }
-
-            /// Gives the collectors of `collectors` the target lists of the tenant at `at`.
-            pub fn apply(self, collectors: &mut [Collector], at: &str) -> Result<(), ConfigError> {
-                $(
-                    if let Some(list) = self.$module {
-                        let field = format!("{at}.collectors.{}", stringify!($module));
-                        let configured = collectors
-                            .iter_mut()
-                            .find_map(|c| match c {
-                                Collector::$Area(c) => Some(c),
-                                #[allow(unreachable_patterns)]
-                                _ => None,
-                            })
-                            .ok_or_else(|| registry::not_enabled(&field, stringify!($module)))?;
-                        let targets = <$module::$Area as Area>::tenant_targets(list, &field)?;
-                        Arc::make_mut(configured).targets = targets;
-                    }
-                )+
-                Ok(())
-            }
-        }
-
-        /// The items of one area out of every area's, each with its tenant and `target` label.
-        fn items_of<'a, T: fmt::Display, D>(
-            items: impl Iterator<Item = (&'a TenantName, &'a Target, &'a TargetData)>,
-            pick: impl Fn(&'a Target, &'a TargetData) -> Option<(&'a T, &'a D)>,
-        ) -> Vec<(Owner, &'a T, &'a D)> {
-            items
-                .filter_map(|(tenant, t, d)| {
-                    let (t, d) = pick(t, d)?;
-                    let owner = Owner {
-                        tenant: TenantLabel(tenant.clone()),
-                        id: Value::from(t.to_string()),
-                    };
-                    Some((owner, t, d))
-                })
-                .collect()
-        }
-    };
+        Ok(())
+    }
 }

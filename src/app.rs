@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::ApiConfig;
 use crate::config_file::Config;
 use crate::descriptors;
-use crate::engine::collector::{Clock, CollectorSpec, Context};
 use crate::engine::poll_set::PollSets;
 use crate::engine::poller::{Poller, Work};
+use crate::engine::spec::{Clock, CollectorSpec, Context};
 use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
 use crate::tenant::TenantName;
@@ -343,7 +343,7 @@ impl App {
         poller.reconfigure(work.clone()).await;
         // Its collectors have stopped: no call of a tenant no longer configured is left to put
         // its series back.
-        let every_endpoint = crate::area::CollectorName::every_endpoint();
+        let every_endpoint = crate::collectors::CollectorName::every_endpoint();
         for name in self.tenants.keys() {
             if !tenants.contains_key(name) {
                 telemetry.remove_tenant(name, &every_endpoint);

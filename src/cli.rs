@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use crate::area::CollectorName;
+use crate::collectors::CollectorName;
 use crate::config::TargetFailureLog;
 use crate::config_file::CollectorSwitches;
 

@@ -9,8 +9,8 @@
 //! | 1 primitives | `config`, `descriptors`, `files`, `redact`, `shard`, `shutdown`, `tenant` | field parsers and settings, bounds, the descriptor plan, file reading, redaction, sharding, shutdown, tenant names |
 //! | 2 upstream | `upstream` | the provider's client: transport, pacer, circuit breakers, retries, errors |
 //! | 3 series | `metrics::classic`, `metrics::family`, `metrics::format`, `metrics::labels` | how a series is named, labelled and written |
-//! | 4 areas | `area` | one folder per API area: its config block, its calls, its model, its series |
-//! | 5 config file | `config_file` | the whole file, with the areas' blocks and the tenants |
+//! | 4 collectors | `collectors` | one folder per collector: its config block, its calls, its model, its series |
+//! | 5 config file | `config_file` | the whole file, with the collectors' blocks and the tenants |
 //! | 6 engine | `engine`, `metrics` | polling the provider on its schedule, the snapshot of what is known, its rendering and publication |
 //! | 7 web | `web` | serving: `/metrics`, `/probe`, `/sd`, the landing page, TLS and auth |
 //! | 8 assembly | `app`, `cli`, `demo`, `lib`, `logging` | the flags, the logs and the process put together |
@@ -19,8 +19,8 @@
 //! tests and the benchmarks.
 
 pub mod app;
-pub mod area;
 pub mod cli;
+pub mod collectors;
 pub mod config;
 pub mod config_file;
 pub mod demo;

@@ -1,16 +1,16 @@
 //! Golden files: an upstream body in, the exact exposition out. Each case is a pair
-//! `tests/fixtures/golden/<collector>/<case>.json` and `.prom`; parse problems are listed after
-//! the exposition as `# parse problem:` comments. `UPDATE_GOLDEN=1 cargo test golden` rewrites
-//! the `.prom` files; review the diff before committing it. Bodies go through the one seam
-//! ([`mailhost_exporter::engine::replay`]): read as the area's fetch reads them (the client's bounded
-//! decoder, with each call's field set), applied to a snapshot and rendered.
+//! `tests/fixtures/golden/<collector>/<case>.json` and `.prom`; parse problems are listed after the
+//! exposition as `# parse problem:` comments. `UPDATE_GOLDEN=1 cargo test golden` rewrites the
+//! `.prom` files; review the diff before committing it. Bodies go through the one seam
+//! ([`mailhost_exporter::engine::replay`]): read as the collector's fetch reads them (the client's
+//! bounded decoder, with each call's field set), applied to a snapshot and rendered.
 
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 use mailhost_exporter::config_file::Config;
-use mailhost_exporter::engine::collector::CollectorSpec;
 use mailhost_exporter::engine::replay::Replay;
+use mailhost_exporter::engine::spec::CollectorSpec;
 
 /// The fixed moment every golden run happens at: 2026-11-22T08:00:00Z.
 const NOW: i64 = 1_795_334_400;

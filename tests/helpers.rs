@@ -271,11 +271,11 @@ pub const ONLY_WHILE_FAILING: &[&str] = &[
     "mailhost_api_endpoint_next_probe_timestamp_seconds",
 ];
 
-/// Every check that needs an outside tool, by tool, with how to install it. When a tool is
-/// missing the skip report names these checks; [`tool`] refuses a caller that is not listed
-/// here, and `process::every_check_in_the_skip_report_exists_and_the_end_to_end_tier_holds_exactly_them`
-/// refuses a name that is no test or a test outside the end-to-end tier,
-/// so the list cannot drift from the tests.
+/// Every check that needs an outside tool, by tool, with how to install it. When a tool is missing
+/// the skip report names these checks; [`tool`] refuses a caller that is not listed here, and
+/// `process::every_check_in_the_skip_report_exists_and_the_end_to_end_tier_holds_exactly_them`
+/// refuses a name that is no test or a test outside the end-to-end tier, so the list cannot drift
+/// from the tests.
 pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
     (
         "promtool",
@@ -283,7 +283,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         &[
             "process::the_readme_promtool_commands_succeed",
             "promtool::promtool_finds_nothing_to_complain_about_in_metrics",
-            "properties::all_areas::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies",
+            "properties::all_collectors::promtool_accepts_the_exposition_of_hundreds_of_generated_bodies",
             "rules::promtool_accepts_the_shipped_prometheus_config",
             "rules::promtool_lints_every_rules_file_without_a_finding",
             "rules::promtool_rule_unit_tests_pass",
@@ -492,8 +492,9 @@ pub fn skip_report(tool: &str, install: &str, checks: &[&str]) -> String {
     )
 }
 
-/// Finds a tool on PATH, then in [`local_tools`]. Absent, the check calling it passes without checking, and the skip
-/// report for that tool is written once per test run; in CI (`CI=true`) it panics instead.
+/// Finds a tool on PATH, then in [`local_tools`]. Absent, the check calling it passes without
+/// checking, and the skip report for that tool is written once per test run; in CI (`CI=true`) it
+/// panics instead.
 pub fn tool(name: &'static str, install: &str) -> Option<&'static str> {
     // kubectl and helm have no --version flag.
     let version_args: &[&str] = match name {
@@ -694,8 +695,9 @@ impl Drop for Running {
     }
 }
 
-/// Panics in the exporter's or the simulator's own code (`src/`, `crates/*/src/`) since the test process started;
-/// the test's own assertions are not counted. In-process exporters check it when dropped.
+/// Panics in the exporter's or the simulator's own code (`src/`, `crates/*/src/`) since the test
+/// process started; the test's own assertions are not counted. In-process exporters check it when
+/// dropped.
 pub fn panics_in_src() -> usize {
     static WATCH: std::sync::OnceLock<Arc<std::sync::atomic::AtomicUsize>> =
         std::sync::OnceLock::new();
@@ -745,7 +747,7 @@ pub async fn exporter_on_sim_clock(sim: &Simulator, yaml_collectors: &str, url: 
             telemetry_path: "/metrics".to_owned(),
             ..WebOptions::default()
         },
-        mailhost_exporter::engine::collector::Clock::from_fn(move || clock.now()),
+        mailhost_exporter::engine::spec::Clock::from_fn(move || clock.now()),
     )
     .await
     .unwrap();

@@ -397,8 +397,9 @@ fn the_readme_layout_names_every_file_of_the_exporter_a_newcomer_meets() {
     let missing: Vec<&String> = files
         .values()
         .filter(|f| {
-            // An area's own files are described once for all areas; `mod.rs` by its folder.
-            let in_area = f.starts_with("area/") && f.matches('/').count() >= 2;
+            // A collector's own files are described once for all collectors; `mod.rs` by its
+            // folder.
+            let in_collector = f.starts_with("collectors/") && f.matches('/').count() >= 2;
             let name = f.rsplit('/').next().unwrap();
             // Named by its file name, or by a tail of its path (`model/names.rs`).
             let named = f
@@ -409,7 +410,7 @@ fn the_readme_layout_names_every_file_of_the_exporter_a_newcomer_meets() {
                     layout.contains(&format!("`{tail}`"))
                         || layout.contains(&format!("`src/{tail}`"))
                 });
-            !in_area && name != "mod.rs" && !named
+            !in_collector && name != "mod.rs" && !named
         })
         .collect();
     assert!(

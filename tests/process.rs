@@ -525,7 +525,7 @@ fn every_check_in_the_skip_report_exists_and_the_end_to_end_tier_holds_exactly_t
     needing.sort_unstable();
     needing.dedup();
     for check in &needing {
-        // A test of a nested module (`properties::all_areas::...`) is in its folder.
+        // A test of a nested module (`properties::all_collectors::...`) is in its folder.
         let (module, name) = check.rsplit_once("::").unwrap();
         let source =
             std::fs::read_to_string(format!("tests/{}.rs", module.replace("::", "/"))).unwrap();

@@ -1,4 +1,4 @@
-//! Integration tests: each area in its own module, sharing helpers that start the
+//! Integration tests: each collector in its own module, sharing helpers that start the
 //! simulator and the exporter on loopback port 0.
 
 // Shared setup: simulator, exporter (in process or as a child), scraping helpers.
@@ -109,7 +109,8 @@ mod probe;
 // Discovery: top accounts and sending domains join the poll set within allow, deny and caps.
 mod discovery;
 
-// Exact daily counters: increase() over a daylight-saving day on a real Prometheus matches the simulator.
+// Exact daily counters: increase() over a daylight-saving day on a real Prometheus matches the
+// simulator.
 mod daily_counters;
 
 // Scaling out: a vmagent cluster and sharded Prometheus agents probe two replicas and

@@ -1,23 +1,23 @@
 //! Fuzz target: any bytes that are JSON go, through the one seam of the tests
-//! (`mailhost_exporter::engine::replay`), into every area's reading of its answers (the client's bounded
-//! decoder and the lenient readers: the bytes as they are, wrapped in the envelope, as a
-//! migration's aggregate, and the golden files' two daily answers) and the real snapshot ->
-//! metrics -> exposition path; nothing may panic and both formats must be well-formed, finite
-//! and free of duplicates.
+//! (`mailhost_exporter::engine::replay`), into every collector's reading of its answers (the
+//! client's bounded decoder and the lenient readers: the bytes as they are, wrapped in the
+//! envelope, as a migration's aggregate, and the golden files' two daily answers) and the real
+//! snapshot -> metrics -> exposition path; nothing may panic and both formats must be well-formed,
+//! finite and free of duplicates.
 
 #![no_main]
 
 use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
-use mailhost_exporter::engine::collector::{CollectorSpec, Target};
+use mailhost_exporter::engine::spec::{CollectorSpec, Target};
 use mailhost_exporter::config_file::Config;
 use mailhost_exporter::metrics::labels::MAX_LABEL_VALUE_LEN;
 use mailhost_exporter::metrics::{EOF, Format};
 use mailhost_exporter::engine::replay::Replay;
 use serde_json::{Value, json};
 
-/// Targets enough for every reading of the body in each area.
+/// Targets enough for every reading of the body in each collector.
 const CONFIG: &str = "api:
   base_url: http://127.0.0.1:1
 collectors:
@@ -55,7 +55,7 @@ fn readings(bytes: &[u8], body: &Value) -> [Vec<u8>; 3] {
 }
 
 /// Each target of `spec` answered with one reading of the body (the next target, the next
-/// reading); a target of a two-endpoint area past the readings gets the golden files' two
+/// reading); a target of a two-endpoint collector past the readings gets the golden files' two
 /// answers when the body holds them.
 fn answers(spec: &CollectorSpec, bytes: &[u8], body: &Value) -> Vec<(Target, Vec<Vec<u8>>)> {
     let readings = readings(bytes, body);

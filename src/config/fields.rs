@@ -1,4 +1,4 @@
-//! Validation of the values areas' blocks share: account ids, codes, durations within bounds,
+//! Validation of the values collectors' blocks share: account ids, codes, durations within bounds,
 //! time zones and date formats. Each message names the field and the fix.
 
 use std::collections::HashSet;
@@ -9,7 +9,7 @@ use super::error::{ConfigError, invalid};
 use super::{defaults, limits};
 use crate::redact::quote;
 
-/// How a mail-tracing area names a day: the time zone of its "today" and how dates are written
+/// How a mail-tracing collector names a day: the time zone of its "today" and how dates are written
 /// in its requests.
 #[derive(Debug, Clone)]
 pub struct Day {

@@ -1,8 +1,8 @@
-//! The config's primitives, below the areas: the field parsers and errors every area's block
-//! uses (`fields`, `error`, `schedule`, `date_format`), the defaults and bounds, the API and
-//! HTTP client settings the upstream client runs with, and the validation of the blocks no area
-//! shapes. The whole file, with the areas' `collectors:` blocks, is read above the areas, in
-//! `crate::config_file`.
+//! The config's primitives, below the collectors: the field parsers and errors every collector's
+//! block uses (`fields`, `error`, `schedule`, `date_format`), the defaults and bounds, the API and
+//! HTTP client settings the upstream client runs with, and the validation of the blocks no
+//! collector shapes. The whole file, with their `collectors:` blocks, is read above the collectors,
+//! in `crate::config_file`.
 
 pub mod date_format;
 pub mod defaults;

@@ -1,5 +1,5 @@
-//! When a collector runs: the schedule keys every `collectors.<area>` block shares
-//! (`enabled`, `interval`, `deadline`, `max_age`), written once here and added to each area's
+//! When a collector runs: the schedule keys every `collectors.<collector>` block shares
+//! (`enabled`, `interval`, `deadline`, `max_age`), written once here and added to each collector's
 //! block by [`collector_block!`], and their validation.
 
 use std::time::Duration;
@@ -18,7 +18,7 @@ pub struct Schedule {
     pub max_age: Duration,
 }
 
-/// The schedule keys of a `collectors.<area>` block as written.
+/// The schedule keys of a `collectors.<collector>` block as written.
 #[derive(Debug, Clone, Copy)]
 pub struct RawSchedule {
     pub enabled: bool,
@@ -27,7 +27,7 @@ pub struct RawSchedule {
     pub max_age: Option<Duration>,
 }
 
-/// A `collectors.<area>` block as written: the shared schedule keys, then the area's own.
+/// A `collectors.<collector>` block as written: the shared schedule keys, then the collector's own.
 pub trait CollectorBlock {
     fn schedule_keys(&self) -> RawSchedule;
     /// Switches the block on or off over its `enabled` (`--collector.NAME`,
@@ -36,7 +36,7 @@ pub trait CollectorBlock {
 }
 
 /// A target list as the config writes it: its key and its items (account ids, codes,
-/// `{domain, mailbox}` pairs), in a `collectors.<area>` block or a tenant's.
+/// `{domain, mailbox}` pairs), in a `collectors.<collector>` block or a tenant's.
 pub trait Listing {
     /// One target as written.
     type Item: std::fmt::Debug;
@@ -45,8 +45,8 @@ pub trait Listing {
     fn items(&self) -> &[Self::Item];
 }
 
-/// What every target's fetch of an area uses, read from its `collectors.<area>` block `B` at
-/// `field`. An area without settings has `()`, which reads nothing.
+/// What every target's fetch of a collector uses, read from its `collectors.<collector>` block `B`
+/// at `field`. A collector without settings has `()`, which reads nothing.
 pub trait FromBlock<B>: Sized {
     fn from_block(raw: &B, field: &str) -> Result<Self, ConfigError>;
 }
@@ -57,12 +57,12 @@ impl<B> FromBlock<B> for () {
     }
 }
 
-/// Declares an area's `collectors.<area>` block: the schedule keys every block has (in this
-/// order, which messages about unknown keys list), then the fields given, then the target list
-/// (`list KEY: ITEM`); and the tenant's block of the area (`tenant NAME`), which holds the list
-/// alone. Strict: serde cannot `flatten` a shared struct into one that denies unknown keys, and
-/// unknown keys must be refused. A block whose fields begin with `day;` has the keys of the
-/// day it asks about first (`timezone`, `date_format`; read with
+/// Declares a collector's `collectors.<collector>` block: the schedule keys every block has (in
+/// this order, which messages about unknown keys list), then the fields given, then the target list
+/// (`list KEY: ITEM`); and the tenant's block of the collector (`tenant NAME`), which holds the
+/// list alone. Strict: serde cannot `flatten` a shared struct into one that denies unknown keys,
+/// and unknown keys must be refused. A block whose fields begin with `day;` has the keys of the day
+/// it asks about first (`timezone`, `date_format`; read with
 /// [`crate::config::fields::Day::from_keys`]).
 macro_rules! collector_block {
     (

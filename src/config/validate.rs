@@ -328,7 +328,7 @@ pub(crate) fn rate_limit(field: &str, raw: Option<f64>) -> Result<Option<f64>, C
 }
 
 /// Ceilings per endpoint: each a [`rate_limit`], keyed by an endpoint's name (checked against
-/// the areas' endpoints where the whole config is assembled), at most
+/// the collectors' endpoints where the whole config is assembled), at most
 /// [`limits::MAX_ENDPOINT_RATE_LIMITS`] of them.
 pub(crate) fn endpoint_rate_limits(
     field: &str,

@@ -1,7 +1,7 @@
-//! The config file, whole: read, parsed and validated into the [`Config`] the exporter runs
-//! with. Above the areas, since its `collectors:` blocks are theirs (the [`crate::area`] list);
-//! the blocks no area shapes and the field parsers are [`crate::config`]'s. Every message names
-//! the field and the fix.
+//! The config file, whole: read, parsed and validated into the [`Config`] the exporter runs with.
+//! Above the collectors, since its `collectors:` blocks are theirs (the [`crate::collectors`]
+//! list); the blocks no collector shapes and the field parsers are [`crate::config`]'s. Every
+//! message names the field and the fix.
 
 mod raw;
 mod tenants;
@@ -11,7 +11,7 @@ use std::path::Path;
 
 use secrecy::SecretString;
 
-use crate::area::{Collector, CollectorName, RawCollectors};
+use crate::collectors::{Collector, CollectorName, RawCollectors};
 use crate::config::validate::{api_settings, check_flow_depth, read_at_most, validate_api};
 use crate::config::{
     ApiConfig, ConfigError, DiscoveryConfig, EMPTY_CONFIG, ProbeConfig, TOKEN_ENV,
@@ -20,7 +20,7 @@ use crate::config::{
 use crate::tenant::TenantName;
 use raw::RawConfig;
 
-/// The enabled collectors of a config or a tenant, in the order of the list of areas.
+/// The enabled collectors of a config or a tenant, in the order of the list of collectors.
 pub type CollectorsConfig = Vec<Collector>;
 
 /// The validated configuration the exporter runs with.
@@ -298,7 +298,7 @@ mod tests {
         let d = &c.collectors[0];
         assert_eq!(
             d.targets(),
-            [1001, 1002].map(crate::area::Target::DeliveryAccount)
+            [1001, 1002].map(crate::collectors::Target::DeliveryAccount)
         );
         assert_eq!(d.schedule().interval, Duration::from_secs(30));
         assert_eq!(d.schedule().deadline, Duration::from_secs(24));

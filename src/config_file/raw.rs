@@ -1,12 +1,12 @@
 //! The config file as written, whole: the serde schema of its top level and of a tenant,
-//! strict (`deny_unknown_fields`), the areas' `collectors:` blocks beside the blocks of
+//! strict (`deny_unknown_fields`), their `collectors:` blocks beside the blocks of
 //! [`crate::config`].
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::area::{RawCollectors, RawTenantCollectors};
+use crate::collectors::{RawCollectors, RawTenantCollectors};
 use crate::config::discovery::RawDiscovery;
 use crate::config::http_client::{RawHttpClient, RawTlsConfig};
 use crate::config::probe::{RawProbe, RawTenantProbe};

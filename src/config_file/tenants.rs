@@ -234,7 +234,7 @@ mod tests {
         assert_eq!(acme.api.base_url, "https://api.example.net");
         assert_eq!(
             acme.collectors[0].targets(),
-            [1, 2].map(crate::area::Target::DeliveryAccount)
+            [1, 2].map(crate::collectors::Target::DeliveryAccount)
         );
         // No static targets: a valid tenant whose targets come from /probe.
         let bare = &c.tenants[1];
@@ -246,8 +246,8 @@ mod tests {
         assert_eq!(
             names,
             [
-                crate::area::CollectorName::DeliveryAccount,
-                crate::area::CollectorName::TracemailDaily
+                crate::collectors::CollectorName::DeliveryAccount,
+                crate::collectors::CollectorName::TracemailDaily
             ]
         );
         assert!(bare.collectors[0].targets().is_empty());

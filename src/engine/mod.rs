@@ -5,9 +5,9 @@
 //! [`snapshot`] and renders it once per refresh; [`replay`] is the test seam that runs one set of
 //! upstream bodies through the same reading and rendering.
 
-pub mod collector;
 pub mod poll_set;
 pub mod poller;
 pub mod replay;
 pub mod snapshot;
+pub mod spec;
 pub mod store;

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
-use crate::area::{Extra, Refers};
+use crate::collectors::{Extra, Refers};
 use crate::config::{DiscoveryConfig, ProbeConfig};
 use crate::config_file::Config;
-use crate::engine::collector::{CollectorName, CollectorSpec, Target};
+use crate::engine::spec::{CollectorName, CollectorSpec, Target};
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
 
@@ -150,7 +150,7 @@ impl PollSets {
                     .saturating_mul(config.probe_idle_intervals)
             };
             let own: Vec<&CollectorSpec> = specs.iter().filter(|s| s.tenant == t.name).collect();
-            // Discovered accounts and domains live as long as the areas that reveal them run.
+            // Discovered accounts and domains live as long as the collectors that reveal them run.
             let interval_of = |reveals: Extra| {
                 own.iter()
                     .filter(|s| s.name.reveals() == reveals)
@@ -767,10 +767,10 @@ mod tests {
         assert_eq!(
             a.targets(CollectorName::TracemailDashboard, t0),
             [
-                Target::TracemailDashboard(crate::area::tracemail_dashboard::View::Domain(
+                Target::TracemailDashboard(crate::collectors::tracemail_dashboard::View::Domain(
                     "news.example".into()
                 )),
-                Target::TracemailDashboard(crate::area::tracemail_dashboard::View::Domain(
+                Target::TracemailDashboard(crate::collectors::tracemail_dashboard::View::Domain(
                     "x.example".into()
                 ))
             ]

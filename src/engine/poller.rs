@@ -17,12 +17,12 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use crate::area::Revealed;
+use crate::collectors::Revealed;
 use crate::config::TargetFailureLog;
-use crate::engine::collector::{
+use crate::engine::poll_set::PollSet;
+use crate::engine::spec::{
     CollectorKey, CollectorName, CollectorSpec, Context, Fetch, Job, Target, TargetData,
 };
-use crate::engine::poll_set::PollSet;
 use crate::engine::store::{Finished, Publisher, Store};
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::pacer::{Demand, Pacer};
@@ -969,7 +969,7 @@ mod tests {
 
     #[test]
     fn a_collector_logs_one_line_per_reason_per_interval_however_many_runs_it_makes() {
-        let spec = crate::engine::collector::fixtures::accounts(&[1], Duration::from_secs(10));
+        let spec = crate::engine::spec::fixtures::accounts(&[1], Duration::from_secs(10));
         let failures = |n| {
             vec![Failures {
                 reason: FailureReason::NotFound,
@@ -1000,7 +1000,7 @@ mod tests {
     #[test]
     fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_to_come_round()
     {
-        let spec = crate::engine::collector::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
+        let spec = crate::engine::spec::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
         let s = Duration::from_secs;
         // max_age is 6 s: the pace's promise of 3 intervals (+1) is 8 s.
         assert_eq!(keep_for(&spec, Some(3), None), Some(s(8)));
@@ -1029,7 +1029,9 @@ mod tests {
         let ok = |id| {
             (
                 Target::DeliveryAccount(id),
-                Ok(crate::area::delivery_account::fixtures::remaining(1.0)),
+                Ok(crate::collectors::delivery_account::fixtures::remaining(
+                    1.0,
+                )),
             )
         };
         let waiting = |id, e: UpstreamError| (Target::DeliveryAccount(id), Err(e));

@@ -1,5 +1,5 @@
-//! Answers replayed through the path a run takes, with no network: one run's upstream bodies
-//! in, read as the area's fetch reads them, applied to a snapshot and rendered in both formats.
+//! Answers replayed through the path a run takes, with no network: one run's upstream bodies in,
+//! read as the collector's fetch reads them, applied to a snapshot and rendered in both formats.
 //! The one seam of the golden, property and fuzz tests.
 
 use std::sync::Arc;
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::engine::collector::{CollectorSpec, Target};
 use crate::engine::snapshot::Snapshot;
+use crate::engine::spec::{CollectorSpec, Target};
 use crate::metrics::{self, Exposition};
 use crate::upstream::model::ParseProblem;
 
@@ -23,8 +23,8 @@ pub struct Replay {
 }
 
 impl Replay {
-    /// Applies one run of `spec` finished at `now`: for each target, the bodies of its answers,
-    /// one per endpoint of its area. An answer that cannot be read fails its target with reason
+    /// Applies one run of `spec` finished at `now`: for each target, the bodies of its answers, one
+    /// per endpoint of its collector. An answer that cannot be read fails its target with reason
     /// `decode`, as a fetch would.
     pub fn run(
         &mut self,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::config::Schedule;
-use crate::engine::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
+use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::tenant::TenantName;
 use crate::upstream::error::{FailureReason, UpstreamError};
 
@@ -197,8 +197,8 @@ impl CollectorState {
     }
 }
 
-/// Every collector's state, by area then tenant. Plain values: rendering reads it, nothing else.
-/// Each collector's state is shared between copies: a copy costs a pointer per collector, and
+/// Every collector's state, by collector then tenant. Plain values: rendering reads it, nothing
+/// else. Each collector's state is shared between copies: a copy costs a pointer per collector, and
 /// a change clones only the state it changes (one tenant's collector), so the published copy and
 /// the store's working one hold the rest of a large fleet once.
 #[derive(Clone, Debug, Default)]
@@ -207,19 +207,19 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Every tenant's collector of one area, tenants in name order.
-    pub fn of_area(&self, name: CollectorName) -> impl Iterator<Item = &CollectorState> {
+    /// Every tenant's collector of one collector, tenants in name order.
+    pub fn of_collector(&self, name: CollectorName) -> impl Iterator<Item = &CollectorState> {
         self.collectors
             .range((name, TenantName::default())..)
             .take_while(move |((n, _), _)| *n == name)
             .map(|(_, c)| &**c)
     }
 
-    /// The areas that have at least one collector, in order.
-    pub fn areas(&self) -> Vec<CollectorName> {
-        let mut areas: Vec<CollectorName> = self.collectors.keys().map(|(n, _)| *n).collect();
-        areas.dedup();
-        areas
+    /// The collectors that have at least one collector, in order.
+    pub fn collectors(&self) -> Vec<CollectorName> {
+        let mut collectors: Vec<CollectorName> = self.collectors.keys().map(|(n, _)| *n).collect();
+        collectors.dedup();
+        collectors
     }
 
     /// Ready once every collector has finished its first run, success or not.
@@ -356,8 +356,8 @@ impl CollectorState {
 mod tests {
     use super::*;
 
-    use crate::area::delivery_account::fixtures::answered;
-    use crate::engine::collector::fixtures::accounts;
+    use crate::collectors::delivery_account::fixtures::answered;
+    use crate::engine::spec::fixtures::accounts;
 
     fn spec() -> CollectorSpec {
         accounts(&[1, 2], Duration::from_secs(10))

@@ -17,8 +17,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::collector::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::engine::snapshot::{CollectorState, Snapshot};
+use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::metrics::{self, Format, Section};
 use crate::upstream::error::UpstreamError;
 
@@ -267,13 +267,13 @@ struct Pending {
     any: bool,
     /// Every section (expiry or a reload may touch any collector).
     all: bool,
-    areas: BTreeSet<CollectorName>,
+    collectors: BTreeSet<CollectorName>,
 }
 
 impl Pending {
-    fn area(&mut self, name: CollectorName) {
+    fn collector(&mut self, name: CollectorName) {
         self.any = true;
-        self.areas.insert(name);
+        self.collectors.insert(name);
     }
 
     fn everything(&mut self) {
@@ -331,7 +331,7 @@ impl Store {
                     continue;
                 }
                 snapshot.apply_run(&run.spec, run.results, run.duration, now);
-                pending.area(run.spec.name);
+                pending.collector(run.spec.name);
             }
             // Expiry may touch any collector; a run alone touches its own.
             let (expired, _) = snapshot.expire(now);
@@ -358,7 +358,7 @@ impl Store {
         // newer one, whose caller publishes it again after this turn).
         let snapshot = self.lock().clone();
         let previous = self.prepared.load_full();
-        let changed = (!pending.all).then_some(&pending.areas);
+        let changed = (!pending.all).then_some(&pending.collectors);
         self.publish(Prepared::render_changed(snapshot, Some(&previous), changed));
     }
 
@@ -636,8 +636,8 @@ async fn publish_runs(
 mod tests {
     use super::*;
 
-    use crate::area::delivery_account::fixtures::answered;
-    use crate::engine::collector::fixtures::accounts;
+    use crate::collectors::delivery_account::fixtures::answered;
+    use crate::engine::spec::fixtures::accounts;
 
     fn spec() -> CollectorSpec {
         accounts(&[1, 2], Duration::from_secs(10))
@@ -727,7 +727,7 @@ mod tests {
         // Any second collector will do: only its name keys its section.
         let migration = CollectorSpec::new(
             crate::tenant::TenantName::default(),
-            crate::engine::collector::Collector::Migration(Arc::new(crate::area::Configured {
+            crate::engine::spec::Collector::Migration(Arc::new(crate::collectors::Configured {
                 schedule: delivery.schedule,
                 settings: Arc::new(()),
                 targets: vec!["MG1".into()],
@@ -768,8 +768,8 @@ mod tests {
 #[cfg(test)]
 mod publisher_tests {
     use super::*;
-    use crate::area::delivery_account::fixtures::remaining as data;
-    use crate::engine::collector::fixtures::accounts;
+    use crate::collectors::delivery_account::fixtures::remaining as data;
+    use crate::engine::spec::fixtures::accounts;
     use crate::tenant::TenantName;
 
     #[tokio::test]

@@ -1,5 +1,5 @@
-//! Building blocks of the series every area writes: tables of plain gauges, one gauge family of
-//! const samples, a help text with its refresh interval, and the label set of a target.
+//! Building blocks of the series every collector writes: tables of plain gauges, one gauge family
+//! of const samples, a help text with its refresh interval, and the label set of a target.
 
 use std::fmt;
 use std::time::Duration;

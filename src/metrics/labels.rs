@@ -1,18 +1,18 @@
-//! The label sets every area shares and those of the exporter's own series, as typed structs,
-//! and every bounded label value. An area's own label sets are in its `series.rs`; the table
+//! The label sets every collector shares and those of the exporter's own series, as typed structs,
+//! and every bounded label value. A collector's own label sets are in its `series.rs`; the table
 //! below gives every label and its bound, so that cardinality can be reviewed at a glance.
 //!
 //! | label        | values                                                  |
 //! |--------------|---------------------------------------------------------|
 //! | `tenant`     | configured tenant names ([`TenantLabel`]); none for a single-token config |
-//! | `collector`  | [`crate::area::CollectorName`]                          |
+//! | `collector`  | [`crate::collectors::CollectorName`]                          |
 //! | `target`     | one per configured target (account id, ...)             |
 //! | `endpoint`   | [`Endpoint`]: a route name, never a raw path            |
 //! | `reason`     | [`FailureReason`]: a fixed vocabulary, never error text |
 //! | `code`       | [`Code`]: HTTP status code of an upstream answer, or `none` |
 //! | `le`         | the fixed buckets of the request latency histogram      |
 //! | `account_id` | configured Delivery account ids; top-list account ids, at most `limit` |
-//! | `account`, `domain` | configured dashboard views (`area::tracemail_dashboard::series::ViewLabels`) |
+//! | `account`, `domain` | configured dashboard views (`collectors::tracemail_dashboard::series::ViewLabels`) |
 //! | `domain`     | per account, at most `top_domains` sending domains      |
 //! | `status`, `group`, `state`, `archive_status` | names from the API, sanitised by [`crate::upstream::model::names::sanitize`], at most [`crate::upstream::model::names::MAX_NAMES`] per record |
 //! | `migration`, `mailbox` | configured codes                              |
@@ -190,7 +190,7 @@ pub struct BuildLabels {
 pub struct CollectorLabels {
     #[prometheus(flatten)]
     pub tenant: TenantLabel,
-    /// [`crate::area::CollectorName::as_str`].
+    /// [`crate::collectors::CollectorName::as_str`].
     pub collector: &'static str,
 }
 
@@ -198,7 +198,7 @@ pub struct CollectorLabels {
 pub struct TargetLabels {
     #[prometheus(flatten)]
     pub tenant: TenantLabel,
-    /// [`crate::area::CollectorName::as_str`].
+    /// [`crate::collectors::CollectorName::as_str`].
     pub collector: &'static str,
     pub target: Value,
 }
@@ -208,7 +208,7 @@ pub struct TargetLabels {
 pub struct TargetFailureLabels {
     #[prometheus(flatten)]
     pub tenant: TenantLabel,
-    /// [`crate::area::CollectorName::as_str`].
+    /// [`crate::collectors::CollectorName::as_str`].
     pub collector: &'static str,
     pub target: Value,
     pub reason: FailureReason,

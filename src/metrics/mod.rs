@@ -19,7 +19,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::encoding::text::encode_registry;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::area::{CollectorName, Target, TargetData};
+use crate::collectors::{CollectorName, Target, TargetData};
 use crate::engine::snapshot::{CollectorState, Snapshot};
 use crate::tenant::TenantName;
 use family::{flag, gauges, single};
@@ -57,7 +57,7 @@ pub enum Section {
 /// The sections of a snapshot, in the order they are served.
 pub fn sections(snapshot: &Snapshot) -> Vec<Section> {
     std::iter::once(Section::Health)
-        .chain(snapshot.areas().into_iter().map(Section::Collector))
+        .chain(snapshot.collectors().into_iter().map(Section::Collector))
         .collect()
 }
 
@@ -171,7 +171,7 @@ impl fmt::Write for Pieces<'_> {
 }
 
 fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
-    // An area's families written as text follow its other families.
+    // A collector's families written as text follow its other families.
     let text = match collector.section {
         Section::Collector(name) => Some((name, Arc::clone(&collector.snapshot))),
         Section::Health => None,
@@ -191,12 +191,12 @@ fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
     pieces.finish();
 }
 
-/// The current data of every tenant's targets of an area, with their tenant.
+/// The current data of every tenant's targets of a collector, with their tenant.
 fn items(
     snapshot: &Snapshot,
     name: CollectorName,
 ) -> impl Iterator<Item = (&TenantName, &Target, &TargetData)> {
-    snapshot.of_area(name).flat_map(|c| {
+    snapshot.of_collector(name).flat_map(|c| {
         c.targets.iter().filter_map(|t| {
             let (data, _) = t.data.as_ref()?;
             Some((&c.tenant, &t.target, data))
@@ -222,8 +222,8 @@ impl Collector for SnapshotCollector {
             Section::Health => return health(enc, snapshot),
             Section::Collector(name) => name,
         };
-        // Every tenant's collector of the area: a family holds all tenants' samples.
-        let Some(first) = snapshot.of_area(name).next() else {
+        // Every tenant's collector of the collector: a family holds all tenants' samples.
+        let Some(first) = snapshot.of_collector(name).next() else {
             return Ok(());
         };
         name.encode(enc, first.schedule.interval, items(snapshot, name))
@@ -378,11 +378,11 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    use crate::area::delivery_account::Record as DeliveryAccount;
+    use crate::collectors::delivery_account::Record as DeliveryAccount;
 
     #[test]
     fn values_are_written_as_both_formats_read_them_and_non_finite_ones_are_left_out() {
-        let spec = crate::engine::collector::fixtures::accounts(&[1], Duration::from_secs(60));
+        let spec = crate::engine::spec::fixtures::accounts(&[1], Duration::from_secs(60));
         let account = DeliveryAccount {
             remaining_messages: Some(-3.0),
             plan_messages_limit: Some(0.25),
@@ -422,8 +422,8 @@ mod tests {
 
     #[test]
     fn ten_thousand_failing_targets_have_one_failure_reason_series_each_gone_at_success() {
-        use crate::area::delivery_account::fixtures::answered;
-        use crate::engine::collector::fixtures::accounts;
+        use crate::collectors::delivery_account::fixtures::answered;
+        use crate::engine::spec::fixtures::accounts;
         use crate::upstream::error::{FailureReason, UpstreamError};
         let ids: Vec<i32> = (1..=10_000).collect();
         let spec = accounts(&ids, Duration::from_secs(60));

@@ -1,5 +1,5 @@
 //! Which operation an upstream call is: its [`Endpoint`], named after its route, the `endpoint`
-//! label value. Each area declares the operations it calls as constants, each with its route
+//! label value. Each collector declares the operations it calls as constants, each with its route
 //! template, stated once: the request of a call is made from the template
 //! ([`Endpoint::get`], [`Endpoint::post`]), and a target's debug trail names the template in
 //! place of the URL.
@@ -8,10 +8,10 @@ use std::fmt;
 
 use serde_json::Value;
 
-/// An upstream operation, named after its route: the `endpoint` label value. Each area declares
-/// the operations it calls as constants, so the set is fixed by the code. It carries its route
-/// template (`GET /api/delivery/accounts/{id}`), which a target's debug trail names in place of
-/// the URL; two endpoints are the same when their names are.
+/// An upstream operation, named after its route: the `endpoint` label value. Each collector
+/// declares the operations it calls as constants, so the set is fixed by the code. It carries its
+/// route template (`GET /api/delivery/accounts/{id}`), which a target's debug trail names in place
+/// of the URL; two endpoints are the same when their names are.
 #[derive(Clone, Copy, Debug)]
 pub struct Endpoint {
     name: &'static str,
@@ -115,9 +115,9 @@ impl Endpoint {
     }
 }
 
-/// One upstream operation as an area asks for it: a path under the API's base address, its
-/// query, and for a POST its JSON body. The client adds the address, the token and the rest. An
-/// area makes it from its endpoint's route template ([`Endpoint::get`]).
+/// One upstream operation as a collector asks for it: a path under the API's base address, its
+/// query, and for a POST its JSON body. The client adds the address, the token and the rest. A
+/// collector makes it from its endpoint's route template ([`Endpoint::get`]).
 #[derive(Clone, Debug)]
 pub struct Route {
     pub(super) path: String,

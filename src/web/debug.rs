@@ -16,8 +16,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 
-use crate::engine::collector::{CollectorName, Target};
 use crate::engine::snapshot::{CollectorState, Snapshot, TargetState};
+use crate::engine::spec::{CollectorName, Target};
 use crate::metrics;
 use crate::metrics::self_metrics::PaceView;
 use crate::redact::{quote, redact, shorten};

@@ -1,6 +1,6 @@
 //! The landing page: version, the provider polled, links, and the state of the collectors and
 //! targets, failing ones first, at most [`MAX_COLLECTOR_ROWS`] collectors (one per tenant and
-//! area), [`MAX_TARGET_ROWS`] targets per collector and [`MAX_PAGE_TARGET_ROWS`] in all.
+//! collector), [`MAX_TARGET_ROWS`] targets per collector and [`MAX_PAGE_TARGET_ROWS`] in all.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -49,7 +49,7 @@ pub async fn page(
     let build = BuildInfo::current();
     let now = Timestamp::now();
     let path = esc(&state.telemetry_path);
-    // Failing collectors first, then those not run yet; stable, so in area and tenant order.
+    // Failing collectors first, then those not run yet; stable, so in collector and tenant order.
     let mut collectors: Vec<_> = prepared.snapshot.collectors.values().collect();
     collectors.sort_by_key(|c| match c.last_run {
         Some(r) if !r.success => 0,

@@ -10,9 +10,9 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::engine::collector::{CollectorName, Target};
 use crate::engine::poll_set::{PollSet, Registration};
 use crate::engine::snapshot::Snapshot;
+use crate::engine::spec::{CollectorName, Target};
 use crate::metrics::{self, EOF, Format};
 use crate::redact::quote;
 use crate::tenant::TenantName;
@@ -52,7 +52,7 @@ pub(super) async fn probe(
             .into_response();
     };
     if !probes.takes_accounts() {
-        let areas: Vec<&str> = CollectorName::ALL
+        let collectors: Vec<&str> = CollectorName::ALL
             .iter()
             .filter(|c| c.polls_accounts())
             .map(|c| c.as_str())
@@ -61,7 +61,7 @@ pub(super) async fn probe(
             StatusCode::BAD_REQUEST,
             format!(
                 "neither {} is enabled: /probe serves Delivery accounts; enable one of them\n",
-                areas.join(" nor ")
+                collectors.join(" nor ")
             ),
         )
             .into_response();
@@ -289,17 +289,17 @@ fn one_account(
 ) -> (Snapshot, bool) {
     let mut view = Snapshot::default();
     let mut complete = true;
-    for &area in polled_by {
-        let Some(c) = snapshot.collectors.get(&(area, tenant.clone())) else {
+    for &collector in polled_by {
+        let Some(c) = snapshot.collectors.get(&(collector, tenant.clone())) else {
             continue;
         };
-        let state = Target::of_account(area, id)
+        let state = Target::of_account(collector, id)
             .and_then(|t| c.target(&t))
             .filter(|t| t.last_attempt.is_some());
         match state {
             Some(t) => {
                 view.collectors.insert(
-                    (area, tenant.clone()),
+                    (collector, tenant.clone()),
                     Arc::new(c.with_targets(vec![t.clone()])),
                 );
             }
@@ -315,11 +315,11 @@ fn waits_for_rate_limit(snapshot: &Snapshot, tenant: &TenantName, id: i32) -> bo
         .iter()
         .copied()
         .filter(|c| c.polls_accounts())
-        .any(|area| {
+        .any(|collector| {
             snapshot
                 .collectors
-                .get(&(area, tenant.clone()))
-                .zip(Target::of_account(area, id))
+                .get(&(collector, tenant.clone()))
+                .zip(Target::of_account(collector, id))
                 .and_then(|(c, t)| c.target(&t))
                 .is_some_and(|t| t.deferred)
         })

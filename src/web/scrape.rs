@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 
-use crate::engine::collector::CollectorName;
 use crate::engine::snapshot::Snapshot;
+use crate::engine::spec::CollectorName;
 use crate::engine::store::gzip_member;
 use crate::metrics::process::ProcessFigures;
 use crate::metrics::self_metrics::Telemetry;
@@ -89,7 +89,7 @@ fn selection(
     }
     let enabled = || {
         snapshot
-            .areas()
+            .collectors()
             .iter()
             .map(|c| c.as_str())
             .collect::<Vec<_>>()
@@ -108,7 +108,7 @@ fn selection(
             .iter()
             .copied()
             .find(|c| c.as_str() == value)
-            .filter(|c| snapshot.areas().contains(c))
+            .filter(|c| snapshot.collectors().contains(c))
             .ok_or_else(|| {
                 format!(
                     "collect[]: {} is not an enabled collector; use one of: {}\n",
@@ -467,7 +467,7 @@ mod tests {
     #[test]
     fn collect_selects_enabled_collectors_and_refuses_other_names_with_the_list() {
         let spec =
-            crate::engine::collector::fixtures::accounts(&[1], std::time::Duration::from_secs(60));
+            crate::engine::spec::fixtures::accounts(&[1], std::time::Duration::from_secs(60));
         let mut snapshot = Snapshot::default();
         snapshot.collectors.insert(
             spec.key(),

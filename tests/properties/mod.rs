@@ -1,13 +1,13 @@
 //! Hostile input: arbitrary JSON, shaped like the upstream records, goes through every lenient
-//! reader and the real snapshot -> metrics -> exposition path; the readers must not panic and
-//! what is rendered must be valid exposition in both formats, finite, bounded and without
-//! duplicate series. Bodies are written to bytes and go through the one seam
-//! (`mailhost_exporter::engine::replay`): read as the area's fetch reads them, with the client's bounded
-//! decoder, as a real answer is. The fuzz target in `fuzz/` does the same from raw bytes. One
-//! file per area, then every area at once and the self-metrics.
+//! reader and the real snapshot -> metrics -> exposition path; the readers must not panic and what
+//! is rendered must be valid exposition in both formats, finite, bounded and without duplicate
+//! series. Bodies are written to bytes and go through the one seam
+//! (`mailhost_exporter::engine::replay`): read as the collector's fetch reads them, with the
+//! client's bounded decoder, as a real answer is. The fuzz target in `fuzz/` does the same from raw
+//! bytes. One file per collector, then every collector at once and the self-metrics.
 
-// Every area at once, and the envelope.
-mod all_areas;
+// Every collector at once, and the envelope.
+mod all_collectors;
 // The Delivery account record.
 mod delivery_account;
 // The parser of what we write, and its own test.
@@ -29,8 +29,8 @@ mod tracemail_dashboard;
 
 use jiff::Timestamp;
 use mailhost_exporter::config_file::Config;
-use mailhost_exporter::engine::collector::CollectorSpec;
 use mailhost_exporter::engine::replay::Replay;
+use mailhost_exporter::engine::spec::CollectorSpec;
 use mailhost_exporter::metrics::EOF;
 use proptest::prelude::*;
 use serde_json::Value;
@@ -119,7 +119,7 @@ fn bytes(body: &Value) -> Vec<u8> {
     serde_json::to_vec(body).unwrap()
 }
 
-/// One answer per target: a one-endpoint area's run.
+/// One answer per target: a one-endpoint collector's run.
 fn one_each(bodies: Vec<Value>) -> Vec<Vec<Value>> {
     bodies.into_iter().map(|b| vec![b]).collect()
 }

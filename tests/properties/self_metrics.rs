@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mailhost_exporter::engine::collector::CollectorName;
+use mailhost_exporter::engine::spec::CollectorName;
 use mailhost_exporter::metrics::format::Format;
 use mailhost_exporter::metrics::self_metrics::Telemetry;
 use mailhost_exporter::tenant::TenantName;
@@ -13,7 +13,7 @@ use proptest::prelude::*;
 
 use super::{check, config};
 
-/// Every endpoint of every area.
+/// Every endpoint of every collector.
 fn endpoints() -> Vec<Endpoint> {
     CollectorName::ALL
         .iter()

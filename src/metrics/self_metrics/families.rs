@@ -55,7 +55,7 @@ struct PacerFigures {
     paused: bool,
     /// Seconds waited, summed.
     waited: f64,
-    /// Each endpoint the tenant has called (a fixed set, declared by the areas).
+    /// Each endpoint the tenant has called (a fixed set, declared by the collectors).
     endpoints: Vec<EndpointPace>,
 }
 

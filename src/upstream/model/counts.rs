@@ -1,4 +1,4 @@
-//! Counts by name as the mail-tracing endpoints write them, read by both mail-tracing areas.
+//! Counts by name as the mail-tracing endpoints write them, read by both mail-tracing collectors.
 //! Their inner shapes are not documented, so each reader accepts several: counts as a flat
 //! object, as a list of `{status, count}` records, or nested one level deeper; numbers as
 //! strings; days as a list or as an object keyed by date.

@@ -118,7 +118,7 @@ impl Way {
 pub(super) struct State {
     /// The token's own pace: `rate_limit`, and what 429s charged to the token taught.
     pub(super) token: Control,
-    /// Each endpoint called so far (a fixed set, declared by the areas).
+    /// Each endpoint called so far (a fixed set, declared by the collectors).
     /// Each endpoint's way, boxed: a map's node holds eleven entries, and a tenant of one or
     /// two endpoints would pay for eleven ways otherwise (7 KiB).
     pub(super) ways: BTreeMap<Endpoint, Box<Way>>,

@@ -1,9 +1,9 @@
 //! The answers of the generic rooms' unit tests (snapshot, store, rendering, poller, web),
 //! where all that matters of a Delivery account is its `remaining_messages`; the collector
-//! they run is `collector::fixtures::accounts`.
+//! they run is `engine::spec::fixtures::accounts`.
 
 use super::Record;
-use crate::area::{Target, TargetData};
+use crate::collectors::{Target, TargetData};
 use crate::upstream::error::UpstreamError;
 
 /// What an account's fetch yields when all that matters is its `remaining_messages`.

@@ -4,7 +4,7 @@
 //! and drops the `_created` samples, as for every counter.
 
 use super::TracemailDaily;
-use crate::area::Item;
+use crate::collectors::Item;
 
 /// `mailhost_delivery_messages_total{account_id,status}` of every account of `items` that has
 /// counters, with `_created`, as one family (nothing when there is none).

@@ -1,10 +1,10 @@
-//! The API areas: one folder each, holding the area's config block, its fetch and model, its
-//! series and its tests. An area is a type that implements [`Area`]; the one list of areas is
-//! the [`areas!`] line below, which names each area in what the generic rooms work with: the
-//! collector names ([`CollectorName`]), the targets ([`Target`]), what a fetch yields
-//! ([`TargetData`]), the configured collectors ([`Collector`]) and the `collectors:` blocks of
-//! the config; what they do is generic code over [`Area`], in `registry.rs`. Nothing else in
-//! `src/` names an area: adding one is a folder here, its `mod` line and a line in that list.
+//! The collectors: one folder each, holding the collector's config block, its fetch and model, its
+//! series and its tests. A collector is a type that implements [`Collect`]; the one list of
+//! collectors is the [`collectors!`] line below, which names each collector in what the generic
+//! rooms work with: the collector names ([`CollectorName`]), the targets ([`Target`]), what a fetch
+//! yields ([`TargetData`]), the configured collectors ([`Collector`]) and the `collectors:` blocks
+//! of the config; what they do is generic code over [`Collect`], in `registry.rs`. Nothing else in
+//! `src/` names a collector: adding one is a folder here, its `mod` line and a line in that list.
 
 #[macro_use]
 mod registry;
@@ -30,7 +30,7 @@ use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{Model, ParseProblem, read_body};
 use run::Context;
 
-// Each area's folder, declared here rather than by the macro so that rustfmt and other tools
+// Each collector's folder, declared here rather than by the macro so that rustfmt and other tools
 // that follow `mod` items reach it.
 pub mod delivery_account;
 pub mod mailbox;
@@ -39,7 +39,7 @@ pub mod team_member;
 pub mod tracemail_daily;
 pub mod tracemail_dashboard;
 
-areas! {
+collectors! {
     delivery_account: DeliveryAccount,
     tracemail_dashboard: TracemailDashboard,
     tracemail_daily: TracemailDaily,
@@ -48,8 +48,8 @@ areas! {
     team_member: TeamMember,
 }
 
-/// Targets beyond the configured ones: those of an area a tenant's poll set adds, or those an
-/// area's data reveals.
+/// Targets beyond the configured ones: those of a collector a tenant's poll set adds, or those a
+/// collector's data reveals.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Extra {
     /// None: only configured targets.
@@ -63,7 +63,7 @@ pub enum Extra {
 /// What a target is about, as the poll set and `--shard` see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refers<'a> {
-    /// One Delivery account: an account goes to the same shard in every area.
+    /// One Delivery account: an account goes to the same shard in every collector.
     Account(i32),
     /// One sending domain.
     Domain(&'a str),
@@ -81,11 +81,11 @@ pub trait TargetKind: Sized {
     fn refers_to(&self) -> Refers<'_> {
         Refers::Other
     }
-    /// The target of an extra account, for an area that polls them ([`Extra::Accounts`]).
+    /// The target of an extra account, for a collector that polls them ([`Extra::Accounts`]).
     fn of_account(_id: i32) -> Option<Self> {
         None
     }
-    /// The target of an extra sending domain, for an area that polls them ([`Extra::Domains`]).
+    /// The target of an extra sending domain, for a collector that polls them ([`Extra::Domains`]).
     fn of_domain(_domain: String) -> Option<Self> {
         None
     }
@@ -116,25 +116,25 @@ pub enum Revealed<'a> {
     Domains(Vec<&'a str>),
 }
 
-/// One item of an area's series: the labels every series of a target carries (its tenant and
+/// One item of a collector's series: the labels every series of a target carries (its tenant and
 /// its `target` label value), the target and its current data.
-pub type Item<'a, A> = (Owner, &'a <A as Area>::Target, &'a <A as Area>::Data);
+pub type Item<'a, A> = (Owner, &'a <A as Collect>::Target, &'a <A as Collect>::Data);
 
-/// One API area: its config block, its targets, its fetch and its series.
-pub trait Area: Sized + Debug + Send + Sync + 'static {
-    /// The upstream operations one run makes per target, in the order [`Area::read`] takes
+/// One collector: its config block, its targets, its fetch and its series.
+pub trait Collect: Sized + Debug + Send + Sync + 'static {
+    /// The upstream operations one run makes per target, in the order [`Collect::read`] takes
     /// their bodies.
     const ENDPOINTS: &'static [Endpoint];
-    /// Which targets beyond the configured ones the area polls.
+    /// Which targets beyond the configured ones the collector polls.
     const EXTRA: Extra = Extra::None;
-    /// What the area's data reveals for discovery ([`Area::reveals`]).
+    /// What the collector's data reveals for discovery ([`Collect::reveals`]).
     const REVEALS: Extra = Extra::None;
 
-    /// The `collectors.<area>` block as written (declared with
+    /// The `collectors.<collector>` block as written (declared with
     /// [`crate::config::schedule::collector_block!`]).
     type Raw: DeserializeOwned + CollectorBlock + Listing + Debug;
-    /// A tenant's `tenants[].collectors.<area>` block: its own target list, declared with the
-    /// area's block.
+    /// A tenant's `tenants[].collectors.<collector>` block: its own target list, declared with the
+    /// collector's block.
     type RawList: DeserializeOwned + Listing<Item = <Self::Raw as Listing>::Item> + Debug;
     /// The validated settings every target's fetch uses, read from the block.
     type Settings: FromBlock<Self::Raw> + Debug + PartialEq + Send + Sync + 'static;
@@ -176,9 +176,9 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
         settings: Arc<Self::Settings>,
         target: Self::Target,
     ) -> impl Future<Output = Result<Self::Data, UpstreamError>> + Send;
-    /// Reads the answers of one run at `now`, one body per endpoint of [`Area::ENDPOINTS`], as
-    /// a fetch reads them: the seam of the golden, property and fuzz tests. [`one_body`] for an
-    /// area whose one answer is its data.
+    /// Reads the answers of one run at `now`, one body per endpoint of [`Collect::ENDPOINTS`], as
+    /// a fetch reads them: the seam of the golden, property and fuzz tests. [`one_body`] for a
+    /// collector whose one answer is its data.
     const READ: Read<Self>;
     /// This run's data with what carries over from the run before.
     fn carry(_data: &mut Self::Data, _previous: Option<&Self::Data>, _now: Timestamp) {}
@@ -187,10 +187,10 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
         Revealed::default()
     }
 
-    /// Writes the area's series of every tenant's targets, as families of const metrics: the
-    /// area's `series::encode`.
+    /// Writes the collector's series of every tenant's targets, as families of const metrics: the
+    /// collector's `series::encode`.
     const ENCODE: Encode<Self>;
-    /// Whether the area writes families as text after the others ([`Area::encode_text`]).
+    /// Whether the collector writes families as text after the others ([`Collect::encode_text`]).
     const TEXT: bool = false;
     /// Families written as text after the others (counters with `_created`).
     fn encode_text(_items: &[Item<'_, Self>], _out: &mut dyn fmt::Write) -> fmt::Result {
@@ -198,16 +198,16 @@ pub trait Area: Sized + Debug + Send + Sync + 'static {
     }
 }
 
-/// How an area reads the bodies of one run at an instant ([`Area::READ`]).
+/// How a collector reads the bodies of one run at an instant ([`Collect::READ`]).
 pub type Read<A> = fn(
-    &<A as Area>::Settings,
-    &<A as Area>::Target,
+    &<A as Collect>::Settings,
+    &<A as Collect>::Target,
     &[&[u8]],
     Timestamp,
-) -> Result<(<A as Area>::Data, Vec<ParseProblem>), UpstreamError>;
+) -> Result<(<A as Collect>::Data, Vec<ParseProblem>), UpstreamError>;
 
-/// The read of an area that makes one call whose answer, read without parameters, is its data.
-pub fn one_body<A: Area>(
+/// The read of a collector that makes one call whose answer, read without parameters, is its data.
+pub fn one_body<A: Collect>(
     _settings: &A::Settings,
     _target: &A::Target,
     bodies: &[&[u8]],
@@ -219,18 +219,18 @@ where
     read_body::<A::Data>(body(bodies, 0), &())
 }
 
-/// How an area writes its series (`series::encode` of each area).
+/// How a collector writes its series (`series::encode` of each collector).
 pub type Encode<A> = fn(&mut DescriptorEncoder<'_>, Duration, &[Item<'_, A>]) -> fmt::Result;
 
-/// A configured collector of area `A`: its schedule, settings and targets.
+/// A configured collector of collector `A`: its schedule, settings and targets.
 #[derive(Debug)]
-pub struct Configured<A: Area> {
+pub struct Configured<A: Collect> {
     pub schedule: Schedule,
     pub settings: Arc<A::Settings>,
     pub targets: Vec<A::Target>,
 }
 
-impl<A: Area> Clone for Configured<A> {
+impl<A: Collect> Clone for Configured<A> {
     fn clone(&self) -> Self {
         Configured {
             schedule: self.schedule,

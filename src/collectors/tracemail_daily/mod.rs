@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use jiff::civil::Date;
 
 use super::run::Context;
-use super::{Area, Encode, Extra, Item, Read, Revealed};
+use super::{Collect, Encode, Extra, Item, Read, Revealed};
 use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::Day;
 use crate::config::fields::account_list;
@@ -102,11 +102,11 @@ impl FromBlock<Block> for Settings {
     }
 }
 
-/// The area.
+/// The collector.
 #[derive(Debug)]
 pub struct TracemailDaily;
 
-impl Area for TracemailDaily {
+impl Collect for TracemailDaily {
     const ENDPOINTS: &'static [Endpoint] = &[DAILY, DOMAINS_RANK];
     const EXTRA: Extra = Extra::Accounts;
     const REVEALS: Extra = Extra::Domains;
@@ -161,7 +161,7 @@ impl Area for TracemailDaily {
     }
 }
 
-/// Reads one run's answers (the area's [`Area::READ`]).
+/// Reads one run's answers (the collector's [`Collect::READ`]).
 fn read(
     settings: &Settings,
     _account: &i32,

@@ -47,7 +47,7 @@ pub struct Context {
 /// One target's fetch, ready to run.
 pub type Fetch = Pin<Box<dyn Future<Output = Result<TargetData, UpstreamError>> + Send>>;
 
-/// One target of a collector, with the fetch of it (its area's collect function, bound to its
+/// One target of a collector, with the fetch of it (its collector's collect function, bound to its
 /// settings and target).
 #[derive(Clone)]
 pub struct Job {

@@ -1,5 +1,5 @@
-//! Every area at once: any bodies of every area's targets render from one snapshot as valid,
-//! finite exposition, promtool accepts hundreds of them, and any body is unwrapped from its
+//! Every collector at once: any bodies of every collector's targets render from one snapshot as
+//! valid, finite exposition, promtool accepts hundreds of them, and any body is unwrapped from its
 //! envelope as the client does.
 
 use mailhost_exporter::upstream::error::FailureReason;

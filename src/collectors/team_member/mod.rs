@@ -12,7 +12,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 
 use super::run::Context;
-use super::{Area, Encode, Read};
+use super::{Collect, Encode, Read};
 use crate::config::error::ConfigError;
 use crate::config::fields::codes;
 use crate::config::schedule::{FromBlock, collector_block};
@@ -51,11 +51,11 @@ impl FromBlock<Block> for Settings {
     }
 }
 
-/// The area.
+/// The collector.
 #[derive(Debug)]
 pub struct TeamMember;
 
-impl Area for TeamMember {
+impl Collect for TeamMember {
     const ENDPOINTS: &'static [Endpoint] = &[TEAM_MEMBER];
     type Raw = Block;
     type RawList = List;
@@ -93,7 +93,7 @@ impl Area for TeamMember {
     }
 }
 
-/// Reads one run's answers (the area's [`Area::READ`]).
+/// Reads one run's answers (the collector's [`Collect::READ`]).
 fn read(
     settings: &Settings,
     _code: &String,

@@ -1,9 +1,9 @@
-//! Configured collectors as the scheduler and the snapshot see them: one per tenant and area,
-//! with its schedule and targets ([`CollectorSpec`]). What each area fetches and how is in
-//! [`crate::area`]; the scheduler that runs them is [`crate::engine::poller`].
+//! Configured collectors as the scheduler and the snapshot see them: one per tenant and collector,
+//! with its schedule and targets ([`CollectorSpec`]). What each collector fetches and how is in
+//! [`crate::collectors`]; the scheduler that runs them is [`crate::engine::poller`].
 
-pub use crate::area::run::{Clock, Context, Fetch, Job};
-pub use crate::area::{Collector, CollectorName, Target, TargetData};
+pub use crate::collectors::run::{Clock, Context, Fetch, Job};
+pub use crate::collectors::{Collector, CollectorName, Target, TargetData};
 
 use crate::config::{Schedule, TargetFailureLog};
 use crate::config_file::{Config, TenantConfig};
@@ -11,7 +11,7 @@ use crate::shard::Shard;
 use crate::tenant::TenantName;
 use crate::upstream::endpoint::Endpoint;
 
-/// The enabled collectors of a tenant with this shard's targets, in the order of the areas. A
+/// The enabled collectors of a tenant with this shard's targets, in the order of the collectors. A
 /// collector left without targets stays configured, so its health series still say it runs.
 pub fn of_tenant(tenant: &TenantConfig, shard: Shard) -> Vec<Collector> {
     tenant
@@ -27,7 +27,8 @@ pub fn of_tenant(tenant: &TenantConfig, shard: Shard) -> Vec<Collector> {
         .collect()
 }
 
-/// A running collector: its area, then its tenant, so that one area's collectors sort together.
+/// A running collector: its collector, then its tenant, so that one collector's collectors sort
+/// together.
 pub type CollectorKey = (CollectorName, TenantName);
 
 /// A collector as the scheduler and the snapshot see it: its name, schedule and targets, read
@@ -100,14 +101,14 @@ impl CollectorSpec {
 }
 
 /// The one collector of the generic rooms' unit tests (snapshot, store, rendering, poller,
-/// web); its answers are in `area::delivery_account::fixtures`.
+/// web); its answers are in `collectors::delivery_account::fixtures`.
 #[cfg(test)]
 pub(crate) mod fixtures {
     use std::sync::Arc;
     use std::time::Duration;
 
     use super::CollectorSpec;
-    use crate::area::{Collector, Configured};
+    use crate::collectors::{Collector, Configured};
     use crate::config::Schedule;
     use crate::tenant::TenantName;
 
@@ -132,9 +133,11 @@ pub(crate) mod fixtures {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::area::mailbox::Target as MailboxTarget;
-    use crate::area::tracemail_dashboard::View;
-    use crate::area::{delivery_account, mailbox, migration, tracemail_daily, tracemail_dashboard};
+    use crate::collectors::mailbox::Target as MailboxTarget;
+    use crate::collectors::tracemail_dashboard::View;
+    use crate::collectors::{
+        delivery_account, mailbox, migration, tracemail_daily, tracemail_dashboard,
+    };
 
     #[test]
     fn every_account_belongs_to_exactly_one_shard_and_the_shards_are_near_even() {
@@ -283,7 +286,7 @@ mod tests {
         assert!(!dashboard("    limit: 5\n").same_settings(&dashboard("    limit: 6\n")));
         assert!(
             !base.same_settings(&dashboard("    limit: 5\n")),
-            "another area"
+            "another collector"
         );
         let delivery = specs("  delivery_account:\n    accounts: [1]\n").remove(0);
         assert!(

@@ -9,7 +9,7 @@ pub use model::Record;
 use std::sync::Arc;
 
 use super::run::Context;
-use super::{Area, Encode, Read, one_body};
+use super::{Collect, Encode, Read, one_body};
 use crate::config::error::ConfigError;
 use crate::config::fields::codes;
 use crate::config::schedule::collector_block;
@@ -27,11 +27,11 @@ collector_block! {
     list migrations: String, tenant List;
 }
 
-/// The area.
+/// The collector.
 #[derive(Debug)]
 pub struct Migration;
 
-impl Area for Migration {
+impl Collect for Migration {
     const ENDPOINTS: &'static [Endpoint] = &[STATS];
     type Raw = Block;
     type RawList = List;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::run::Context;
-use super::{Area, Encode, Read, TargetKind, one_body};
+use super::{Collect, Encode, Read, TargetKind, one_body};
 use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::{at_most, code};
 use crate::config::schedule::collector_block;
@@ -93,11 +93,11 @@ fn mailbox_list(
     Ok(out)
 }
 
-/// The area.
+/// The collector.
 #[derive(Debug)]
 pub struct Mailbox;
 
-impl Area for Mailbox {
+impl Collect for Mailbox {
     const ENDPOINTS: &'static [Endpoint] = &[EMAIL_ACCOUNT];
     type Raw = Block;
     type RawList = List;

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::run::Context;
-use super::{Area, Encode, Extra, Read, Refers, Revealed, TargetKind};
+use super::{Collect, Encode, Extra, Read, Refers, Revealed, TargetKind};
 use crate::config::error::{ConfigError, invalid};
 use crate::config::fields::Day;
 use crate::config::fields::{account_ids, at_most};
@@ -203,11 +203,11 @@ impl TargetKind for View {
     }
 }
 
-/// The area.
+/// The collector.
 #[derive(Debug)]
 pub struct TracemailDashboard;
 
-impl Area for TracemailDashboard {
+impl Collect for TracemailDashboard {
     const ENDPOINTS: &'static [Endpoint] = &[DASHBOARD];
     const EXTRA: Extra = Extra::Domains;
     const REVEALS: Extra = Extra::Accounts;
@@ -262,7 +262,7 @@ impl Area for TracemailDashboard {
     }
 }
 
-/// Reads one run's answers (the area's [`Area::READ`]).
+/// Reads one run's answers (the collector's [`Collect::READ`]).
 fn read(
     settings: &Settings,
     _view: &View,

@@ -11,7 +11,7 @@ pub use model::Record;
 use std::sync::Arc;
 
 use super::run::Context;
-use super::{Area, Encode, Extra, Read, one_body};
+use super::{Collect, Encode, Extra, Read, one_body};
 use crate::config::error::ConfigError;
 use crate::config::fields::account_list;
 use crate::config::schedule::collector_block;
@@ -29,11 +29,11 @@ collector_block! {
     list accounts: i64, tenant List;
 }
 
-/// The area.
+/// The collector.
 #[derive(Debug)]
 pub struct DeliveryAccount;
 
-impl Area for DeliveryAccount {
+impl Collect for DeliveryAccount {
     const ENDPOINTS: &'static [Endpoint] = &[ACCOUNT];
     const EXTRA: Extra = Extra::Accounts;
     type Raw = Block;

@@ -1,9 +1,9 @@
-//! What the generic rooms work with, built from the one list of areas in [`super`]. The
-//! [`areas!`] macro says only what a trait cannot: it names each area once, as a variant of
-//! [`CollectorName`] and of [`OfArea`], as a key of the `collectors:` blocks, and in the matches
-//! that lead from a variant to its area's type ([`Listed`]). Every operation on those values is
-//! written here once, as generic code over [`Area`]: [`Dispatch`] for what a collector name
-//! leads to, [`Configuration`] for a configured collector.
+//! What the generic rooms work with, built from the one list of collectors in [`super`]. The
+//! [`collectors!`] macro says only what a trait cannot: it names each collector once, as a variant
+//! of [`CollectorName`] and of [`OfCollector`], as a key of the `collectors:` blocks, and in the
+//! matches that lead from a variant to its collector's type ([`Listed`]). Every operation on those
+//! values is written here once, as generic code over [`Collect`]: [`Dispatch`] for what a collector
+//! name leads to, [`Configuration`] for a configured collector.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -14,8 +14,8 @@ use jiff::Timestamp;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, LabelValueEncoder};
 
 use super::{
-    Area, CollectorName, Configured, Extra, Item, OfArea, RawCollectors, RawTenantCollectors,
-    Refers, Revealed, TargetKind, run,
+    Collect, CollectorName, Configured, Extra, Item, OfCollector, RawCollectors,
+    RawTenantCollectors, Refers, Revealed, TargetKind, run,
 };
 use crate::config::error::{ConfigError, invalid};
 use crate::config::schedule::{self, CollectorBlock, FromBlock, Schedule};
@@ -25,10 +25,10 @@ use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::model::ParseProblem;
 
-/// Which of an area's values a variant of [`OfArea`] holds.
+/// Which of a collector's values a variant of [`OfCollector`] holds.
 pub trait Kind {
-    /// The value of area `A`.
-    type Of<A: Area>;
+    /// The value of collector `A`.
+    type Of<A: Collect>;
 }
 
 /// The kind of [`Target`].
@@ -36,7 +36,7 @@ pub trait Kind {
 pub struct TargetOf;
 
 impl Kind for TargetOf {
-    type Of<A: Area> = A::Target;
+    type Of<A: Collect> = A::Target;
 }
 
 /// The kind of [`TargetData`].
@@ -44,7 +44,7 @@ impl Kind for TargetOf {
 pub struct DataOf;
 
 impl Kind for DataOf {
-    type Of<A: Area> = A::Data;
+    type Of<A: Collect> = A::Data;
 }
 
 /// The kind of [`Collector`].
@@ -52,97 +52,97 @@ impl Kind for DataOf {
 pub struct CollectorOf;
 
 impl Kind for CollectorOf {
-    type Of<A: Area> = Arc<Configured<A>>;
+    type Of<A: Collect> = Arc<Configured<A>>;
 }
 
 /// One thing a collector fetches on each run, as the snapshot knows it.
-pub type Target = OfArea<TargetOf>;
+pub type Target = OfCollector<TargetOf>;
 
 /// What one target's successful collection produced.
-pub type TargetData = OfArea<DataOf>;
+pub type TargetData = OfCollector<DataOf>;
 
-/// A configured collector: one variant per area, each with that area's validated schedule,
-/// settings and targets.
-pub type Collector = OfArea<CollectorOf>;
+/// A configured collector: one variant per collector, each with that collector's validated
+/// schedule, settings and targets.
+pub type Collector = OfCollector<CollectorOf>;
 
-/// An area of the list, as [`areas!`] declares it: its key, and the way between its values and
-/// every area's.
-pub(super) trait Listed: Area {
-    /// The config key and the `collector` label value: the area's module.
+/// A collector of the list, as [`collectors!`] declares it: its key, and the way between its values
+/// and every collector's.
+pub(super) trait Listed: Collect {
+    /// The config key and the `collector` label value: the collector's module.
     const KEY: &'static str;
-    /// The area's value among every area's.
-    fn of<K: Kind>(value: K::Of<Self>) -> OfArea<K>;
-    /// The value, when it is this area's.
-    fn get<K: Kind>(value: &OfArea<K>) -> Option<&K::Of<Self>>;
-    /// The value, when it is this area's.
-    fn get_mut<K: Kind>(value: &mut OfArea<K>) -> Option<&mut K::Of<Self>>;
-    /// The area's `collectors.<area>` block.
+    /// The collector's value among every collector's.
+    fn of<K: Kind>(value: K::Of<Self>) -> OfCollector<K>;
+    /// The value, when it is this collector's.
+    fn get<K: Kind>(value: &OfCollector<K>) -> Option<&K::Of<Self>>;
+    /// The value, when it is this collector's.
+    fn get_mut<K: Kind>(value: &mut OfCollector<K>) -> Option<&mut K::Of<Self>>;
+    /// The collector's `collectors.<collector>` block.
     fn block(raw: &RawCollectors) -> &Option<Self::Raw>;
-    /// The area's `collectors.<area>` block.
+    /// The collector's `collectors.<collector>` block.
     fn block_mut(raw: &mut RawCollectors) -> &mut Option<Self::Raw>;
-    /// The area's block in a tenant's `collectors:`.
+    /// The collector's block in a tenant's `collectors:`.
     fn tenant_block(raw: &mut RawTenantCollectors) -> &mut Option<Self::RawList>;
 }
 
-macro_rules! areas {
-    ($($module:ident: $Area:ident,)+) => {
-        /// A collector: one API area, with its own switch, interval and health series.
+macro_rules! collectors {
+    ($($module:ident: $Collect:ident,)+) => {
+        /// A collector: one collector, with its own switch, interval and health series.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum CollectorName { $($Area,)+ }
+        pub enum CollectorName { $($Collect,)+ }
 
-        /// One value of one area: its target, its data or its collector, as the kind `K` says.
+        /// One value of one collector: its target, its data or its collector, as the kind `K` says.
         #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-        pub enum OfArea<K: Kind> { $($Area(K::Of<$module::$Area>),)+ }
+        pub enum OfCollector<K: Kind> { $($Collect(K::Of<$module::$Collect>),)+ }
 
-        /// The `collectors:` block as written: one key per area.
+        /// The `collectors:` block as written: one key per collector.
         #[derive(Debug, Default, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         pub struct RawCollectors {
-            $(#[serde(default)] pub $module: Option<<$module::$Area as Area>::Raw>,)+
+            $(#[serde(default)] pub $module: Option<<$module::$Collect as Collect>::Raw>,)+
         }
 
-        /// A tenant's `collectors:` block: its own target list per area.
+        /// A tenant's `collectors:` block: its own target list per collector.
         #[derive(Debug, Default, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         pub struct RawTenantCollectors {
-            $(#[serde(default)] pub $module: Option<<$module::$Area as Area>::RawList>,)+
+            $(#[serde(default)] pub $module: Option<<$module::$Collect as Collect>::RawList>,)+
         }
 
         impl CollectorName {
-            /// Every area, in the order of the list.
-            pub const ALL: &'static [CollectorName] = &[$(CollectorName::$Area,)+];
+            /// Every collector, in the order of the list.
+            pub const ALL: &'static [CollectorName] = &[$(CollectorName::$Collect,)+];
 
-            /// The operations on the area's values.
-            fn area(self) -> &'static dyn registry::Dispatch {
-                match self { $(Self::$Area => &std::marker::PhantomData::<$module::$Area>,)+ }
+            /// The operations on the collector's values.
+            fn ops(self) -> &'static dyn registry::Dispatch {
+                match self { $(Self::$Collect => &std::marker::PhantomData::<$module::$Collect>,)+ }
             }
         }
 
-        impl<K: Kind> OfArea<K> {
-            /// The area the value belongs to.
+        impl<K: Kind> OfCollector<K> {
+            /// The collector the value belongs to.
             pub fn name(&self) -> CollectorName {
-                match self { $(Self::$Area(_) => CollectorName::$Area,)+ }
+                match self { $(Self::$Collect(_) => CollectorName::$Collect,)+ }
             }
         }
 
         impl Collector {
-            /// The collector as its area configured it.
+            /// The collector as its collector configured it.
             fn configured(&self) -> &dyn registry::Configuration {
-                match self { $(Self::$Area(c) => &**c,)+ }
+                match self { $(Self::$Collect(c) => &**c,)+ }
             }
         }
 
         $(
-            // With one area in the list, the `_` arms are never reached.
+            // With one collector in the list, the `_` arms are never reached.
             #[allow(unreachable_patterns)]
-            impl registry::Listed for $module::$Area {
+            impl registry::Listed for $module::$Collect {
                 const KEY: &'static str = stringify!($module);
-                fn of<K: Kind>(v: K::Of<Self>) -> OfArea<K> { OfArea::$Area(v) }
-                fn get<K: Kind>(v: &OfArea<K>) -> Option<&K::Of<Self>> {
-                    match v { OfArea::$Area(v) => Some(v), _ => None }
+                fn of<K: Kind>(v: K::Of<Self>) -> OfCollector<K> { OfCollector::$Collect(v) }
+                fn get<K: Kind>(v: &OfCollector<K>) -> Option<&K::Of<Self>> {
+                    match v { OfCollector::$Collect(v) => Some(v), _ => None }
                 }
-                fn get_mut<K: Kind>(v: &mut OfArea<K>) -> Option<&mut K::Of<Self>> {
-                    match v { OfArea::$Area(v) => Some(v), _ => None }
+                fn get_mut<K: Kind>(v: &mut OfCollector<K>) -> Option<&mut K::Of<Self>> {
+                    match v { OfCollector::$Collect(v) => Some(v), _ => None }
                 }
                 fn block(r: &RawCollectors) -> &Option<Self::Raw> { &r.$module }
                 fn block_mut(r: &mut RawCollectors) -> &mut Option<Self::Raw> { &mut r.$module }
@@ -154,14 +154,14 @@ macro_rules! areas {
     };
 }
 
-/// One target of any area with its tenant and its current data, as the snapshot holds it.
+/// One target of any collector with its tenant and its current data, as the snapshot holds it.
 type Entry<'a> = (&'a TenantName, &'a Target, &'a TargetData);
 
-/// What a collector name leads to ([`CollectorName::area`]): each operation whose area is known
-/// only when the program runs, written once for every area. Each method is the one of the same
-/// name (`revealed`: `reveals`, `fmt_target`: `fmt`) of [`CollectorName`], [`Target`],
-/// [`TargetData`] or the `collectors:` blocks, for this row's area: a value is handed to the
-/// row its own name leads to, so the answers for another area's (`None`, no text) are never
+/// What a collector name leads to ([`CollectorName::collector`]): each operation whose collector is
+/// known only when the program runs, written once for every collector. Each method is the one of
+/// the same name (`revealed`: `reveals`, `fmt_target`: `fmt`) of [`CollectorName`], [`Target`],
+/// [`TargetData`] or the `collectors:` blocks, for this row's collector: a value is handed to the
+/// row its own name leads to, so the answers for another collector's (`None`, no text) are never
 /// given.
 pub(super) trait Dispatch {
     fn key(&self) -> &'static str;
@@ -325,7 +325,7 @@ impl<A: Listed> Dispatch for PhantomData<A> {
     }
 }
 
-/// The items of one area out of every area's, each with its tenant and `target` label.
+/// The items of one collector out of every collector's, each with its tenant and `target` label.
 fn items_of<'a, A: Listed>(items: &mut dyn Iterator<Item = Entry<'a>>) -> Vec<Item<'a, A>> {
     items
         .filter_map(|(tenant, target, data)| {
@@ -339,7 +339,7 @@ fn items_of<'a, A: Listed>(items: &mut dyn Iterator<Item = Entry<'a>>) -> Vec<It
         .collect()
 }
 
-/// The collector of the block `collectors.<area>`, validated; `None` when it is disabled.
+/// The collector of the block `collectors.<collector>`, validated; `None` when it is disabled.
 fn configure<A: Listed>(raw: A::Raw, required: bool) -> Result<Option<Configured<A>>, ConfigError> {
     let keys = raw.schedule_keys();
     if !keys.enabled {
@@ -366,7 +366,7 @@ fn not_enabled(field: &str, name: &str) -> ConfigError {
     )
 }
 
-/// A configured collector of any area ([`Collector::configured`]); each method is the one of
+/// A configured collector of any collector ([`Collector::configured`]); each method is the one of
 /// the same name of [`Collector`].
 pub(super) trait Configuration {
     fn schedule(&self) -> Schedule;
@@ -401,7 +401,7 @@ impl<A: Listed> Configuration for Configured<A> {
     }
 
     fn same_settings(&self, other: &Collector) -> bool {
-        // Another area: never the same, so a collector is restarted rather than kept wrongly.
+        // Another collector: never the same, so a collector is restarted rather than kept wrongly.
         A::get(other).is_some_and(|other| self.settings == other.settings)
     }
 
@@ -420,7 +420,7 @@ impl<A: Listed> Configuration for Configured<A> {
         let Some(target) = A::get(target) else {
             return Err(UpstreamError::new(
                 FailureReason::ClientError,
-                "a target of another area",
+                "a target of another collector",
             ));
         };
         (A::READ)(&self.settings, target, bodies, now).map(|(d, p)| (A::of(d), p))
@@ -430,10 +430,10 @@ impl<A: Listed> Configuration for Configured<A> {
 impl CollectorName {
     /// The config key and the `collector` label value.
     pub fn as_str(self) -> &'static str {
-        self.area().key()
+        self.ops().key()
     }
 
-    /// Every endpoint of every area, in the order of the list, each once.
+    /// Every endpoint of every collector, in the order of the list, each once.
     pub fn every_endpoint() -> Vec<Endpoint> {
         let mut all: Vec<Endpoint> = Vec::new();
         for e in Self::ALL.iter().flat_map(|c| c.endpoints()) {
@@ -446,42 +446,42 @@ impl CollectorName {
 
     /// The upstream operations one run makes per target.
     pub fn endpoints(self) -> &'static [Endpoint] {
-        self.area().endpoints()
+        self.ops().endpoints()
     }
 
-    /// Which targets beyond the configured ones the area polls.
+    /// Which targets beyond the configured ones the collector polls.
     pub fn extra(self) -> Extra {
-        self.area().extra()
+        self.ops().extra()
     }
 
-    /// What the area's data reveals for discovery.
+    /// What the collector's data reveals for discovery.
     pub fn reveals(self) -> Extra {
-        self.area().reveals()
+        self.ops().reveals()
     }
 
-    /// Whether the area's targets are Delivery accounts, which `/probe` may add to.
+    /// Whether the collector's targets are Delivery accounts, which `/probe` may add to.
     pub fn polls_accounts(self) -> bool {
         self.extra() == Extra::Accounts
     }
 
-    /// The area's series of `items`: every tenant's targets of the area with their current
-    /// data.
+    /// The collector's series of `items`: every tenant's targets of the collector with their
+    /// current data.
     pub fn encode<'a>(
         self,
         enc: &mut DescriptorEncoder,
         interval: Duration,
         mut items: impl Iterator<Item = Entry<'a>>,
     ) -> fmt::Result {
-        self.area().encode(enc, interval, &mut items)
+        self.ops().encode(enc, interval, &mut items)
     }
 
-    /// The area's families written as text, after the others.
+    /// The collector's families written as text, after the others.
     pub fn encode_text<'a>(
         self,
         mut items: impl Iterator<Item = Entry<'a>>,
         out: &mut dyn fmt::Write,
     ) -> fmt::Result {
-        self.area().encode_text(&mut items, out)
+        self.ops().encode_text(&mut items, out)
     }
 }
 
@@ -500,12 +500,12 @@ impl EncodeLabelValue for CollectorName {
 impl Target {
     /// The Delivery account id of an account target, which `/probe` may register.
     pub fn account_id(&self) -> Option<i32> {
-        self.name().area().account_id(self)
+        self.name().ops().account_id(self)
     }
 
     /// What the target is about.
     pub fn refers_to(&self) -> Refers<'_> {
-        self.name().area().refers_to(self)
+        self.name().ops().refers_to(self)
     }
 
     /// What `--shard` hashes (with the tenant): the account id of every target about an
@@ -518,34 +518,34 @@ impl Target {
         }
     }
 
-    /// The target of account `id` in the area `name`, when it polls accounts.
+    /// The target of account `id` in the collector `name`, when it polls accounts.
     pub fn of_account(name: CollectorName, id: i32) -> Option<Target> {
-        name.area().of_account(id)
+        name.ops().of_account(id)
     }
 
-    /// The target of sending domain `domain` in the area `name`, when it polls domains.
+    /// The target of sending domain `domain` in the collector `name`, when it polls domains.
     pub fn of_domain(name: CollectorName, domain: String) -> Option<Target> {
-        name.area().of_domain(domain)
+        name.ops().of_domain(domain)
     }
 }
 
 impl fmt::Display for Target {
     /// The value of the `target` label, and the name of the target's circuit.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.name().area().fmt_target(self, f)
+        self.name().ops().fmt_target(self, f)
     }
 }
 
 impl TargetData {
     /// This run's data with what carries over from the run before.
     pub fn carry(mut self, previous: Option<&TargetData>, now: Timestamp) -> TargetData {
-        self.name().area().carry(&mut self, previous, now);
+        self.name().ops().carry(&mut self, previous, now);
         self
     }
 
     /// What the data reveals for discovery.
     pub fn reveals(&self) -> Revealed<'_> {
-        self.name().area().revealed(self)
+        self.name().ops().revealed(self)
     }
 }
 
@@ -565,13 +565,13 @@ impl Collector {
         self.configured().targets()
     }
 
-    /// The fetch of `target` with this collector's settings: any target of its area (a
-    /// configured one, or one `/probe` or discovery added); `None` for another area.
+    /// The fetch of `target` with this collector's settings: any target of its collector (a
+    /// configured one, or one `/probe` or discovery added); `None` for another collector.
     pub fn job(&self, target: &Target) -> Option<run::Job> {
         self.configured().job(target)
     }
 
-    /// Whether this collector fetches each target exactly as `other` would: the same area with
+    /// Whether this collector fetches each target exactly as `other` would: the same collector with
     /// the same settings (schedules and target lists are not compared).
     pub fn same_settings(&self, other: &Collector) -> bool {
         self.configured().same_settings(other)
@@ -595,25 +595,25 @@ impl Collector {
 }
 
 impl RawCollectors {
-    /// The first block that lists targets, as `<area>.<list key>`.
+    /// The first block that lists targets, as `<collector>.<list key>`.
     pub fn first_list(&self) -> Option<String> {
         CollectorName::ALL
             .iter()
-            .find_map(|name| name.area().first_list(self))
+            .find_map(|name| name.ops().first_list(self))
     }
 
     /// Switches collector `name` on (with a block of defaults when the config has none) or
     /// off, over what the config says.
     pub fn switch(&mut self, name: CollectorName, on: bool) -> Result<(), ConfigError> {
-        name.area().switch(self, on)
+        name.ops().switch(self, on)
     }
 
-    /// Every enabled collector, validated, in the order of the list of areas; with `required`,
+    /// Every enabled collector, validated, in the order of the list of collectors; with `required`,
     /// each must list targets.
     pub fn validate(mut self, required: bool) -> Result<Vec<Collector>, ConfigError> {
         let mut out = Vec::new();
         for name in CollectorName::ALL {
-            out.extend(name.area().validate(&mut self, required)?);
+            out.extend(name.ops().validate(&mut self, required)?);
         }
         Ok(out)
     }
@@ -622,13 +622,13 @@ impl RawCollectors {
 impl RawTenantCollectors {
     /// Forgets the tenant's targets of collector `name` (switched off by a flag).
     pub fn forget(&mut self, name: CollectorName) {
-        name.area().forget(self);
+        name.ops().forget(self);
     }
 
     /// Gives the collectors of `collectors` the target lists of the tenant at `at`.
     pub fn apply(mut self, collectors: &mut [Collector], at: &str) -> Result<(), ConfigError> {
         for name in CollectorName::ALL {
-            name.area().apply(&mut self, collectors, at)?;
+            name.ops().apply(&mut self, collectors, at)?;
         }
         Ok(())
     }

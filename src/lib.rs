@@ -6,7 +6,7 @@
 //!
 //! | layer | modules | what they hold |
 //! |---|---|---|
-//! | 1 primitives | `config`, `descriptors`, `files`, `redact`, `shard`, `shutdown`, `tenant` | field parsers and settings, bounds, the descriptor plan, file reading, redaction, sharding, shutdown, tenant names |
+//! | 1 primitives | `config`, `descriptors`, `files`, `redact`, `shard`, `shutdown`, `storage`, `tenant` | field parsers and settings, bounds, the descriptor plan, file reading, redaction, sharding, shutdown, the storage directory, tenant names |
 //! | 2 upstream | `upstream` | the provider's client: transport, pacer, circuit breakers, retries, errors |
 //! | 3 series | `metrics::classic`, `metrics::family`, `metrics::format`, `metrics::labels` | how a series is named, labelled and written |
 //! | 4 collectors | `collectors` | one folder per collector: its config block, its calls, its model, its series |
@@ -32,6 +32,7 @@ pub mod metrics;
 pub mod redact;
 pub mod shard;
 pub mod shutdown;
+pub mod storage;
 pub mod tenant;
 pub mod upstream;
 pub mod web;

@@ -266,7 +266,8 @@ async fn scrapes_beyond_max_requests_are_refused_with_503() {
 }
 
 #[tokio::test]
-async fn sigterm_during_a_refresh_exits_at_once_and_a_run_is_only_ever_shown_whole() {
+async fn sigterm_during_a_refresh_exits_at_once_and_a_run_under_way_shows_what_it_fetched_but_not_its_end()
+ {
     let sim = spawn_sim().await;
     // 1002 answers after 20 s: every run waits on it until its deadline.
     sim.sim.set_fault(
@@ -295,16 +296,17 @@ async fn sigterm_during_a_refresh_exits_at_once_and_a_run_is_only_ever_shown_who
         &[("MAILHOST_API_TOKEN", TOKEN)],
     );
     let base = exporter.base_url().await;
-    // 1001 has answered (its request is counted), but its run is not finished: nothing of it
-    // is shown.
-    let answered = "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"}";
-    let body = scrape_until(&base, "1001's answer", |b| {
-        value(b, answered).is_some_and(|n| n >= 1.0)
+    // 1001 has answered and its value is shown while its run waits for 1002; the run's own
+    // series wait for its end: not ready, not up, no duration, nothing of 1002.
+    let body = scrape_until(&base, "1001's value", |b| {
+        value(b, &remaining(1001)).is_some()
     })
     .await;
+    assert!(value(&body, &remaining(1002)).is_none(), "{body}");
+    let run = "mailhost_collector_duration_seconds{collector=\"delivery_account\"}";
     assert!(
-        value(&body, &remaining(1001)).is_none(),
-        "a half-built run was served:\n{body}"
+        value(&body, run).is_none(),
+        "a run's end was served before it ended:\n{body}"
     );
     assert_eq!(value(&body, "mailhost_up"), Some(0.0));
     assert_eq!(

@@ -2,7 +2,8 @@
 //! limited tenant is served at the provider's pace and loses no account to 429 beside a free one;
 //! a Retry-After pauses the whole token; a first probe under a limit is answered in time without a
 //! storm; a fleet the limit cannot refresh every interval is served oldest first and keeps its
-//! values; a 429 never opens a circuit, and a reload keeps what the pacer learned.
+//! values; a 429 never opens a circuit, and a reload keeps what the pacer learned; a first run
+//! that the limit stretches over many seconds shows each account within seconds of its fetch.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,9 @@ use mailhost_sim::{
     AccountSeed, FaultSpec, ManagementToken, RateLimit, Route, SimConfig, Simulator, TokenRateLimit,
 };
 
-use crate::helpers::{Exporter, must, spawn_exporter, spawn_sim_with, value};
+use crate::helpers::{
+    Exporter, must, spawn_exporter, spawn_sim_with, value, wait_for, wait_within,
+};
 
 /// A simulator with one token per tenant, each seeing `ids` of its own; `limits` rate-limits
 /// some of them.
@@ -599,4 +602,71 @@ async fn a_limit_on_one_endpoint_and_an_account_refused_on_its_own_slow_only_the
     ] {
         assert!(debug.contains(want), "debug lacks {want:?}:\n{debug}");
     }
+}
+
+#[tokio::test]
+async fn a_first_run_the_limit_stretches_shows_each_account_within_seconds_of_its_fetch() {
+    let ids: Vec<i32> = (1..=100).collect();
+    let sim = spawn_sim_with(sim_config(
+        &[("slow-token", ids.clone())],
+        &[("slow-token", limit(5.0, 5.0))],
+    ))
+    .await;
+    // 100 accounts at 5 a second: the first run takes 20 s or more, well within its deadline.
+    let yaml = format!(
+        "api:\n  base_url: {}\n  timeout: 2s\ncollectors:\n  delivery_account:\n    interval: 60s\n    deadline: 50s\n    max_age: 180s\ntenants:\n{}",
+        sim.url,
+        tenant("slow", &ids, ""),
+    );
+    let exporter = spawn_exporter(parse(&yaml)).await;
+    let shown = |b: &str| {
+        ids.iter()
+            .filter(|&&id| value(b, &remaining("slow", id)).is_some())
+            .count()
+    };
+    let ended = collector("mailhost_collector_duration_seconds", "slow");
+    // At three points of the run, every account the provider has let through by then is on
+    // `/metrics` within a few seconds (a run's part every second, published at once), while
+    // the run goes on.
+    for through in [10, 30, 50] {
+        let allowed = wait_for(&format!("{through} calls let through"), || async {
+            let (allowed, _) = counts(&sim.sim, "slow-token");
+            (allowed >= through).then_some(allowed)
+        })
+        .await;
+        let body = wait_within(
+            Duration::from_secs(5),
+            &format!("the {allowed} accounts fetched on /metrics"),
+            || async {
+                let body = exporter.scrape().await;
+                (shown(&body) >= allowed as usize).then_some(body)
+            },
+        )
+        .await;
+        assert!(
+            value(&body, &ended).is_none() && shown(&body) < ids.len(),
+            "the run had ended: the test shows nothing\n{body}"
+        );
+        assert_eq!(
+            value(&body, "mailhost_up"),
+            Some(0.0),
+            "not up before the first run's end"
+        );
+    }
+    // Its end is as before: every account, the run's success and no target deferred.
+    let body = exporter
+        .scrape_until("the first run's end", |b| value(b, &ended).is_some())
+        .await;
+    assert_eq!(shown(&body), ids.len());
+    assert_eq!(
+        must(&body, &collector("mailhost_collector_success", "slow")),
+        1.0
+    );
+    assert_eq!(
+        must(
+            &body,
+            &collector("mailhost_collector_deferred_targets", "slow")
+        ),
+        0.0
+    );
 }

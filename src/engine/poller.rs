@@ -1,6 +1,7 @@
 //! The poller: each collector on its own interval (first run at start), never overlapping
-//! itself, each run bounded by its deadline, results applied whole to the store; and a timer
-//! that expires values at `max_age` whether or not a run finishes.
+//! itself, each run bounded by its deadline, its targets' results handed to the store as they
+//! come (in parts, every [`HANDOFF_EVERY`]) and its end when it ends; and a timer that expires
+//! values at `max_age` whether or not a run finishes.
 //!
 //! The exporter polls on its own schedule rather than on each Prometheus scrape: the provider
 //! rate-limits the token, and two Prometheus servers of an HA pair would double the calls.
@@ -13,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -23,7 +24,7 @@ use crate::engine::poll_set::PollSet;
 use crate::engine::spec::{
     CollectorKey, CollectorName, CollectorSpec, Context, Fetch, Job, Target, TargetData,
 };
-use crate::engine::store::{Finished, Publisher, Store};
+use crate::engine::store::{Finished, Publisher, RunPart, Store};
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::pacer::{Demand, Pacer};
 use crate::upstream::trail::Recorder;
@@ -160,8 +161,10 @@ impl Poller {
 
     /// Takes a reloaded config. A collector whose schedule and settings are unchanged keeps
     /// running on its schedule with the new plan (new client, new target list); one that changed
-    /// is restarted; one no longer configured is stopped. A run in flight of a restarted or
-    /// stopped collector is dropped whole, never half applied.
+    /// is restarted; one no longer configured is stopped. What a run in flight of a restarted or
+    /// stopped collector has not handed over is dropped, and its end never comes; the parts it
+    /// handed over hold whole results of single targets, and the store drops them too when
+    /// their collector is no longer configured.
     pub async fn reconfigure(&mut self, work: Vec<Work>) {
         let wanted: HashSet<CollectorKey> = work.iter().map(|w| w.spec.key()).collect();
         let gone: Vec<CollectorKey> = self
@@ -465,15 +468,17 @@ impl Loop {
         }
     }
 
-    /// One run of `targets`: fetched in turn, learned from, and handed to the publisher.
-    /// `None`: the collector stops (a run cut short is dropped whole).
+    /// One run of `targets`: fetched in turn, handed to the publisher in parts as they come,
+    /// learned from, and its end handed to the publisher. `None`: the collector stops (what a
+    /// run cut short has not handed over is dropped, and its end never comes).
     async fn run(&mut self, p: Plan, mut targets: Vec<Target>, urgent: bool) -> Option<()> {
         self.turns.order(&mut targets);
         // The first run's values are what readiness waits for: published as first fetches are.
         let publish_soon = urgent || std::mem::replace(&mut self.first_run, false);
         let started = Instant::now();
         let under_way = self.publisher.begin();
-        let results = self.fetch(&p, targets, urgent).await?;
+        let mut parts = Parts::new(self.publisher.clone(), self.plan.clone());
+        let results = self.fetch(&p, targets, urgent, &mut parts).await?;
         log_run(&p.spec, &results, started);
         let waited = self.turns.learn(&results, Instant::now());
         p.learn(&results);
@@ -490,7 +495,7 @@ impl Loop {
             .hand_over(
                 Finished {
                     spec: latest,
-                    results,
+                    results: parts.rest(results),
                     duration: started.elapsed(),
                     urgent: publish_soon,
                 },
@@ -500,13 +505,15 @@ impl Loop {
         Some(())
     }
 
-    /// Fetches `targets`, and beside them any target a probe adds while they are fetched.
-    /// `None` when the collector stops first.
+    /// Fetches `targets`, handing what lands to the publisher in `parts` as it goes, and beside
+    /// them any target a probe adds while they are fetched. `None` when the collector stops
+    /// first.
     async fn fetch(
         &mut self,
         p: &Plan,
         targets: Vec<Target>,
         urgent: bool,
+        parts: &mut Parts,
     ) -> Option<Vec<(Target, Result<TargetData, UpstreamError>)>> {
         let ctx = if urgent {
             Context {
@@ -516,11 +523,12 @@ impl Loop {
         } else {
             p.ctx.clone()
         };
-        let run = run_targets(&ctx, &p.spec, targets, &self.turns.fetched);
+        let run = run_targets(&ctx, &p.spec, targets, &self.turns.fetched, Some(parts));
         tokio::pin!(run);
         loop {
             tokio::select! {
-                // A run cut short by shutdown is dropped whole: never a half-built snapshot.
+                // What a run cut short by shutdown has not handed over is dropped, and its end
+                // never comes: the run's own series never speak of a run half done.
                 _ = self.stop.cancelled() => return None,
                 r = &mut run => return Some(r),
                 () = registered(&mut self.probed) => {
@@ -693,7 +701,7 @@ fn side_run(
         let none = HashMap::new();
         let results = tokio::select! {
             _ = stop.cancelled() => return,
-            r = run_targets(&ctx, &work.spec, targets, &none) => r,
+            r = run_targets(&ctx, &work.spec, targets, &none, None) => r,
         };
         work.learn(&results);
         let latest = plan.borrow().polled(Instant::now());
@@ -728,14 +736,140 @@ async fn registered(probed: &mut Option<watch::Receiver<u64>>) {
 /// Target tasks a run keeps in flight at least; see [`run_targets`].
 const MIN_TASK_WINDOW: usize = 1024;
 
-/// Waits for one target task of a run and files its result.
+/// How often a run under way hands what it has fetched to the publisher (see [`Parts`]). The
+/// issue's goal for a first start (accounts shown 10 s after the start within 1.2 times what
+/// the provider's pace allowed by then) leaves a value 1.7 s from its fetch to `/metrics`; a
+/// second leaves the rest to the publisher's gathering and rendering, which for a small fleet
+/// take milliseconds. A large fleet is not rendered more often for it: the publisher rests ten
+/// renderings between publications (at most 5 s), and a run hands its next part only once the
+/// last is published, so its parts grow rather than multiply.
+pub const HANDOFF_EVERY: Duration = Duration::from_secs(1);
+
+/// What a run under way has fetched and not yet handed to the publisher. The results that land
+/// are handed over together, as one [`RunPart`], [`HANDOFF_EVERY`] after the first of them
+/// landed, once the run's last part is published (one part of a run at the publisher at a
+/// time) and when the publisher's queue has room (else a period later: a run never waits for
+/// the publisher halfway). A part holds what landed since the last, nothing more; what is not
+/// handed over by the run's end goes with its end.
+struct Parts {
+    publisher: Publisher,
+    /// The collector's latest plan: which targets it polls when a part is handed over.
+    plan: watch::Receiver<Plan>,
+    /// The results landed since the last part, by their place in the run.
+    fresh: Vec<usize>,
+    /// Whether each result of the run went with a part.
+    handed: Vec<bool>,
+    /// When the fresh results are to be handed over.
+    due: Option<tokio::time::Instant>,
+    /// The last part handed over, until it is published.
+    last: Option<oneshot::Receiver<()>>,
+}
+
+impl Parts {
+    fn new(publisher: Publisher, plan: watch::Receiver<Plan>) -> Parts {
+        Parts {
+            publisher,
+            plan,
+            fresh: Vec::new(),
+            handed: Vec::new(),
+            due: None,
+            last: None,
+        }
+    }
+
+    /// The result at `i` of a run of `count` targets landed.
+    fn landed(&mut self, i: usize, count: usize) {
+        if self.handed.len() != count {
+            self.handed = vec![false; count];
+        }
+        if self.fresh.is_empty() {
+            self.due = Some(tokio::time::Instant::now() + HANDOFF_EVERY);
+        }
+        self.fresh.push(i);
+    }
+
+    /// Waits until the fresh results are to be handed over: never while there are none.
+    async fn due(&mut self) {
+        let Some(due) = self.due else {
+            return std::future::pending().await;
+        };
+        if let Some(last) = &mut self.last {
+            // Published, or the publisher stopped: either way the last part is gone.
+            let _ = last.await;
+            self.last = None;
+        }
+        tokio::time::sleep_until(due).await;
+    }
+
+    /// Hands the fresh results of the run of `jobs` over as one part, in the run's order, if the
+    /// publisher's queue has room for it; else tries again a period later.
+    fn hand_over(&mut self, jobs: &[Job], results: &[Option<Result<TargetData, UpstreamError>>]) {
+        self.fresh.sort_unstable();
+        let (fresh, plan) = (&self.fresh, &self.plan);
+        let part = || RunPart {
+            spec: plan.borrow().polled(Instant::now()),
+            // Copies: the run keeps every result until its end, to learn from them whole.
+            results: fresh
+                .iter()
+                .filter_map(|&i| Some((jobs[i].target.clone(), results[i].clone()?)))
+                .collect(),
+        };
+        match self.publisher.try_hand_part(part) {
+            Some(published) => {
+                for &i in &self.fresh {
+                    self.handed[i] = true;
+                }
+                self.fresh.clear();
+                self.due = None;
+                self.last = Some(published);
+            }
+            None => self.due = Some(tokio::time::Instant::now() + HANDOFF_EVERY),
+        }
+    }
+
+    /// The results of the run (all of them, in the run's order) that no part took: what goes
+    /// with its end.
+    fn rest(
+        &self,
+        results: Vec<(Target, Result<TargetData, UpstreamError>)>,
+    ) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
+        if !self.handed.contains(&true) {
+            return results;
+        }
+        results
+            .into_iter()
+            .zip(&self.handed)
+            .filter(|(_, handed)| !**handed)
+            .map(|(r, _)| r)
+            .collect()
+    }
+}
+
+/// Waits for one target task of a run of `jobs` and files its result; meanwhile hands what the
+/// run fetched to the publisher when it is due, if the run does so.
 async fn collect_one(
     set: &mut JoinSet<(usize, Result<TargetData, UpstreamError>)>,
     results: &mut [Option<Result<TargetData, UpstreamError>>],
     spec: &CollectorSpec,
+    jobs: &[Job],
+    parts: &mut Option<&mut Parts>,
 ) {
-    match set.join_next().await {
-        Some(Ok((i, r))) => results[i] = Some(r),
+    let joined = loop {
+        let Some(parts) = parts.as_deref_mut() else {
+            break set.join_next().await;
+        };
+        tokio::select! {
+            joined = set.join_next() => break joined,
+            () = parts.due() => parts.hand_over(jobs, results),
+        }
+    };
+    match joined {
+        Some(Ok((i, r))) => {
+            results[i] = Some(r);
+            if let Some(parts) = parts {
+                parts.landed(i, results.len());
+            }
+        }
         Some(Err(e)) => {
             tracing::error!(collector = spec.name.as_str(), error = %e, "collector task panicked")
         }
@@ -849,18 +983,20 @@ pub async fn run_once(
     ctx: &Context,
     spec: &CollectorSpec,
 ) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
-    run_targets(ctx, spec, spec.targets.clone(), &HashMap::new()).await
+    run_targets(ctx, spec, spec.targets.clone(), &HashMap::new(), None).await
 }
 
 /// One run: targets concurrently, started in the order given and at most
 /// [`MIN_TASK_WINDOW`] (or four times the client's concurrency, if more) at a time (the client
 /// bounds requests in flight), each cut at the collector's deadline. Every target gets a result,
-/// `timeout` for one that did not finish in time.
+/// `timeout` for one that did not finish in time; with `parts`, what lands is also handed to the
+/// publisher as the run goes.
 async fn run_targets(
     ctx: &Context,
     spec: &CollectorSpec,
     targets: Vec<Target>,
     fetched: &HashMap<Target, Instant>,
+    mut parts: Option<&mut Parts>,
 ) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
     let deadline = spec.schedule.deadline;
     let now = tokio::time::Instant::now();
@@ -878,7 +1014,7 @@ async fn run_targets(
     let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; jobs.len()];
     for (i, job) in jobs.iter().enumerate() {
         if set.len() >= window {
-            collect_one(&mut set, &mut results, spec).await;
+            collect_one(&mut set, &mut results, spec, &jobs, &mut parts).await;
         }
         // The token's calls wait oldest data first, across the tenant's collectors.
         let rank = fetched
@@ -893,7 +1029,7 @@ async fn run_targets(
         set.spawn(fetch_by_deadline(i, fetch, until, deadline, trail));
     }
     while !set.is_empty() {
-        collect_one(&mut set, &mut results, spec).await;
+        collect_one(&mut set, &mut results, spec, &jobs, &mut parts).await;
     }
     every_target_answered(jobs, results)
 }
@@ -966,6 +1102,216 @@ fn every_target_answered(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::engine::snapshot::CollectorState;
+    use crate::metrics::Format;
+
+    /// The work of one Delivery account collector over `ids` against the provider at `url`
+    /// (interval 60 s, deadline 30 s), with a client as the exporter builds one.
+    fn work_of(url: &str, ids: &[i32]) -> Work {
+        let ids: Vec<String> = ids.iter().map(i32::to_string).collect();
+        let config = crate::config_file::Config::parse(
+            &format!(
+                "api:\n  base_url: {url}\n  timeout: 20s\ncollectors:\n  delivery_account:\n    interval: 60s\n    deadline: 30s\n    accounts: [{}]\n",
+                ids.join(", ")
+            ),
+            Some("poller-token".to_owned()),
+        )
+        .unwrap();
+        let tenant = &config.tenants[0];
+        let api = Arc::new(tenant.api.clone());
+        let nothing = Arc::new(crate::upstream::observe::Nothing);
+        let pacer = Pacer::new(
+            tenant.name.clone(),
+            api.concurrency,
+            api.rate_limit,
+            api.endpoint_rate_limits.clone(),
+            nothing.clone(),
+        );
+        let client = crate::upstream::Client::new(
+            &api,
+            tenant.name.clone(),
+            nothing,
+            Arc::new(crate::upstream::breaker::Breakers::new(api.breaker)),
+            pacer,
+            crate::upstream::transport::Transport::new(None).unwrap(),
+        )
+        .unwrap();
+        let spec = CollectorSpec::from_config(&config).remove(0);
+        Work {
+            ctx: Context {
+                client,
+                clock: crate::engine::spec::Clock::system(),
+            },
+            spec,
+            poll_set: None,
+        }
+    }
+
+    /// A poller of one Delivery account collector over `ids` against `sim`; stops when
+    /// `shutdown` is cancelled.
+    async fn poller_of(
+        sim: &mailhost_sim::Simulator,
+        ids: &[i32],
+        shutdown: &CancellationToken,
+    ) -> (Poller, Arc<Store>) {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(sim.clone().serve(listener, shutdown.clone()));
+        let work = work_of(&url, ids);
+        let store = Store::new(std::slice::from_ref(&work.spec));
+        (
+            Poller::start(vec![work], store.clone(), shutdown.clone()),
+            store,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_hands_over_what_landed_a_second_later_one_part_at_a_time_and_its_end_the_rest() {
+        use crate::collectors::delivery_account::fixtures::remaining;
+        // Nothing is called: the results are made here.
+        let work = work_of("http://127.0.0.1:9", &[1, 2, 3]);
+        let store = Store::new(std::slice::from_ref(&work.spec));
+        let shutdown = CancellationToken::new();
+        let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
+        let (_plan, plan) = watch::channel(work.clone());
+        let mut parts = Parts::new(publisher, plan);
+        let jobs = work.spec.jobs_for(&work.spec.targets);
+        let mut results: Vec<Option<Result<TargetData, UpstreamError>>> = vec![None; 3];
+        let shown = |store: &Store, id: i32| {
+            store
+                .prepared()
+                .snapshot
+                .collectors
+                .values()
+                .any(|c| c.target(&Target::DeliveryAccount(id)).is_some())
+        };
+
+        results[0] = Some(Ok(remaining(5.0)));
+        parts.landed(0, 3);
+        let landed = tokio::time::Instant::now();
+        parts.due().await;
+        assert_eq!(landed.elapsed(), HANDOFF_EVERY);
+        parts.hand_over(&jobs, &results);
+        assert!(parts.fresh.is_empty() && parts.last.is_some());
+        assert_eq!(parts.handed, [true, false, false]);
+        // The next part waits for the last to be published, and for its own second.
+        results[1] = Some(Ok(remaining(6.0)));
+        parts.landed(1, 3);
+        let landed = tokio::time::Instant::now();
+        parts.due().await;
+        assert!(landed.elapsed() >= HANDOFF_EVERY);
+        assert!(parts.last.is_none() && shown(&store, 1) && !shown(&store, 2));
+        assert!(
+            store
+                .prepared()
+                .snapshot
+                .collectors
+                .values()
+                .all(|c| c.last_run.is_none()),
+            "a part is not a run's end"
+        );
+        // A publisher that takes nothing (stopped, as with a full queue): the results stay with
+        // the run, tried again a period later, and go with its end.
+        shutdown.cancel();
+        task.await.unwrap();
+        parts.hand_over(&jobs, &results);
+        assert_eq!(parts.fresh, [1]);
+        assert_eq!(parts.handed, [true, false, false]);
+        assert_eq!(parts.due, Some(tokio::time::Instant::now() + HANDOFF_EVERY));
+        results[2] = Some(Ok(remaining(7.0)));
+        let all = every_target_answered(jobs, results);
+        let rest: Vec<Target> = parts.rest(all).into_iter().map(|(t, _)| t).collect();
+        assert_eq!(
+            rest,
+            [Target::DeliveryAccount(2), Target::DeliveryAccount(3)]
+        );
+    }
+
+    /// The published state of the one collector.
+    fn published(store: &Store) -> CollectorState {
+        let prepared = store.prepared();
+        let state = prepared.snapshot.collectors.values().next().unwrap();
+        (**state).clone()
+    }
+
+    #[tokio::test]
+    async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends() {
+        use mailhost_sim::{AccountSeed, FaultSpec, ManagementToken, Route, SimConfig, Simulator};
+        let ids: Vec<i32> = (1..=20).collect();
+        let sim = Simulator::new(SimConfig {
+            management_tokens: vec![ManagementToken {
+                token: "poller-token".to_owned(),
+                accounts: Some(ids.clone()),
+            }],
+            accounts: ids.iter().copied().map(AccountSeed::with_id).collect(),
+            ..SimConfig::default()
+        });
+        // Account 20 answers after 6 s: the run is under way until then.
+        let slow = Duration::from_secs(6);
+        sim.set_fault(
+            Route::DeliveryAccountGet,
+            FaultSpec {
+                latency: Some(slow),
+                only_ids: Some(vec!["20".to_owned()]),
+                ..FaultSpec::default()
+            },
+        );
+        let shutdown = CancellationToken::new();
+        let started = Instant::now();
+        let (poller, store) = poller_of(&sim, &ids, &shutdown).await;
+        let mut publications = store.subscribe();
+        let fetched = |c: &CollectorState| c.targets.iter().filter(|t| t.data.is_some()).count();
+        // The 19 fast accounts are published while the run waits for the slow one.
+        tokio::time::timeout(slow, async {
+            loop {
+                let c = published(&store);
+                assert!(
+                    c.last_run.is_none(),
+                    "the run ended before any of its values was published"
+                );
+                if fetched(&c) == 19 {
+                    return;
+                }
+                publications.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the accounts fetched were not published while their run was under way");
+        let c = published(&store);
+        assert!(c.last_run.is_none() && fetched(&c) == 19);
+        assert!(c.target(&Target::DeliveryAccount(20)).is_none());
+        let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
+        assert!(
+            body.contains("mailhost_delivery_remaining_messages{account_id=\"1\"}"),
+            "{body}"
+        );
+        assert!(!body.contains("mailhost_delivery_remaining_messages{account_id=\"20\"}"));
+        assert!(
+            !body.contains("mailhost_collector_duration_seconds{"),
+            "{body}"
+        );
+        assert!(!store.prepared().snapshot.ready());
+        // The run's end brings the slow account and the run's own series, as before.
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while published(&store).last_run.is_none() {
+                publications.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the run's end was published");
+        let c = published(&store);
+        let run = c.last_run.unwrap();
+        assert!(run.success, "every target answered");
+        assert!(run.duration >= slow && started.elapsed() >= slow);
+        assert_eq!(fetched(&c), 20);
+        assert_eq!(c.targets.len(), 20, "each target once");
+        assert!(store.prepared().snapshot.ready());
+        shutdown.cancel();
+        poller.stopped().await;
+    }
 
     #[test]
     fn a_collector_logs_one_line_per_reason_per_interval_however_many_runs_it_makes() {

@@ -1,5 +1,6 @@
-//! The snapshot: what every collector last learned, as plain values. Runs are applied to it
-//! whole; rendering reads it, and [`crate::engine::store`] publishes what is rendered.
+//! The snapshot: what every collector last learned, as plain values. Each target's result is
+//! applied to it whole, as a run hands it over; a run's own series at its end. Rendering reads
+//! it, and [`crate::engine::store`] publishes what is rendered.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -32,12 +33,12 @@ pub struct TargetState {
 }
 
 impl TargetState {
-    /// Takes the result of one attempt at `now`; returns whether the attempt failed. A deferred
-    /// target was not tried: it is only marked.
-    fn record(&mut self, result: Result<TargetData, UpstreamError>, now: Timestamp) -> bool {
+    /// Takes the result of one attempt at `now`. A deferred target was not tried: it is only
+    /// marked.
+    fn record(&mut self, result: Result<TargetData, UpstreamError>, now: Timestamp) {
         if matches!(&result, Err(e) if e.deferred) {
             self.deferred = true;
-            return false;
+            return;
         }
         self.deferred = false;
         self.last_attempt = Some(now);
@@ -48,7 +49,6 @@ impl TargetState {
                 self.last_ok = Some(true);
                 self.last_success = Some(now);
                 self.last_error = None;
-                false
             }
             Err(e) => {
                 if e.reason == FailureReason::NotFound {
@@ -57,7 +57,6 @@ impl TargetState {
                 self.last_ok = Some(false);
                 self.last_failure = Some(now);
                 self.last_error = Some(e);
-                true
             }
         }
     }
@@ -170,13 +169,15 @@ impl CollectorState {
         })
     }
 
-    /// Counts the deferred targets and sums up the run that `success` says went well so far.
-    fn end_run(&mut self, success: bool, duration: Duration, now: Timestamp) {
+    /// Counts the deferred targets and sums up the run.
+    fn end_run(&mut self, duration: Duration, now: Timestamp) {
         self.deferred = self.targets.iter().filter(|t| t.deferred).count();
         // A run of some targets (a catch-up of deferred ones, a probe's first fetch) speaks for
         // the whole collector: it succeeded when, after it, no target's last attempt failed. A
         // catch-up that could call nothing does not turn a failing collector into a healthy one.
-        let success = success && self.targets.iter().all(|t| t.last_ok != Some(false));
+        // A failure of this run is among them whether it was applied at the end or with a part
+        // handed over earlier (it is a target's last attempt until its next run).
+        let success = self.targets.iter().all(|t| t.last_ok != Some(false));
         self.last_run = Some(RunSummary {
             success,
             duration,
@@ -228,11 +229,13 @@ impl Snapshot {
     }
 
     /// Applies a finished run of some or all of the collector's targets (a reload runs only the
-    /// targets it added). Targets no longer in `spec` are forgotten; the others keep their state
-    /// until a result of theirs comes. A target that failed keeps its last good data (expired
-    /// later by [`Snapshot::expire`]), except on `not_found`: the provider says it is gone, so
-    /// its values go at once. A target the run deferred (the tenant's rate limit gave it no turn)
-    /// was not tried: it stays exactly as it was, and is only counted.
+    /// targets it added): the results not applied yet by [`Snapshot::apply_part`] (each target's
+    /// result is applied once), then the run's own series (its outcome, duration, deferred count
+    /// and how long values are kept). Targets no longer in `spec` are forgotten; the others keep
+    /// their state until a result of theirs comes. A target that failed keeps its last good data
+    /// (expired later by [`Snapshot::expire`]), except on `not_found`: the provider says it is
+    /// gone, so its values go at once. A target the run deferred (the tenant's rate limit gave it
+    /// no turn) was not tried: it stays exactly as it was, and is only counted.
     pub fn apply_run(
         &mut self,
         spec: &CollectorSpec,
@@ -240,27 +243,49 @@ impl Snapshot {
         duration: Duration,
         now: Timestamp,
     ) {
+        let entry = self.apply_results(spec, results, now);
+        entry.schedule = spec.schedule;
+        entry.keep_for = spec.keep_for;
+        entry.end_run(duration, now);
+    }
+
+    /// Applies what a run still under way has fetched so far: each target's result as
+    /// [`Snapshot::apply_run`] applies it, and nothing of the run's own series, which wait for
+    /// its end (the collector's success, duration, deferred count and readiness speak of a whole
+    /// run; how long values are kept is learned at its end).
+    pub fn apply_part(
+        &mut self,
+        spec: &CollectorSpec,
+        results: Vec<(Target, Result<TargetData, UpstreamError>)>,
+        now: Timestamp,
+    ) {
+        self.apply_results(spec, results, now);
+    }
+
+    /// Forgets the targets no longer in `spec` and records each result of a target still in it;
+    /// returns the collector's state.
+    fn apply_results(
+        &mut self,
+        spec: &CollectorSpec,
+        results: Vec<(Target, Result<TargetData, UpstreamError>)>,
+        now: Timestamp,
+    ) -> &mut CollectorState {
         let entry = Arc::make_mut(
             self.collectors
                 .entry(spec.key())
                 .or_insert_with(|| Arc::new(CollectorState::new(spec))),
         );
-        entry.schedule = spec.schedule;
-        entry.keep_for = spec.keep_for;
         // Sets and an index, not scans: a run over a large fleet is applied in linear time.
         let configured: HashSet<&Target> = spec.targets.iter().collect();
         entry.forget_unconfigured(&configured, spec.targets.len());
-        let mut success = true;
         for (target, result) in results {
             if !configured.contains(&target) {
                 continue;
             }
             let i = entry.slot(target);
-            if entry.targets[i].record(result, now) {
-                success = false;
-            }
+            entry.targets[i].record(result, now);
         }
-        entry.end_run(success, duration, now);
+        entry
     }
 
     /// Drops data older than its collector's `max_age`; health series stay. A target whose
@@ -503,6 +528,79 @@ mod tests {
             t0 + jiff::SignedDuration::from_secs(82),
         );
         assert_eq!(s.collectors[&key].deferred, 0);
+    }
+
+    #[test]
+    fn a_part_of_a_run_shows_its_targets_at_once_and_leaves_the_runs_own_series_to_its_end() {
+        let mut s = Snapshot::default();
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let key = (CollectorName::DeliveryAccount, TenantName::default());
+        let three = accounts(&[1, 2, 3], Duration::from_secs(10));
+        // A first run under way: account 1 answered, 2 failed, 3 is still being fetched.
+        s.apply_part(
+            &three,
+            vec![
+                answered(&[(1, 5.0)]).remove(0),
+                (
+                    Target::DeliveryAccount(2),
+                    Err(err(FailureReason::ServerError)),
+                ),
+            ],
+            t0,
+        );
+        let c = &s.collectors[&key];
+        let one = c.target(&Target::DeliveryAccount(1)).unwrap();
+        assert_eq!(one.data.as_ref().map(|(_, at)| *at), Some(t0));
+        assert_eq!(one.last_success, Some(t0));
+        let two = c.target(&Target::DeliveryAccount(2)).unwrap();
+        assert_eq!(two.last_ok, Some(false), "a failure shows as it comes too");
+        assert!(c.target(&Target::DeliveryAccount(3)).is_none());
+        assert!(c.last_run.is_none() && c.last_success.is_none());
+        assert!(!s.ready(), "readiness waits for the first run's end");
+        // Its end brings the rest; the failure of the part counts in the run's outcome.
+        let t1 = t0 + jiff::SignedDuration::from_secs(4);
+        s.apply_run(&three, answered(&[(3, 7.0)]), Duration::from_secs(4), t1);
+        let c = &s.collectors[&key];
+        let run = c.last_run.unwrap();
+        assert!(!run.success, "account 2 failed in this run");
+        assert_eq!((run.duration, run.finished), (Duration::from_secs(4), t1));
+        assert_eq!(
+            c.target(&Target::DeliveryAccount(1)).unwrap().last_success,
+            Some(t0),
+            "applied once, with its part"
+        );
+        assert!(
+            c.target(&Target::DeliveryAccount(3))
+                .unwrap()
+                .data
+                .is_some()
+        );
+        assert!(s.ready());
+        // A part never touches what the last run's end decided: how long values are kept
+        // while the fleet does not fit, and the deferred count.
+        let waiting = CollectorSpec {
+            keep_for: Some(Duration::from_secs(80)),
+            ..three.clone()
+        };
+        let deferred = UpstreamError {
+            deferred: true,
+            ..err(FailureReason::RateLimited)
+        };
+        s.apply_run(
+            &waiting,
+            vec![(Target::DeliveryAccount(3), Err(deferred))],
+            Duration::ZERO,
+            t1,
+        );
+        s.apply_part(
+            &three,
+            answered(&[(1, 6.0)]),
+            t1 + jiff::SignedDuration::from_secs(1),
+        );
+        let c = &s.collectors[&key];
+        assert_eq!(c.keep_for, Some(Duration::from_secs(80)));
+        assert_eq!(c.deferred, 1);
+        assert_eq!(c.last_run.unwrap().finished, t1);
     }
 
     #[test]

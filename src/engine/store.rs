@@ -1,6 +1,7 @@
-//! The one writer of the published exposition: applies each finished run to the snapshot,
-//! renders the sections that changed through [`metrics::render_section`], gzips each once and
-//! swaps the result in, so a scrape only hands out shared prepared bytes.
+//! The one writer of the published exposition: applies what runs hand over (each run's results
+//! in parts as they come, then its end) to the snapshot, renders the sections that changed
+//! through [`metrics::render_section`], gzips each once and swaps the result in, so a scrape only
+//! hands out shared prepared bytes.
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
@@ -308,30 +309,40 @@ impl Store {
         results: Vec<(Target, Result<TargetData, UpstreamError>)>,
         duration: Duration,
     ) {
-        self.apply_runs(vec![Finished {
+        self.apply(vec![Handoff::End(Finished {
             spec: spec.clone(),
             results,
             duration,
             urgent: false,
-        }]);
+        })]);
     }
 
-    /// Applies finished runs, expires old data once and publishes the new exposition once.
-    fn apply_runs(&self, runs: Vec<Finished>) {
+    /// Applies the parts and ends of runs handed over, in the order they came, expires old data
+    /// once and publishes the new exposition once.
+    fn apply(&self, handoffs: Vec<Handoff>) {
         let now = Timestamp::now();
         {
             let mut snapshot = self.lock();
             let mut pending = self.pending();
-            for run in runs {
-                // A run of a collector a reload removed (its tenant left) that ended before it
-                // was stopped, and waited for the publisher meanwhile: applied, it would bring
-                // the tenant's series back for good. Every configured collector has its state
-                // from the start or the reload on.
-                if !snapshot.collectors.contains_key(&run.spec.key()) {
+            for handoff in handoffs {
+                let spec = match &handoff {
+                    Handoff::Part(part) => &part.spec,
+                    Handoff::End(run) => &run.spec,
+                };
+                // A run (or a part of one) of a collector a reload removed (its tenant left)
+                // that was handed over before the collector was stopped, and waited for the
+                // publisher meanwhile: applied, it would bring the tenant's series back for good.
+                // Every configured collector has its state from the start or the reload on.
+                if !snapshot.collectors.contains_key(&spec.key()) {
                     continue;
                 }
-                snapshot.apply_run(&run.spec, run.results, run.duration, now);
-                pending.collector(run.spec.name);
+                pending.collector(spec.name);
+                match handoff {
+                    Handoff::Part(part) => snapshot.apply_part(&part.spec, part.results, now),
+                    Handoff::End(run) => {
+                        snapshot.apply_run(&run.spec, run.results, run.duration, now);
+                    }
+                }
             }
             // Expiry may touch any collector; a run alone touches its own.
             let (expired, _) = snapshot.expire(now);
@@ -385,7 +396,8 @@ impl Store {
     }
 
     /// Nothing panics under this lock, but if something did, the snapshot is still a valid one
-    /// (runs are applied to it whole): keep serving it rather than failing every later run.
+    /// (each target's result is applied to it whole): keep serving it rather than failing every
+    /// later run.
     fn lock(&self) -> std::sync::MutexGuard<'_, Snapshot> {
         self.snapshot
             .lock()
@@ -430,7 +442,8 @@ impl Store {
     }
 }
 
-/// A collector's finished run, on its way to the store.
+/// A collector's finished run, on its way to the store, with the results of its targets not
+/// handed over in a [`RunPart`] before.
 pub struct Finished {
     pub spec: CollectorSpec,
     pub results: Vec<(Target, Result<TargetData, UpstreamError>)>,
@@ -440,11 +453,29 @@ pub struct Finished {
     pub urgent: bool,
 }
 
-/// Runs one publication takes at most; more go into the next. A publication gathers for at
-/// most [`MAX_GAP`], so this is reached only by a fleet whose runs end faster than that.
+/// What a run still under way has fetched since its last handoff: its targets' results, applied
+/// as they are (see [`Snapshot::apply_part`]); the run's own series wait for its end.
+pub struct RunPart {
+    /// The collector as its latest plan has it when the part is handed over: the targets it
+    /// polls then (a target a reload removed meanwhile is not brought back).
+    pub spec: CollectorSpec,
+    pub results: Vec<(Target, Result<TargetData, UpstreamError>)>,
+}
+
+/// What a collector hands the store: a part of a run under way, or a run's end.
+enum Handoff {
+    Part(RunPart),
+    End(Finished),
+}
+
+/// Handoffs (runs' ends and parts) one publication takes at most; more go into the next. A
+/// publication gathers for at most [`MAX_GAP`], so this is reached only by a fleet whose runs
+/// end faster than that.
 pub const MAX_BATCH: usize = 65_536;
 
-/// Finished runs waiting for the publisher, at most; a collector whose run does not fit waits.
+/// Handoffs waiting for the publisher, at most. A run's end that does not fit waits; a part that
+/// does not fit is not sent, and its results stay with their run until its next handoff. Each
+/// run has at most one part waiting (its next is handed over once the last is published).
 const QUEUE: usize = 1024;
 
 /// The longest wait between a finished run and its publication.
@@ -461,22 +492,24 @@ pub const URGENT_GAP: Duration = Duration::from_secs(1);
 /// however the runs arrive, and a small fleet, rendered in a millisecond, sees no wait.
 const REST_PER_RENDER: u32 = 10;
 
-/// The way finished runs reach the store: through one task that applies the runs that arrived
-/// together and publishes them with one rendering, on one blocking thread, whatever the number
-/// of collectors. A batch is published once the publisher has rested after the last
-/// publication ([`REST_PER_RENDER`]) and, for runs on schedule, once the first run of the batch
-/// has waited as long as a rendering takes, so that the runs of one tick (all tenants of a
-/// fleet start together) are gathered rather than the first rendered alone.
-/// When every run under way has arrived, a batch is published without waiting longer.
+/// The way runs reach the store: through one task that applies what arrived together (runs'
+/// ends, and the parts runs under way hand over as they go) and publishes it with one
+/// rendering, on one blocking thread, whatever the number of collectors. A batch is published
+/// once the publisher has rested after the last publication ([`REST_PER_RENDER`]) and, for runs
+/// on schedule, once the first run of the batch has waited as long as a rendering takes, so that
+/// the runs of one tick (all tenants of a fleet start together) are gathered rather than the
+/// first rendered alone. When every run under way has arrived, a batch is published without
+/// waiting longer. A part waits as a run's end on schedule does: never urgent, so the parts of
+/// a large fleet's runs cost no more renderings than the rest allows.
 #[derive(Clone)]
 pub struct Publisher {
     runs: mpsc::Sender<Handed>,
     under_way: Arc<AtomicUsize>,
 }
 
-/// A finished run as the publisher receives it: with the sender to tell its collector it is
-/// published, and its place among the runs under way, given up once received.
-type Handed = (Finished, oneshot::Sender<()>, UnderWay);
+/// A run's end or part as the publisher receives it: with the sender to tell its collector it is
+/// published, and, for an end, its place among the runs under way, given up once received.
+type Handed = (Handoff, oneshot::Sender<()>, Option<UnderWay>);
 
 impl Publisher {
     /// Starts the publishing task of `store`; it ends when every `Publisher` is dropped or
@@ -505,17 +538,38 @@ impl Publisher {
     #[cfg(test)]
     pub async fn apply_run(&self, run: Finished, under_way: UnderWay) {
         let (done, published) = oneshot::channel();
-        if self.runs.send((run, done, under_way)).await.is_ok() {
+        if self
+            .runs
+            .send((Handoff::End(run), done, Some(under_way)))
+            .await
+            .is_ok()
+        {
             let _ = published.await;
         }
     }
 
     /// Hands a finished run to the store; returns once the publisher has taken it (at once,
-    /// unless [`QUEUE`] runs are waiting already), not when it is published, so that the
+    /// unless [`QUEUE`] handoffs are waiting already), not when it is published, so that the
     /// collector can go on with the targets added meanwhile.
     pub async fn hand_over(&self, run: Finished, under_way: UnderWay) {
         let (done, _) = oneshot::channel();
-        let _ = self.runs.send((run, done, under_way)).await;
+        let _ = self
+            .runs
+            .send((Handoff::End(run), done, Some(under_way)))
+            .await;
+    }
+
+    /// Hands what a run under way has fetched since its last handoff to the store, if the queue
+    /// has room for it now: a run never waits for the publisher halfway (its targets would wait
+    /// with it). `None` when it has not (`part` is not called: the run keeps its results for its
+    /// next handoff); else told when the part is published (or the publisher stopped). A part
+    /// is published as runs' ends are, never urgently: with the publisher's rest between
+    /// renderings.
+    pub fn try_hand_part(&self, part: impl FnOnce() -> RunPart) -> Option<oneshot::Receiver<()>> {
+        let permit = self.runs.try_reserve().ok()?;
+        let (done, published) = oneshot::channel();
+        permit.send((Handoff::Part(part()), done, None));
+        Some(published)
     }
 }
 
@@ -547,19 +601,21 @@ impl Pace {
     }
 }
 
-/// The runs of one publication.
+/// The runs' ends and parts of one publication.
 #[derive(Default)]
 struct Batch {
-    runs: Vec<(Finished, oneshot::Sender<()>)>,
+    handoffs: Vec<(Handoff, oneshot::Sender<()>)>,
     urgent: bool,
 }
 
 impl Batch {
-    /// Takes a run; it is no longer under way.
-    fn take(&mut self, (run, done, under_way): Handed) {
+    /// Takes a run's end (the run is no longer under way) or part.
+    fn take(&mut self, (handoff, done, under_way): Handed) {
         drop(under_way);
-        self.urgent |= run.urgent;
-        self.runs.push((run, done));
+        if let Handoff::End(run) = &handoff {
+            self.urgent |= run.urgent;
+        }
+        self.handoffs.push((handoff, done));
     }
 }
 
@@ -586,7 +642,7 @@ async fn publish_runs(
         batch.take(first);
         // Every run that arrives until then goes into this publication.
         loop {
-            while batch.runs.len() < MAX_BATCH
+            while batch.handoffs.len() < MAX_BATCH
                 && let Ok(run) = rx.try_recv()
             {
                 batch.take(run);
@@ -597,7 +653,7 @@ async fn publish_runs(
             } else {
                 pace.publish_at(arrived, batch.urgent)
             };
-            if tokio::time::Instant::now() >= at || batch.runs.len() >= MAX_BATCH {
+            if tokio::time::Instant::now() >= at || batch.handoffs.len() >= MAX_BATCH {
                 break;
             }
             tokio::select! {
@@ -609,12 +665,12 @@ async fn publish_runs(
                 },
             }
         }
-        let (runs, done): (Vec<Finished>, Vec<oneshot::Sender<()>>) =
-            batch.runs.into_iter().unzip();
+        let (handoffs, done): (Vec<Handoff>, Vec<oneshot::Sender<()>>) =
+            batch.handoffs.into_iter().unzip();
         let store = store.clone();
         let took = tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
-            store.apply_runs(runs);
+            store.apply(handoffs);
             started.elapsed()
         })
         .await
@@ -698,14 +754,20 @@ mod tests {
         assert!(encode(Some(&small), &["x 1\n"]).identity.is_some());
     }
 
-    #[test]
-    fn a_run_of_a_collector_a_reload_removed_brings_nothing_back() {
+    /// A store of two tenants' collectors, the second of a tenant named `gone`.
+    fn kept_and_gone() -> (CollectorSpec, CollectorSpec, Arc<Store>) {
         let kept = spec();
         let gone = CollectorSpec::new(
             crate::tenant::TenantName::parse("gone").unwrap(),
             kept.collector.clone(),
         );
         let store = Store::new(&[kept.clone(), gone.clone()]);
+        (kept, gone, store)
+    }
+
+    #[test]
+    fn a_run_of_a_collector_a_reload_removed_brings_nothing_back() {
+        let (kept, gone, store) = kept_and_gone();
         store.apply_run(&gone, answered(&[(1, 5.0)]), Duration::ZERO);
         let tenant = |body: Bytes| String::from_utf8_lossy(&body).contains("tenant=\"gone\"");
         assert!(tenant(store.prepared().body(Format::Classic)));
@@ -719,6 +781,36 @@ mod tests {
         store.apply_run(&kept, answered(&[(1, 7.0)]), Duration::ZERO);
         let body = store.prepared().body(Format::Classic);
         assert!(String::from_utf8_lossy(&body).contains(" 7"), "{body:?}");
+    }
+
+    #[test]
+    fn a_part_of_a_run_is_published_at_once_and_one_of_a_collector_a_reload_removed_is_dropped() {
+        let (kept, gone, store) = kept_and_gone();
+        let part = |spec: &CollectorSpec, left| {
+            Handoff::Part(RunPart {
+                spec: spec.clone(),
+                results: answered(&[(1, left)]),
+            })
+        };
+        let body = |store: &Store| {
+            String::from_utf8_lossy(&store.prepared().body(Format::Classic)).into_owned()
+        };
+        store.apply(vec![part(&kept, 5.0)]);
+        let shown = body(&store);
+        assert!(
+            shown.contains("mailhost_delivery_remaining_messages{account_id=\"1\"} 5"),
+            "{shown}"
+        );
+        assert!(
+            !shown.contains("mailhost_collector_duration_seconds{"),
+            "the run's own series wait for its end:\n{shown}"
+        );
+        // A part the collector of a removed tenant handed over before it was stopped, applied
+        // after the reload: dropped, as a run's end would be.
+        store.reconfigure(std::slice::from_ref(&kept));
+        store.apply(vec![part(&gone, 6.0)]);
+        assert!(!body(&store).contains("tenant=\"gone\""));
+        assert!(!store.lock().collectors.contains_key(&gone.key()));
     }
 
     #[test]

@@ -16,11 +16,13 @@ use tokio_util::sync::CancellationToken;
 use crate::config::ApiConfig;
 use crate::config_file::Config;
 use crate::descriptors;
+use crate::engine::checkpoint::{self, Identity};
 use crate::engine::poll_set::PollSets;
 use crate::engine::poller::{Poller, Work};
 use crate::engine::spec::{Clock, CollectorSpec, Context};
 use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
+use crate::storage::{Dir, StorageError, WriteCause};
 use crate::tenant::TenantName;
 use crate::upstream::breaker::{Breakers, CircuitKey};
 use crate::upstream::endpoint::Endpoint;
@@ -111,6 +113,24 @@ pub enum AppError {
     Client(#[from] BuildError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error("--storage.path: {0}")]
+    Storage(#[from] StorageError),
+}
+
+/// `--storage.path` and `--storage.checkpoint-interval`: where what the exporter learned is
+/// kept across restarts, and how often it is written.
+#[derive(Clone, Debug)]
+pub struct StorageOptions {
+    pub path: PathBuf,
+    pub checkpoint_interval: Duration,
+}
+
+/// The storage directory as the running app uses it.
+struct Storage {
+    dir: Arc<Dir>,
+    /// What the checkpoints are made under; a reload changes it.
+    identity: checkpoint::Current,
+    every: Duration,
 }
 
 pub struct App {
@@ -141,6 +161,11 @@ pub struct App {
     collector_switches: crate::config_file::CollectorSwitches,
     reloads: mpsc::Receiver<ReloadRequest>,
     upstream: SharedUpstream,
+    /// What each collector is made under (its tenant's provider, its settings), for the
+    /// storage; kept current by reloads.
+    identity: Identity,
+    /// `--storage.path`, when it is given and the directory could be opened.
+    storage: Option<Storage>,
 }
 
 impl App {
@@ -169,6 +194,7 @@ impl App {
         let transport = Transport::new(plan_fds.upstream)?;
         let tenants = tenant_clients(&config, &HashMap::new(), &telemetry, &transport)?;
         let store = Store::new(&specs);
+        let identity = Identity::of(&config, &specs);
         let poll_sets = Arc::new(PollSets::default());
         poll_sets.reconfigure(&config, &specs);
         let work = with_contexts(specs, &tenants, &poll_sets, &clock);
@@ -205,7 +231,53 @@ impl App {
                 demo: false,
                 shard: config.shard,
             })),
+            identity,
+            storage: None,
         })
+    }
+
+    /// Keeps what the exporter learns under `options.path` (`--storage.path`): locks the
+    /// directory, restores what belongs to the current config before the first run, and from
+    /// [`App::run`] on writes a checkpoint every `options.checkpoint_interval` and one at
+    /// shutdown. Refused when another exporter holds the directory or the path is not a
+    /// directory; a directory that cannot be created or written is told in a warn line and
+    /// counted, and the exporter runs from memory.
+    pub async fn with_storage(mut self, options: StorageOptions) -> Result<App, AppError> {
+        let telemetry = self.state.telemetry.clone();
+        telemetry.enable_storage();
+        let path = options.path.clone();
+        let dir = match tokio::task::spawn_blocking(move || Dir::open(&path))
+            .await
+            .map_err(std::io::Error::other)?
+        {
+            Ok(dir) => Arc::new(dir),
+            Err(e @ StorageError::Open { .. }) => {
+                tracing::warn!(
+                    "{e}; running without it: nothing is restored now or kept for the next start"
+                );
+                telemetry.observe_storage(|f| f.failed(WriteCause::NotWritable));
+                return Ok(self);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(holder) = dir.took_over() {
+            tracing::warn!(path = %dir.path().display(), "took over the lock of the storage directory from {holder}, which did not end cleanly: what it last wrote is restored");
+        }
+        let specs = specs_of(&self.work);
+        let (restoring, store, identity) =
+            (dir.clone(), self.state.store.clone(), self.identity.clone());
+        let telemetry = telemetry.clone();
+        tokio::task::spawn_blocking(move || {
+            checkpoint::restore(&restoring, &store, &specs, &identity, &telemetry)
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        self.storage = Some(Storage {
+            dir,
+            identity: checkpoint::Current::new(self.identity.clone()),
+            every: options.checkpoint_interval,
+        });
+        Ok(self)
     }
 
     /// Makes the config reloadable from `path` (SIGHUP, `POST /-/reload`).
@@ -240,6 +312,16 @@ impl App {
     /// Serves and scrapes until `shutdown` is cancelled; takes reloads in between.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), AppError> {
         let store = self.state.store.clone();
+        let checkpoints = self.storage.as_ref().map(|s| {
+            tokio::spawn(checkpoint::run(
+                s.dir.clone(),
+                store.clone(),
+                s.identity.clone(),
+                self.state.telemetry.clone(),
+                s.every,
+                shutdown.clone(),
+            ))
+        });
         let mut poller = Poller::start(self.work.clone(), store, shutdown.child_token());
         forward_sighup(self.state.reload.clone(), shutdown.clone());
         let router = self
@@ -289,6 +371,11 @@ impl App {
             server.abort();
         }
         poller.stopped().await;
+        if let Some(last) = checkpoints {
+            // The checkpoint at shutdown has its own bound; this one only keeps a stuck disk
+            // from holding the exit.
+            let _ = tokio::time::timeout(checkpoint::AT_SHUTDOWN + SHUTDOWN_GRACE, last).await;
+        }
         Ok(())
     }
 
@@ -349,6 +436,10 @@ impl App {
                 telemetry.remove_tenant(name, &every_endpoint);
             }
         }
+        self.identity = Identity::of(&config, &specs_of(&work));
+        if let Some(storage) = &self.storage {
+            storage.identity.set(self.identity.clone());
+        }
         self.work = work;
         self.tenants = tenants;
         let url = crate::redact::redact_url(&config.api.base_url);
@@ -402,6 +493,10 @@ impl App {
             }
         }
     }
+}
+
+fn specs_of(work: &[Work]) -> Vec<CollectorSpec> {
+    work.iter().map(|w| w.spec.clone()).collect()
 }
 
 /// The client of every tenant of `config`: a `running` one kept when it calls as the config

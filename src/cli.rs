@@ -107,6 +107,18 @@ pub struct Cli {
     #[arg(long = "web.idle-timeout", value_name = "DURATION", default_value = "2m", value_parser = idle_timeout)]
     pub idle_timeout: Duration,
 
+    /// Keep what the exporter learned under this directory (created 0700 if missing, locked
+    /// against a second exporter): each target's last values and outcome, written every
+    /// --storage.checkpoint-interval and at shutdown, and restored at start when they belong to
+    /// the same config and are younger than max_age. Off when not given.
+    #[arg(long = "storage.path", value_name = "DIR", conflicts_with = "demo")]
+    pub storage_path: Option<PathBuf>,
+
+    /// How often what is kept under --storage.path is written (and once more at shutdown). A
+    /// restart after a crash loses at most this much. From 1s to 1h.
+    #[arg(long = "storage.checkpoint-interval", value_name = "DURATION", default_value = "1m", value_parser = checkpoint_interval, requires = "storage_path")]
+    pub checkpoint_interval: Duration,
+
     /// Only log messages with the given severity or above.
     #[arg(long = "log.level", value_enum, default_value_t = LogLevel::Info)]
     pub log_level: LogLevel,
@@ -273,6 +285,14 @@ fn header_read_timeout(s: &str) -> Result<Duration, String> {
 
 fn idle_timeout(s: &str) -> Result<Duration, String> {
     duration_in(s, &IDLE_TIMEOUT_RANGE, "2m")
+}
+
+/// `--storage.checkpoint-interval`'s bounds.
+pub const CHECKPOINT_INTERVAL_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(3600);
+
+fn checkpoint_interval(s: &str) -> Result<Duration, String> {
+    duration_in(s, &CHECKPOINT_INTERVAL_RANGE, "1m")
 }
 
 /// The derived flags plus `--collector.NAME` and `--no-collector.NAME` for every collector, as

@@ -37,7 +37,7 @@ pub mod tenant;
 pub mod upstream;
 pub mod web;
 
-pub use app::{App, AppError, WebOptions};
+pub use app::{App, AppError, StorageOptions, WebOptions};
 
 /// `--version` output: version, revision and compiler.
 pub const LONG_VERSION: &str = concat!(

@@ -10,7 +10,7 @@ use mailhost_exporter::config_file::{CollectorSwitches, Config};
 use mailhost_exporter::web::listen::Inherited;
 use mailhost_exporter::web::serve::ServeOptions;
 use mailhost_exporter::web::web_config::WebConfig;
-use mailhost_exporter::{App, WebOptions, demo, descriptors, logging, shutdown};
+use mailhost_exporter::{App, StorageOptions, WebOptions, demo, descriptors, logging, shutdown};
 use tokio_util::sync::CancellationToken;
 
 /// The allocator, chosen by measurement (docs/performance.md, "The allocator"): jemalloc keeps a
@@ -146,7 +146,15 @@ fn run(cli: Cli, switches: CollectorSwitches) -> anyhow::Result<()> {
         match config {
             Some(config) => {
                 let path = cli.config_file.clone().expect("a config came from a file");
-                let app = App::build(config, web).await?.with_config_file(path);
+                let mut app = App::build(config, web).await?.with_config_file(path);
+                if let Some(path) = cli.storage_path.clone() {
+                    app = app
+                        .with_storage(StorageOptions {
+                            path,
+                            checkpoint_interval: cli.checkpoint_interval,
+                        })
+                        .await?;
+                }
                 let addresses: Vec<String> =
                     app.local_addrs().iter().map(ToString::to_string).collect();
                 tracing::info!(address = %addresses.join(","), version = env!("CARGO_PKG_VERSION"), "mailhost_exporter listening");

@@ -145,6 +145,19 @@ impl Exporter {
     }
 }
 
+/// The body of a GET of `url` asking for `accept`.
+pub async fn get_text(url: &str, accept: &str) -> String {
+    reqwest::Client::new()
+        .get(url)
+        .header("accept", accept)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// Polls `probe` until it gives a value, failing the test after [`PATIENCE`].
 pub async fn wait_for<T, F, Fut>(what: &str, probe: F) -> T
 where
@@ -640,6 +653,12 @@ impl Running {
                 })
         })
         .await
+    }
+
+    /// Kills it with SIGKILL (no shutdown of its own), and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Sends SIGTERM and returns how long the process took to exit, and whether it exited 0.

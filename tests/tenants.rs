@@ -422,7 +422,7 @@ fn rotated_config(base_url: &str, token: &std::path::Path, round: usize) -> Stri
 
 #[tokio::test]
 async fn tenants_rotated_out_by_reloads_leave_no_series_and_memory_stays_flat() {
-    use crate::helpers::{Running, TOKEN, memory_kib, spawn_sim};
+    use crate::helpers::{Running, TOKEN, get_text, memory_kib, spawn_sim};
     let sim = spawn_sim().await;
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
@@ -437,16 +437,8 @@ async fn tenants_rotated_out_by_reloads_leave_no_series_and_memory_stays_flat() 
     ]);
     let base = exporter.base_url().await;
     let client = reqwest::Client::new();
-    let scrape = || async {
-        client
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap()
-    };
+    let metrics = format!("{base}/metrics");
+    let scrape = || get_text(&metrics, "text/plain");
     let mut settled = 0;
     for round in 0..=ROTATIONS {
         if round > 0 {

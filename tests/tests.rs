@@ -49,6 +49,9 @@ mod prometheus;
 // Panel queries as Grafana runs them: step, $__interval, $__rate_interval, variable chains.
 mod grafana_queries;
 
+// `--storage.path`: what was learned survives a restart; bad state never stops the exporter.
+mod storage;
+
 // The container image: hadolint, its shape, no time-zone files needed.
 mod container;
 

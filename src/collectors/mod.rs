@@ -6,6 +6,7 @@
 //! of the config; what they do is generic code over [`Collect`], in `registry.rs`. Nothing else in
 //! `src/` names a collector: adding one is a folder here, its `mod` line and a line in that list.
 
+pub mod kept;
 #[macro_use]
 mod registry;
 pub mod run;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use prometheus_client::encoding::DescriptorEncoder;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::config::error::ConfigError;
@@ -139,9 +141,20 @@ pub trait Collect: Sized + Debug + Send + Sync + 'static {
     /// The validated settings every target's fetch uses, read from the block.
     type Settings: FromBlock<Self::Raw> + Debug + PartialEq + Send + Sync + 'static;
     /// One thing fetched; its `Display` is the `target` label value, its kind what it is about.
-    type Target: TargetKind + Clone + Debug + Display + Eq + Hash + Send + Sync + 'static;
-    /// What one target's fetch yields.
-    type Data: Clone + Debug + PartialEq + Send + Sync + 'static;
+    /// Kept under `--storage.path` as it serializes ([`kept`]).
+    type Target: TargetKind
+        + Clone
+        + Debug
+        + Display
+        + Eq
+        + Hash
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static;
+    /// What one target's fetch yields; kept under `--storage.path` as it serializes ([`kept`]).
+    type Data: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
 
     /// The targets of the list at `field` (`<block>.<key>`), each checked; an empty list is
     /// refused when `required`.

@@ -15,8 +15,9 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, LabelValu
 
 use super::{
     Collect, CollectorName, Configured, Extra, Item, OfCollector, RawCollectors,
-    RawTenantCollectors, Refers, Revealed, TargetKind, run,
+    RawTenantCollectors, Refers, Revealed, TargetKind, kept, run,
 };
+use crate::collectors::kept::Kept;
 use crate::config::error::{ConfigError, invalid};
 use crate::config::schedule::{self, CollectorBlock, FromBlock, Schedule};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
@@ -118,6 +119,16 @@ macro_rules! collectors {
             }
         }
 
+        /// A value is written as its collector's own: which collector it belongs to is kept
+        /// beside it (see [`CollectorName::read_kept`]).
+        impl<K: Kind> serde::Serialize for OfCollector<K>
+        where $(K::Of<$module::$Collect>: serde::Serialize,)+
+        {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self { $(Self::$Collect(v) => v.serialize(s),)+ }
+            }
+        }
+
         impl<K: Kind> OfCollector<K> {
             /// The collector the value belongs to.
             pub fn name(&self) -> CollectorName {
@@ -185,6 +196,7 @@ pub(super) trait Dispatch {
     fn refers_to<'t>(&self, target: &'t Target) -> Refers<'t>;
     fn fmt_target(&self, target: &Target, f: &mut fmt::Formatter<'_>) -> fmt::Result;
     fn carry(&self, data: &mut TargetData, previous: Option<&TargetData>, now: Timestamp);
+    fn read_kept(&self, json: &str) -> serde_json::Result<Vec<Kept<Target, TargetData>>>;
     fn revealed<'d>(&self, data: &'d TargetData) -> Revealed<'d>;
     fn first_list(&self, raw: &RawCollectors) -> Option<String>;
     fn switch(&self, raw: &mut RawCollectors, on: bool) -> Result<(), ConfigError>;
@@ -263,6 +275,11 @@ impl<A: Listed> Dispatch for PhantomData<A> {
         if let Some(data) = A::get_mut(data) {
             A::carry(data, previous.and_then(A::get), now);
         }
+    }
+
+    fn read_kept(&self, json: &str) -> serde_json::Result<Vec<Kept<Target, TargetData>>> {
+        let kept: Vec<Kept<A::Target, A::Data>> = serde_json::from_str(json)?;
+        Ok(kept.into_iter().map(|k| k.map(A::of, A::of)).collect())
     }
 
     fn revealed<'d>(&self, data: &'d TargetData) -> Revealed<'d> {
@@ -373,6 +390,7 @@ pub(super) trait Configuration {
     fn targets(&self) -> Vec<Target>;
     fn job(&self, target: &Target) -> Option<run::Job>;
     fn same_settings(&self, other: &Collector) -> bool;
+    fn settings_digest(&self) -> String;
     fn retain(&self, keep: &dyn Fn(&Target) -> bool) -> Collector;
     fn read(
         &self,
@@ -403,6 +421,10 @@ impl<A: Listed> Configuration for Configured<A> {
     fn same_settings(&self, other: &Collector) -> bool {
         // Another collector: never the same, so a collector is restarted rather than kept wrongly.
         A::get(other).is_some_and(|other| self.settings == other.settings)
+    }
+
+    fn settings_digest(&self) -> String {
+        kept::settings_digest(&self.settings)
     }
 
     fn retain(&self, keep: &dyn Fn(&Target) -> bool) -> Collector {
@@ -457,6 +479,17 @@ impl CollectorName {
     /// What the collector's data reveals for discovery.
     pub fn reveals(self) -> Extra {
         self.ops().reveals()
+    }
+
+    /// The targets of this collector kept under `--storage.path`: `json` is a list of
+    /// [`Kept`] as the snapshot wrote it, read with the collector's own types.
+    pub fn read_kept(self, json: &str) -> serde_json::Result<Vec<Kept<Target, TargetData>>> {
+        self.ops().read_kept(json)
+    }
+
+    /// The collector with this config key, if there is one.
+    pub fn from_key(key: &str) -> Option<CollectorName> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == key)
     }
 
     /// Whether the collector's targets are Delivery accounts, which `/probe` may add to.
@@ -575,6 +608,12 @@ impl Collector {
     /// the same settings (schedules and target lists are not compared).
     pub fn same_settings(&self, other: &Collector) -> bool {
         self.configured().same_settings(other)
+    }
+
+    /// A digest of the settings: equal for collectors that fetch each target alike (see
+    /// [`kept::settings_digest`]).
+    pub fn settings_digest(&self) -> String {
+        self.configured().settings_digest()
     }
 
     /// This collector with only the targets `keep` keeps.

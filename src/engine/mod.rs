@@ -3,8 +3,10 @@
 //! intervals over their targets (the configured ones and those of the [`poll_set`]: probed and
 //! discovered), hands each run's results to the [`store`]'s publisher, which applies them to the
 //! [`snapshot`] and renders it once per refresh; [`replay`] is the test seam that runs one set of
-//! upstream bodies through the same reading and rendering.
+//! upstream bodies through the same reading and rendering; [`checkpoint`] keeps the snapshot
+//! under `--storage.path` and restores it at start.
 
+pub mod checkpoint;
 pub mod poll_set;
 pub mod poller;
 pub mod replay;

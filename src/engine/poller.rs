@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use jiff::Timestamp;
 use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -154,8 +155,16 @@ impl Poller {
     fn spawn(&mut self, work: Work) {
         let name = work.spec.key();
         let stop = self.shutdown.child_token();
+        // What the store knows of each target's last fetch (restored at start, or kept by a
+        // collector a reload restarted): its first run takes the oldest first.
+        let fetched = seen_at(self.store.fetched(&name));
         let (plan, rx) = watch::channel(work);
-        let task = tokio::spawn(run_collector(rx, self.publisher.clone(), stop.clone()));
+        let task = tokio::spawn(run_collector(
+            rx,
+            self.publisher.clone(),
+            stop.clone(),
+            fetched,
+        ));
         self.running.insert(name, Running { plan, stop, task });
     }
 
@@ -352,8 +361,27 @@ impl Drop for DemandOf {
 /// provider keeps pausing never makes the collector spin.
 const MIN_CATCH_UP_GAP: Duration = Duration::from_secs(1);
 
-async fn run_collector(plan: watch::Receiver<Plan>, publisher: Publisher, stop: CancellationToken) {
+/// `fetched` (wall-clock times) as instants of this process's clock; one in the future (a
+/// clock set back) counts as now.
+fn seen_at(fetched: Vec<(Target, Timestamp)>) -> HashMap<Target, Instant> {
+    let (now, wall) = (Instant::now(), Timestamp::now());
+    fetched
+        .into_iter()
+        .map(|(t, at)| {
+            let age = wall.duration_since(at).try_into().unwrap_or(Duration::ZERO);
+            (t, now.checked_sub(age).unwrap_or(now))
+        })
+        .collect()
+}
+
+async fn run_collector(
+    plan: watch::Receiver<Plan>,
+    publisher: Publisher,
+    stop: CancellationToken,
+    fetched: HashMap<Target, Instant>,
+) {
     let mut collector = Loop::new(plan, publisher, stop);
+    collector.turns.fetched = fetched;
     while let Some((p, targets, urgent)) = collector.next_run().await {
         // Boxed: a collector between runs, ten thousand of them with as many tenants, keeps
         // only its loop (about 2 KiB less each), not the room of a run under way.

@@ -30,6 +30,8 @@ pub struct TargetState {
     /// The latest run did not reach it (the tenant's rate limit gave it no turn before the
     /// deadline); the next run takes it first.
     pub deferred: bool,
+    /// Kept by an earlier process (`--storage.path`) and not attempted by this one yet.
+    pub restored: bool,
 }
 
 impl TargetState {
@@ -41,6 +43,7 @@ impl TargetState {
             return;
         }
         self.deferred = false;
+        self.restored = false;
         self.last_attempt = Some(now);
         match result {
             Ok(data) => {
@@ -86,6 +89,9 @@ pub struct CollectorState {
     /// How long values are kept while the tenant's fleet does not fit its rate limit (longer
     /// than `max_age`: each target waits several intervals for its turn); `None` otherwise.
     pub keep_for: Option<Duration>,
+    /// Whether targets kept by an earlier process were restored into it at start: its
+    /// `mailhost_storage_restored_targets` says how many are still as they were kept.
+    pub restored: bool,
     /// Where each target is in `targets`: `/probe` finds one target of a large fleet at once.
     index: HashMap<Target, usize>,
 }
@@ -102,6 +108,7 @@ impl CollectorState {
             last_success: None,
             deferred: 0,
             keep_for: None,
+            restored: false,
             index: HashMap::new(),
         }
     }
@@ -129,10 +136,16 @@ impl CollectorState {
             last_success: self.last_success,
             deferred: self.deferred,
             keep_for: self.keep_for,
+            restored: self.restored,
             index: HashMap::new(),
         };
         c.reindex();
         c
+    }
+
+    /// Targets restored at start that this process has not attempted yet.
+    pub fn still_restored(&self) -> usize {
+        self.targets.iter().filter(|t| t.restored).count()
     }
 
     /// Forgets the targets no longer configured and makes room for all `configured` ones.
@@ -164,6 +177,7 @@ impl CollectorState {
                 last_failure: None,
                 last_error: None,
                 deferred: false,
+                restored: false,
             });
             targets.len() - 1
         })
@@ -247,6 +261,32 @@ impl Snapshot {
         entry.schedule = spec.schedule;
         entry.keep_for = spec.keep_for;
         entry.end_run(duration, now);
+    }
+
+    /// Takes the targets an earlier process kept (`--storage.path`), before the collector's first
+    /// run: each target it does not know yet is served as it was kept, marked restored until
+    /// this process attempts it. A collector that is not configured takes nothing. Returns how
+    /// many were taken.
+    pub fn restore(&mut self, key: &CollectorKey, targets: Vec<TargetState>) -> usize {
+        let Some(shared) = self.collectors.get_mut(key) else {
+            return 0;
+        };
+        let c = Arc::make_mut(shared);
+        let mut taken = 0;
+        for t in targets {
+            if c.index.contains_key(&t.target) {
+                continue;
+            }
+            let i = c.slot(t.target.clone());
+            c.targets[i] = TargetState {
+                restored: true,
+                deferred: false,
+                ..t
+            };
+            taken += 1;
+        }
+        c.restored |= taken > 0;
+        taken
     }
 
     /// Applies what a run still under way has fetched so far: each target's result as

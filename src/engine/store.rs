@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::snapshot::{CollectorState, Snapshot};
+use crate::engine::snapshot::{CollectorState, Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
 use crate::metrics::{self, Format, Section};
 use crate::upstream::error::UpstreamError;
@@ -402,6 +402,37 @@ impl Store {
         self.snapshot
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Takes the targets an earlier process kept (see [`Snapshot::restore`]), expires what is
+    /// older than its `max_age` now, and publishes them; returns how many were taken.
+    pub fn restore(&self, restored: Vec<(CollectorKey, Vec<TargetState>)>) -> usize {
+        let mut taken = 0;
+        {
+            let mut snapshot = self.lock();
+            for (key, targets) in restored {
+                taken += snapshot.restore(&key, targets);
+            }
+            snapshot.expire(Timestamp::now());
+            self.pending().everything();
+        }
+        self.publish_pending();
+        taken
+    }
+
+    /// A copy of what is known now (a pointer per collector: see [`Snapshot`]).
+    pub fn snapshot(&self) -> Snapshot {
+        self.lock().clone()
+    }
+
+    /// When each target of a collector was last fetched successfully, as far as is known.
+    pub fn fetched(&self, key: &CollectorKey) -> Vec<(Target, Timestamp)> {
+        self.lock().collectors.get(key).map_or_else(Vec::new, |c| {
+            c.targets
+                .iter()
+                .filter_map(|t| t.last_success.map(|at| (t.target.clone(), at)))
+                .collect()
+        })
     }
 
     /// Takes a reloaded set of collectors: removed collectors and targets vanish at once (with

@@ -292,6 +292,16 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
     )?;
     gauges(
         enc,
+        "mailhost_storage_restored_targets",
+        "Targets whose values were restored at start from the storage directory (--storage.path) and that this process has not attempted yet: served with the time they were fetched; absent for collectors nothing was restored into.",
+        None,
+        collectors
+            .iter()
+            .filter(|(_, c)| c.restored)
+            .map(|(l, c)| (l, c.still_restored() as f64)),
+    )?;
+    gauges(
+        enc,
         "mailhost_collector_last_success_timestamp",
         "When the collector last finished a run in which every target succeeded.",
         seconds_unit,

@@ -9,8 +9,12 @@ use std::time::Duration;
 
 use super::trail::Trail;
 
-/// Why an upstream call failed. A fixed set: alerts and dashboards can rely on it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Why an upstream call failed. A fixed set: alerts and dashboards can rely on it. Kept under
+/// `--storage.path` by its label value.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum FailureReason {
     /// No complete answer within `api.timeout` (or the collector's deadline).
     Timeout,

@@ -237,6 +237,13 @@ fn describe(out: &mut String, collector: &CollectorState, t: &TargetState) {
         when(t.last_success),
         when(t.last_failure),
     );
+    if t.restored {
+        let _ = writeln!(
+            out,
+            "  Restored: yes, from the storage directory at start (--storage.path); this process has not attempted it yet, and its values are as an earlier process fetched them ({})",
+            when(t.data.as_ref().map(|(_, at)| *at)),
+        );
+    }
     let Some(e) = t.last_error.as_ref() else {
         return;
     };

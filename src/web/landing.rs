@@ -59,10 +59,11 @@ pub async fn page(
     let rows = collector_rows(&collectors, now, &path);
     let paces = paces(&state.telemetry.paces(None, usize::MAX));
     let upstream = upstream_line(upstream);
+    let storage = storage_line(state.telemetry.storage());
     html(format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>mailhost_exporter</title>\
          <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}tr.collector{{background:#f4f4f4}}tr.failed{{background:#fdecea}}</style></head>\
-         <body><h1>mailhost_exporter</h1><p>Version {} (revision {}, {})</p>{upstream}\
+         <body><h1>mailhost_exporter</h1><p>Version {} (revision {}, {})</p>{upstream}{storage}\
          <ul><li><a href=\"{path}\">Metrics</a></li><li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li><li><a href=\"/sd\">Service discovery</a> of the accounts for <code>/probe?tenant=NAME&amp;target=ID</code></li></ul>\
          {paces}<h2>Collectors and targets</h2><p>Failing ones first; at most {MAX_COLLECTOR_ROWS} collectors, {MAX_TARGET_ROWS} targets per collector and {MAX_PAGE_TARGET_ROWS} in all.</p>\
          <table><tr><th>Collector / target</th><th>Interval</th><th>Last run</th><th>Last success</th><th>Age</th><th>Last failure</th></tr>{rows}</table>\
@@ -85,6 +86,10 @@ fn collector_rows(collectors: &[&Arc<CollectorState>], now: Timestamp, path: &st
             format!("{} {}", c.tenant, c.name)
         };
         let run = match c.last_run {
+            None if c.restored => format!(
+                "not run yet; {} targets restored from the storage directory",
+                c.still_restored()
+            ),
             None => "not run yet".to_owned(),
             Some(r) if r.success => format!("ok in {:.3}s", r.duration.as_secs_f64()),
             Some(r) => format!("failed in {:.3}s", r.duration.as_secs_f64()),
@@ -165,6 +170,34 @@ fn target_rows(
 }
 
 /// The line naming the upstream the exporter polls (its demo mode and shard, if any).
+/// What the storage directory (`--storage.path`) did: nothing when it is off.
+fn storage_line(figures: Option<crate::metrics::self_metrics::StorageFigures>) -> String {
+    let Some(f) = figures else {
+        return String::new();
+    };
+    let last = match (f.last_success, f.checkpoint_bytes) {
+        (Some(at), Some(bytes)) => format!("last checkpoint {} ({bytes} bytes)", unix_time(at)),
+        _ => "no checkpoint written yet".to_owned(),
+    };
+    let failed: u64 = f.failures.iter().sum();
+    let refused: u64 = f.refused.iter().sum();
+    let mut line = format!("<p>Storage (--storage.path): {last}");
+    if failed > 0 {
+        let _ = write!(
+            line,
+            "; {failed} checkpoints failed (mailhost_storage_checkpoint_failures_total)"
+        );
+    }
+    if refused > 0 {
+        let _ = write!(
+            line,
+            "; the state file was refused at start and that start was cold (see the log)"
+        );
+    }
+    line.push_str("</p>");
+    line
+}
+
 fn upstream_line(upstream: Option<Extension<SharedUpstream>>) -> String {
     match upstream {
         Some(Extension(u)) => {

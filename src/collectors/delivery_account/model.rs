@@ -7,7 +7,7 @@ use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 
 /// The Delivery account figures we export; `None` where the API gave nothing readable.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     pub remaining_messages: Option<f64>,
     pub plan_messages_limit: Option<f64>,

@@ -26,7 +26,7 @@ pub const EMAIL_ACCOUNT: Endpoint = Endpoint::new("email_account")
     .at("GET /api/domains/{domain_code}/email_accounts/{email_account_code}");
 
 /// A mailbox: its domain's code and its own; the `target` label is the mailbox code.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Target {
     pub domain: String,
     pub mailbox: String,

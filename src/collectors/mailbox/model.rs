@@ -15,7 +15,7 @@ use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     pub quota_used_bytes: Option<f64>,
     pub quota_limit_bytes: Option<f64>,

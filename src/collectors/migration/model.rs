@@ -16,7 +16,7 @@ pub const MAX_DEPTH: usize = 4;
 /// At most this many other numeric leaves are kept per migration.
 pub const MAX_LEAVES: usize = 64;
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     /// Sanitised status name (`pending`, `running`, `completed`, ...).
     pub status: Option<String>,

@@ -9,7 +9,7 @@ use crate::upstream::error::UpstreamError;
 use crate::upstream::model::names::sanitize;
 use crate::upstream::model::{Model, ParseProblem, Reader, Unreadable};
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Record {
     /// `status` is `enabled`.
     pub enabled: Option<bool>,

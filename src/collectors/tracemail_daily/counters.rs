@@ -21,7 +21,7 @@ pub const MAX_COUNTED_STATUSES: usize = 2 * MAX_NAMES;
 /// are taken from its final figure (now `previous_day`), so nothing sent before midnight is lost;
 /// a late revision of a closed day is added when it grows, and never subtracted. The counters
 /// start at zero when the account is first fetched (`created`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DayCounters {
     /// The day whose figures `seen_today` holds.
     day: Date,

@@ -54,7 +54,7 @@ pub struct Settings {
     pub top_domains: usize,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DailyData {
     pub stats: DailyStats,
     /// At most `top_domains`, largest first.

@@ -12,7 +12,7 @@ use crate::upstream::model::names::bound_names;
 use crate::upstream::model::{MAX_EXACT, Model, ParseProblem, Unreadable, as_count};
 
 /// Today's and yesterday's counts of one Delivery account.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DailyStats {
     pub current_day: Option<Counts>,
     pub previous_day: Option<Counts>,
@@ -46,7 +46,7 @@ pub fn read_daily(
 }
 
 /// One sending domain's counts for today.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DomainCounts {
     pub domain: String,
     pub total: f64,
@@ -159,7 +159,7 @@ impl Model for DailyStats {
 }
 
 /// Today's top sending domains of one account, largest first.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DomainsRank(pub Vec<DomainCounts>);
 
 /// `GET /api/delivery/tracemail/daily/{account}?type=domains-rank`: one item per domain. The

@@ -33,7 +33,7 @@ pub const DASHBOARD: Endpoint =
     Endpoint::new("tracemail_dashboard").at("POST /api/delivery/tracemail/dashboard");
 
 /// A dashboard view: the whole customer, or filtered by one account or one domain.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum View {
     All,
     Account(i32),
@@ -79,7 +79,7 @@ pub struct Settings {
     pub limit: i32,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DashboardData {
     pub dashboard: Dashboard,
     /// Start of "today" in the configured zone, Unix seconds.

@@ -23,7 +23,7 @@ pub const DASHBOARD_FIELDS: Fields = Fields::Only {
 };
 
 /// What the dashboard says about today and yesterday.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Dashboard {
     pub current_day: Option<Counts>,
     pub previous_day: Option<Counts>,

@@ -20,6 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
+use super::storage::StorageSeries;
 use crate::metrics::classic;
 use crate::metrics::format::{EOF, Format};
 use crate::metrics::labels::{
@@ -298,6 +299,7 @@ pub struct SelfMetrics {
     parse_problems: Family<EndpointLabels, Counter>,
     probe_refused: Family<ProbeRefusedLabels, Counter>,
     pacers: PacerSeries,
+    storage: StorageSeries,
     reload_success: Gauge,
     reload_time: Gauge<f64, AtomicU64>,
 }
@@ -323,6 +325,7 @@ impl SelfMetrics {
             parse_problems: Family::default(),
             probe_refused: Family::default(),
             pacers: PacerSeries::default(),
+            storage: StorageSeries::default(),
             reload_success: Gauge::default(),
             reload_time: Gauge::default(),
         };
@@ -373,6 +376,7 @@ impl SelfMetrics {
             m.probe_refused.clone(),
         );
         registry.register_collector(Box::new(m.pacers.clone()));
+        registry.register_collector(Box::new(m.storage.clone()));
         registry.register(
             "mailhost_config_last_reload_successful",
             "1 when the last configuration reload succeeded (or none was tried since start), 0 when the new file was refused and the old configuration kept running",
@@ -582,6 +586,11 @@ impl SelfMetrics {
             })
             .set(open);
         usize::try_from(before).unwrap_or(0)
+    }
+
+    /// The storage directory's series (written only once it is on).
+    pub fn storage(&self) -> &StorageSeries {
+        &self.storage
     }
 
     /// The outcome of a reload; `at` (seconds since the epoch) is kept only on success.

@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 mod families;
+mod storage;
 
 pub use families::{DURATION_BUCKETS, PROBE_REFUSALS, PaceView, SelfMetrics};
+pub use storage::StorageFigures;
 
 use super::labels::BuildLabels;
 use crate::redact::{redact, shorten};
@@ -114,6 +116,23 @@ impl Telemetry {
     pub fn ensure_endpoints(&self, endpoints: &[Endpoint], tenants: &[TenantName]) {
         self.metrics.ensure_endpoints(endpoints, tenants);
         self.changed();
+    }
+
+    /// Turns the storage directory's series on (`--storage.path`).
+    pub fn enable_storage(&self) {
+        self.metrics.storage().enable();
+        self.changed();
+    }
+
+    /// Records what the storage did, if it is on.
+    pub fn observe_storage(&self, change: impl FnOnce(&mut StorageFigures)) {
+        self.metrics.storage().update(change);
+        self.changed();
+    }
+
+    /// What the storage did, if it is on: for the landing page.
+    pub fn storage(&self) -> Option<StorageFigures> {
+        self.metrics.storage().figures()
     }
 
     /// Records the outcome of a config reload.

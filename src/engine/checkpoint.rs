@@ -1,0 +1,398 @@
+//! Checkpoints: what the snapshot knows, kept under `--storage.path` so that a restart starts
+//! from it rather than from nothing. Per target, the last good data and when it was fetched,
+//! the last attempt's outcome and failure reason ([`Kept`]); per collector, what it was made
+//! under (its tenant, the tenant's provider and the collector's settings).
+//!
+//! - **Written** on a timer and once at shutdown, by [`run`], on a blocking thread from a copy
+//!   of the snapshot (a pointer per collector), so that a scrape, a run or the shutdown never
+//!   waits for the disk: each write is whole or nothing ([`Dir::write`]).
+//! - **Restored** by [`restore`] before the first run: only what belongs to the current config
+//!   (the same tenant, provider, collector, settings and target) and is younger than its
+//!   `max_age`; the rest is dropped and said so in one line.
+//! - The size follows the fleet: only configured collectors and targets are in the snapshot
+//!   (a tenant, collector or target that leaves the config leaves the next checkpoint).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use jiff::Timestamp;
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::collectors::kept::{Kept, KeptError};
+use crate::config_file::Config;
+use crate::engine::snapshot::{Snapshot, TargetState};
+use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec};
+use crate::engine::store::Store;
+use crate::metrics::self_metrics::Telemetry;
+use crate::storage::{Dir, Problem, ReadOutcome, StorageError, Versioned};
+use crate::tenant::TenantName;
+
+/// The state file of the targets: `DIR/targets.json`.
+pub const TARGETS: &str = "targets";
+
+/// How long the checkpoint at shutdown may take; past it the exporter exits and the previous
+/// checkpoint stays as it was (a write is whole or nothing).
+pub const AT_SHUTDOWN: Duration = Duration::from_secs(3);
+
+/// What a collector was made under: a kept collector is restored only under the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Made {
+    /// The tenant's provider: its base URL without userinfo, query or fragment.
+    origin: String,
+    /// The collector's settings ([`crate::collectors::kept::settings_digest`]).
+    settings: String,
+}
+
+/// What each configured collector is made under, as the current config says.
+#[derive(Clone, Debug, Default)]
+pub struct Identity(HashMap<CollectorKey, Made>);
+
+impl Identity {
+    pub fn of(config: &Config, specs: &[CollectorSpec]) -> Identity {
+        let origins: HashMap<&TenantName, String> = config
+            .tenants
+            .iter()
+            .map(|t| (&t.name, crate::redact::redact_url(&t.api.base_url)))
+            .collect();
+        Identity(
+            specs
+                .iter()
+                .filter_map(|s| {
+                    let origin = origins.get(&s.tenant)?.clone();
+                    let settings = s.collector.settings_digest();
+                    Some((s.key(), Made { origin, settings }))
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The state file as written: borrowed from a snapshot, streamed to the file.
+#[derive(Serialize)]
+struct TargetsOut<'a> {
+    collectors: Vec<CollectorOut<'a>>,
+}
+
+#[derive(Serialize)]
+struct CollectorOut<'a> {
+    tenant: &'a str,
+    collector: &'static str,
+    origin: &'a str,
+    settings: &'a str,
+    targets: TargetList<'a>,
+}
+
+/// A collector's targets, each written as [`Kept`] with references into the snapshot.
+struct TargetList<'a>(&'a [TargetState]);
+
+impl Serialize for TargetList<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for t in self.0 {
+            seq.serialize_element(&Kept {
+                target: &t.target,
+                data: t.data.as_ref().map(|(d, at)| (d, *at)),
+                last_ok: t.last_ok,
+                last_attempt: t.last_attempt,
+                last_success: t.last_success,
+                last_failure: t.last_failure,
+                last_error: t.last_error.as_ref().map(KeptError::of),
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// The format of the targets' state file: raised whenever its shape changes.
+const FORMAT: u32 = 1;
+
+impl Versioned for TargetsOut<'_> {
+    const VERSION: u32 = FORMAT;
+}
+
+/// The state file as read: each collector's targets left unparsed until its collector is known.
+#[derive(Deserialize)]
+struct TargetsIn {
+    collectors: Vec<CollectorIn>,
+}
+
+#[derive(Deserialize)]
+struct CollectorIn {
+    tenant: String,
+    collector: String,
+    origin: String,
+    settings: String,
+    targets: Box<RawValue>,
+}
+
+impl Versioned for TargetsIn {
+    const VERSION: u32 = FORMAT;
+}
+
+/// Writes `snapshot`'s configured collectors (those `identity` knows) to `dir`.
+pub fn write(
+    dir: &Dir,
+    snapshot: &Snapshot,
+    identity: &Identity,
+) -> Result<crate::storage::WriteReport, StorageError> {
+    let collectors = snapshot
+        .collectors
+        .iter()
+        .filter_map(|(key, c)| {
+            let made = identity.0.get(key)?;
+            Some(CollectorOut {
+                tenant: c.tenant.as_str(),
+                collector: c.name.as_str(),
+                origin: &made.origin,
+                settings: &made.settings,
+                targets: TargetList(&c.targets),
+            })
+        })
+        .collect();
+    dir.write(TARGETS, &TargetsOut { collectors })
+}
+
+/// What a restore found, for the log, the landing page and the series.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Restored {
+    /// When the state was written; `None` when there was none to use.
+    pub written_at: Option<SystemTime>,
+    /// Targets served from the state.
+    pub targets: usize,
+    /// Kept collectors dropped, by why (as a phrase), with how many.
+    pub dropped: Vec<(&'static str, usize)>,
+    /// Kept targets no longer configured.
+    pub unconfigured_targets: usize,
+    /// The state file was refused: its problem, and the reason naming the file.
+    pub refused: Option<(Problem, String)>,
+}
+
+/// What the state in `dir` holds for the current collectors, as snapshot states, with what
+/// was dropped and why. Reads the file; never panics, whatever it holds.
+pub fn read(
+    dir: &Dir,
+    specs: &[CollectorSpec],
+    identity: &Identity,
+) -> (Vec<(CollectorKey, Vec<TargetState>)>, Restored) {
+    let mut report = Restored::default();
+    let stored = match dir.read::<TargetsIn>(TARGETS) {
+        ReadOutcome::Missing => return (Vec::new(), report),
+        ReadOutcome::Current(stored) => stored,
+        ReadOutcome::Older(older) => {
+            // Version 1 is the first: an older one is not a file of this exporter's.
+            report.refused = Some((
+                Problem::OlderVersion,
+                format!(
+                    "state file {} not used: its format {} is older than any this version reads (it reads {})",
+                    older.path.display(),
+                    older.version,
+                    older.current
+                ),
+            ));
+            return (Vec::new(), report);
+        }
+        ReadOutcome::Bad(bad) => {
+            report.refused = Some((bad.problem, bad.to_string()));
+            return (Vec::new(), report);
+        }
+    };
+    report.written_at = Some(stored.written_at);
+    let specs: HashMap<CollectorKey, &CollectorSpec> = specs.iter().map(|s| (s.key(), s)).collect();
+    let mut dropped: HashMap<&'static str, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for c in stored.data.collectors {
+        match take(c, &specs, identity, &mut report) {
+            Ok(taken) => out.push(taken),
+            Err(why) => *dropped.entry(why).or_default() += 1,
+        }
+    }
+    report.dropped = dropped.into_iter().collect();
+    report.dropped.sort_unstable();
+    report.targets = out.iter().map(|(_, t): &(_, Vec<_>)| t.len()).sum();
+    (out, report)
+}
+
+/// One kept collector's targets still configured, or why it is dropped.
+fn take(
+    c: CollectorIn,
+    specs: &HashMap<CollectorKey, &CollectorSpec>,
+    identity: &Identity,
+    report: &mut Restored,
+) -> Result<(CollectorKey, Vec<TargetState>), &'static str> {
+    let name = CollectorName::from_key(&c.collector).ok_or("of a collector this version lacks")?;
+    let tenant = if c.tenant.is_empty() {
+        TenantName::default()
+    } else {
+        TenantName::parse(&c.tenant).map_err(|_| "of a tenant name this version refuses")?
+    };
+    let key = (name, tenant);
+    let (Some(spec), Some(made)) = (specs.get(&key), identity.0.get(&key)) else {
+        return Err("of a tenant or collector no longer configured");
+    };
+    if made.origin != c.origin {
+        return Err("of a tenant whose base URL changed");
+    }
+    if made.settings != c.settings {
+        return Err("of a collector whose settings changed");
+    }
+    let kept = name
+        .read_kept(c.targets.get())
+        .map_err(|_| "whose targets this version cannot read")?;
+    let configured: HashSet<_> = spec.targets.iter().collect();
+    let mut targets = Vec::with_capacity(kept.len().min(spec.targets.len()));
+    for k in kept {
+        if !configured.contains(&k.target) {
+            report.unconfigured_targets += 1;
+            continue;
+        }
+        targets.push(TargetState {
+            target: k.target,
+            data: k.data,
+            last_ok: k.last_ok,
+            last_attempt: k.last_attempt,
+            last_success: k.last_success,
+            last_failure: k.last_failure,
+            last_error: k.last_error.map(KeptError::into_error),
+            deferred: false,
+            restored: true,
+        });
+    }
+    Ok((key, targets))
+}
+
+/// Reads the state in `dir` into `store` before the first run; logs what it did in one line
+/// (and one warn line for a refused file) and records it in the series.
+pub fn restore(
+    dir: &Dir,
+    store: &Store,
+    specs: &[CollectorSpec],
+    identity: &Identity,
+    telemetry: &Telemetry,
+) -> Restored {
+    let started = Instant::now();
+    let (states, mut report) = read(dir, specs, identity);
+    if let Some((_, refused)) = &report.refused {
+        tracing::warn!(
+            "the storage directory's state was refused, and the targets start cold: {refused}"
+        );
+    }
+    report.targets = store.restore(states);
+    let took = started.elapsed().as_secs_f64();
+    telemetry.observe_storage(|f| {
+        f.restore_seconds = Some(took);
+        if let Some((problem, _)) = report.refused {
+            f.refused(problem);
+        }
+    });
+    if let Some(at) = report.written_at {
+        let dropped: Vec<String> = report
+            .dropped
+            .iter()
+            .map(|(why, n)| format!("{n} collector(s) {why}"))
+            .collect();
+        tracing::info!(
+            path = %dir.file(TARGETS).display(),
+            written_at = %Timestamp::try_from(at).map_or_else(|_| "?".to_owned(), |t| t.to_string()),
+            restored_targets = report.targets,
+            unconfigured_targets = report.unconfigured_targets,
+            dropped = %if dropped.is_empty() { "none".to_owned() } else { dropped.join(", ") },
+            took_seconds = took,
+            "restored what the storage directory kept"
+        );
+    }
+    report
+}
+
+/// What the checkpoints are made under, changed by a reload.
+#[derive(Clone, Default)]
+pub struct Current(Arc<Mutex<Arc<Identity>>>);
+
+impl Current {
+    pub fn new(identity: Identity) -> Self {
+        Current(Arc::new(Mutex::new(Arc::new(identity))))
+    }
+
+    pub fn set(&self, identity: Identity) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(identity);
+    }
+
+    fn get(&self) -> Arc<Identity> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Writes a checkpoint every `every` until `shutdown`, then one last within [`AT_SHUTDOWN`].
+/// A failed checkpoint is logged (one line, naming the file and the cause) and counted; the
+/// next one tries again.
+pub async fn run(
+    dir: Arc<Dir>,
+    store: Arc<Store>,
+    identity: Current,
+    telemetry: Arc<Telemetry>,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            _ = ticker.tick() => {
+                let write = once(&dir, &store, &identity, &telemetry);
+                // A checkpoint under way finishes before the next starts: `write` is awaited.
+                let _ = write.await;
+            }
+        }
+    }
+    let last = once(&dir, &store, &identity, &telemetry);
+    if tokio::time::timeout(AT_SHUTDOWN, last).await.is_err() {
+        tracing::warn!(
+            path = %dir.file(TARGETS).display(),
+            "the checkpoint at shutdown took longer than {AT_SHUTDOWN:?}: exiting without it; the previous checkpoint stays"
+        );
+    }
+}
+
+/// One checkpoint of what the store knows now, on a blocking thread.
+async fn once(
+    dir: &Arc<Dir>,
+    store: &Arc<Store>,
+    identity: &Current,
+    telemetry: &Arc<Telemetry>,
+) -> Option<()> {
+    let (dir, snapshot, identity) = (dir.clone(), store.snapshot(), identity.get());
+    let started = Instant::now();
+    let written = tokio::task::spawn_blocking(move || write(&dir, &snapshot, &identity))
+        .await
+        .ok()?;
+    let took = started.elapsed().as_secs_f64();
+    match written {
+        Ok(report) => telemetry.observe_storage(|f| {
+            f.checkpoint_seconds = Some(took);
+            f.checkpoint_bytes = Some(report.bytes);
+            f.last_success = Some(
+                report
+                    .written_at
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64()),
+            );
+        }),
+        Err(e) => {
+            tracing::warn!("checkpoint failed, the previous one stays: {e}");
+            let cause = e.cause().unwrap_or(crate::storage::WriteCause::Io);
+            telemetry.observe_storage(|f| {
+                f.checkpoint_seconds = Some(took);
+                f.failed(cause);
+            });
+        }
+    }
+    Some(())
+}

@@ -1,0 +1,505 @@
+//! `--storage.path`: what the exporter learned survives a restart. Each promise of
+//! docs/reliability.md's storage rows: served at once with the time it was fetched, only what
+//! belongs to the current config, the daily counters' `_created` kept, no token in any file,
+//! one exporter per directory, and every kind of bad state file refused in a warn line and a
+//! series while the exporter starts cold and serves.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::time::Duration;
+
+use mailhost_exporter::config_file::Config;
+use mailhost_exporter::{App, StorageOptions, WebOptions};
+use mailhost_sim::SimConfig;
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::{Running, TOKEN, get_text, spawn_sim, value, wait_for};
+
+const ACCOUNTS: [i32; 2] = [1001, 1002];
+
+fn yaml(base_url: &str, accounts: &[i32]) -> String {
+    let ids: Vec<String> = accounts.iter().map(ToString::to_string).collect();
+    let ids = ids.join(", ");
+    format!(
+        "api:\n  base_url: {base_url}\n  timeout: 2s\n  max_retries: 0\ncollectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 1h\n    accounts: [{ids}]\n  tracemail_daily:\n    interval: 1s\n    deadline: 900ms\n    max_age: 1h\n    accounts: [{ids}]\n"
+    )
+}
+
+fn web() -> WebOptions {
+    WebOptions {
+        listen_addresses: vec!["127.0.0.1:0".to_owned()],
+        telemetry_path: "/metrics".to_owned(),
+        ..WebOptions::default()
+    }
+}
+
+/// An exporter in this process with the storage at `dir`, stopped (with its checkpoint at
+/// shutdown) by [`Stored::stop`].
+struct Stored {
+    url: String,
+    cancel: CancellationToken,
+    run: Option<tokio::task::JoinHandle<Result<(), mailhost_exporter::AppError>>>,
+}
+
+impl Stored {
+    async fn start(yaml: &str, dir: &Path) -> Stored {
+        Self::try_start(yaml, dir).await.unwrap()
+    }
+
+    async fn try_start(yaml: &str, dir: &Path) -> Result<Stored, mailhost_exporter::AppError> {
+        Self::with_config(Config::parse(yaml, Some(TOKEN.to_owned())).unwrap(), dir).await
+    }
+
+    async fn with_config(
+        config: Config,
+        dir: &Path,
+    ) -> Result<Stored, mailhost_exporter::AppError> {
+        let app = App::build(config, web())
+            .await?
+            .with_storage(StorageOptions {
+                path: dir.to_owned(),
+                checkpoint_interval: Duration::from_secs(1),
+            })
+            .await?;
+        let url = format!("http://{}", app.local_addr());
+        let cancel = CancellationToken::new();
+        let run = tokio::spawn(app.run(cancel.clone()));
+        Ok(Stored {
+            url,
+            cancel,
+            run: Some(run),
+        })
+    }
+
+    async fn scrape(&self) -> String {
+        get_text(&format!("{}/metrics", self.url), "text/plain").await
+    }
+
+    async fn scrape_until(&self, what: &str, ready: impl Fn(&str) -> bool) -> String {
+        wait_for(what, || async {
+            let body = self.scrape().await;
+            ready(&body).then_some(body)
+        })
+        .await
+    }
+
+    /// SIGTERM as the process takes it: the app stops, writing its checkpoint at shutdown.
+    async fn stop(mut self) {
+        self.cancel.cancel();
+        let run = self.run.take().expect("stopped once");
+        tokio::time::timeout(Duration::from_secs(30), run)
+            .await
+            .expect("the app stops within its bound")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+impl Drop for Stored {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+fn remaining(id: i32) -> String {
+    format!("mailhost_delivery_remaining_messages{{account_id=\"{id}\"}}")
+}
+
+fn last_success(collector: &str, id: i32) -> String {
+    format!(
+        "mailhost_target_last_success_timestamp_seconds{{collector=\"{collector}\",target=\"{id}\"}}"
+    )
+}
+
+fn every_account_shown(body: &str) -> bool {
+    ACCOUNTS
+        .iter()
+        .all(|&id| value(body, &remaining(id)).is_some())
+}
+
+/// What an exporter with storage showed of every account, once it had them and a checkpoint
+/// held them: the exporter is stopped as SIGTERM stops it.
+async fn kept_once(yaml: &str, dir: &Path) -> String {
+    let first = Stored::start(yaml, dir).await;
+    let body = first
+        .scrape_until("every account and a checkpoint", |b| {
+            every_account_shown(b)
+                && value(
+                    b,
+                    "mailhost_storage_last_checkpoint_success_timestamp_seconds",
+                )
+                .is_some()
+        })
+        .await;
+    first.stop().await;
+    body
+}
+
+/// A provider that takes connections and never answers, at `url`'s address (once the
+/// simulator that was there has let it go).
+async fn silent_at(url: &str) -> std::net::TcpListener {
+    let addr = url.trim_start_matches("http://").to_owned();
+    wait_for("the address to be free", || async {
+        std::net::TcpListener::bind(&addr).ok()
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_restart_serves_what_was_kept_at_once_with_the_time_it_was_fetched() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = spawn_sim().await;
+    let url = sim.url.clone();
+    let before = kept_once(&yaml(&url, &ACCOUNTS), dir.path()).await;
+    // The provider now takes calls and never answers: whatever the restarted exporter shows,
+    // it did not fetch, and it has attempted nothing yet (a longer timeout and interval than
+    // before: neither is part of what a collector is kept under).
+    drop(sim);
+    let silent = silent_at(&url).await;
+    let patient = yaml(&url, &ACCOUNTS)
+        .replace("timeout: 2s", "timeout: 60s")
+        .replace(
+            "interval: 1s\n    deadline: 900ms",
+            "interval: 2m\n    deadline: 90s",
+        );
+    let second = Stored::start(&patient, dir.path()).await;
+    let after = second.scrape().await;
+    for id in ACCOUNTS {
+        assert!(value(&after, &remaining(id)).is_some(), "{after}");
+        // The fetch's time, not the restart's. (The last checkpoint may hold a later fetch
+        // than the scrape before it saw.)
+        let (was, is) = (
+            value(&before, &last_success("delivery_account", id)).unwrap(),
+            value(&after, &last_success("delivery_account", id)).unwrap(),
+        );
+        assert!(
+            is >= was && is < was + 5.0,
+            "fetched at {was}, restored as {is}"
+        );
+    }
+    let restored = |body: &str| {
+        value(
+            body,
+            "mailhost_storage_restored_targets{collector=\"delivery_account\"}",
+        )
+    };
+    assert_eq!(restored(&after), Some(2.0), "{after}");
+    assert!(value(&after, "mailhost_storage_restore_duration_seconds").is_some());
+    let page = get_text(&format!("{}/", second.url), "text/html").await;
+    assert!(
+        page.contains("2 targets restored from the storage directory")
+            && page.contains("Storage (--storage.path)"),
+        "{page}"
+    );
+    let debug = get_text(
+        &format!("{}/probe?target=1001&debug=true", second.url),
+        "text/plain",
+    )
+    .await;
+    assert!(debug.contains("Restored: yes"), "{debug}");
+    // Once this process attempts them (and fails: the provider is gone), they are its own, and
+    // a failure keeps the values until max_age, as always.
+    drop(silent);
+    let failed = second
+        .scrape_until("the first attempts", |b| restored(b) == Some(0.0))
+        .await;
+    assert!(value(&failed, &remaining(1001)).is_some(), "{failed}");
+    second.stop().await;
+}
+
+/// The series of the collectors (not the exporter's own, nor the health series, which speak of
+/// this process's runs).
+fn collector_series(body: &str) -> Vec<&str> {
+    const OWN: [&str; 10] = [
+        "mailhost_target_",
+        "mailhost_collector_",
+        "mailhost_up",
+        "mailhost_storage_",
+        "mailhost_api_",
+        "mailhost_build_info",
+        "mailhost_config_",
+        "mailhost_probe_",
+        "mailhost_parse_",
+        "mailhost_exporter_",
+    ];
+    body.lines()
+        .filter(|l| l.starts_with("mailhost_") && !OWN.iter().any(|o| l.starts_with(o)))
+        .collect()
+}
+
+#[tokio::test]
+async fn every_collectors_series_come_back_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = spawn_sim().await;
+    let config = || {
+        let targets = SimConfig::demo(TOKEN).demo_targets();
+        mailhost_exporter::demo::config(&sim.url, TOKEN, &targets)
+    };
+    let first = Stored::with_config(config(), dir.path()).await.unwrap();
+    // Every collector has run, and a checkpoint was written after that.
+    let ran = first
+        .scrape_until("every collector's first run", |b| {
+            value(b, "mailhost_up") == Some(1.0)
+        })
+        .await;
+    let checkpointed = value(
+        &ran,
+        "mailhost_collector_last_success_timestamp_seconds{collector=\"team_member\"}",
+    )
+    .unwrap();
+    first
+        .scrape_until("a checkpoint after it", |b| {
+            value(
+                b,
+                "mailhost_storage_last_checkpoint_success_timestamp_seconds",
+            )
+            .is_some_and(|at| at > checkpointed + 1.0)
+        })
+        .await;
+    let before = first.scrape().await;
+    first.stop().await;
+    let config = config();
+    drop(sim);
+    let second = Stored::with_config(config, dir.path()).await.unwrap();
+    let after = second.scrape().await;
+    let (was, is) = (collector_series(&before), collector_series(&after));
+    assert!(was.len() > 50, "{before}");
+    assert_eq!(was, is);
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn the_daily_counters_go_on_across_a_restart_with_their_created_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = spawn_sim().await;
+    let yaml = yaml(&sim.url, &ACCOUNTS);
+    let openmetrics = "application/openmetrics-text;version=1.0.0";
+    let created = |body: &str| {
+        body.lines()
+            .find(|l| {
+                l.starts_with("mailhost_delivery_messages_created{")
+                    && l.contains("account_id=\"1001\"")
+            })
+            .map(str::to_owned)
+    };
+    let first = Stored::start(&yaml, dir.path()).await;
+    let before = wait_for("the counters and a checkpoint", || async {
+        let body = get_text(&format!("{}/metrics", first.url), openmetrics).await;
+        let checkpointed = value(
+            &body,
+            "mailhost_storage_last_checkpoint_success_timestamp_seconds",
+        )
+        .is_some();
+        created(&body).filter(|_| checkpointed)
+    })
+    .await;
+    first.stop().await;
+    let second = Stored::start(&yaml, dir.path()).await;
+    // Still the same after this process fetched the figures again itself.
+    let after = wait_for("the restored counters fetched again", || async {
+        let body = get_text(&format!("{}/metrics", second.url), openmetrics).await;
+        let refreshed = value(
+            &body,
+            "mailhost_storage_restored_targets{collector=\"tracemail_daily\"}",
+        ) == Some(0.0);
+        created(&body).filter(|_| refreshed)
+    })
+    .await;
+    assert_eq!(before, after);
+    second.stop().await;
+}
+
+#[tokio::test]
+async fn what_no_longer_belongs_to_the_config_is_dropped_never_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = spawn_sim().await;
+    kept_once(&yaml(&sim.url, &ACCOUNTS), dir.path()).await;
+    // One account removed: the other is restored, the removed one never shows.
+    let fewer = Stored::start(&yaml(&sim.url, &[1001]), dir.path()).await;
+    let body = fewer.scrape().await;
+    assert!(value(&body, &remaining(1001)).is_some(), "{body}");
+    assert!(!body.contains("account_id=\"1002\""), "{body}");
+    fewer.stop().await;
+    // Another provider (the same simulator under another address): nothing is restored.
+    let elsewhere = sim.url.replace("127.0.0.1", "localhost");
+    let moved = Stored::start(&yaml(&elsewhere, &ACCOUNTS), dir.path()).await;
+    let body = moved.scrape().await;
+    assert!(
+        !body.contains("mailhost_storage_restored_targets"),
+        "{body}"
+    );
+    moved.stop().await;
+}
+
+#[tokio::test]
+async fn the_directory_is_private_and_no_file_in_it_holds_the_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state");
+    let sim = spawn_sim().await;
+    kept_once(&yaml(&sim.url, &ACCOUNTS), &path).await;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o700);
+    let mut files = 0;
+    for entry in std::fs::read_dir(&path).unwrap() {
+        let file = entry.unwrap().path();
+        let text = std::fs::read(&file).unwrap();
+        assert!(
+            !text.windows(TOKEN.len()).any(|w| w == TOKEN.as_bytes()),
+            "{} holds the token",
+            file.display()
+        );
+        if file.extension().is_some_and(|e| e == "json") {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+            files += 1;
+        }
+    }
+    assert_eq!(files, 1, "one state file: targets.json");
+}
+
+#[tokio::test]
+async fn a_second_exporter_on_the_same_directory_is_refused_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = spawn_sim().await;
+    let yaml = yaml(&sim.url, &ACCOUNTS);
+    let first = Stored::start(&yaml, dir.path()).await;
+    let refused = Stored::try_start(&yaml, dir.path())
+        .await
+        .err()
+        .expect("a second exporter is refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("--storage.path")
+            && message.contains(&format!("process {}", std::process::id()))
+            && message.contains("two exporters never share one"),
+        "{message}"
+    );
+    first.stop().await;
+    // Once the first has stopped, the directory is free.
+    Stored::start(&yaml, dir.path()).await.stop().await;
+}
+
+/// Every kind of bad state file: a warn line in the series, a cold start, and the exporter
+/// serving and keeping new checkpoints.
+#[tokio::test]
+async fn a_bad_state_file_is_refused_with_its_problem_and_the_exporter_starts_cold() {
+    let sim = spawn_sim().await;
+    let yaml = yaml(&sim.url, &ACCOUNTS);
+    let good = tempfile::tempdir().unwrap();
+    kept_once(&yaml, good.path()).await;
+    let whole = std::fs::read_to_string(good.path().join("targets.json")).unwrap();
+    let newer = whole.replacen("\"version\":1", "\"version\":99", 1);
+    let other_shape = "{\"version\":1,\"written_at\":\"2026-01-01T00:00:00Z\",\"data\":[1,2]}";
+    let cases: [(&str, &str, String); 5] = [
+        ("empty", "empty", String::new()),
+        ("cut", "truncated", whole[..whole.len() / 2].to_owned()),
+        ("garbage", "corrupt", "\u{0}\u{1}garbage{{{".to_owned()),
+        ("newer", "newer_version", newer),
+        ("another shape", "corrupt", other_shape.to_owned()),
+    ];
+    for (case, problem, text) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("targets.json"), text).unwrap();
+        let exporter = Stored::start(&yaml, dir.path()).await;
+        let body = exporter
+            .scrape_until(case, |b| {
+                every_account_shown(b)
+                    && value(
+                        b,
+                        "mailhost_storage_last_checkpoint_success_timestamp_seconds",
+                    )
+                    .is_some()
+            })
+            .await;
+        assert_eq!(
+            value(
+                &body,
+                &format!("mailhost_storage_state_refused_total{{problem=\"{problem}\"}}")
+            ),
+            Some(1.0),
+            "{case}: {body}"
+        );
+        assert!(
+            !body.contains("mailhost_storage_restored_targets"),
+            "{case}"
+        );
+        exporter.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_vanished_directory_is_counted_and_the_exporter_serves_from_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state");
+    let sim = spawn_sim().await;
+    let exporter = Stored::start(&yaml(&sim.url, &ACCOUNTS), &path).await;
+    exporter
+        .scrape_until("a first checkpoint", |b| {
+            value(
+                b,
+                "mailhost_storage_last_checkpoint_success_timestamp_seconds",
+            )
+            .is_some()
+        })
+        .await;
+    std::fs::remove_dir_all(&path).unwrap();
+    let body = exporter
+        .scrape_until("a failed checkpoint", |b| {
+            value(
+                b,
+                "mailhost_storage_checkpoint_failures_total{cause=\"vanished\"}",
+            )
+            .is_some_and(|n| n >= 1.0)
+        })
+        .await;
+    assert!(every_account_shown(&body), "{body}");
+    exporter.stop().await;
+}
+
+/// The binary as an operator runs it: killed with SIGKILL, it loses at most one checkpoint;
+/// the next process serves what the last one held at once.
+#[tokio::test]
+async fn after_sigkill_the_next_process_serves_the_last_checkpoint_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = spawn_sim().await;
+    let config = dir.path().join("config.yml");
+    std::fs::write(&config, yaml(&sim.url, &ACCOUNTS)).unwrap();
+    let state = dir.path().join("state");
+    let args = [
+        "--config.file",
+        config.to_str().unwrap(),
+        "--web.listen-address",
+        "127.0.0.1:0",
+        "--storage.path",
+        state.to_str().unwrap(),
+        "--storage.checkpoint-interval",
+        "1s",
+    ];
+    let env = [("MAILHOST_API_TOKEN", TOKEN)];
+    let mut first = Running::start_with_env(&args, &env);
+    let url = format!("{}/metrics", first.base_url().await);
+    wait_for("every account and a checkpoint", || async {
+        let body = get_text(&url, "text/plain").await;
+        (every_account_shown(&body)
+            && value(
+                &body,
+                "mailhost_storage_last_checkpoint_success_timestamp_seconds",
+            )
+            .is_some())
+        .then_some(())
+    })
+    .await;
+    first.kill();
+    drop(sim);
+    let second = Running::start_with_env(&args, &env);
+    let url = format!("{}/metrics", second.base_url().await);
+    let body = get_text(&url, "text/plain").await;
+    assert!(every_account_shown(&body), "{body}");
+    assert!(
+        second
+            .log()
+            .iter()
+            .any(|l| l.contains("took over the lock of the storage directory")),
+        "{:?}",
+        second.log()
+    );
+}

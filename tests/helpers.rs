@@ -314,6 +314,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "prometheus",
         "apt-get install prometheus",
         &[
+            "storage::alerts_keep_their_state_and_active_time_across_a_restart_with_the_storage",
             "prometheus::a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert",
             "shard::shards_agree_with_a_real_prometheus_hashmod",
             "daily_counters::the_day_of_the_spring_switch_counts_exactly_in_prometheus",

@@ -155,9 +155,9 @@ impl Poller {
     fn spawn(&mut self, work: Work) {
         let name = work.spec.key();
         let stop = self.shutdown.child_token();
-        // What the store knows of each target's last fetch (restored at start, or kept by a
-        // collector a reload restarted): its first run takes the oldest first.
-        let fetched = seen_at(self.store.fetched(&name));
+        // Targets restored from the storage directory: the first run leaves those fetched less
+        // than an interval ago to the next tick and takes the others oldest first.
+        let fetched = seen_at(self.store.restored(&name));
         let (plan, rx) = watch::channel(work);
         let task = tokio::spawn(run_collector(
             rx,
@@ -500,6 +500,16 @@ impl Loop {
     /// learned from, and its end handed to the publisher. `None`: the collector stops (what a
     /// run cut short has not handed over is dropped, and its end never comes).
     async fn run(&mut self, p: Plan, mut targets: Vec<Target>, urgent: bool) -> Option<()> {
+        if self.first_run {
+            // A restart costs no call that restored values do not need: a target an earlier
+            // process fetched less than an interval ago waits for the next tick, as it would
+            // have without the restart.
+            let fresh = Instant::now().checked_sub(p.spec.schedule.interval);
+            targets.retain(|t| {
+                let fetched = self.turns.fetched.get(t);
+                fresh.is_none_or(|fresh| fetched.is_none_or(|at| *at <= fresh))
+            });
+        }
         self.turns.order(&mut targets);
         // The first run's values are what readiness waits for: published as first fetches are.
         let publish_soon = urgent || std::mem::replace(&mut self.first_run, false);

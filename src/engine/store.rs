@@ -425,11 +425,13 @@ impl Store {
         self.lock().clone()
     }
 
-    /// When each target of a collector was last fetched successfully, as far as is known.
-    pub fn fetched(&self, key: &CollectorKey) -> Vec<(Target, Timestamp)> {
+    /// The targets of a collector restored from the storage directory that this process has not
+    /// attempted yet, with when they were last fetched successfully.
+    pub fn restored(&self, key: &CollectorKey) -> Vec<(Target, Timestamp)> {
         self.lock().collectors.get(key).map_or_else(Vec::new, |c| {
             c.targets
                 .iter()
+                .filter(|t| t.restored)
                 .filter_map(|t| t.last_success.map(|at| (t.target.clone(), at)))
                 .collect()
         })

@@ -85,15 +85,18 @@ fn collector_rows(collectors: &[&Arc<CollectorState>], now: Timestamp, path: &st
         } else {
             format!("{} {}", c.tenant, c.name)
         };
-        let run = match c.last_run {
-            None if c.restored => format!(
-                "not run yet; {} targets restored from the storage directory",
-                c.still_restored()
-            ),
+        let mut run = match c.last_run {
             None => "not run yet".to_owned(),
             Some(r) if r.success => format!("ok in {:.3}s", r.duration.as_secs_f64()),
             Some(r) => format!("failed in {:.3}s", r.duration.as_secs_f64()),
         };
+        let restored = if c.restored { c.still_restored() } else { 0 };
+        if restored > 0 {
+            let _ = write!(
+                run,
+                "; {restored} targets restored from the storage directory, not fetched again yet"
+            );
+        }
         let _ = write!(
             rows,
             "<tr class=\"collector\"><td>{}</td><td>every {}</td><td>{}</td><td>{}</td><td>{}</td><td></td></tr>",

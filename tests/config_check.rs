@@ -67,7 +67,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "bad-duration.yml",
-            "api.timeout: invalid value: string (value hidden), expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
+            "api.timeout: invalid value: string \"10 parsecs\", expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
         ),
         (
             "missing-token.yml",
@@ -119,7 +119,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "secret-in-a-number-field.yml",
-            "api.concurrency: invalid type: string (value hidden), expected usize at line 3 column 16",
+            "api.concurrency: invalid type: string \"[redacted]\", expected usize at line 3 column 16",
         ),
         (
             "interval-too-long.yml",
@@ -302,4 +302,76 @@ fn a_config_asking_for_more_upstream_calls_than_the_open_file_limit_allows_is_to
     // Under a limit where everything fits, nothing is said.
     let (ok, _, stderr) = check_under_limit(path, 8192);
     assert!(ok && stderr.is_empty(), "{stderr}");
+}
+
+/// `--config.check` of YAML `text` written to a file: whether it passed, and what it said.
+fn check_text(text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(&config, text).unwrap();
+    let (ok, stdout, stderr) = check(config.to_str().unwrap(), Some("t"));
+    let path = format!("{}: ", config.display());
+    (ok, format!("{stdout}{}", stderr.replace(&path, "")))
+}
+
+#[test]
+fn a_bad_value_of_a_field_that_holds_no_secret_is_shown_cut_and_escaped() {
+    let config = |interval: &str| {
+        format!(
+            "api:\n  base_url: https://api.example.net\ncollectors:\n  migration:\n    interval: {interval}\n    migrations: [MG00000001]\n"
+        )
+    };
+    let (ok, said) = check_text(&config("5x"));
+    assert!(!ok);
+    assert_eq!(
+        said,
+        "collectors.migration.interval: invalid value: string \"5x\", expected a duration at line 5 column 15 (write durations like 30s, 5m or 1h30m)\n"
+    );
+    // A long value is cut; control characters (an ANSI escape that would clear the screen, a
+    // bell, a carriage return) are escaped, never written to the terminal.
+    let (ok, said) = check_text(&config(&format!(
+        "\"\\e[2J\\a\\r{}\"",
+        "5 minutes ".repeat(500)
+    )));
+    assert!(!ok);
+    assert!(
+        said.starts_with("collectors.migration.interval: invalid value: string \"\\u{1b}[2J\\u{7}\\r5 minutes 5 minutes")
+            && said.contains("...\" (cut at 64 characters), expected a duration"),
+        "{said}"
+    );
+    assert!(said.len() < 300, "{said}");
+    assert!(
+        !said.contains(['\u{1b}', '\u{7}', '\r']),
+        "a control character reached the output: {said:?}"
+    );
+}
+
+#[test]
+fn a_value_in_the_place_of_a_field_that_may_hold_a_secret_is_never_shown() {
+    // Secrets that do not look like tokens: only the field tells that they must be hidden.
+    let secret = "correct horse battery staple";
+    for text in [
+        format!(
+            "api:\n  base_url: https://api.example.net\n  tls_config: {secret}\ncollectors:\n  delivery_account:\n    accounts: [1]\n"
+        ),
+        format!("api: {secret}\ncollectors:\n  delivery_account:\n    accounts: [1]\n"),
+        format!(
+            "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account: {{}}\ntenants:\n  - {secret}\n"
+        ),
+    ] {
+        let (ok, said) = check_text(&text);
+        assert!(!ok, "{text}");
+        assert!(said.contains("(value hidden)"), "{said}");
+        assert!(!said.contains("horse"), "{said}");
+    }
+    // A token pasted in a field that holds no secret is redacted all the same.
+    let (ok, said) = check_text(
+        "api:\n  base_url: https://api.example.net\n  timeout: mh_live_7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5\ncollectors:\n  delivery_account:\n    accounts: [1]\n",
+    );
+    assert!(!ok);
+    assert!(
+        said.starts_with("api.timeout: invalid value: string \"[redacted]\""),
+        "{said}"
+    );
+    assert!(!said.contains("7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5"), "{said}");
 }

@@ -22,11 +22,16 @@ pub(crate) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Ve
 }
 
 /// A YAML error of a config file (this one or `--web.config.file`), as shown to the operator:
-/// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value;
-/// any field may hold a secret pasted in the wrong place, so quoted strings are replaced by
-/// their length. `schema` says where the keys are described, for the hint on an unknown one.
-pub(crate) fn describe_yaml_error(e: &serde_yaml_ng::Error, schema: &str) -> String {
-    let msg = crate::redact::yaml_error(e);
+/// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value,
+/// which is hidden unless `shown` says its field holds no secret (a value shown still has its
+/// token-like runs redacted and is cut and escaped). `schema` says where the keys are
+/// described, for the hint on an unknown one.
+pub(crate) fn describe_yaml_error(
+    e: &serde_yaml_ng::Error,
+    schema: &str,
+    shown: crate::redact::Shown,
+) -> String {
+    let msg = crate::redact::yaml_error(e, shown);
     if msg.contains("unknown field") {
         format!("{msg} (remove or correct the key; see {schema})")
     } else if msg.contains("expected a duration") {
@@ -347,7 +352,7 @@ pub(crate) fn endpoint_rate_limits(
     }
     let mut out = BTreeMap::new();
     for (endpoint, r) in raw {
-        let at = format!("{field}.{endpoint}");
+        let at = format!("{field}.{}", crate::redact::map_key(&endpoint));
         if let Some(r) = rate_limit(&at, Some(r))? {
             out.insert(endpoint, r);
         }

@@ -4,6 +4,7 @@
 //! message names the field and the fix.
 
 mod raw;
+mod secret_keys;
 mod tenants;
 
 use std::collections::BTreeMap;
@@ -178,8 +179,13 @@ impl Config {
         // The YAML scanner takes time quadratic in the depth of `[`/`{` nesting: refuse a deep
         // file before it sees it.
         check_flow_depth(text)?;
-        let mut raw: RawConfig = serde_yaml_ng::from_str(text)
-            .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e, "examples/config.yml")))?;
+        let mut raw: RawConfig = serde_yaml_ng::from_str(text).map_err(|e| {
+            ConfigError::Syntax(describe_yaml_error(
+                &e,
+                "examples/config.yml",
+                secret_keys::shown,
+            ))
+        })?;
         switches.apply(&mut raw)?;
         let tenant_mode = raw.tenants.is_some();
         let api = if tenant_mode {
@@ -247,7 +253,7 @@ fn known_endpoints(at: &str, limits: &BTreeMap<String, f64>) -> Result<(), Confi
     for name in limits.keys() {
         if !known.contains(&name.as_str()) {
             return Err(invalid(
-                format!("{at}.{name}"),
+                format!("{at}.{}", crate::redact::map_key(name)),
                 format!(
                     "no such endpoint: name one of {} (the values of the endpoint label)",
                     known.join(", ")

@@ -13,6 +13,7 @@ use crate::config::discovery::discovery;
 use crate::config::probe::tenant_probe;
 use crate::config::validate::{base_url, concurrency, endpoint_rate_limits, rate_limit, token};
 use crate::config::{ApiConfig, ConfigError, DiscoveryConfig, ProbeConfig, invalid};
+use crate::redact::quote;
 use crate::tenant::{MAX_TENANTS, TenantName};
 
 /// Longest name of a token variable.
@@ -47,7 +48,7 @@ pub(super) fn tenants(
     for (i, raw) in list.into_iter().enumerate() {
         let at = format!("tenants[{i}]");
         let name = TenantName::parse(&raw.name)
-            .map_err(|why| invalid(format!("{at}.name"), format!("{:?}: {why}", raw.name)))?;
+            .map_err(|why| invalid(format!("{at}.name"), format!("{}: {why}", quote(&raw.name))))?;
         if !seen.insert(name.clone()) {
             return Err(invalid(
                 format!("{at}.name"),
@@ -348,6 +349,19 @@ mod tests {
                 "tenants:\n  - name: a\n    token_env: ACME\n    base_url: ftp://x\n",
                 "tenants[0].base_url: \"ftp://x\" is not an http(s) address",
             ),
+            // What the operator wrote is cut and escaped, never written raw to the terminal.
+            (
+                "tenants:\n  - name: \"\\e[2J\\r\"\n    token_env: ACME\n",
+                "tenants[0].name: \"\\u{1b}[2J\\r\": use letters",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    endpoint_rate_limits: {\"\\e[2J\": 1}\n",
+                "tenants[0].endpoint_rate_limits.(key hidden): no such endpoint",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    endpoint_rate_limits: {\"\\e[2J\": 0}\n",
+                "tenants[0].endpoint_rate_limits.(key hidden): 0 is out of range",
+            ),
         ];
         for (tenants, expected) in cases {
             let e = parse(tenants).unwrap_err();
@@ -356,6 +370,18 @@ mod tests {
                 assert!(!e.contains(secret), "{e}");
             }
         }
+        let e = parse(&format!(
+            "tenants:\n  - name: {}\n    token_env: ACME\n",
+            "n".repeat(5000)
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "tenants[0].name: \"{}...\" (cut at 64 characters): a tenant name has 1 to 64 characters",
+                "n".repeat(64)
+            )
+        );
     }
 
     #[test]

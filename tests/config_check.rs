@@ -1,11 +1,18 @@
 //! `--config.check`: the shipped example passes; each bad fixture fails with its exact message.
+//! `--config.syntax-only` checks the file alone, leaving what it names outside itself unread.
 
 use std::process::Command;
 
 fn check(file: &str, token: Option<&str>) -> (bool, String, String) {
+    check_with(file, token, &[])
+}
+
+/// `--config.check` of `file`, with `flags` besides.
+fn check_with(file: &str, token: Option<&str>, flags: &[&str]) -> (bool, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"));
     cmd.arg(format!("--config.file={file}"))
         .arg("--config.check")
+        .args(flags)
         .env_remove("MAILHOST_API_TOKEN");
     if let Some(t) = token {
         cmd.env("MAILHOST_API_TOKEN", t);
@@ -17,6 +24,14 @@ fn check(file: &str, token: Option<&str>) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The fixtures that are wrong only in what they name outside the file: a token that is not set
+/// or a token file that does not exist.
+const WRONG_OUTSIDE_ONLY: [&str; 3] = [
+    "missing-token.yml",
+    "unreadable-token-file.yml",
+    "token-pasted-in-token-file.yml",
+];
 
 #[test]
 fn the_shipped_example_config_is_accepted() {
@@ -302,6 +317,75 @@ fn a_config_asking_for_more_upstream_calls_than_the_open_file_limit_allows_is_to
     // Under a limit where everything fits, nothing is said.
     let (ok, _, stderr) = check_under_limit(path, 8192);
     assert!(ok && stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn syntax_only_accepts_missing_token_and_tls_files_and_names_the_fields_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        "api:\n  base_url: https://api.example.net\n  token_file: /run/secrets/absent-token\n  tls_config:\n    ca_file: /run/secrets/absent-ca.crt\n    cert_file: /run/secrets/absent.crt\n    key_file: /run/secrets/absent.key\ncollectors:\n  delivery_account:\n    accounts: [1001]\n",
+    )
+    .unwrap();
+    let path = config.to_str().unwrap();
+    let (ok, stdout, stderr) = check_with(path, None, &["--config.syntax-only"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "ok\n");
+    assert_eq!(
+        stderr,
+        format!(
+            "{path}: not checked (--config.syntax-only): api.token_file, api.tls_config.ca_file, api.tls_config.cert_file, api.tls_config.key_file; what they name is read at start and on every reload\n"
+        )
+    );
+    // Without the flag the check is whole: the missing token file is refused, as before.
+    let (ok, stdout, stderr) = check(path, None);
+    assert!(!ok);
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        format!(
+            "{path}: api.token_file: cannot read the file it names (no such file); check that it is the path of a readable file holding the token, not the token itself\n"
+        )
+    );
+}
+
+#[test]
+fn syntax_only_refuses_every_bad_fixture_but_those_wrong_only_outside_the_file() {
+    for entry in std::fs::read_dir("tests/fixtures/config").unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let path = path.to_str().unwrap();
+        let (ok, stdout, stderr) = check_with(path, None, &["--config.syntax-only"]);
+        if file.starts_with("good-") || WRONG_OUTSIDE_ONLY.contains(&file.as_str()) {
+            assert!(ok, "{file}: {stderr}");
+            assert_eq!(stdout, "ok\n", "{file}");
+            assert!(
+                stderr.contains(": not checked (--config.syntax-only): "),
+                "{file}: {stderr}"
+            );
+            continue;
+        }
+        // Refused with the very message of the full check.
+        let (_, _, full) = check(path, Some("t"));
+        assert!(!ok, "{file} was accepted");
+        assert_eq!(stdout, "", "{file}");
+        assert_eq!(stderr, full, "{file}");
+    }
+}
+
+#[test]
+fn syntax_only_is_a_mode_of_the_check_and_needs_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .args([
+            "--config.file=tests/fixtures/config/good-minimal.yml",
+            "--config.syntax-only",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--config.check"), "{stderr}");
 }
 
 /// `--config.check` of YAML `text` written to a file: whether it passed, and what it said.

@@ -53,6 +53,12 @@ pub struct Cli {
     #[arg(long = "config.check", requires = "config_file")]
     pub config_check: bool,
 
+    /// With --config.check: check the file alone, as `promtool check config --syntax-only`
+    /// does: every key, value and rule in it, but not the token files, token variables and TLS
+    /// files it names (it says which it left unread).
+    #[arg(long = "config.syntax-only", requires = "config_check")]
+    pub config_syntax_only: bool,
+
     /// Address to listen on for the metrics and landing pages (`:PORT` means every interface).
     /// Repeat it to listen on several (at most 16).
     #[arg(long = "web.listen-address", value_name = "ADDR", default_value = DEFAULT_LISTEN_ADDRESS, action = clap::ArgAction::Append)]

@@ -48,12 +48,19 @@ fn main() -> ExitCode {
             .config_file
             .as_deref()
             .expect("clap requires --config.file with --config.check");
-        return match Config::load_switched(path, &switches) {
-            Ok(config) => {
-                let plan =
-                    descriptors::Plan::at_start(cli.max_connections, config.asked_upstream());
+        let checked = if cli.config_syntax_only {
+            Config::check_syntax(path, &switches).map(|c| (c.asked_upstream, c.unread_line()))
+        } else {
+            Config::load_switched(path, &switches).map(|c| (c.asked_upstream(), None))
+        };
+        return match checked {
+            Ok((asked_upstream, unread)) => {
+                let plan = descriptors::Plan::at_start(cli.max_connections, asked_upstream);
                 if let Some(told) = plan.shortfall() {
                     eprintln!("{}: warning: {told}", path.display());
+                }
+                if let Some(unread) = unread {
+                    eprintln!("{}: {unread}", path.display());
                 }
                 println!("ok");
                 ExitCode::SUCCESS

@@ -1,5 +1,6 @@
 //! Redaction of text that may hold a secret before it reaches an error message: URLs lose their
-//! userinfo and query, quoted YAML values are hidden, and any value still quoted is cut short.
+//! userinfo and query, quoted YAML values are hidden unless their field can hold no secret, and
+//! any value still quoted is cut short and escaped.
 
 /// Longest quoted value, in characters, an error message repeats.
 pub const MAX_QUOTED_CHARS: usize = 64;
@@ -45,18 +46,29 @@ pub fn quote(value: &str) -> String {
     }
 }
 
-/// The message of a YAML error, with every value from the file hidden; the field path, the
-/// line and column and the expected type stay, since they are what the operator needs to fix it.
-pub fn yaml_error(e: &serde_yaml_ng::Error) -> String {
+/// Whether the value of the field at a path (`api.timeout`, `collectors.migration.migrations[2]`)
+/// may be shown in an error: only the owner of a schema knows which of its fields can never hold
+/// a secret. A value shown still has its token-like runs redacted and is cut and escaped.
+pub type Shown = fn(&str) -> bool;
+
+/// No field's value is shown: for a schema whose fields' secrecy is not spelled out.
+pub fn nothing_shown(_: &str) -> bool {
+    false
+}
+
+/// The message of a YAML error, with every value from the file hidden but those of fields
+/// `shown` says hold no secret; the field path, the line and column and the expected type stay,
+/// since they are what the operator needs to fix it.
+pub fn yaml_error(e: &serde_yaml_ng::Error, shown: Shown) -> String {
     let msg = e.to_string();
     // serde_yaml_ng appends the location; keep it apart so that it is never taken for a value.
     if let Some(loc) = e.location() {
         let at = format!(" at line {} column {}", loc.line(), loc.column());
         if let Some(body) = msg.strip_suffix(&at) {
-            return format!("{}{at}", serde_message(body));
+            return format!("{}{at}", serde_message(body, shown));
         }
     }
-    serde_message(&msg)
+    serde_message(&msg, shown)
 }
 
 /// Shapes of serde's messages that quote a value, from `serde::de::Error`'s provided methods.
@@ -67,11 +79,13 @@ const UNKNOWN_VARIANT: &str = "unknown variant `";
 /// Shapes that quote only names from the schema.
 const SAFE: [&str; 3] = ["invalid length ", "missing field `", "duplicate field `"];
 
-/// A serde error message (optionally prefixed by `path: `) with the values it quotes hidden.
+/// A serde error message (optionally prefixed by `path: `) with the values it quotes hidden,
+/// but for a field `shown` says holds no secret: its value that failed is shown (token-like runs
+/// redacted, cut at [`MAX_QUOTED_CHARS`], escaped).
 ///
 /// What follows the last `, expected ` comes from the schema, never from the file, so it is
 /// kept; a value quoted before it may be anything an operator pasted.
-pub fn serde_message(msg: &str) -> String {
+pub fn serde_message(msg: &str, shown: Shown) -> String {
     let shapes = [INVALID_TYPE, INVALID_VALUE, UNKNOWN_FIELD, UNKNOWN_VARIANT]
         .into_iter()
         .chain(SAFE);
@@ -96,8 +110,12 @@ pub fn serde_message(msg: &str) -> String {
         return hide_quoted(msg);
     }
     let rest = &body[shape.len()..];
+    let field = path.strip_suffix(": ").unwrap_or(path);
     let redacted = match shape {
         INVALID_TYPE | INVALID_VALUE => match rest.rfind(", expected ") {
+            Some(i) if !field.is_empty() && shown(field) => {
+                format!("{shape}{}{}", shown_unexpected(&rest[..i]), &rest[i..])
+            }
             Some(i) => format!("{shape}{}{}", unexpected(&rest[..i]), &rest[i..]),
             None => format!("{shape}{HIDDEN}"),
         },
@@ -143,6 +161,69 @@ fn unexpected(unexp: &str) -> String {
         unexp.to_owned()
     } else {
         HIDDEN.to_owned()
+    }
+}
+
+/// serde's `Unexpected` of a field that holds no secret, with its value: a string is
+/// unescaped, its token-like runs redacted (a token pasted in the wrong field stays unseen), then
+/// [`quote`]d; a number or a boolean is kept as serde writes it. Anything of another form is
+/// hidden as [`unexpected`] hides it.
+fn shown_unexpected(unexp: &str) -> String {
+    if let Some(value) = unexp.strip_prefix("string ").and_then(unescape_debug) {
+        return format!("string {}", quote(&redact(&value)));
+    }
+    for kind in ["integer", "floating point", "boolean"] {
+        let value = unexp
+            .strip_prefix(kind)
+            .and_then(|r| r.strip_prefix(" `"))
+            .and_then(|r| r.strip_suffix('`'));
+        let plain = |v: &str| {
+            v.len() <= MAX_QUOTED_CHARS
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+        };
+        if value.is_some_and(plain) {
+            return unexp.to_owned();
+        }
+    }
+    unexpected(unexp)
+}
+
+/// The text of a string as Rust's `{:?}` writes it (serde quotes a string so), or `None` when
+/// `quoted` is not one.
+fn unescape_debug(quoted: &str) -> Option<String> {
+    let inner = quoted.strip_prefix('"')?.strip_suffix('"')?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        out.push(match chars.next()? {
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            '0' => '\0',
+            c @ ('\\' | '"' | '\'') => c,
+            'u' if chars.next()? == '{' => {
+                let hex: String = chars.by_ref().take_while(|&c| c != '}').collect();
+                char::from_u32(u32::from_str_radix(&hex, 16).ok()?)?
+            }
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+/// A key the operator chose (of a map, such as `endpoint_rate_limits`) as a field path shows it:
+/// as written when it reads like a key of the schema, else hidden (it may be a pasted secret, or
+/// control characters that would reach the terminal).
+pub fn map_key(name: &str) -> &str {
+    if looks_like_a_key(name) {
+        name
+    } else {
+        "(key hidden)"
     }
 }
 
@@ -360,7 +441,7 @@ mod tests {
             ),
         ];
         for (raw, want) in cases {
-            assert_eq!(serde_message(raw), want, "{raw}");
+            assert_eq!(serde_message(raw, nothing_shown), want, "{raw}");
         }
     }
 
@@ -373,9 +454,81 @@ mod tests {
         }
         let e = serde_yaml_ng::from_str::<T>("n: S3cret-t0ken\n").unwrap_err();
         assert_eq!(
-            yaml_error(&e),
+            yaml_error(&e, nothing_shown),
             "n: invalid type: string (value hidden), expected usize at line 1 column 4"
         );
+    }
+
+    #[test]
+    fn a_field_that_holds_no_secret_shows_its_value_cut_escaped_and_with_tokens_redacted() {
+        let shown = |path: &str| path.ends_with("interval") || path.ends_with("concurrency");
+        let cases = [
+            (
+                "collectors.migration.interval: invalid value: string \"5x\", expected a duration",
+                "collectors.migration.interval: invalid value: string \"5x\", expected a duration",
+            ),
+            (
+                "api.concurrency: invalid type: string \"four\", expected usize",
+                "api.concurrency: invalid type: string \"four\", expected usize",
+            ),
+            (
+                "api.concurrency: invalid value: integer `-1`, expected usize",
+                "api.concurrency: invalid value: integer `-1`, expected usize",
+            ),
+            (
+                "api.concurrency: invalid type: floating point `1.5`, expected usize",
+                "api.concurrency: invalid type: floating point `1.5`, expected usize",
+            ),
+            // A token pasted in a field that holds none is still not shown.
+            (
+                "api.concurrency: invalid type: string \"mh_live_7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5\", expected usize",
+                "api.concurrency: invalid type: string \"[redacted]\", expected usize",
+            ),
+            // Control characters stay escaped; serde's escapes are read back first.
+            (
+                "api.concurrency: invalid type: string \"4\\u{1b}[2J\\n\\\"x\\\\\", expected usize",
+                "api.concurrency: invalid type: string \"4\\u{1b}[2J\\n\\\"x\\\\\", expected usize",
+            ),
+            // A field not said to hold no secret: hidden as before.
+            (
+                "api.token_file: invalid type: string \"S3cret\", expected usize",
+                "api.token_file: invalid type: string (value hidden), expected usize",
+            ),
+            // Something that is not serde's quoting: hidden.
+            (
+                "api.concurrency: invalid type: string \"S3cret\\q\", expected usize",
+                "api.concurrency: invalid type: string (value hidden), expected usize",
+            ),
+            (
+                "api.concurrency: invalid type: character `\u{1b}`, expected usize",
+                "api.concurrency: invalid type: character (value hidden), expected usize",
+            ),
+            // No path: no field to ask about.
+            (
+                "invalid type: string \"5x\", expected a duration",
+                "invalid type: string (value hidden), expected a duration",
+            ),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(serde_message(raw, shown), want, "{raw}");
+        }
+        // A long value is cut at 64 characters, and a flood of escapes too.
+        let long = format!(
+            "collectors.migration.interval: invalid value: string {:?}, expected a duration",
+            "5x ".repeat(1000)
+        );
+        let got = serde_message(&long, shown);
+        assert!(
+            got.contains("(cut at 64 characters), expected a duration"),
+            "{got}"
+        );
+        assert!(got.len() < 200, "{got}");
+        let escapes = format!(
+            "collectors.migration.interval: invalid value: string {:?}, expected a duration",
+            "\u{1b}".repeat(1000)
+        );
+        let got = serde_message(&escapes, shown);
+        assert!(got.len() < 600 && !got.contains('\u{1b}'), "{got}");
     }
 
     #[test]

@@ -1,11 +1,18 @@
 //! `--config.check`: the shipped example passes; each bad fixture fails with its exact message.
+//! `--config.syntax-only` checks the file alone, leaving what it names outside itself unread.
 
 use std::process::Command;
 
 fn check(file: &str, token: Option<&str>) -> (bool, String, String) {
+    check_with(file, token, &[])
+}
+
+/// `--config.check` of `file`, with `flags` besides.
+fn check_with(file: &str, token: Option<&str>, flags: &[&str]) -> (bool, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"));
     cmd.arg(format!("--config.file={file}"))
         .arg("--config.check")
+        .args(flags)
         .env_remove("MAILHOST_API_TOKEN");
     if let Some(t) = token {
         cmd.env("MAILHOST_API_TOKEN", t);
@@ -17,6 +24,14 @@ fn check(file: &str, token: Option<&str>) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// The fixtures that are wrong only in what they name outside the file: a token that is not set
+/// or a token file that does not exist.
+const WRONG_OUTSIDE_ONLY: [&str; 3] = [
+    "missing-token.yml",
+    "unreadable-token-file.yml",
+    "token-pasted-in-token-file.yml",
+];
 
 #[test]
 fn the_shipped_example_config_is_accepted() {
@@ -67,7 +82,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "bad-duration.yml",
-            "api.timeout: invalid value: string (value hidden), expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
+            "api.timeout: invalid value: string \"10 parsecs\", expected a duration at line 3 column 12 (write durations like 30s, 5m or 1h30m)",
         ),
         (
             "missing-token.yml",
@@ -119,7 +134,7 @@ fn every_bad_fixture_is_refused_with_a_message_that_names_the_problem_and_the_fi
         ),
         (
             "secret-in-a-number-field.yml",
-            "api.concurrency: invalid type: string (value hidden), expected usize at line 3 column 16",
+            "api.concurrency: invalid type: string \"[redacted]\", expected usize at line 3 column 16",
         ),
         (
             "interval-too-long.yml",
@@ -302,4 +317,145 @@ fn a_config_asking_for_more_upstream_calls_than_the_open_file_limit_allows_is_to
     // Under a limit where everything fits, nothing is said.
     let (ok, _, stderr) = check_under_limit(path, 8192);
     assert!(ok && stderr.is_empty(), "{stderr}");
+}
+
+#[test]
+fn syntax_only_accepts_missing_token_and_tls_files_and_names_the_fields_it_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(
+        &config,
+        "api:\n  base_url: https://api.example.net\n  token_file: /run/secrets/absent-token\n  tls_config:\n    ca_file: /run/secrets/absent-ca.crt\n    cert_file: /run/secrets/absent.crt\n    key_file: /run/secrets/absent.key\ncollectors:\n  delivery_account:\n    accounts: [1001]\n",
+    )
+    .unwrap();
+    let path = config.to_str().unwrap();
+    let (ok, stdout, stderr) = check_with(path, None, &["--config.syntax-only"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(stdout, "ok\n");
+    assert_eq!(
+        stderr,
+        format!(
+            "{path}: not checked (--config.syntax-only): api.token_file, api.tls_config.ca_file, api.tls_config.cert_file, api.tls_config.key_file; what they name is read at start and on every reload\n"
+        )
+    );
+    // Without the flag the check is whole: the missing token file is refused, as before.
+    let (ok, stdout, stderr) = check(path, None);
+    assert!(!ok);
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        format!(
+            "{path}: api.token_file: cannot read the file it names (no such file); check that it is the path of a readable file holding the token, not the token itself\n"
+        )
+    );
+}
+
+#[test]
+fn syntax_only_refuses_every_bad_fixture_but_those_wrong_only_outside_the_file() {
+    for entry in std::fs::read_dir("tests/fixtures/config").unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let path = path.to_str().unwrap();
+        let (ok, stdout, stderr) = check_with(path, None, &["--config.syntax-only"]);
+        if file.starts_with("good-") || WRONG_OUTSIDE_ONLY.contains(&file.as_str()) {
+            assert!(ok, "{file}: {stderr}");
+            assert_eq!(stdout, "ok\n", "{file}");
+            assert!(
+                stderr.contains(": not checked (--config.syntax-only): "),
+                "{file}: {stderr}"
+            );
+            continue;
+        }
+        // Refused with the very message of the full check.
+        let (_, _, full) = check(path, Some("t"));
+        assert!(!ok, "{file} was accepted");
+        assert_eq!(stdout, "", "{file}");
+        assert_eq!(stderr, full, "{file}");
+    }
+}
+
+#[test]
+fn syntax_only_is_a_mode_of_the_check_and_needs_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
+        .args([
+            "--config.file=tests/fixtures/config/good-minimal.yml",
+            "--config.syntax-only",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--config.check"), "{stderr}");
+}
+
+/// `--config.check` of YAML `text` written to a file: whether it passed, and what it said.
+fn check_text(text: &str) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yml");
+    std::fs::write(&config, text).unwrap();
+    let (ok, stdout, stderr) = check(config.to_str().unwrap(), Some("t"));
+    let path = format!("{}: ", config.display());
+    (ok, format!("{stdout}{}", stderr.replace(&path, "")))
+}
+
+#[test]
+fn a_bad_value_of_a_field_that_holds_no_secret_is_shown_cut_and_escaped() {
+    let config = |interval: &str| {
+        format!(
+            "api:\n  base_url: https://api.example.net\ncollectors:\n  migration:\n    interval: {interval}\n    migrations: [MG00000001]\n"
+        )
+    };
+    let (ok, said) = check_text(&config("5x"));
+    assert!(!ok);
+    assert_eq!(
+        said,
+        "collectors.migration.interval: invalid value: string \"5x\", expected a duration at line 5 column 15 (write durations like 30s, 5m or 1h30m)\n"
+    );
+    // A long value is cut; control characters (an ANSI escape that would clear the screen, a
+    // bell, a carriage return) are escaped, never written to the terminal.
+    let (ok, said) = check_text(&config(&format!(
+        "\"\\e[2J\\a\\r{}\"",
+        "5 minutes ".repeat(500)
+    )));
+    assert!(!ok);
+    assert!(
+        said.starts_with("collectors.migration.interval: invalid value: string \"\\u{1b}[2J\\u{7}\\r5 minutes 5 minutes")
+            && said.contains("...\" (cut at 64 characters), expected a duration"),
+        "{said}"
+    );
+    assert!(said.len() < 300, "{said}");
+    assert!(
+        !said.contains(['\u{1b}', '\u{7}', '\r']),
+        "a control character reached the output: {said:?}"
+    );
+}
+
+#[test]
+fn a_value_in_the_place_of_a_field_that_may_hold_a_secret_is_never_shown() {
+    // Secrets that do not look like tokens: only the field tells that they must be hidden.
+    let secret = "correct horse battery staple";
+    for text in [
+        format!(
+            "api:\n  base_url: https://api.example.net\n  tls_config: {secret}\ncollectors:\n  delivery_account:\n    accounts: [1]\n"
+        ),
+        format!("api: {secret}\ncollectors:\n  delivery_account:\n    accounts: [1]\n"),
+        format!(
+            "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account: {{}}\ntenants:\n  - {secret}\n"
+        ),
+    ] {
+        let (ok, said) = check_text(&text);
+        assert!(!ok, "{text}");
+        assert!(said.contains("(value hidden)"), "{said}");
+        assert!(!said.contains("horse"), "{said}");
+    }
+    // A token pasted in a field that holds no secret is redacted all the same.
+    let (ok, said) = check_text(
+        "api:\n  base_url: https://api.example.net\n  timeout: mh_live_7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5\ncollectors:\n  delivery_account:\n    accounts: [1]\n",
+    );
+    assert!(!ok);
+    assert!(
+        said.starts_with("api.timeout: invalid value: string \"[redacted]\""),
+        "{said}"
+    );
+    assert!(!said.contains("7fQ2x9Lk3Vb8Zp4Rt6Yw1Nc5"), "{said}");
 }

@@ -2,7 +2,8 @@
 //! Prometheus' `http_client_config`: `proxy_url`, `no_proxy`, `proxy_from_environment` and
 //! `tls_config` (`ca_file`, `cert_file`, `key_file`, `server_name`, `min_version`), under `api:`
 //! and per tenant. Files are read and checked when the config is (at start, by
-//! `--config.check`, on every reload); a bad one is refused naming its field.
+//! `--config.check`, on every reload; not by `--config.syntax-only`); a bad one is refused naming
+//! its field.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 
 use super::error::{ConfigError, invalid};
+use super::outside::Outside;
 
 use crate::redact::{quote, redact_url};
 
@@ -123,6 +125,7 @@ pub(crate) fn settings(
     base_url: &str,
     raw: RawHttpClient,
     defaults: &HttpClientSettings,
+    outside: &Outside,
 ) -> Result<HttpClientSettings, ConfigError> {
     let mut out = defaults.clone();
     if let Some(url) = raw.proxy_url {
@@ -161,7 +164,7 @@ pub(crate) fn settings(
         ));
     }
     if let Some(tls) = raw.tls_config {
-        out.tls = tls_settings(&format!("{at}.tls_config"), tls)?;
+        out.tls = tls_settings(&format!("{at}.tls_config"), tls, outside)?;
     }
     Ok(out)
 }
@@ -218,9 +221,22 @@ fn proxy_url(field: &str, raw: &str) -> Result<String, ConfigError> {
     }
 }
 
-fn tls_settings(at: &str, raw: RawTlsConfig) -> Result<TlsSettings, ConfigError> {
+/// The TLS settings under `at`; the files are read unless `outside` leaves them (then the
+/// settings have neither extra roots nor a client identity).
+fn tls_settings(
+    at: &str,
+    raw: RawTlsConfig,
+    outside: &Outside,
+) -> Result<TlsSettings, ConfigError> {
     let ca_certs = match &raw.ca_file {
-        Some(path) => certificates(&format!("{at}.ca_file"), path)?,
+        Some(path) => {
+            let field = format!("{at}.ca_file");
+            if outside.leaves(&field) {
+                Vec::new()
+            } else {
+                certificates(&field, path)?
+            }
+        }
         None => Vec::new(),
     };
     let identity = match (&raw.cert_file, &raw.key_file) {
@@ -231,10 +247,18 @@ fn tls_settings(at: &str, raw: RawTlsConfig) -> Result<TlsSettings, ConfigError>
                 "give cert_file and key_file together (a client certificate and its key), or neither",
             ));
         }
-        (Some(cert), Some(key)) => Some(ClientIdentity {
-            chain: certificates(&format!("{at}.cert_file"), cert)?,
-            key: Arc::new(private_key(&format!("{at}.key_file"), key)?),
-        }),
+        (Some(cert), Some(key)) => {
+            let (cert_field, key_field) = (format!("{at}.cert_file"), format!("{at}.key_file"));
+            // `leaves` answers alike for every field, so both are noted or neither.
+            if outside.leaves(&cert_field) && outside.leaves(&key_field) {
+                None
+            } else {
+                Some(ClientIdentity {
+                    chain: certificates(&cert_field, cert)?,
+                    key: Arc::new(private_key(&key_field, key)?),
+                })
+            }
+        }
     };
     let server_name = match raw.server_name {
         None => None,

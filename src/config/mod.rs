@@ -1,8 +1,8 @@
 //! The config's primitives, below the collectors: the field parsers and errors every collector's
 //! block uses (`fields`, `error`, `schedule`, `date_format`), the defaults and bounds, the API and
-//! HTTP client settings the upstream client runs with, and the validation of the blocks no
-//! collector shapes. The whole file, with their `collectors:` blocks, is read above the collectors,
-//! in `crate::config_file`.
+//! HTTP client settings the upstream client runs with, what a config names outside itself
+//! (`outside`), and the validation of the blocks no collector shapes. The whole file, with their
+//! `collectors:` blocks, is read above the collectors, in `crate::config_file`.
 
 pub mod date_format;
 pub mod defaults;
@@ -11,6 +11,7 @@ pub mod error;
 pub mod fields;
 pub mod http_client;
 pub mod limits;
+pub mod outside;
 pub mod probe;
 pub(crate) mod raw_api;
 pub mod schedule;
@@ -19,6 +20,7 @@ pub mod validate;
 pub use date_format::DateFormat;
 pub use discovery::DiscoveryConfig;
 pub use error::{ConfigError, invalid};
+pub use outside::Outside;
 pub use probe::ProbeConfig;
 pub use schedule::Schedule;
 

@@ -11,6 +11,7 @@ use secrecy::SecretString;
 use crate::redact::{quote, redact_url};
 
 use super::fields::within;
+use super::outside::Outside;
 use super::raw_api::RawApi;
 use super::{
     ApiConfig, BreakerPolicy, ConfigError, RetryPolicy, TOKEN_ENV, defaults, invalid, limits,
@@ -22,11 +23,16 @@ pub(crate) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Ve
 }
 
 /// A YAML error of a config file (this one or `--web.config.file`), as shown to the operator:
-/// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value;
-/// any field may hold a secret pasted in the wrong place, so quoted strings are replaced by
-/// their length. `schema` says where the keys are described, for the hint on an unknown one.
-pub(crate) fn describe_yaml_error(e: &serde_yaml_ng::Error, schema: &str) -> String {
-    let msg = crate::redact::yaml_error(e);
+/// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value,
+/// which is hidden unless `shown` says its field holds no secret (a value shown still has its
+/// token-like runs redacted and is cut and escaped). `schema` says where the keys are
+/// described, for the hint on an unknown one.
+pub(crate) fn describe_yaml_error(
+    e: &serde_yaml_ng::Error,
+    schema: &str,
+    shown: crate::redact::Shown,
+) -> String {
+    let msg = crate::redact::yaml_error(e, shown);
     if msg.contains("unknown field") {
         format!("{msg} (remove or correct the key; see {schema})")
     } else if msg.contains("expected a duration") {
@@ -36,16 +42,27 @@ pub(crate) fn describe_yaml_error(e: &serde_yaml_ng::Error, schema: &str) -> Str
     }
 }
 
-/// The single-token `api` block: the token from `api.token_file`, else from `from_env` (the
-/// value of [`TOKEN_ENV`], or the error saying it is unset).
-pub(crate) fn validate_api(
-    raw: RawApi,
-    from_env: Result<String, ConfigError>,
-) -> Result<ApiConfig, ConfigError> {
+/// The single-token `api` block: the token from `api.token_file`, else from [`TOKEN_ENV`].
+pub(crate) fn validate_api(raw: RawApi, outside: &Outside) -> Result<ApiConfig, ConfigError> {
     // The address is checked first: its message is the more useful one on a fresh config.
     base_url("api.base_url", &raw.base_url)?;
-    let token = token("api.token_file", raw.token_file.as_deref(), from_env)?;
-    api_settings(raw, token)
+    let from_env = || {
+        outside.var(TOKEN_ENV).ok_or_else(|| {
+            invalid(
+                "api.token_file",
+                format!(
+                    "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
+                ),
+            )
+        })
+    };
+    let token = token(
+        "api.token_file",
+        raw.token_file.as_deref(),
+        from_env,
+        outside,
+    )?;
+    api_settings(raw, token, outside)
 }
 
 /// Checks a provider address; `field` names it in the message.
@@ -83,12 +100,21 @@ pub(crate) fn base_url(field: &str, raw: &str) -> Result<String, ConfigError> {
 }
 
 /// A token from the file `file_field` names, or else from `from_env` (the value of a variable,
-/// or the error that says none was given). Checked for form; never quoted.
+/// or the error that says none was given). Checked for form; never quoted. Left unread, and
+/// empty, when `outside` says so.
 pub(crate) fn token(
     file_field: &str,
     file: Option<&Path>,
-    from_env: Result<String, ConfigError>,
+    from_env: impl FnOnce() -> Result<String, ConfigError>,
+    outside: &Outside,
 ) -> Result<SecretString, ConfigError> {
+    let source = match file {
+        Some(_) => file_field.to_owned(),
+        None => env_field(file_field),
+    };
+    if outside.leaves(&source) {
+        return Ok(SecretString::from(String::new()));
+    }
     let token = match file {
         // The path is never quoted: a token pasted there by mistake would be shown.
         Some(path) => {
@@ -126,7 +152,7 @@ pub(crate) fn token(
             t
         }
         None => {
-            let t = from_env?.trim().to_owned();
+            let t = from_env()?.trim().to_owned();
             if t.is_empty() {
                 // The same as unset: an empty variable is a forgotten one.
                 return Err(from_env_empty(file_field));
@@ -135,10 +161,6 @@ pub(crate) fn token(
         }
     };
     // Where the token came from names it in a message; the token itself never appears.
-    let source = match file {
-        Some(_) => file_field.to_owned(),
-        None => env_field(file_field),
-    };
     if token.chars().any(|c| c.is_control() || c == ' ') {
         return Err(invalid(
             source,
@@ -184,13 +206,18 @@ fn from_env_empty(file_field: &str) -> ConfigError {
 }
 
 /// The API settings of `raw` with `token`.
-pub(crate) fn api_settings(mut raw: RawApi, token: SecretString) -> Result<ApiConfig, ConfigError> {
+pub(crate) fn api_settings(
+    mut raw: RawApi,
+    token: SecretString,
+    outside: &Outside,
+) -> Result<ApiConfig, ConfigError> {
     let base_url = base_url("api.base_url", &raw.base_url)?;
     let http = super::http_client::settings(
         "api",
         &base_url,
         raw.http_client(),
         &super::http_client::HttpClientSettings::default(),
+        outside,
     )?;
     let timeout = raw.timeout.unwrap_or(defaults::TIMEOUT);
     within(
@@ -347,7 +374,7 @@ pub(crate) fn endpoint_rate_limits(
     }
     let mut out = BTreeMap::new();
     for (endpoint, r) in raw {
-        let at = format!("{field}.{endpoint}");
+        let at = format!("{field}.{}", crate::redact::map_key(&endpoint));
         if let Some(r) = rate_limit(&at, Some(r))? {
             out.insert(endpoint, r);
         }

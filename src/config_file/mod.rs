@@ -4,6 +4,7 @@
 //! message names the field and the fix.
 
 mod raw;
+mod secret_keys;
 mod tenants;
 
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ use secrecy::SecretString;
 use crate::collectors::{Collector, CollectorName, RawCollectors};
 use crate::config::validate::{api_settings, check_flow_depth, read_at_most, validate_api};
 use crate::config::{
-    ApiConfig, ConfigError, DiscoveryConfig, EMPTY_CONFIG, ProbeConfig, TOKEN_ENV,
+    ApiConfig, ConfigError, DiscoveryConfig, EMPTY_CONFIG, Outside, ProbeConfig, TOKEN_ENV,
     TargetFailureLog, describe_yaml_error, invalid, limits,
 };
 use crate::tenant::TenantName;
@@ -114,22 +115,7 @@ impl Config {
         env_token: Option<String>,
         switches: &CollectorSwitches,
     ) -> Result<Config, ConfigError> {
-        let read = |source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        };
-        let bytes = read_at_most(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
-        let Some(bytes) = bytes else {
-            return Err(ConfigError::TooLarge {
-                path: path.to_owned(),
-            });
-        };
-        let text = String::from_utf8(bytes).map_err(|_| {
-            read(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "it is not UTF-8 text",
-            ))
-        })?;
+        let text = read_text(path)?;
         // The single token may be given by the caller; tenants' variables are read now.
         let env = |name: &str| {
             if name == TOKEN_ENV {
@@ -168,6 +154,39 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
         switches: &CollectorSwitches,
     ) -> Result<Config, ConfigError> {
+        Self::parse_outside(text, switches, &Outside::read(env))
+    }
+
+    /// `--config.check --config.syntax-only`: reads and validates the file at `path` as
+    /// [`Config::load_switched`] does, but reads nothing it names outside itself (token files,
+    /// token variables, TLS files); [`SyntaxChecked::unread`] names the fields left.
+    pub fn check_syntax(
+        path: &Path,
+        switches: &CollectorSwitches,
+    ) -> Result<SyntaxChecked, ConfigError> {
+        Self::parse_syntax_only(&read_text(path)?, switches)
+    }
+
+    /// [`Config::check_syntax`] of YAML text.
+    pub fn parse_syntax_only(
+        text: &str,
+        switches: &CollectorSwitches,
+    ) -> Result<SyntaxChecked, ConfigError> {
+        let outside = Outside::syntax_only();
+        // The config is only looked at: its tokens are empty and its TLS files unread.
+        let config = Self::parse_outside(text, switches, &outside)?;
+        Ok(SyntaxChecked {
+            asked_upstream: config.asked_upstream(),
+            unread: outside.into_unread(),
+        })
+    }
+
+    /// Parses and validates YAML text, reading what it names outside itself as `outside` says.
+    fn parse_outside(
+        text: &str,
+        switches: &CollectorSwitches,
+        outside: &Outside,
+    ) -> Result<Config, ConfigError> {
         // The YAML parser's own word for this ("EOF while parsing") does not help a new user.
         let blank = text
             .lines()
@@ -178,8 +197,13 @@ impl Config {
         // The YAML scanner takes time quadratic in the depth of `[`/`{` nesting: refuse a deep
         // file before it sees it.
         check_flow_depth(text)?;
-        let mut raw: RawConfig = serde_yaml_ng::from_str(text)
-            .map_err(|e| ConfigError::Syntax(describe_yaml_error(&e, "examples/config.yml")))?;
+        let mut raw: RawConfig = serde_yaml_ng::from_str(text).map_err(|e| {
+            ConfigError::Syntax(describe_yaml_error(
+                &e,
+                "examples/config.yml",
+                secret_keys::shown,
+            ))
+        })?;
         switches.apply(&mut raw)?;
         let tenant_mode = raw.tenants.is_some();
         let api = if tenant_mode {
@@ -189,16 +213,9 @@ impl Config {
                     "with tenants:, each tenant names its own token (token_file or token_env); remove api.token_file",
                 ));
             }
-            api_settings(raw.api, SecretString::from(String::new()))?
+            api_settings(raw.api, SecretString::from(String::new()), outside)?
         } else {
-            validate_api(raw.api, env(TOKEN_ENV).ok_or_else(|| {
-                invalid(
-                    "api.token_file",
-                    format!(
-                        "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
-                    ),
-                )
-            }))?
+            validate_api(raw.api, outside)?
         };
         let collectors = collectors(raw.collectors, !tenant_mode)?;
         let (probe_idle_intervals, probe) = crate::config::probe::probe(raw.probe)?;
@@ -208,7 +225,7 @@ impl Config {
             &DiscoveryConfig::default(),
         )?;
         let tenants = match raw.tenants {
-            Some(list) => tenants::tenants(list, &api, &collectors, (&probe, &discovery), env)?,
+            Some(list) => tenants::tenants(list, &api, &collectors, (&probe, &discovery), outside)?,
             None => vec![TenantConfig {
                 name: TenantName::default(),
                 api: api.clone(),
@@ -238,6 +255,61 @@ impl Config {
     }
 }
 
+/// What `--config.check --config.syntax-only` found: the file is valid as written; what it names
+/// outside itself was left unread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxChecked {
+    /// Upstream calls in flight the config asks for at most ([`Config::asked_upstream`]).
+    pub asked_upstream: usize,
+    /// The fields whose files or variables were not read, in the order met: `api.token_file`,
+    /// `MAILHOST_API_TOKEN` (the single token without a file), `tenants[N].token_file`,
+    /// `tenants[N].token_env`, `....tls_config.ca_file`, `cert_file`, `key_file`.
+    pub unread: Vec<String>,
+}
+
+/// Fields [`SyntaxChecked::unread_line`] names at most; a fleet of tenants is counted past them.
+const UNREAD_NAMED: usize = 8;
+
+impl SyntaxChecked {
+    /// The one line that says what was not checked, naming the fields (at most
+    /// [`UNREAD_NAMED`], then how many more), or `None` when the file names nothing outside
+    /// itself. The fields come from the schema and indices, never from a value.
+    pub fn unread_line(&self) -> Option<String> {
+        let (named, rest) = self.unread.split_at(self.unread.len().min(UNREAD_NAMED));
+        if named.is_empty() {
+            return None;
+        }
+        let more = match rest.len() {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        Some(format!(
+            "not checked (--config.syntax-only): {}{more}; what they name is read at start and on every reload",
+            named.join(", ")
+        ))
+    }
+}
+
+/// The text of the config file at `path`, bounded and UTF-8.
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    let read = |source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let bytes = read_at_most(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
+    let Some(bytes) = bytes else {
+        return Err(ConfigError::TooLarge {
+            path: path.to_owned(),
+        });
+    };
+    String::from_utf8(bytes).map_err(|_| {
+        read(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it is not UTF-8 text",
+        ))
+    })
+}
+
 /// Refuses an `endpoint_rate_limits` key that names no endpoint the exporter calls.
 fn known_endpoints(at: &str, limits: &BTreeMap<String, f64>) -> Result<(), ConfigError> {
     let known: Vec<&str> = CollectorName::every_endpoint()
@@ -247,7 +319,7 @@ fn known_endpoints(at: &str, limits: &BTreeMap<String, f64>) -> Result<(), Confi
     for name in limits.keys() {
         if !known.contains(&name.as_str()) {
             return Err(invalid(
-                format!("{at}.{name}"),
+                format!("{at}.{}", crate::redact::map_key(name)),
                 format!(
                     "no such endpoint: name one of {} (the values of the endpoint label)",
                     known.join(", ")
@@ -509,5 +581,130 @@ mod tests {
             names(&c.tenants[0].collectors),
             [CollectorName::DeliveryAccount]
         );
+    }
+
+    /// `--config.syntax-only` of `text`.
+    fn syntax_only(text: &str) -> Result<SyntaxChecked, String> {
+        Config::parse_syntax_only(text, &CollectorSwitches::default()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn syntax_only_leaves_the_token_and_tls_files_unread_and_names_their_fields() {
+        let text = "api:\n  base_url: https://api.example.net\n  token_file: /nonexistent/token\n  concurrency: 3\n  tls_config:\n    ca_file: /nonexistent/ca.crt\n    cert_file: /nonexistent/client.crt\n    key_file: /nonexistent/client.key\ncollectors:\n  delivery_account:\n    accounts: [1]\n";
+        let checked = syntax_only(text).unwrap();
+        assert_eq!(
+            checked.unread,
+            [
+                "api.token_file",
+                "api.tls_config.ca_file",
+                "api.tls_config.cert_file",
+                "api.tls_config.key_file"
+            ]
+        );
+        assert_eq!(checked.asked_upstream, 3);
+        assert_eq!(
+            checked.unread_line().unwrap(),
+            "not checked (--config.syntax-only): api.token_file, api.tls_config.ca_file, api.tls_config.cert_file, api.tls_config.key_file; what they name is read at start and on every reload"
+        );
+        // The full check reads them, and refuses the missing token file first.
+        let e = Config::parse(text, None).unwrap_err().to_string();
+        assert!(
+            e.starts_with("api.token_file: cannot read the file it names (no such file)"),
+            "{e}"
+        );
+        // A single token without a file comes from the variable, which is not read either.
+        let checked = syntax_only(GOOD).unwrap();
+        assert_eq!(checked.unread, ["MAILHOST_API_TOKEN"]);
+    }
+
+    #[test]
+    fn syntax_only_leaves_the_tenants_tokens_unread_but_checks_how_they_are_named() {
+        let base = "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account: {}\ntenants:\n";
+        let text = format!(
+            "{base}  - name: a\n    token_env: UNSET_IN_THIS_TEST\n  - name: b\n    token_file: /nonexistent/token\n    tls_config:\n      ca_file: /nonexistent/ca.crt\n"
+        );
+        let checked = syntax_only(&text).unwrap();
+        assert_eq!(
+            checked.unread,
+            [
+                "tenants[0].token_env",
+                "tenants[1].token_file",
+                "tenants[1].tls_config.ca_file"
+            ]
+        );
+        for (tenant, want) in [
+            (
+                "  - name: a\n    token_env: 9X\n",
+                "tenants[0].token_env: is not a variable name",
+            ),
+            (
+                "  - name: a\n    token_env: A\n    token_file: /x\n",
+                "tenants[0]: give one of token_file and token_env, not both",
+            ),
+            ("  - name: a\n", "tenants[0]: has no token"),
+            (
+                "  - name: a\n    token_env: A\n    tls_config:\n      cert_file: /x\n",
+                "tenants[0].tls_config: give cert_file and key_file together",
+            ),
+        ] {
+            let e = syntax_only(&format!("{base}{tenant}")).unwrap_err();
+            assert!(e.starts_with(want), "{tenant}: {e}");
+        }
+        // A fleet is named in one short line.
+        let fleet: String = (0..20)
+            .map(|i| format!("  - name: t{i}\n    token_file: /nonexistent/t{i}\n"))
+            .collect();
+        let line = syntax_only(&format!("{base}{fleet}"))
+            .unwrap()
+            .unread_line()
+            .unwrap();
+        assert!(
+            line.contains("tenants[7].token_file and 12 more;") && !line.contains("tenants[8]"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn syntax_only_refuses_what_is_wrong_in_the_file_as_the_full_check_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token").display().to_string();
+        std::fs::write(&token, "tok").unwrap();
+        let with_token = GOOD.replace(
+            "api.example.net/\n",
+            "api.example.net/\n  token_file: /nonexistent/token\n",
+        );
+        for (from, to) in [
+            ("interval: 30s", "interval: 5x"),
+            ("interval: 30s", "intervl: 30s"),
+            ("interval: 30s", "interval: 30s\n    deadline: 30s"),
+            ("interval: 30s", "interval: 2days"),
+            ("[1001, 1002]", "[1001, 0]"),
+            ("[1001, 1002]", "[1001, 1001]"),
+            ("https://api.example.net/", "ftp://x"),
+            (
+                "token_file: /nonexistent/token",
+                "token_file: /nonexistent/token\n  concurrency: 1000",
+            ),
+            (
+                "token_file: /nonexistent/token",
+                "token_file: /nonexistent/token\n  proxy_url: http://p.example.net:3128\n  no_proxy: x\n  proxy_from_environment: true",
+            ),
+            (
+                "token_file: /nonexistent/token",
+                "token_file: /nonexistent/token\n  tls_config:\n    key_file: /nonexistent/k\n    min_version: TLS10",
+            ),
+            (
+                "token_file: /nonexistent/token",
+                "token_file: /nonexistent/token\n  endpoint_rate_limits: {daily: 1}",
+            ),
+        ] {
+            let text = with_token.replace(from, to);
+            let syntax = syntax_only(&text).unwrap_err();
+            // The full check, with a token file that is there.
+            let full = Config::parse(&text.replace("/nonexistent/token", &token), None)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(syntax, full, "{to}");
+        }
     }
 }

@@ -12,7 +12,8 @@ use super::{CollectorsConfig, TenantConfig};
 use crate::config::discovery::discovery;
 use crate::config::probe::tenant_probe;
 use crate::config::validate::{base_url, concurrency, endpoint_rate_limits, rate_limit, token};
-use crate::config::{ApiConfig, ConfigError, DiscoveryConfig, ProbeConfig, invalid};
+use crate::config::{ApiConfig, ConfigError, DiscoveryConfig, Outside, ProbeConfig, invalid};
+use crate::redact::quote;
 use crate::tenant::{MAX_TENANTS, TenantName};
 
 /// Longest name of a token variable.
@@ -24,7 +25,7 @@ pub(super) fn tenants(
     api: &ApiConfig,
     collectors: &CollectorsConfig,
     defaults: (&ProbeConfig, &DiscoveryConfig),
-    env: &dyn Fn(&str) -> Option<String>,
+    outside: &Outside,
 ) -> Result<Vec<TenantConfig>, ConfigError> {
     if list.is_empty() {
         return Err(invalid(
@@ -47,14 +48,14 @@ pub(super) fn tenants(
     for (i, raw) in list.into_iter().enumerate() {
         let at = format!("tenants[{i}]");
         let name = TenantName::parse(&raw.name)
-            .map_err(|why| invalid(format!("{at}.name"), format!("{:?}: {why}", raw.name)))?;
+            .map_err(|why| invalid(format!("{at}.name"), format!("{}: {why}", quote(&raw.name))))?;
         if !seen.insert(name.clone()) {
             return Err(invalid(
                 format!("{at}.name"),
                 format!("{name} is listed twice; each tenant needs its own name"),
             ));
         }
-        let t = tenant(&at, name, raw, api, collectors, defaults, env)?;
+        let t = tenant(&at, name, raw, api, collectors, defaults, outside)?;
         // Each distinct proxy and TLS setting is a connection pool of its own.
         if !t.api.http.is_default() && !distinct.contains(&t.api.http) {
             if distinct.len() == crate::config::http_client::MAX_DISTINCT {
@@ -81,10 +82,10 @@ fn tenant(
     api: &ApiConfig,
     collectors: &CollectorsConfig,
     (probe, discovery_defaults): (&ProbeConfig, &DiscoveryConfig),
-    env: &dyn Fn(&str) -> Option<String>,
+    outside: &Outside,
 ) -> Result<TenantConfig, ConfigError> {
-    let token = tenant_token(at, &raw, env)?;
-    let tenant_api = tenant_api(at, &mut raw, api, token)?;
+    let token = tenant_token(at, &raw, outside)?;
+    let tenant_api = tenant_api(at, &mut raw, api, token, outside)?;
     let mut own = collectors.clone();
     raw.collectors.apply(&mut own, at)?;
     let probe = match raw.probe {
@@ -107,12 +108,8 @@ fn tenant(
 
 /// A tenant's token, from its `token_file` or the variable its `token_env` names (one of the
 /// two, not both).
-fn tenant_token(
-    at: &str,
-    raw: &RawTenant,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SecretString, ConfigError> {
-    let from_env = match (&raw.token_file, &raw.token_env) {
+fn tenant_token(at: &str, raw: &RawTenant, outside: &Outside) -> Result<SecretString, ConfigError> {
+    let var = match (&raw.token_file, &raw.token_env) {
         (Some(_), Some(_)) => {
             return Err(invalid(
                 at,
@@ -125,22 +122,31 @@ fn tenant_token(
                 "has no token: set token_file to a file holding the tenant's token, or token_env to the name of a variable holding it",
             ));
         }
-        (Some(_), None) => Ok(String::new()),
-        (None, Some(var)) => token_env(at, var, env),
+        (Some(_), None) => None,
+        (None, Some(var)) => Some(token_env(at, var)?),
+    };
+    // The variable's name is safe to show; its value never is.
+    let from_env = || {
+        match var {
+        None => Ok(String::new()),
+        Some(var) => outside.var(var).ok_or_else(|| {
+            invalid(
+                format!("{at}.token_env"),
+                format!("the variable {var} is not set; export it with the tenant's token, or use token_file"),
+            )
+        }),
+    }
     };
     token(
         &format!("{at}.token_file"),
         raw.token_file.as_deref(),
         from_env,
+        outside,
     )
 }
 
-/// The value of the variable a tenant's `token_env` names, once the name is checked.
-fn token_env(
-    at: &str,
-    var: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, ConfigError> {
+/// The name of the variable a tenant's `token_env` names, checked.
+fn token_env<'a>(at: &str, var: &'a str) -> Result<&'a str, ConfigError> {
     let valid = !var.is_empty()
         && var.len() <= MAX_ENV_NAME_CHARS
         && !var.starts_with(|c: char| c.is_ascii_digit())
@@ -151,13 +157,7 @@ fn token_env(
             "is not a variable name: use letters, digits and _, e.g. ACME_MAILHOST_TOKEN",
         ));
     }
-    // The variable's name is safe to show; its value never is.
-    env(var).ok_or_else(|| {
-        invalid(
-            format!("{at}.token_env"),
-            format!("the variable {var} is not set; export it with the tenant's token, or use token_file"),
-        )
-    })
+    Ok(var)
 }
 
 /// The `api` settings with the tenant's token and what the tenant sets over them: its
@@ -167,6 +167,7 @@ fn tenant_api(
     raw: &mut RawTenant,
     api: &ApiConfig,
     token: SecretString,
+    outside: &Outside,
 ) -> Result<ApiConfig, ConfigError> {
     let mut tenant_api = ApiConfig {
         token,
@@ -192,6 +193,7 @@ fn tenant_api(
         &tenant_api.base_url,
         raw.http_client(),
         &api.http,
+        outside,
     )?;
     Ok(tenant_api)
 }
@@ -348,6 +350,19 @@ mod tests {
                 "tenants:\n  - name: a\n    token_env: ACME\n    base_url: ftp://x\n",
                 "tenants[0].base_url: \"ftp://x\" is not an http(s) address",
             ),
+            // What the operator wrote is cut and escaped, never written raw to the terminal.
+            (
+                "tenants:\n  - name: \"\\e[2J\\r\"\n    token_env: ACME\n",
+                "tenants[0].name: \"\\u{1b}[2J\\r\": use letters",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    endpoint_rate_limits: {\"\\e[2J\": 1}\n",
+                "tenants[0].endpoint_rate_limits.(key hidden): no such endpoint",
+            ),
+            (
+                "tenants:\n  - name: a\n    token_env: ACME\n    endpoint_rate_limits: {\"\\e[2J\": 0}\n",
+                "tenants[0].endpoint_rate_limits.(key hidden): 0 is out of range",
+            ),
         ];
         for (tenants, expected) in cases {
             let e = parse(tenants).unwrap_err();
@@ -356,6 +371,18 @@ mod tests {
                 assert!(!e.contains(secret), "{e}");
             }
         }
+        let e = parse(&format!(
+            "tenants:\n  - name: {}\n    token_env: ACME\n",
+            "n".repeat(5000)
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "tenants[0].name: \"{}...\" (cut at 64 characters): a tenant name has 1 to 64 characters",
+                "n".repeat(64)
+            )
+        );
     }
 
     #[test]

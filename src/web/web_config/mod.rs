@@ -115,7 +115,13 @@ impl WebConfig {
         // An empty file (or one of comments only) is a valid, empty config, as for the toolkit.
         let raw: RawWebConfig = serde_yaml_ng::from_str::<Option<RawWebConfig>>(text)
             .map_err(|e| {
-                WebConfigError::Syntax(crate::config::describe_yaml_error(&e, SCHEMA_DOC))
+                // Its fields' secrecy is not spelled out (user names, hashes, key files): no value
+                // is shown.
+                WebConfigError::Syntax(crate::config::describe_yaml_error(
+                    &e,
+                    SCHEMA_DOC,
+                    crate::redact::nothing_shown,
+                ))
             })?
             .unwrap_or_default();
         let http = raw.http_server_config.unwrap_or_default();

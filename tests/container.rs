@@ -1,9 +1,11 @@
-//! The container image: the Dockerfile is clean under hadolint and has the shape we promise,
-//! and the binary it builds needs no time-zone files on the machine.
+//! The container image: the Dockerfile is clean under hadolint and has the shape we promise
+//! (the storage directory ready for a volume among it), and the binary it builds needs no
+//! time-zone files on the machine.
 
 use std::process::Command;
 
 use crate::helpers::{repo_root, tool};
+use crate::kubernetes::STORAGE_DIR;
 
 #[test]
 #[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
@@ -84,6 +86,41 @@ fn the_dockerfile_builds_in_stages_and_runs_as_nonroot_on_port_19587() {
         "org.opencontainers.image.licenses",
     ] {
         assert!(text.contains(label), "OCI label {label}");
+    }
+}
+
+/// The image holds the storage directory empty and owned by its nonroot user, so that a new
+/// named volume mounted there is the user's too, and its example mounts one with
+/// `--storage.path`; it declares no VOLUME (an anonymous volume per container, lost at the next
+/// `docker run`) and its CMD keeps storage off, as the binary does.
+#[test]
+fn the_image_has_a_storage_directory_for_a_volume_and_keeps_storage_off_without_one() {
+    let text = std::fs::read_to_string(repo_root().join("Dockerfile")).unwrap();
+    let (comments, lines): (Vec<&str>, Vec<&str>) =
+        text.lines().partition(|l| l.trim_start().starts_with('#'));
+    let runtime = lines
+        .iter()
+        .rposition(|l| l.starts_with("FROM "))
+        .expect("a runtime stage");
+    let user = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("a USER");
+    let copy = lines[runtime..]
+        .iter()
+        .find(|l| l.starts_with("COPY ") && l.ends_with(&format!(" {STORAGE_DIR}")))
+        .unwrap_or_else(|| panic!("the runtime stage makes no {STORAGE_DIR}"));
+    assert!(copy.contains(&format!("--chown={user} ")), "{copy}");
+    assert!(!lines.iter().any(|l| l.starts_with("VOLUME")), "{lines:?}");
+    let cmd = lines.iter().find(|l| l.starts_with("CMD ")).expect("a CMD");
+    assert!(!cmd.contains("--storage."), "{cmd}");
+    let example = comments.join("\n");
+    for shown in [
+        format!("-v mailhost-state:{STORAGE_DIR} "),
+        format!("--storage.path={STORAGE_DIR}"),
+    ] {
+        assert!(example.contains(&shown), "the example lacks {shown}");
     }
 }
 

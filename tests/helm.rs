@@ -2,8 +2,9 @@
 //! `helm lint --strict` (with its values schema biting on bad values), `helm template` with the
 //! default and a tenant fleet's values, the rendered objects against Kubernetes' and the
 //! prometheus-operator's schemas, the rules inside through promtool, the dashboards and rules
-//! it carries equal to the shipped ones, the configs it renders through `--config.check`, and
-//! the pod as locked down as the kustomize base's.
+//! it carries equal to the shipped ones, the configs and arguments it renders through
+//! `--config.check`, the pod as locked down as the kustomize base's, and the storage directory
+//! on an emptyDir or a claim as the base and its persistent overlay have it.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,11 +13,13 @@ use serde_yaml_ng::{Mapping, Value};
 
 use crate::helpers::{outcome, promtool, repo_root, run_with_input, tool};
 use crate::kubernetes::{
-    BASE, INSTALL, SECRET_DIR, object, operator_objects, relabel_as_the_fleet_example, seq, str_of,
+    BASE, INSTALL, SECRET_DIR, STORAGE_DIR, config_check_args, named, object, operator_objects,
+    relabel_as_the_fleet_example, seq, storage_volume, str_of,
 };
 
 const CHART: &str = "deploy/helm/mailhost-exporter";
 const FLEET: &str = "tests/fixtures/helm/fleet-values.yaml";
+const PERSISTENT: &str = "deploy/kubernetes/overlays/persistent";
 
 fn helm() -> Option<&'static str> {
     tool("helm", INSTALL)
@@ -35,15 +38,21 @@ fn template(helm: &str, values: Option<&str>) -> Vec<Value> {
     }
 }
 
-/// Every object `helm template` renders with these further arguments (`--values`, `--set`).
-fn template_with(helm: &str, extra: &[&str]) -> Vec<Value> {
+/// `helm template` with these further arguments (`--values`, `--set`): its output and
+/// standard error.
+fn run_template(helm: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec!["template", "mailhost", CHART, "--namespace", "mailhost"];
     args.extend(extra);
-    let out = Command::new(helm)
+    Command::new(helm)
         .args(&args)
         .current_dir(repo_root())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Every object `helm template` renders with these further arguments (`--values`, `--set`).
+fn template_with(helm: &str, extra: &[&str]) -> Vec<Value> {
+    let out = run_template(helm, extra);
     assert!(
         out.status.success(),
         "helm template: {}",
@@ -83,6 +92,17 @@ fn helm_lints_the_chart_and_its_values_schema_refuses_bad_values() {
         ("config=", "config"),
         ("extraArgs[0]=oops", "extraArgs"),
         ("unknownKey=1", "unknownKey"),
+        ("storage.path=var/lib/state", "storage.path"),
+        (
+            "storage.checkpointInterval=2h",
+            "storage.checkpointInterval",
+        ),
+        ("storage.emptyDir.medium=Memory", "medium"),
+        (
+            "persistence.accessModes[0]=ReadOnlyMany",
+            "persistence.accessModes",
+        ),
+        ("persistence.size=plenty", "persistence.size"),
     ] {
         let (ok, report) = run_helm(helm, &["lint", CHART, "--set", set]);
         assert!(!ok, "{set} should be refused: {report}");
@@ -109,6 +129,7 @@ fn default_and_fleet_renders_fit_the_kubernetes_and_operator_schemas() {
             "ConfigMap",
             "ConfigMap",
             "Deployment",
+            "PersistentVolumeClaim",
             "PrometheusRule",
             "ScrapeConfig",
             "Secret",
@@ -162,11 +183,13 @@ fn the_chart_runs_the_pod_as_locked_down_as_the_kustomize_base() {
     let Some(kubectl) = tool("kubectl", INSTALL) else {
         return;
     };
-    let chart = template(helm, None);
-    let base = crate::kubernetes::render(kubectl, BASE);
+    let (chart_objects, base_objects) = (
+        template(helm, None),
+        crate::kubernetes::render(kubectl, BASE),
+    );
     let pod =
         |objects: &[Value]| object(objects, "Deployment", None)["spec"]["template"]["spec"].clone();
-    let (chart, base) = (pod(&chart), pod(&base));
+    let (chart, base) = (pod(&chart_objects), pod(&base_objects));
     for key in [
         "securityContext",
         "automountServiceAccountToken",
@@ -190,6 +213,151 @@ fn the_chart_runs_the_pod_as_locked_down_as_the_kustomize_base() {
         chart["volumes"][1]["secret"]["defaultMode"],
         base["volumes"][1]["secret"]["defaultMode"]
     );
+    // The storage directory: the same emptyDir, and both rolled as Kubernetes rolls by default.
+    assert_eq!(
+        named(&chart["volumes"], "storage"),
+        named(&base["volumes"], "storage")
+    );
+    let strategy =
+        |objects: &[Value]| object(objects, "Deployment", None)["spec"]["strategy"].clone();
+    assert_eq!(strategy(&chart_objects), strategy(&base_objects));
+
+    // With persistence, as the persistent overlay: the same claim and the pod recreated.
+    let chart = template_with(helm, &["--set", "persistence.enabled=true"]);
+    let overlay = crate::kubernetes::render(kubectl, PERSISTENT);
+    assert_eq!(strategy(&chart), strategy(&overlay));
+    let claim = |objects: &[Value]| object(objects, "PersistentVolumeClaim", None)["spec"].clone();
+    assert_eq!(claim(&chart), claim(&overlay));
+    for objects in [&chart, &overlay] {
+        assert_eq!(
+            named(&pod(objects)["volumes"], "storage")["persistentVolumeClaim"]["claimName"],
+            object(objects, "PersistentVolumeClaim", None)["metadata"]["name"]
+        );
+    }
+    let (c, o) = (
+        &pod(&chart)["containers"][0],
+        &pod(&overlay)["containers"][0],
+    );
+    for key in ["volumeMounts", "args"] {
+        assert_eq!(c[key], o[key], "persistent: container {key}");
+    }
+}
+
+/// The storage directory as users run it: by default an emptyDir (it outlives the container,
+/// not the pod) with both flags; with persistence a claim the chart makes, or one given, and
+/// the pod recreated, never rolled; without storage, no flag and no volume. Persistence with
+/// more than one replica, or without storage, is refused naming the values and what to do.
+#[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
+fn the_storage_directory_is_an_empty_dir_by_default_and_a_claim_recreated_never_rolled() {
+    let Some(helm) = helm() else { return };
+    let set = |values: &str| template_with(helm, &["--set", values]);
+    // A render's Deployment and storage volume, its flags and mount checked on the way.
+    let storage = |objects: &[Value], path: &str, interval: &str| {
+        let d = object(objects, "Deployment", None).clone();
+        let volume = storage_volume(&d["spec"]["template"]["spec"], path, interval).clone();
+        (d, volume)
+    };
+    let claims = |objects: &[Value]| {
+        objects
+            .iter()
+            .filter(|o| o["kind"] == "PersistentVolumeClaim")
+            .count()
+    };
+
+    let default = template(helm, None);
+    let (d, volume) = storage(&default, STORAGE_DIR, "1m");
+    assert_eq!(volume["emptyDir"]["sizeLimit"], "1Gi");
+    assert!(d["spec"]["strategy"].is_null(), "{d:?}");
+    assert_eq!(claims(&default), 0);
+
+    let own = set("storage.path=/data/exporter,storage.checkpointInterval=30s");
+    let (_, volume) = storage(&own, "/data/exporter", "30s");
+    assert_eq!(volume["emptyDir"]["sizeLimit"], "1Gi");
+
+    let made = set("persistence.enabled=true");
+    let (d, volume) = storage(&made, STORAGE_DIR, "1m");
+    let claim = object(&made, "PersistentVolumeClaim", None);
+    assert_eq!(
+        claim["metadata"]["name"],
+        "mailhost-mailhost-exporter-storage"
+    );
+    assert_eq!(
+        volume["persistentVolumeClaim"]["claimName"],
+        claim["metadata"]["name"]
+    );
+    assert!(volume["emptyDir"].is_null(), "{volume:?}");
+    assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
+    assert_eq!(
+        claim["spec"]["accessModes"],
+        Value::Sequence(vec!["ReadWriteOnce".into()])
+    );
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "1Gi");
+    // No class named: the cluster's default.
+    assert!(claim["spec"]["storageClassName"].is_null(), "{claim:?}");
+
+    let given = set("persistence.enabled=true,persistence.existingClaim=mailhost-state");
+    let (d, volume) = storage(&given, STORAGE_DIR, "1m");
+    assert_eq!(
+        volume["persistentVolumeClaim"]["claimName"],
+        "mailhost-state"
+    );
+    assert_eq!(d["spec"]["strategy"]["type"], "Recreate");
+    assert_eq!(claims(&given), 0);
+
+    for (class, rendered) in [("fast-ssd", "fast-ssd"), ("-", "")] {
+        let objects = set(&format!(
+            "persistence.enabled=true,persistence.storageClassName={class},persistence.annotations.helm\\.sh/resource-policy=keep,persistence.size=5Gi,persistence.accessModes[0]=ReadWriteOncePod"
+        ));
+        let claim = object(&objects, "PersistentVolumeClaim", None);
+        assert_eq!(claim["spec"]["storageClassName"], rendered, "{class}");
+        assert_eq!(
+            claim["metadata"]["annotations"]["helm.sh/resource-policy"],
+            "keep"
+        );
+        assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "5Gi");
+        assert_eq!(
+            claim["spec"]["accessModes"],
+            Value::Sequence(vec!["ReadWriteOncePod".into()])
+        );
+    }
+
+    let off = set("storage.enabled=false");
+    let pod = &object(&off, "Deployment", None)["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["args"],
+        Value::Sequence(vec![
+            "--config.file=/etc/mailhost_exporter/config.yml".into()
+        ])
+    );
+    for list in [&pod["volumes"], &pod["containers"][0]["volumeMounts"]] {
+        assert!(!seq(list, "list").iter().any(|v| v["name"] == "storage"));
+    }
+    assert_eq!(claims(&off), 0);
+
+    for (values, words) in [
+        (
+            "persistence.enabled=true,replicaCount=2",
+            [
+                "persistence.enabled with replicaCount=2",
+                "one release per --shard",
+            ],
+        ),
+        (
+            "persistence.enabled=true,storage.enabled=false",
+            ["persistence.enabled", "set storage.enabled=true"],
+        ),
+    ] {
+        let out = run_template(helm, &["--set", values]);
+        let report = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{values} should be refused");
+        for word in words {
+            assert!(report.contains(word), "{values}: {report}");
+        }
+    }
+    // One replica with persistence, or several without it (an emptyDir each), are fine.
+    set("persistence.enabled=true,replicaCount=1");
+    set("replicaCount=2");
 }
 
 /// The rules and dashboards the chart carries are the shipped ones; its PrometheusRule holds
@@ -295,10 +463,17 @@ fn the_rendered_configs_pass_config_check_with_the_mounted_tokens() {
         let local = text.replace(SECRET_DIR, &format!("{}/", tmp.path().display()));
         let path = tmp.path().join("config.yml");
         std::fs::write(&path, local).unwrap();
+        // With the container's own arguments, so that the binary parses every flag rendered
+        // (the storage flags, the fleet's extraArgs).
+        let container =
+            &object(&objects, "Deployment", None)["spec"]["template"]["spec"]["containers"][0];
         let (ok, report) = outcome(
             Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
-                .arg("--config.check")
-                .arg(format!("--config.file={}", path.display()))
+                .args(config_check_args(
+                    container,
+                    &path,
+                    &tmp.path().join("storage"),
+                ))
                 .env_remove("MAILHOST_API_TOKEN"),
         );
         assert!(ok, "{values:?}: {report}");

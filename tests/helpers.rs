@@ -428,6 +428,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "helm::the_chart_runs_the_pod_as_locked_down_as_the_kustomize_base",
             "helm::the_rules_and_dashboards_inside_are_the_shipped_ones",
             "helm::the_rendered_configs_pass_config_check_with_the_mounted_tokens",
+            "helm::the_storage_directory_is_an_empty_dir_by_default_and_a_claim_recreated_never_rolled",
         ],
     ),
     (

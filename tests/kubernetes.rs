@@ -1,7 +1,8 @@
 //! The Kubernetes manifests under `deploy/kubernetes`: rendered by `kubectl kustomize`, checked
 //! against the prometheus-operator CRD schemas and Kubernetes' own schemas (both fetched from
 //! package registries by `.ci/kubernetes-tools`), the rules through promtool, and the settings
-//! an operator relies on (locked-down pod, probes, token file, config) asserted one by one.
+//! an operator relies on (locked-down pod, probes, token file, config, storage directory)
+//! asserted one by one.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -14,8 +15,12 @@ use crate::helpers::{promtool, repo_root, run_with_input, tool};
 pub(crate) const INSTALL: &str = "bash .ci/kubernetes-tools";
 pub(crate) const BASE: &str = "deploy/kubernetes/base";
 const PROBE: &str = "deploy/kubernetes/overlays/probe";
+const PERSISTENT: &str = "deploy/kubernetes/overlays/persistent";
 /// Where the Deployment mounts the token Secret; every `token_file` must lie under it.
 pub(crate) const SECRET_DIR: &str = "/run/secrets/mailhost/";
+/// Where the Deployment mounts the storage directory (`--storage.path`), as the Dockerfile's
+/// example does.
+pub(crate) const STORAGE_DIR: &str = "/var/lib/mailhost_exporter";
 
 fn kubectl() -> Option<&'static str> {
     tool("kubectl", INSTALL)
@@ -68,6 +73,50 @@ fn kinds(objects: &[Value]) -> BTreeSet<String> {
         .collect()
 }
 
+/// The entry called `name` of a list of named entries (volumes, volume mounts).
+pub(crate) fn named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    seq(list, "list")
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {list:?}"))
+}
+
+/// The container's arguments as this machine runs them, after `--config.check`: the config
+/// file and the storage directory where the test put them, every other flag as rendered, so
+/// that the binary's own parser judges each flag's name and value.
+pub(crate) fn config_check_args(container: &Value, config: &Path, storage: &Path) -> Vec<String> {
+    let mut out = vec!["--config.check".to_owned()];
+    for arg in seq(&container["args"], "args") {
+        let arg = str_of(arg, "arg");
+        out.push(if arg.starts_with("--config.file=") {
+            format!("--config.file={}", config.display())
+        } else if arg.starts_with("--storage.path=") {
+            format!("--storage.path={}", storage.display())
+        } else {
+            arg.to_owned()
+        });
+    }
+    out
+}
+
+/// The storage directory of a rendered pod: both flags (`path`, `interval`), the volume
+/// mounted writable at `path` (the pod's only writable place), and that volume.
+pub(crate) fn storage_volume<'a>(pod: &'a Value, path: &str, interval: &str) -> &'a Value {
+    let c = &pod["containers"][0];
+    let mount = named(&c["volumeMounts"], "storage");
+    assert_eq!(mount["mountPath"], path);
+    assert!(mount["readOnly"].is_null(), "{mount:?}");
+    assert!(mount["subPath"].is_null(), "{mount:?}");
+    let args = seq(&c["args"], "args");
+    for flag in [
+        format!("--storage.path={path}"),
+        format!("--storage.checkpoint-interval={interval}"),
+    ] {
+        assert!(args.contains(&flag.as_str().into()), "{flag} in {args:?}");
+    }
+    named(&pod["volumes"], "storage")
+}
+
 #[test]
 #[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn kustomize_renders_the_base_and_the_probe_overlay() {
@@ -111,6 +160,10 @@ fn kustomize_renders_the_base_and_the_probe_overlay() {
     for o in &probe {
         assert_eq!(o["metadata"]["namespace"], "mailhost", "{:?}", o["kind"]);
     }
+    // The base with its storage on a claim.
+    let mut with_claim = kinds(&base);
+    with_claim.insert("PersistentVolumeClaim".to_owned());
+    assert_eq!(kinds(&render(kubectl, PERSISTENT)), with_claim);
 }
 
 /// The PrometheusRule carries exactly the groups of the rule files Prometheus users load, in
@@ -150,9 +203,10 @@ fn the_prometheusrule_is_generated_from_the_shipped_rule_files() {
 #[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn the_deployment_runs_locked_down_with_probes_the_token_file_and_the_config() {
     let Some(kubectl) = kubectl() else { return };
-    for dir in [BASE, PROBE] {
+    for dir in [BASE, PROBE, PERSISTENT] {
         let objects = render(kubectl, dir);
-        let pod = &object(&objects, "Deployment", None)["spec"]["template"]["spec"];
+        let deployment = object(&objects, "Deployment", None);
+        let pod = &deployment["spec"]["template"]["spec"];
         assert_eq!(pod["automountServiceAccountToken"], false, "{dir}");
         let pod_security = &pod["securityContext"];
         assert_eq!(pod_security["runAsNonRoot"], true, "{dir}");
@@ -224,8 +278,36 @@ fn the_deployment_runs_locked_down_with_probes_the_token_file_and_the_config() {
         assert_eq!(
             c["args"],
             Value::Sequence(vec![
-                format!("--config.file={}/config.yml", mount("config")).into()
+                format!("--config.file={}/config.yml", mount("config")).into(),
+                format!("--storage.path={STORAGE_DIR}").into(),
+                "--storage.checkpoint-interval=1m".into(),
             ])
+        );
+        // The storage directory, the only writable place: an emptyDir (the container's
+        // restarts), or in the persistent overlay the claim it renders, with the pod recreated
+        // rather than rolled (a new pod would be refused the lock the old one holds).
+        let storage = storage_volume(pod, STORAGE_DIR, "1m");
+        if dir == PERSISTENT {
+            let claim = object(&objects, "PersistentVolumeClaim", None);
+            assert_eq!(
+                storage["persistentVolumeClaim"]["claimName"],
+                claim["metadata"]["name"]
+            );
+            assert!(storage["emptyDir"].is_null(), "{storage:?}");
+            assert_eq!(
+                claim["spec"]["accessModes"],
+                Value::Sequence(vec!["ReadWriteOnce".into()])
+            );
+            assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+            assert_eq!(deployment["spec"]["replicas"], 1);
+        } else {
+            assert_eq!(storage["emptyDir"]["sizeLimit"], "1Gi", "{dir}");
+            assert!(deployment["spec"]["strategy"].is_null(), "{dir}");
+        }
+        // The Dockerfile's example keeps its state where the pod does.
+        assert!(
+            dockerfile.contains(&format!("--storage.path={STORAGE_DIR}")),
+            "the Dockerfile's example keeps no state at {STORAGE_DIR}"
         );
         // The token from a Secret, as a file only the pod's group may read; never a variable.
         assert_eq!(
@@ -293,7 +375,7 @@ fn the_service_and_the_service_monitor_meet_on_the_named_port() {
 #[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn the_shipped_configs_pass_config_check_with_the_mounted_paths() {
     let Some(kubectl) = kubectl() else { return };
-    for dir in [BASE, PROBE] {
+    for dir in [BASE, PROBE, PERSISTENT] {
         let objects = render(kubectl, dir);
         let text = str_of(
             &object(&objects, "ConfigMap", None)["data"]["config.yml"],
@@ -317,9 +399,15 @@ fn the_shipped_configs_pass_config_check_with_the_mounted_paths() {
         let local = text.replace(SECRET_DIR, &format!("{}/", tmp.path().display()));
         let path = tmp.path().join("config.yml");
         std::fs::write(&path, local).unwrap();
+        // With the container's own arguments, so that the binary parses the flags rendered.
+        let container =
+            &object(&objects, "Deployment", None)["spec"]["template"]["spec"]["containers"][0];
         let out = Command::new(env!("CARGO_BIN_EXE_mailhost_exporter"))
-            .arg("--config.check")
-            .arg(format!("--config.file={}", path.display()))
+            .args(config_check_args(
+                container,
+                &path,
+                &tmp.path().join("storage"),
+            ))
             .env_remove("MAILHOST_API_TOKEN")
             .output()
             .unwrap();
@@ -470,9 +558,17 @@ fn core_objects_fit_the_kubernetes_schemas_strictly() {
                 .arg(&path),
         )
     };
-    for (dir, name) in [(BASE, "base.yml"), (PROBE, "probe.yml")] {
+    for (dir, name) in [
+        (BASE, "base.yml"),
+        (PROBE, "probe.yml"),
+        (PERSISTENT, "persistent.yml"),
+    ] {
         let objects = render(kubectl, dir);
-        let core: Vec<&Value> = ["ConfigMap", "Deployment", "Service"]
+        let mut kinds = vec!["ConfigMap", "Deployment", "Service"];
+        if dir == PERSISTENT {
+            kinds.push("PersistentVolumeClaim");
+        }
+        let core: Vec<&Value> = kinds
             .iter()
             .map(|kind| object(&objects, kind, None))
             .collect();
@@ -480,7 +576,7 @@ fn core_objects_fit_the_kubernetes_schemas_strictly() {
         assert!(ok, "{dir}:\n{report}");
         assert_eq!(
             report.matches(" passed for resource ").count(),
-            3,
+            kinds.len(),
             "{report}"
         );
 

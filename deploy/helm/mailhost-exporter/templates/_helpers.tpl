@@ -35,3 +35,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "mailhost-exporter.tokenSecret" -}}
 {{- default (printf "%s-token" (include "mailhost-exporter.fullname" .)) .Values.tokens.existingSecret }}
 {{- end }}
+
+{{/* The PersistentVolumeClaim holding the storage directory: persistence.existingClaim, or the chart's. */}}
+{{- define "mailhost-exporter.storageClaim" -}}
+{{- default (printf "%s-storage" (include "mailhost-exporter.fullname" .)) .Values.persistence.existingClaim }}
+{{- end }}
+
+{{/* Values the schema cannot refuse on their own, refused with what to do. */}}
+{{- define "mailhost-exporter.validate" -}}
+{{- if .Values.persistence.enabled }}
+{{- if not .Values.storage.enabled }}
+{{- fail "persistence.enabled keeps the storage directory on a claim, but storage.enabled is false: set storage.enabled=true, or persistence.enabled=false" }}
+{{- end }}
+{{- if gt (int .Values.replicaCount) 1 }}
+{{- fail (printf "persistence.enabled with replicaCount=%d: the replicas would share one claim, and the storage directory's lock lets one exporter in and refuses the others; run one replica, or one release per --shard with a claim each, or set persistence.enabled=false (each pod then has an emptyDir of its own)" (int .Values.replicaCount)) }}
+{{- end }}
+{{- end }}
+{{- end }}

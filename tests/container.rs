@@ -50,7 +50,7 @@ fn the_dockerfile_builds_in_stages_and_runs_as_nonroot_on_port_19587() {
         "dependencies are built in their own layer first"
     );
     // Every file the build context must hold is in the repository (a moved file breaks the image
-    // build, which this machine cannot run).
+    // build, which `.ci/image` runs in CI, not the test command).
     for line in lines
         .iter()
         .filter(|l| l.starts_with("COPY ") && !l.contains("--from"))

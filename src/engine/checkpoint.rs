@@ -275,6 +275,7 @@ pub fn restore(
 ) -> Restored {
     let started = Instant::now();
     let (states, mut report) = read(dir, specs, identity);
+    let read_took = started.elapsed().as_secs_f64();
     if let Some((_, refused)) = &report.refused {
         tracing::warn!(
             "the storage directory's state was refused, and the targets start cold: {refused}"
@@ -301,6 +302,7 @@ pub fn restore(
             unconfigured_targets = report.unconfigured_targets,
             dropped = %if dropped.is_empty() { "none".to_owned() } else { dropped.join(", ") },
             took_seconds = took,
+            read_seconds = read_took,
             "restored what the storage directory kept"
         );
     }

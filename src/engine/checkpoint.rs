@@ -95,7 +95,7 @@ impl Serialize for TargetList<'_> {
         for t in self.0 {
             seq.serialize_element(&Kept {
                 target: &t.target,
-                data: t.data.as_ref().map(|(d, at)| (d, *at)),
+                data: t.data.as_ref().map(|(d, at)| (&**d, *at)),
                 last_ok: t.last_ok,
                 last_attempt: t.last_attempt,
                 last_success: t.last_success,
@@ -251,7 +251,7 @@ fn take(
         }
         targets.push(TargetState {
             target: k.target,
-            data: k.data,
+            data: k.data.map(|(d, at)| (Arc::new(d), at)),
             last_ok: k.last_ok,
             last_attempt: k.last_attempt,
             last_success: k.last_success,

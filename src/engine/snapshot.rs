@@ -17,8 +17,11 @@ use crate::upstream::error::{FailureReason, UpstreamError};
 #[derive(Clone, Debug)]
 pub struct TargetState {
     pub target: Target,
-    /// The last good data and when it was fetched; dropped once older than `max_age`.
-    pub data: Option<(TargetData, Timestamp)>,
+    /// The last good data and when it was fetched; dropped once older than `max_age`. Shared:
+    /// a change to a collector's state copies its targets (the published snapshot still holds
+    /// the old one), and a copy of a hundred thousand targets then costs a pointer each, not
+    /// their records.
+    pub data: Option<(Arc<TargetData>, Timestamp)>,
     /// Outcome of the latest attempt: `None` before the first one.
     pub last_ok: Option<bool>,
     /// When the latest attempt finished.
@@ -47,8 +50,8 @@ impl TargetState {
         self.last_attempt = Some(now);
         match result {
             Ok(data) => {
-                let data = data.carry(self.data.as_ref().map(|(d, _)| d), now);
-                self.data = Some((data, now));
+                let data = data.carry(self.data.as_ref().map(|(d, _)| &**d), now);
+                self.data = Some((Arc::new(data), now));
                 self.last_ok = Some(true);
                 self.last_success = Some(now);
                 self.last_error = None;

@@ -199,7 +199,7 @@ fn items(
     snapshot.of_collector(name).flat_map(|c| {
         c.targets.iter().filter_map(|t| {
             let (data, _) = t.data.as_ref()?;
-            Some((&c.tenant, &t.target, data))
+            Some((&c.tenant, &t.target, &**data))
         })
     })
 }

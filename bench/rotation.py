@@ -6,8 +6,11 @@ The simulator holds `--pool` extra tokens of two Delivery accounts each. The exp
 names `--tenants` tenants at a time, each with one token of the pool, its first account
 configured and its second reached only through `/probe`; every `--every` seconds the config is
 rewritten with the next tenants (new names, the next tokens of the pool, round and round) and
-reloaded (`POST /-/reload`). Meanwhile one thread scrapes `/metrics` every 200 ms and another
-probes the current tenants' second accounts (`/probe?tenant=NAME&target=ID`), 20 a second.
+reloaded (`POST /-/reload`). Meanwhile one thread scrapes `/metrics` every 200 ms, another
+probes the current tenants' second accounts (`/probe?tenant=NAME&target=ID`), 20 a second, and a
+stranger probes made-up ids of the current tenants, `--stranger-rate` a second (default 5; 0:
+none), each answered 404 or 403 and counted as `provider_refused`: its probes are in flight as
+their tenants leave (issue 42: a probe counted after its tenant's removal put a series back).
 
 After each rotation it waits (bounded) until every new tenant's configured account succeeded
 and no series of any tenant that left is on `/metrics`, then samples VmRSS. It reports VmRSS
@@ -17,6 +20,7 @@ rotation settled or if VmRSS after the last rotation is more than `--margin-mib`
 most seen over the first three.
 
     python3 bench/rotation.py [--minutes 5] [--every 10] [--tenants 50] [--pool 400]
+                              [--stranger-rate 5]
 
 Everything it starts is stopped at the end; every wait is bounded.
 """
@@ -28,6 +32,8 @@ import time
 import harness as h
 
 FIRST = h.FIRST_EXTRA
+# The stranger's made-up ids start here: far above every account of the simulator.
+MADE_UP = 1_500_000_000
 
 
 def config(b, args, round_):
@@ -50,12 +56,13 @@ def tenants_of(args, round_):
 
 
 class Load(threading.Thread):
-    """Scrapes `/metrics` every 200 ms, or probes the current tenants 20 times a second, until
-    stopped; counts answers by status."""
+    """Scrapes `/metrics` every 200 ms, or probes the current tenants 20 times a second, or (a
+    stranger, `made_up` per second) probes made-up ids of the current tenants, until stopped;
+    counts answers by status."""
 
-    def __init__(self, url, probes=None):
+    def __init__(self, url, probes=None, made_up=0.0):
         super().__init__(daemon=True)
-        self.url, self.probes = url, probes
+        self.url, self.probes, self.made_up = url, probes, made_up
         self.codes = {}
         self.stopping = threading.Event()
 
@@ -65,6 +72,12 @@ class Load(threading.Thread):
             if self.probes is None:
                 code = h.status(f"{self.url}/metrics", 30)
                 every = 0.2
+            elif self.made_up:
+                # A new id each time, of the tenants in turn: each is a first fetch refused.
+                current = self.probes()
+                name, _ = current[n % len(current)]
+                code = h.status(f"{self.url}/probe?tenant={name}&target={MADE_UP + n}", 10)
+                every = 1 / self.made_up
             else:
                 current = self.probes()
                 name, account = current[n % len(current)]
@@ -89,10 +102,14 @@ def main():
     ap.add_argument("--interval", type=int, default=2, help="delivery_account interval, seconds")
     ap.add_argument("--margin-mib", type=float, default=8, help="VmRSS allowed over the first "
                                                                 "three rotations' most")
+    ap.add_argument("--stranger-rate", type=float, default=5,
+                    help="made-up ids probed per second, of the current tenants (0: none)")
     ap.add_argument("--binary", help="the exporter binary (default: the release build)")
     args = h.parse_args(ap)
     if args.tenants > args.pool:
         h.die("--tenants must be at most --pool")
+    if args.stranger_rate < 0:
+        h.die("--stranger-rate must be 0 or more")
     with h.Bench("mailhost-rotation-") as b:
         b.start_sim(2 * args.pool, tenants=args.pool, patience=120)
         path = b.write("config.yml", config(b, args, 0))
@@ -101,9 +118,14 @@ def main():
         current = {"round": 0}
         scrapes = b.background(Load(server.url))
         probes = b.background(Load(server.url, lambda: tenants_of(args, current["round"])))
+        strangers = None
+        if args.stranger_rate > 0:
+            strangers = b.background(Load(server.url, lambda: tenants_of(args, current["round"]),
+                                          made_up=args.stranger_rate))
         print(f"revision {h.revision()}, {h.now_utc()}, {h.machine()}, load {h.loadavg()}")
         print(f"{args.tenants} tenants at a time from a pool of {args.pool} tokens, rotated every "
-              f"{args.every:g} s for {args.minutes:g} min, interval {args.interval} s")
+              f"{args.every:g} s for {args.minutes:g} min, interval {args.interval} s, "
+              f"a stranger probing {args.stranger_rate:g} made-up ids a second")
         print("| rotation | settled after | series on /metrics | VmRSS |")
         print("|---|---|---|---|")
         rss = []
@@ -155,12 +177,15 @@ def main():
             time.sleep(max(0.0, started + args.every - time.monotonic()))
         scrapes.stop()
         probes.stop()
+        if strangers is not None:
+            strangers.stop()
         first = max(rss[1:4]) if len(rss) > 1 else rss[0]
         print(f"rotations: {round_ - 1} ({(round_ - 1) * args.tenants:,} tenants came and went); "
               f"VmRSS after the first {rss[1 if len(rss) > 1 else 0] / 1024:.1f} MiB, the most "
               f"over the first three {first / 1024:.1f} MiB, after the last "
               f"{rss[-1] / 1024:.1f} MiB, the most {max(rss) / 1024:.1f} MiB")
-        print(f"scrapes by status: {scrapes.codes}; probes by status: {probes.codes}")
+        print(f"scrapes by status: {scrapes.codes}; probes by status: {probes.codes}; "
+              f"made-up probes by status: {strangers.codes if strangers else {}}")
         print(f"load at the end {h.loadavg()}")
         if rss[-1] > first + args.margin_mib * 1024:
             h.die(f"VmRSS grew: {rss[-1] / 1024:.1f} MiB after the last rotation, more than "

@@ -186,6 +186,7 @@ impl App {
         let Plan { specs, endpoints } = plan(&config);
         log_shard(&config, &specs);
         let telemetry = Arc::new(Telemetry::new(&[]));
+        telemetry.admit_tenants(&tenant_names(&config));
         telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
         let plan_fds = descriptors::Plan::now(web.serve.max_connections, config.asked_upstream());
         if let Some(told) = plan_fds.shortfall() {
@@ -415,6 +416,9 @@ impl App {
                 return Err(e);
             }
         };
+        // The reload cannot be refused any more: the new tenants' series may be written (their
+        // pacers' first figures were dropped while it could; `configure` publishes them again).
+        telemetry.admit_tenants(&tenant_names(&config));
         for t in tenants.values() {
             t.pacer.configure(
                 t.api.concurrency,
@@ -428,8 +432,9 @@ impl App {
         self.state.poll_sets.reconfigure(&config, &specs);
         let work = with_contexts(specs, &tenants, &self.state.poll_sets, &self.clock);
         poller.reconfigure(work.clone()).await;
-        // Its collectors have stopped: no call of a tenant no longer configured is left to put
-        // its series back.
+        // Its collectors have stopped; whatever of it still ends later (a probe that resolved it
+        // before the reload and is answered after, a side run's call that lands as it stops) is
+        // not counted once its series are removed.
         let every_endpoint = crate::collectors::CollectorName::every_endpoint();
         for name in self.tenants.keys() {
             if !tenants.contains_key(name) {
@@ -620,6 +625,11 @@ fn load_again(
 ) -> Result<Config, String> {
     let path = path.ok_or("there is no config file to reload (demo mode)")?;
     Config::load_switched(path, switches).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Every tenant of `config`, by name.
+fn tenant_names(config: &Config) -> Vec<TenantName> {
+    config.tenants.iter().map(|t| t.name.clone()).collect()
 }
 
 /// The tenants whose failure counters start at zero: the first [`ZERO_INIT_TENANTS`].

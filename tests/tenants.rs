@@ -500,3 +500,123 @@ async fn tenants_rotated_out_by_reloads_leave_no_series_and_memory_stays_flat() 
         }
     }
 }
+
+/// Reloads of the late-probe test: each removes the tenant strangers are probing.
+const LEAVING: usize = 16;
+/// Probes in flight at once, each of a made-up id of the tenant about to leave.
+const STRANGERS: usize = 8;
+
+/// A config of tenant `kept` and tenant `p{round}`, both polling account 1001 of the demo fleet.
+fn leaving_config(base_url: &str, token: &std::path::Path, round: usize) -> String {
+    let tenant = |name: &str| {
+        format!(
+            "  - name: {name}\n    token_file: {}\n    collectors:\n      delivery_account:\n        accounts: [1001]\n",
+            token.display()
+        )
+    };
+    format!(
+        "api:\n  base_url: {base_url}\n  timeout: 2s\n  max_retries: 0\ncollectors:\n  delivery_account:\n    interval: 1s\n    max_age: 30s\ntenants:\n{}{}",
+        tenant("kept"),
+        tenant(&format!("p{round}"))
+    )
+}
+
+/// Issue 42: a stranger probing made-up ids of a tenant as a reload removes it. A probe that
+/// resolved its tenant before the reload and is answered 404 after it (its first fetch came back
+/// refused, or the refusal was cached) must not count `mailhost_probe_refused_total` for a
+/// tenant whose series are gone: nothing would remove it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn probes_in_flight_as_their_tenant_leaves_bring_none_of_its_series_back() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+
+    use crate::helpers::{TOKEN, spawn_sim};
+    let sim = spawn_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    let config_file = dir.path().join("config.yml");
+    let text = leaving_config(&sim.url, &token, 0);
+    std::fs::write(&config_file, &text).unwrap();
+    let web = mailhost_exporter::WebOptions {
+        listen_addresses: vec!["127.0.0.1:0".to_owned()],
+        enable_lifecycle: true,
+        ..Default::default()
+    };
+    let app = mailhost_exporter::App::build(Config::parse_with_env(&text, &|_| None).unwrap(), web)
+        .await
+        .unwrap()
+        .with_config_file(config_file.clone());
+    let exporter = Arc::new(crate::helpers::Exporter::start(app));
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    // Made-up ids: the demo fleet has no account above 1,000,000, so each is answered 404.
+    let next_id = Arc::new(AtomicI32::new(5_000_000));
+    for round in 0..LEAVING {
+        let tenant = format!("p{round}");
+        exporter
+            .scrape_until(&format!("{tenant} polled"), |body| {
+                value(body, &success(&tenant)) == Some(1.0)
+            })
+            .await;
+        let (stop, refused) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let strangers: Vec<_> = (0..STRANGERS)
+            .map(|_| {
+                let (stop, refused, next_id) = (stop.clone(), refused.clone(), next_id.clone());
+                let (client, exporter, tenant) = (client.clone(), exporter.clone(), tenant.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let id = next_id.fetch_add(1, Ordering::Relaxed);
+                        let url = exporter.url(&format!("/probe?tenant={tenant}&target={id}"));
+                        // A short scrape timeout: a probe whose tenant left waits at most 0.5 s.
+                        let answer = client
+                            .get(url)
+                            .header("X-Prometheus-Scrape-Timeout-Seconds", "1")
+                            .send()
+                            .await
+                            .unwrap();
+                        if answer.status() == 404 {
+                            refused.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        // The strangers' probes are answered 404: some are on their way as the reload comes.
+        wait_for(&format!("a made-up id of {tenant} answered 404"), || {
+            let refused = refused.clone();
+            async move { (refused.load(Ordering::Relaxed) >= STRANGERS).then_some(()) }
+        })
+        .await;
+        std::fs::write(&config_file, leaving_config(&sim.url, &token, round + 1)).unwrap();
+        let reload = exporter.reload().await;
+        assert_eq!(reload.status(), 200, "{:?}", reload.text().await);
+        stop.store(true, Ordering::Relaxed);
+        for s in strangers {
+            s.await.unwrap();
+        }
+    }
+    // Every probe has been answered: no series of a tenant that left may stay. Values go at the
+    // next publication (bounded wait); a counter put back by a late probe would stay for ever.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let body = exporter.scrape().await;
+        let left: Vec<&str> = body
+            .lines()
+            .filter(|l| (0..LEAVING).any(|r| l.contains(&format!("tenant=\"p{r}\""))))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "series of tenants that left, 10 s after the last reload: {left:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

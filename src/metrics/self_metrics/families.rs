@@ -3,9 +3,9 @@
 //! their rendering as the tail of a scrape (with `# EOF` for OpenMetrics). Counters start at
 //! zero for every known endpoint, so that `rate()` and alerts see them before the first event.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -302,6 +302,12 @@ pub struct SelfMetrics {
     storage: StorageSeries,
     reload_success: Gauge,
     reload_time: Gauge<f64, AtomicU64>,
+    /// The tenants whose series may be written: those the running config names (the unnamed
+    /// one until a config names others). A tenant's series are written with this held for
+    /// reading and removed with it held for writing, so that nothing begun before a reload
+    /// removed the tenant (a probe answered after it, an upstream answer that lands as its
+    /// collector stops) can put one of its series back: nothing would remove it again.
+    tenants: RwLock<HashSet<TenantName>>,
 }
 
 impl std::fmt::Debug for SelfMetrics {
@@ -328,6 +334,7 @@ impl SelfMetrics {
             storage: StorageSeries::default(),
             reload_success: Gauge::default(),
             reload_time: Gauge::default(),
+            tenants: RwLock::new(HashSet::from([TenantName::default()])),
         };
         m.reload_success.set(1);
         m.reload_time.set(reload_time);
@@ -398,6 +405,20 @@ impl SelfMetrics {
         SelfMetrics { registry, ..m }
     }
 
+    /// Tenants a config names: their series may be written from now on, until
+    /// [`SelfMetrics::remove_tenant`].
+    pub fn admit_tenants(&self, tenants: &[TenantName]) {
+        let mut admitted = self.tenants.write().unwrap_or_else(PoisonError::into_inner);
+        admitted.extend(tenants.iter().cloned());
+    }
+
+    /// Runs `write` on a tenant's series if the tenant is still configured, with the set of
+    /// tenants held so that its removal cannot come in between; `None` if it is not.
+    fn if_configured<R>(&self, tenant: &TenantName, write: impl FnOnce() -> R) -> Option<R> {
+        let admitted = self.tenants.read().unwrap_or_else(PoisonError::into_inner);
+        admitted.contains(tenant).then(write)
+    }
+
     /// Zero-initialises the series of `endpoints` that do not exist yet, the per-tenant ones
     /// (and each tenant's probe refusals) for each of `tenants`.
     pub fn ensure_endpoints(&self, endpoints: &[Endpoint], tenants: &[TenantName]) {
@@ -449,42 +470,52 @@ impl SelfMetrics {
             .observe(seconds);
     }
 
+    /// Counts one event of `tenant` in `family`, if the tenant is still configured: the
+    /// per-tenant writes are dropped for a tenant no longer configured (see
+    /// [`SelfMetrics::if_configured`]).
+    fn count<S: Clone + std::hash::Hash + Eq>(
+        &self,
+        tenant: &TenantName,
+        family: &Family<S, Counter>,
+        labels: S,
+    ) {
+        self.if_configured(tenant, || family.get_or_create(&labels).inc());
+    }
+
     pub fn failure(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
-        self.failures
-            .get_or_create(&FailureLabels {
-                tenant: TenantLabel(tenant.clone()),
-                endpoint,
-                reason,
-            })
-            .inc();
+        let labels = FailureLabels {
+            tenant: TenantLabel(tenant.clone()),
+            endpoint,
+            reason,
+        };
+        self.count(tenant, &self.failures, labels);
     }
 
     pub fn retry(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
-        self.retries
-            .get_or_create(&FailureLabels {
-                tenant: TenantLabel(tenant.clone()),
-                endpoint,
-                reason,
-            })
-            .inc();
+        let labels = FailureLabels {
+            tenant: TenantLabel(tenant.clone()),
+            endpoint,
+            reason,
+        };
+        self.count(tenant, &self.retries, labels);
     }
 
     pub fn retry_refused(&self, tenant: &TenantName, endpoint: Endpoint) {
-        self.retries_refused
-            .get_or_create(&TenantEndpointLabels {
-                tenant: TenantLabel(tenant.clone()),
-                endpoint,
-            })
-            .inc();
+        let labels = TenantEndpointLabels {
+            tenant: TenantLabel(tenant.clone()),
+            endpoint,
+        };
+        self.count(tenant, &self.retries_refused, labels);
     }
 
+    /// A refused probe of `tenant`, counted only while the tenant is configured: a probe that
+    /// resolved its tenant before a reload removed it may be answered after.
     pub fn probe_refused(&self, tenant: &TenantName, reason: &'static str) {
-        self.probe_refused
-            .get_or_create(&ProbeRefusedLabels {
-                tenant: TenantLabel(tenant.clone()),
-                reason,
-            })
-            .inc();
+        let labels = ProbeRefusedLabels {
+            tenant: TenantLabel(tenant.clone()),
+            reason,
+        };
+        self.count(tenant, &self.probe_refused, labels);
     }
 
     pub fn parse_problem(&self, endpoint: Endpoint) {
@@ -502,29 +533,37 @@ impl SelfMetrics {
         demand: f64,
         paused: bool,
     ) -> bool {
-        let mut all = self.pacers.lock();
-        let p = all.entry(tenant.clone()).or_default();
-        let before = (p.allowed, p.demand, p.paused);
-        p.allowed = allowed;
-        p.demand = demand;
-        p.paused = paused;
-        before != (allowed, demand, paused)
+        self.if_configured(tenant, || {
+            let mut all = self.pacers.lock();
+            let p = all.entry(tenant.clone()).or_default();
+            let before = (p.allowed, p.demand, p.paused);
+            p.allowed = allowed;
+            p.demand = demand;
+            p.paused = paused;
+            before != (allowed, demand, paused)
+        })
+        .unwrap_or(false)
     }
 
     /// Sets the pace of each endpoint of a tenant. Returns whether anything changed.
     pub fn set_endpoint_paces(&self, tenant: &TenantName, paces: &[EndpointPace]) -> bool {
-        let mut all = self.pacers.lock();
-        let p = all.entry(tenant.clone()).or_default();
-        if p.endpoints == paces {
-            return false;
-        }
-        p.endpoints = paces.to_vec();
-        true
+        self.if_configured(tenant, || {
+            let mut all = self.pacers.lock();
+            let p = all.entry(tenant.clone()).or_default();
+            if p.endpoints == paces {
+                return false;
+            }
+            p.endpoints = paces.to_vec();
+            true
+        })
+        .unwrap_or(false)
     }
 
     /// Time a tenant's call waited for its pacer.
     pub fn pacer_wait(&self, tenant: &TenantName, seconds: f64) {
-        self.pacers.lock().entry(tenant.clone()).or_default().waited += seconds;
+        self.if_configured(tenant, || {
+            self.pacers.lock().entry(tenant.clone()).or_default().waited += seconds;
+        });
     }
 
     /// The pace of each tenant as last published (`only`: that tenant's alone), tenants in
@@ -547,7 +586,11 @@ impl SelfMetrics {
     /// Drops every series labelled with a tenant no longer configured (`endpoints`: every
     /// endpoint its series may name): its failures, retries, open circuits, probe refusals and
     /// pacer series. A tenant that comes back starts its counters at zero, a counter reset.
+    /// From now on, until it is admitted again, nothing writes a series of it.
     pub fn remove_tenant(&self, tenant: &TenantName, endpoints: &[Endpoint]) {
+        // Held until every series is gone: a write that checked the tenant before comes first.
+        let mut admitted = self.tenants.write().unwrap_or_else(PoisonError::into_inner);
+        admitted.remove(tenant);
         let label = TenantLabel(tenant.clone());
         for reason in PROBE_REFUSALS {
             self.probe_refused.remove(&ProbeRefusedLabels {
@@ -573,19 +616,21 @@ impl SelfMetrics {
             self.open_circuits.remove(&labels);
         }
         self.pacers.lock().remove(tenant);
+        drop(admitted);
     }
 
-    /// Sets the open circuits of a tenant's `endpoint`; returns the number before.
+    /// Sets the open circuits of a tenant's `endpoint`; returns the number before (`open`
+    /// itself for a tenant no longer configured: nothing changed).
     pub fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize) -> usize {
-        let open = i64::try_from(open).unwrap_or(i64::MAX);
-        let before = self
-            .open_circuits
-            .get_or_create(&TenantEndpointLabels {
-                tenant: TenantLabel(tenant.clone()),
-                endpoint,
-            })
-            .set(open);
-        usize::try_from(before).unwrap_or(0)
+        let before = self.if_configured(tenant, || {
+            self.open_circuits
+                .get_or_create(&TenantEndpointLabels {
+                    tenant: TenantLabel(tenant.clone()),
+                    endpoint,
+                })
+                .set(i64::try_from(open).unwrap_or(i64::MAX))
+        });
+        before.map_or(open, |b| usize::try_from(b).unwrap_or(0))
     }
 
     /// The storage directory's series (written only once it is on).
@@ -696,6 +741,8 @@ mod tests {
         assert!(!out.contains("{}"), "{out}");
         let m = metrics();
         let acme = TenantName::parse("acme").unwrap();
+        let beta = TenantName::parse("beta").unwrap();
+        m.admit_tenants(&[acme.clone(), beta.clone()]);
         assert!(m.set_pacer(&acme, Some(12.5), 30.0, true));
         assert!(
             !m.set_pacer(&acme, Some(12.5), 30.0, true),
@@ -713,7 +760,6 @@ mod tests {
         assert!(out.contains("# TYPE mailhost_api_pacer_wait_seconds counter\n# UNIT mailhost_api_pacer_wait_seconds seconds\n"), "{out}");
         // Every series of the tenant, counters included, goes with it; the others stay.
         let endpoint = Endpoint::new("delivery_account");
-        let beta = TenantName::parse("beta").unwrap();
         m.ensure_endpoints(&[endpoint], &[acme.clone(), beta.clone()]);
         m.failure(&acme, endpoint, FailureReason::Timeout);
         m.retry(&acme, endpoint, FailureReason::Timeout);
@@ -727,7 +773,13 @@ mod tests {
             out.contains("mailhost_api_request_failures_total{tenant=\"beta\",endpoint=\"delivery_account\",reason=\"timeout\"} 0\n"),
             "{out}"
         );
+        // Written after its removal (a late probe, a late upstream answer): nothing comes back.
+        m.probe_refused(&acme, PROBE_REFUSALS[4]);
+        m.failure(&acme, endpoint, FailureReason::Timeout);
+        m.pacer_wait(&acme, 0.5);
+        assert!(!m.render(Format::OpenMetrics).contains("acme"));
         // Back again: its counters start at zero.
+        m.admit_tenants(std::slice::from_ref(&acme));
         m.ensure_endpoints(&[endpoint], std::slice::from_ref(&acme));
         assert!(
             m.render(Format::OpenMetrics).contains("mailhost_api_request_failures_total{tenant=\"acme\",endpoint=\"delivery_account\",reason=\"timeout\"} 0\n")

@@ -147,14 +147,22 @@ impl Telemetry {
         self.metrics.paces(only, limit)
     }
 
+    /// Tenants a config names: their series may be written from now on (their pacer's first
+    /// figures, their failures). Until then, and once removed, a tenant's writes are dropped.
+    pub fn admit_tenants(&self, tenants: &[TenantName]) {
+        self.metrics.admit_tenants(tenants);
+    }
+
     /// A tenant no longer configured: every series labelled with it goes (`endpoints`: every
-    /// endpoint its series may name).
+    /// endpoint its series may name), and nothing that comes later (a probe that resolved the
+    /// tenant before the reload, an upstream answer of a run that was stopping) puts one back.
     pub fn remove_tenant(&self, tenant: &TenantName, endpoints: &[Endpoint]) {
         self.metrics.remove_tenant(tenant, endpoints);
         self.changed();
     }
 
-    /// A probe refused, for one of [`crate::metrics::self_metrics::PROBE_REFUSALS`].
+    /// A probe refused, for one of [`crate::metrics::self_metrics::PROBE_REFUSALS`]; not
+    /// counted once the tenant has been removed.
     pub fn observe_probe_refused(&self, tenant: &TenantName, reason: &'static str) {
         self.metrics.probe_refused(tenant, reason);
         self.changed();
@@ -333,6 +341,51 @@ mod tests {
             )),
             "every problem is still counted:\n{out}"
         );
+    }
+
+    #[test]
+    fn what_comes_after_a_tenant_was_removed_brings_none_of_its_series_back() {
+        let endpoint = Endpoint::new("delivery_account");
+        let t = Telemetry::new(&[endpoint]);
+        let (gone, kept) = (
+            TenantName::parse("gone").unwrap(),
+            TenantName::parse("kept").unwrap(),
+        );
+        t.admit_tenants(&[gone.clone(), kept.clone()]);
+        t.ensure_endpoints(&[endpoint], &[gone.clone(), kept.clone()]);
+        t.observe_probe_refused(&gone, "provider_refused");
+        assert!(classic(&t).contains("tenant=\"gone\""));
+        t.remove_tenant(&gone, &[endpoint]);
+        // A probe answered 404 after the reload, and an upstream answer of a run that was
+        // stopping: every kind of per-tenant write.
+        for tenant in [&gone, &kept] {
+            t.observe_probe_refused(tenant, "provider_refused");
+            t.observe_failure(tenant, endpoint, FailureReason::NotFound);
+            t.observe_retry(tenant, endpoint, FailureReason::Timeout);
+            t.observe_retry_refused(tenant, endpoint);
+            t.set_open_circuits(tenant, endpoint, 1);
+            t.set_pacer(tenant, Some(2.0), 1.0, false);
+            t.set_endpoint_paces(tenant, &[]);
+            t.observe_pacer_wait(tenant, Duration::from_millis(5));
+        }
+        let out = classic(&t);
+        assert!(!out.contains("gone"), "{out}");
+        assert!(
+            out.contains(
+                "mailhost_probe_refused_total{tenant=\"kept\",reason=\"provider_refused\"} 1\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("mailhost_api_pacer_rate{tenant=\"kept\"} 2"),
+            "{out}"
+        );
+        // Configured again: its series come back, counters from zero.
+        t.admit_tenants(std::slice::from_ref(&gone));
+        t.observe_probe_refused(&gone, "provider_refused");
+        assert!(classic(&t).contains(
+            "mailhost_probe_refused_total{tenant=\"gone\",reason=\"provider_refused\"} 1\n"
+        ));
     }
 
     #[test]

@@ -87,7 +87,7 @@ struct CollectorOut<'a> {
 }
 
 /// A collector's targets, each written as [`Kept`] with references into the snapshot.
-struct TargetList<'a>(&'a [TargetState]);
+struct TargetList<'a>(&'a [Arc<TargetState>]);
 
 impl Serialize for TargetList<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -82,8 +82,11 @@ pub struct CollectorState {
     pub tenant: TenantName,
     pub schedule: Schedule,
     /// In configured order (then probed ones); changed only through [`Snapshot::apply_run`]
-    /// and [`CollectorState::retain_configured`], which keep `index` in step.
-    pub targets: Vec<TargetState>,
+    /// and [`CollectorState::retain_configured`], which keep `index` in step. Each target's
+    /// state is shared: a change to the collector copies this list (the published snapshot
+    /// still holds the old one), which then costs a pointer per target, not its state; a part
+    /// of a first run over a hundred thousand accounts is applied every second or so.
+    pub targets: Vec<Arc<TargetState>>,
     pub last_run: Option<RunSummary>,
     pub last_success: Option<Timestamp>,
     /// Targets whose latest run did not reach them before its deadline because of the tenant's
@@ -124,12 +127,12 @@ impl CollectorState {
     }
 
     /// The state of one target, if it is known.
-    pub fn target(&self, target: &Target) -> Option<&TargetState> {
+    pub fn target(&self, target: &Target) -> Option<&Arc<TargetState>> {
         self.index.get(target).map(|&i| &self.targets[i])
     }
 
     /// This collector's header (name, tenant, schedule, last run) with only `targets`.
-    pub fn with_targets(&self, targets: Vec<TargetState>) -> CollectorState {
+    pub fn with_targets(&self, targets: Vec<Arc<TargetState>>) -> CollectorState {
         let mut c = CollectorState {
             name: self.name,
             tenant: self.tenant.clone(),
@@ -171,7 +174,7 @@ impl CollectorState {
     fn slot(&mut self, target: Target) -> usize {
         let targets = &mut self.targets;
         *self.index.entry(target).or_insert_with_key(|target| {
-            targets.push(TargetState {
+            targets.push(Arc::new(TargetState {
                 target: target.clone(),
                 data: None,
                 last_ok: None,
@@ -181,7 +184,7 @@ impl CollectorState {
                 last_error: None,
                 deferred: false,
                 restored: false,
-            });
+            }));
             targets.len() - 1
         })
     }
@@ -281,11 +284,11 @@ impl Snapshot {
                 continue;
             }
             let i = c.slot(t.target.clone());
-            c.targets[i] = TargetState {
+            c.targets[i] = Arc::new(TargetState {
                 restored: true,
                 deferred: false,
                 ..t
-            };
+            });
             taken += 1;
         }
         c.restored |= taken > 0;
@@ -326,7 +329,7 @@ impl Snapshot {
                 continue;
             }
             let i = entry.slot(target);
-            entry.targets[i].record(result, now);
+            Arc::make_mut(&mut entry.targets[i]).record(result, now);
         }
         entry
     }
@@ -391,6 +394,7 @@ impl Snapshot {
                 {
                     continue;
                 }
+                let t = Arc::make_mut(t);
                 t.data = None;
                 let last_attempt_too_old = t.last_attempt.is_none_or(|at| too_old(at, max_age));
                 if t.last_ok == Some(true) && last_attempt_too_old {

@@ -325,7 +325,7 @@ fn target_health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Resul
                     collector: c.name.as_str(),
                     target: Value::from(t.target.to_string()),
                 };
-                (labels, t)
+                (labels, &**t)
             })
         })
         .collect();

@@ -142,7 +142,7 @@ pub(super) fn answer(snapshot: &Snapshot, asked: &Asked, paces: &[PaceView]) -> 
 fn targets<'a>(
     snapshot: &'a Snapshot,
     asked: &'a Asked,
-) -> impl Iterator<Item = (&'a CollectorState, &'a TargetState)> + 'a {
+) -> impl Iterator<Item = (&'a CollectorState, &'a Arc<TargetState>)> + 'a {
     CollectorName::ALL
         .iter()
         .copied()

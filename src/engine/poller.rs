@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
@@ -156,9 +156,23 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+/// First runs under way at once, across every collector of every tenant. A run takes its room
+/// (its future, its target tasks, its calls' places in the pacer and the transport, about 6 KiB
+/// for a tenant of one account) when it starts, not when a call can go: ten thousand tenants
+/// starting together held ten thousand first runs while their calls waited for a connection
+/// ([`crate::upstream::transport::MAX_CALLS`] at most in flight). A collector's first run waits
+/// here for a place instead, in its collector's task, where waiting costs nothing more. 512
+/// places: a quarter of the calls the transport lets go at once, so the first runs still fill
+/// what the provider is asked at a time; a tenant whose provider never answers holds one place
+/// for at most its run's deadline. Later runs, and the first fetches of probed targets, do not
+/// wait here.
+pub const FIRST_RUNS_AT_ONCE: usize = 512;
+
 /// The running collectors and the expiry timer.
 pub struct Poller {
     store: Arc<Store>,
+    /// Places for first runs ([`FIRST_RUNS_AT_ONCE`]), shared by every collector.
+    first_runs: Arc<Semaphore>,
     /// Where finished runs go: applied together, published with one rendering.
     publisher: Publisher,
     shutdown: CancellationToken,
@@ -171,10 +185,21 @@ impl Poller {
     /// Starts every collector of `work` (each with its tenant's context) and the expiry timer;
     /// all stop when `shutdown` is cancelled.
     pub fn start(work: Vec<Work>, store: Arc<Store>, shutdown: CancellationToken) -> Poller {
+        Poller::with_first_runs(work, store, shutdown, FIRST_RUNS_AT_ONCE)
+    }
+
+    /// [`Poller::start`] with `places` first runs under way at once.
+    fn with_first_runs(
+        work: Vec<Work>,
+        store: Arc<Store>,
+        shutdown: CancellationToken,
+        places: usize,
+    ) -> Poller {
         let expiry = tokio::spawn(expire(store.clone(), shutdown.clone()));
         let (publisher, publishing) = Publisher::start(store.clone(), shutdown.clone());
         let mut poller = Poller {
             store,
+            first_runs: Arc::new(Semaphore::new(places)),
             publisher,
             shutdown,
             running: HashMap::new(),
@@ -199,6 +224,7 @@ impl Poller {
             self.publisher.clone(),
             stop.clone(),
             fetched,
+            self.first_runs.clone(),
         ));
         self.running.insert(name, Running { plan, stop, task });
     }
@@ -414,7 +440,14 @@ async fn run_collector(
     publisher: Publisher,
     stop: CancellationToken,
     fetched: HashMap<Target, Instant>,
+    first_runs: Arc<Semaphore>,
 ) {
+    // The first run waits for its place before the loop is made: its first tick, the plan it
+    // reads and its room all come when it can go (see [`FIRST_RUNS_AT_ONCE`]).
+    let mut place = tokio::select! {
+        _ = stop.cancelled() => return,
+        place = first_runs.acquire_owned() => place.ok(),
+    };
     let mut collector = Loop::new(plan, publisher, stop);
     collector.turns.fetched = fetched;
     while let Some((p, targets, urgent)) = collector.next_run().await {
@@ -423,6 +456,8 @@ async fn run_collector(
         if Box::pin(collector.run(p, targets, urgent)).await.is_none() {
             return;
         }
+        // Its first run ended: the place goes to the next collector waiting.
+        drop(place.take());
     }
 }
 
@@ -1411,6 +1446,78 @@ mod tests {
         assert_eq!(fetched(&c), 20);
         assert_eq!(c.targets.len(), 20, "each target once");
         assert!(store.prepared().snapshot.ready());
+        shutdown.cancel();
+        poller.stopped().await;
+    }
+
+    #[tokio::test]
+    async fn a_first_run_waits_for_a_place_while_another_holds_it() {
+        use mailhost_sim::{AccountSeed, FaultSpec, ManagementToken, Route, SimConfig, Simulator};
+        let sim = Simulator::new(SimConfig {
+            management_tokens: vec![ManagementToken {
+                token: "poller-token".to_owned(),
+                accounts: Some(vec![1, 2]),
+            }],
+            accounts: [1, 2].into_iter().map(AccountSeed::with_id).collect(),
+            ..SimConfig::default()
+        });
+        // Each account answers after 2 s: each tenant's first run is under way that long.
+        sim.set_fault(
+            Route::DeliveryAccountGet,
+            FaultSpec {
+                latency: Some(Duration::from_secs(2)),
+                ..FaultSpec::default()
+            },
+        );
+        let shutdown = CancellationToken::new();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(sim.clone().serve(listener, shutdown.clone()));
+        // Two tenants of one account each, and one place for first runs.
+        let work: Vec<Work> = [("a", 1), ("b", 2)]
+            .into_iter()
+            .map(|(tenant, id)| {
+                let mut w = work_of(&url, &[id]);
+                w.spec.tenant = crate::tenant::TenantName::parse(tenant).unwrap();
+                w
+            })
+            .collect();
+        let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
+        let store = Store::new(&specs);
+        let started = Instant::now();
+        let poller = Poller::with_first_runs(work, store.clone(), shutdown.clone(), 1);
+        let mut publications = store.subscribe();
+        let runs = |store: &Store| -> Vec<CollectorState> {
+            let prepared = store.prepared();
+            let mut runs: Vec<CollectorState> = prepared
+                .snapshot
+                .collectors
+                .values()
+                .filter(|c| c.last_run.is_some())
+                .map(|c| (**c).clone())
+                .collect();
+            runs.sort_by_key(|c| c.last_run.map(|r| r.finished));
+            runs
+        };
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while runs(&store).len() < 2 {
+                publications.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("both first runs ended");
+        let elapsed = started.elapsed();
+        let runs = runs(&store);
+        // One after the other: together they took no longer than the time both took to end.
+        // Under way at once, they would have (about 2 s each, both within about 2 s).
+        let durations: Vec<Duration> = runs.iter().map(|c| c.last_run.unwrap().duration).collect();
+        assert!(
+            durations[0] + durations[1] <= elapsed,
+            "first runs of {durations:?} ended within {elapsed:?}: both were under way at once"
+        );
+        assert!(runs.iter().all(|c| c.last_run.unwrap().success));
         shutdown.cancel();
         poller.stopped().await;
     }

@@ -174,7 +174,7 @@ mod tests {
 
     use super::*;
     use crate::storage::Problem;
-    use crate::upstream::pacer::kept::{KeptCurve, KeptEndpoint, KeptPace};
+    use crate::upstream::pacer::kept::learned_endpoint;
 
     fn held(tenant: &str, origin: &str) -> Held {
         let tenant = TenantName::parse(tenant).unwrap();
@@ -195,21 +195,7 @@ mod tests {
     fn paced(tenant: &str, origin: &str, rate: f64) -> Held {
         let h = held(tenant, origin);
         let kept = KeptPacer {
-            endpoints: vec![KeptEndpoint {
-                endpoint: "delivery_account".to_owned(),
-                pace: KeptPace {
-                    curve: Some(KeptCurve {
-                        rate,
-                        estimate: rate,
-                        known: rate,
-                        confident: true,
-                        pause_seconds: 0.0,
-                    }),
-                    paused_until_ms: None,
-                },
-                window_open: true,
-                outage: None,
-            }],
+            endpoints: vec![learned_endpoint("delivery_account", rate, None)],
             ..KeptPacer::default()
         };
         let resumed = h.pacer.resume(&kept, &CollectorName::every_endpoint());

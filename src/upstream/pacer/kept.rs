@@ -131,6 +131,31 @@ impl KeptPacer {
     }
 }
 
+/// For tests: `endpoint` learned at `rate` a second (the estimate and the rate known to work
+/// the same, a confident one), its window open, paused until `paused_until_ms` if given.
+#[cfg(test)]
+pub(crate) fn learned_endpoint(
+    endpoint: &str,
+    rate: f64,
+    paused_until_ms: Option<u64>,
+) -> KeptEndpoint {
+    KeptEndpoint {
+        endpoint: endpoint.to_owned(),
+        pace: KeptPace {
+            curve: Some(KeptCurve {
+                rate,
+                estimate: rate,
+                known: rate,
+                confident: true,
+                pause_seconds: 0.0,
+            }),
+            paused_until_ms,
+        },
+        window_open: true,
+        outage: None,
+    }
+}
+
 /// What taking back a kept pacer did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Resumed {
@@ -465,15 +490,7 @@ mod tests {
             confident: true,
             pause_seconds: 0.0,
         };
-        let endpoint = |name: &str, rate| KeptEndpoint {
-            endpoint: name.to_owned(),
-            pace: KeptPace {
-                curve: Some(curve(rate)),
-                paused_until_ms: None,
-            },
-            window_open: true,
-            outage: None,
-        };
+        let endpoint = |name: &str, rate| learned_endpoint(name, rate, None);
         let backoff = |endpoint: &str, target: &str| KeptBackoff {
             endpoint: endpoint.to_owned(),
             target: target.to_owned(),

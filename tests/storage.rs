@@ -817,9 +817,10 @@ async fn a_restart_paces_at_once_at_the_pace_learned_before_and_without_pace_jso
         .await;
     assert_eq!(value(&at_once, RESTORED_PACES), Some(1.0), "{at_once}");
     let rate = value(&at_once, PACER_RATE).expect("paced from the start");
-    // At the learned pace, not above it (the curve climbs a few per cent a second at most).
+    // At the learned pace: the curve climbs from it while calls wait, by at most a tenth over
+    // its first eight seconds, however slow the machine is to answer the first scrape.
     assert!(
-        rate > 0.0 && rate <= highest * 1.05,
+        rate > 0.0 && rate <= highest * 1.1,
         "{rate} against {kept:?}"
     );
     // A whole run later it is still paced: it did not start from nothing.

@@ -23,6 +23,17 @@ Scenarios (pick with --scenario, default all):
                    SIGKILL), the time until /metrics shows all of them, and the calls the
                    simulator refused over the first 20 s after the start against the calls made
                    then (goal: at most 5 %); /metrics read every 0.1 s
+  restart-after-gap  the same fleet and token with `--storage.path`: once every account has
+                   values, a checkpoint succeeded after that and `pace.json` holds a learned
+                   rate, SIGTERM; the exporter stays down `--gap` seconds (default the interval
+                   and 5 s: every kept value is older than an interval, so the next process must
+                   call for every account), then a new process on the directory; then, once the
+                   bucket has refilled, another on a copy of the directory made at the SIGTERM
+                   without its `pace.json` (the targets kept, the pace not). For each: the
+                   accounts this process fetched (their last success after its start) 10, 20 and
+                   40 s after its start, the calls the simulator let through and refused over the
+                   first 20 s, and the pace `/metrics` shows at its first scrape; /metrics read
+                   every 0.25 s
   fleet-100k       100,000 accounts through one token as bench/fleet.py sets them up (every
                    answer delayed 50 ms, api.concurrency 64, interval 120 s), plus one migration
                    target so that `/metrics?collect[]=migration` reads the health and storage
@@ -44,6 +55,7 @@ and `limited`), read just before a process starts and when the window ends.
 
     python3 bench/restart.py [--scenario first-start] [--runs 3] [--accounts 3000] [--rate 50]
     python3 bench/restart.py --scenario first-start --accounts 300 --rate 5   # a smoke test
+    python3 bench/restart.py --scenario restart-after-gap --accounts 1000 --interval 30
 
 The release binaries are built when missing (`cargo build --release --locked --bins`) unless
 BENCH_SKIP_BUILD=1; `--build` builds them first anyway; `--binary PATH` measures another exporter.
@@ -83,7 +95,13 @@ REFUSAL_WINDOW = 20        # restarts: seconds after the start over which refusa
 STOP_PATIENCE = 60         # seconds a SIGTERM'd exporter has to write its state and exit
 MIGRATION = "MG00000001"   # fleet-100k: the one migration target of the demo fleet
 
-SCENARIOS = ("first-start", "restart-sigterm", "restart-sigkill", "fleet-100k")
+SCENARIOS = ("first-start", "restart-sigterm", "restart-sigkill", "restart-after-gap",
+             "fleet-100k")
+PACER_RATE = "mailhost_api_pacer_rate"
+RESTORED_PACES = "mailhost_storage_restored_paces"
+# restart-after-gap: an account's last success, to tell what this process fetched.
+LAST_SUCCESS = re.compile(rb'\nmailhost_target_last_success_timestamp_seconds\{collector="delivery_account",'
+                          rb'target="[0-9]+"\} ([^ \n]+)')
 
 
 # --- Reading /metrics and the simulator ------------------------------------------------------
@@ -334,6 +352,20 @@ def stop_with(proc, how):
     return time.monotonic() - t0, code
 
 
+def until_every_account(b, sim, config, args, flags):
+    """A first process on `flags`, watched until every account has values (at most twice
+    N / rate, an interval and a minute): (the server, its curve)."""
+    n = args.accounts
+    first, t0 = start(b, config, args, "exporter-1.log", flags)
+    curve = Curve(t0, limiter(sim, b.token))
+    limit = 2 * n / args.rate + args.interval + 60
+    while time.monotonic() - t0 < limit:
+        if (curve.sample(first) or 0) >= n:
+            return first, curve
+        time.sleep(0.5)
+    h.die(f"not every account had values within {limit:.0f} s; see {first.log}")
+
+
 def restart(args, how, run):
     n = args.accounts
     with bench(f"mailhost-restart-{how}-", args) as b:
@@ -341,15 +373,7 @@ def restart(args, how, run):
         state = b.dir("state")
         flags = [] if args.no_storage else storage_flags(state, args)
         load = h.loadavg()
-        first, t0 = start(b, config, args, "exporter-1.log", flags)
-        curve = Curve(t0, limiter(sim, b.token))
-        limit = 2 * n / args.rate + args.interval + 60
-        while time.monotonic() - t0 < limit:
-            if (curve.sample(first) or 0) >= n:
-                break
-            time.sleep(0.5)
-        else:
-            h.die(f"not every account had values within {limit:.0f} s; see {first.log}")
+        first, curve = until_every_account(b, sim, config, args, flags)
         all_at = curve.first(n)
         all_wall = time.time()
         if args.no_storage:
@@ -428,6 +452,98 @@ def restart(args, how, run):
     print(f"warn lines: {warns[0]} (first process), {warns[1]} (second)")
     return dict(how=how, run=run, at_mark=at_mark, n=n, goal=goal, all=all2, made=made,
                 refused=refused[1], share=share, load=load, load_end=load_end)
+
+
+# --- restart-after-gap -----------------------------------------------------------------------
+
+def fetched_since(body, since):
+    """Accounts whose last success is after the wall-clock time `since`: fetched by this
+    process."""
+    return sum(1 for v in LAST_SUCCESS.findall(body or b"") if float(v) > since)
+
+
+def watch_restart(b, sim, config, args, flags, log):
+    """A new process on `flags`' directory, watched for the last mark and the refusal window:
+    the accounts it fetched at each mark, (let through, refused) over the first
+    REFUSAL_WINDOW s, the pace and restored paces at its first scrape answered."""
+    base = limiter(sim, b.token)
+    since = time.time()
+    server, t0 = start(b, config, args, log, flags)
+    fetched, refused, first = {}, None, None
+    while time.monotonic() - t0 < max(MARKS[-1], REFUSAL_WINDOW) + 0.5:
+        if not server.alive():
+            h.die(f"the exporter exited (status {server.proc.returncode}); see {server.log}")
+        sent = time.monotonic() - t0
+        body = scrape(server.url)
+        if body is not None:
+            body = b"\n" + body
+            if first is None:
+                first = (sent, metric(body, PACER_RATE), metric(body, RESTORED_PACES))
+            for t in MARKS:
+                if sent <= t:
+                    fetched[t] = fetched_since(body, since)
+        if refused is None and time.monotonic() - t0 >= REFUSAL_WINDOW:
+            now = limiter(sim, b.token)
+            refused = (now[0] - base[0], now[1] - base[1], time.monotonic() - t0)
+        time.sleep(0.25)
+    warns = warn_count(server.log)
+    took, code = stop_with(server.proc, "sigterm")
+    b.stop(server.proc)
+    return dict(fetched=fetched, refused=refused, first=first, warns=warns, stopped=(took, code))
+
+
+def after_gap(args, run):
+    n = args.accounts
+    gap = args.gap if args.gap is not None else args.interval + 5
+    with bench("mailhost-restart-gap-", args) as b:
+        sim, config = limited_sim(b, args)
+        state, cold = b.dir("state"), b.dir("state-without-pace")
+        load = h.loadavg()
+        first, curve = until_every_account(b, sim, config, args, storage_flags(state, args))
+        body = wait_checkpoint_after(first.url, time.time(), 3 * args.checkpoint + 30,
+                                     first.proc, first.log)
+        learned = metric(body, PACER_RATE)
+        took, code = stop_with(first.proc, "sigterm")
+        b.stop(first.proc)
+        stopped = time.monotonic()
+        pace_file = os.path.join(state, "pace.json")
+        if not os.path.exists(pace_file):
+            h.die(f"no pace.json under {state} after the SIGTERM: the binary keeps no pace")
+        with open(pace_file, encoding="utf-8") as f:
+            kept = json.load(f)
+        rates = [p["curve"]["rate"] for t in kept["data"]["tenants"]
+                 for p in [t["pace"]["token"]] + [e["pace"] for e in t["pace"]["endpoints"]]
+                 if p.get("curve")]
+        shutil.rmtree(cold)
+        shutil.copytree(state, cold)
+        os.remove(os.path.join(cold, "pace.json"))
+        time.sleep(max(0.0, gap - (time.monotonic() - stopped)))
+        kept_run = watch_restart(b, sim, config, args, storage_flags(state, args),
+                                 "exporter-2.log")
+        # The bucket refills (burst / rate) before the next process starts.
+        time.sleep(args.burst / args.rate + 2)
+        cold_run = watch_restart(b, sim, config, args, storage_flags(cold, args),
+                                 "exporter-3.log")
+        load_end = h.loadavg()
+    print(f"\n## restart-after-gap, run {run}: {n} accounts, one token at {args.rate:g}/s (burst "
+          f"{args.burst:g}, 429 without Retry-After), interval {args.interval}s, "
+          f"--storage.checkpoint-interval {args.checkpoint}s, down {gap} s; load {load} at the "
+          f"start, {load_end} at the end")
+    print(f"first process: every account with values after {curve.first(n):.1f} s; pace on "
+          f"/metrics before the SIGTERM {fmt(learned, '/s', 2)}; pace.json's rates "
+          f"{', '.join(f'{r:.2f}/s' for r in rates) or 'none'}; exited "
+          f"{'%.2f s after the SIGTERM, status %s' % (took, code) if took is not None else code}")
+    print("| restarted | fetched by 10 s | by 20 s | by 40 s | calls over the first 20 s: let "
+          "through, refused | pace at the first scrape (sent at) | restored paces | warn lines |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, r in (("with pace.json", kept_run), ("without pace.json", cold_run)):
+        f = r["fetched"]
+        let, refused = (r["refused"][0], r["refused"][1]) if r["refused"] else ("", "")
+        sent, pace, paces = r["first"] if r["first"] else (None, None, None)
+        print(f"| {name} | {f.get(10, '')} | {f.get(20, '')} | {f.get(40, '')} | {let}, "
+              f"{refused} | {fmt(pace, '/s', 2)} ({'%.2f s' % sent if sent is not None else ''})"
+              f" | {fmt(paces)} | {r['warns']} |")
+    return dict(run=run, kept=kept_run, cold=cold_run, rates=rates)
 
 
 def fmt(v, unit="", digits=0):
@@ -650,6 +766,9 @@ def main():
                     help="the collector's interval in seconds for the limited token (deadline 90%%)")
     ap.add_argument("--checkpoint", type=int, default=10,
                     help="--storage.checkpoint-interval, in seconds")
+    ap.add_argument("--gap", type=int, default=None,
+                    help="restart-after-gap: seconds the exporter stays down (default the "
+                         "interval and 5)")
     ap.add_argument("--window", type=int, default=30,
                     help="fleet-100k: seconds of scrapes every 100 ms after the first run")
     ap.add_argument("--binary", help="the exporter binary (default: the release build)")
@@ -667,7 +786,7 @@ def main():
     print(f"revision {h.revision()}, {h.now_utc()}, {h.machine()}, load {h.loadavg()}")
     print(f"exporter {args.binary}")
     if args.no_storage:
-        skipped = [x for x in names if x == "fleet-100k"]
+        skipped = [x for x in names if x in ("fleet-100k", "restart-after-gap")]
         why = "--no-storage (it compares storage on with off)"
     else:
         skipped = [x for x in names if x != "first-start"] if lacking else []
@@ -686,6 +805,8 @@ def main():
                 results.append(first_start(args, run))
             elif name == "fleet-100k":
                 results.append(fleet(args, run))
+            elif name == "restart-after-gap":
+                results.append(after_gap(args, run))
             else:
                 results.append(restart(args, name.split("-")[1], run))
         if name == "first-start":

@@ -17,6 +17,7 @@ use crate::config::ApiConfig;
 use crate::config_file::Config;
 use crate::descriptors;
 use crate::engine::checkpoint::{self, Identity};
+use crate::engine::paces;
 use crate::engine::poll_set::PollSets;
 use crate::engine::poller::{Poller, Work};
 use crate::engine::spec::{Clock, CollectorSpec, Context};
@@ -52,6 +53,18 @@ struct TenantClient {
     breakers: Arc<Breakers>,
     /// What the pacer learned outlives a reload that keeps the token and the address.
     pacer: Pacer,
+}
+
+/// Each tenant's pacer with what its learned state is kept under (its name and provider).
+fn held_pacers(tenants: &HashMap<TenantName, TenantClient>) -> Vec<paces::Held> {
+    tenants
+        .iter()
+        .map(|(name, t)| paces::Held {
+            tenant: name.clone(),
+            origin: crate::redact::redact_url(&t.api.base_url),
+            pacer: t.pacer.clone(),
+        })
+        .collect()
 }
 
 impl TenantClient {
@@ -130,6 +143,8 @@ struct Storage {
     dir: Arc<Dir>,
     /// What the checkpoints are made under; a reload changes it.
     identity: checkpoint::Current,
+    /// The configured tenants' pacers, whose learned state is kept; a reload changes them.
+    pacers: paces::Pacers,
     every: Duration,
 }
 
@@ -268,14 +283,19 @@ impl App {
         let (restoring, store, identity) =
             (dir.clone(), self.state.store.clone(), self.identity.clone());
         let telemetry = telemetry.clone();
+        let held = held_pacers(&self.tenants);
+        let pacers = held.clone();
+        // Two files, each read alone: a bad one costs only its own part.
         tokio::task::spawn_blocking(move || {
-            checkpoint::restore(&restoring, &store, &specs, &identity, &telemetry)
+            checkpoint::restore(&restoring, &store, &specs, &identity, &telemetry);
+            paces::restore(&restoring, &pacers, &telemetry);
         })
         .await
         .map_err(std::io::Error::other)?;
         self.storage = Some(Storage {
             dir,
             identity: checkpoint::Current::new(self.identity.clone()),
+            pacers: paces::Pacers::new(held),
             every: options.checkpoint_interval,
         });
         Ok(self)
@@ -316,7 +336,7 @@ impl App {
         let checkpoints = self.storage.as_ref().map(|s| {
             tokio::spawn(checkpoint::run(
                 s.dir.clone(),
-                store.clone(),
+                (store.clone(), s.pacers.clone()),
                 s.identity.clone(),
                 self.state.telemetry.clone(),
                 s.every,
@@ -444,6 +464,7 @@ impl App {
         self.identity = Identity::of(&config, &specs_of(&work));
         if let Some(storage) = &self.storage {
             storage.identity.set(self.identity.clone());
+            storage.pacers.set(held_pacers(&tenants));
         }
         self.work = work;
         self.tenants = tenants;

@@ -10,10 +10,12 @@ use std::time::Duration;
 
 use mailhost_exporter::config_file::Config;
 use mailhost_exporter::{App, StorageOptions, WebOptions};
-use mailhost_sim::SimConfig;
+use mailhost_sim::{AccountSeed, ManagementToken, RateLimit, SimConfig, TokenRateLimit};
 use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{Running, TOKEN, get_text, spawn_sim, value, wait_for, wait_within};
+use crate::helpers::{
+    Running, TOKEN, get_text, spawn_sim, spawn_sim_with, value, wait_for, wait_within,
+};
 
 const ACCOUNTS: [i32; 2] = [1001, 1002];
 
@@ -145,6 +147,39 @@ async fn silent_at(url: &str) -> std::net::TcpListener {
     .await
 }
 
+/// The config of [`yaml`] against a provider that never answers: a longer timeout and interval
+/// (neither is part of what a collector is kept under), so nothing is attempted for a while.
+fn patient(url: &str) -> String {
+    yaml(url, &ACCOUNTS)
+        .replace("timeout: 2s", "timeout: 60s")
+        .replace(
+            "interval: 1s\n    deadline: 900ms",
+            "interval: 2m\n    deadline: 90s",
+        )
+}
+
+/// State files refused at start for `problem`.
+fn refused(body: &str, problem: &str) -> Option<f64> {
+    value(
+        body,
+        &format!("mailhost_storage_state_refused_total{{problem=\"{problem}\"}}"),
+    )
+}
+
+/// Every kind of bad state file made from the good one `whole`: (case, problem, text).
+fn spoilt(whole: &str) -> [(&'static str, &'static str, String); 5] {
+    let newer = whole.replacen("\"version\":1", "\"version\":99", 1);
+    assert_ne!(newer, whole);
+    let other_shape = "{\"version\":1,\"written_at\":\"2026-01-01T00:00:00Z\",\"data\":[1,2]}";
+    [
+        ("empty", "empty", String::new()),
+        ("cut", "truncated", whole[..whole.len() / 2].to_owned()),
+        ("garbage", "corrupt", "\u{0}\u{1}garbage{{{".to_owned()),
+        ("newer", "newer_version", newer),
+        ("another shape", "corrupt", other_shape.to_owned()),
+    ]
+}
+
 #[tokio::test]
 async fn a_restart_serves_what_was_kept_at_once_with_the_time_it_was_fetched() {
     let dir = tempfile::tempdir().unwrap();
@@ -156,13 +191,7 @@ async fn a_restart_serves_what_was_kept_at_once_with_the_time_it_was_fetched() {
     // before: neither is part of what a collector is kept under).
     drop(sim);
     let silent = silent_at(&url).await;
-    let patient = yaml(&url, &ACCOUNTS)
-        .replace("timeout: 2s", "timeout: 60s")
-        .replace(
-            "interval: 1s\n    deadline: 900ms",
-            "interval: 2m\n    deadline: 90s",
-        );
-    let second = Stored::start(&patient, dir.path()).await;
+    let second = Stored::start(&patient(&url), dir.path()).await;
     let after = second.scrape().await;
     for id in ACCOUNTS {
         assert!(value(&after, &remaining(id)).is_some(), "{after}");
@@ -384,7 +413,7 @@ async fn the_directory_is_private_and_no_file_in_it_holds_the_token() {
             files += 1;
         }
     }
-    assert_eq!(files, 1, "one state file: targets.json");
+    assert_eq!(files, 2, "two state files: targets.json and pace.json");
 }
 
 #[tokio::test]
@@ -418,16 +447,7 @@ async fn a_bad_state_file_is_refused_with_its_problem_and_the_exporter_starts_co
     let good = tempfile::tempdir().unwrap();
     kept_once(&yaml, good.path()).await;
     let whole = std::fs::read_to_string(good.path().join("targets.json")).unwrap();
-    let newer = whole.replacen("\"version\":1", "\"version\":99", 1);
-    let other_shape = "{\"version\":1,\"written_at\":\"2026-01-01T00:00:00Z\",\"data\":[1,2]}";
-    let cases: [(&str, &str, String); 5] = [
-        ("empty", "empty", String::new()),
-        ("cut", "truncated", whole[..whole.len() / 2].to_owned()),
-        ("garbage", "corrupt", "\u{0}\u{1}garbage{{{".to_owned()),
-        ("newer", "newer_version", newer),
-        ("another shape", "corrupt", other_shape.to_owned()),
-    ];
-    for (case, problem, text) in cases {
+    for (case, problem, text) in spoilt(&whole) {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("targets.json"), text).unwrap();
         let exporter = Stored::start(&yaml, dir.path()).await;
@@ -441,14 +461,7 @@ async fn a_bad_state_file_is_refused_with_its_problem_and_the_exporter_starts_co
                     .is_some()
             })
             .await;
-        assert_eq!(
-            value(
-                &body,
-                &format!("mailhost_storage_state_refused_total{{problem=\"{problem}\"}}")
-            ),
-            Some(1.0),
-            "{case}: {body}"
-        );
+        assert_eq!(refused(&body, problem), Some(1.0), "{case}: {body}");
         assert!(
             !body.contains("mailhost_storage_restored_targets"),
             "{case}"
@@ -699,4 +712,162 @@ async fn alerts_keep_their_state_and_active_time_across_a_restart_with_the_stora
     }
     traffic.cancel();
     exporter.stop().await;
+}
+
+/// A provider that holds the token to `rate` calls a second (a bucket of one), for `ids`.
+fn limited(ids: &[i32], rate: f64) -> SimConfig {
+    SimConfig {
+        management_tokens: vec![ManagementToken {
+            token: TOKEN.to_owned(),
+            accounts: Some(ids.to_vec()),
+        }],
+        accounts: ids.iter().copied().map(AccountSeed::with_id).collect(),
+        rate_limits: vec![TokenRateLimit {
+            token: TOKEN.to_owned(),
+            limit: RateLimit {
+                burst: Some(1.0),
+                ..RateLimit::per_second(rate)
+            },
+        }],
+        ..SimConfig::default()
+    }
+}
+
+/// One collector polling `ids` every second: more calls than a limit of a few a second allows.
+fn paced_yaml(base_url: &str, ids: &[i32]) -> String {
+    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    format!(
+        "api:\n  base_url: {base_url}\n  timeout: 2s\n  max_retries: 0\ncollectors:\n  delivery_account:\n    interval: 1s\n    deadline: 900ms\n    max_age: 1h\n    accounts: [{}]\n",
+        ids.join(", ")
+    )
+}
+
+const PACER_RATE: &str = "mailhost_api_pacer_rate";
+const RESTORED_PACES: &str = "mailhost_storage_restored_paces";
+
+/// The learned rates `pace.json` holds, of every pace in it.
+fn kept_rates(text: &str) -> Vec<f64> {
+    let file: serde_json::Value = serde_json::from_str(text).unwrap();
+    let mut rates = Vec::new();
+    for tenant in file["data"]["tenants"].as_array().unwrap() {
+        let pace = &tenant["pace"];
+        let paces = std::iter::once(&pace["token"]).chain(
+            pace["endpoints"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| &e["pace"]),
+        );
+        rates.extend(paces.filter_map(|p| p["curve"]["rate"].as_f64()));
+    }
+    rates
+}
+
+/// Waits until the exporter has fetched every one of `ids` since `since` (a Unix time).
+async fn fetched_all_since(exporter: &Stored, ids: &[i32], since: f64) -> String {
+    exporter
+        .scrape_until("every account fetched by this process", |b| {
+            ids.iter().all(|&id| {
+                value(b, &last_success("delivery_account", id)).is_some_and(|at| at > since)
+            })
+        })
+        .await
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+#[tokio::test]
+async fn a_restart_paces_at_once_at_the_pace_learned_before_and_without_pace_json_it_learns_again()
+{
+    let ids: Vec<i32> = (1..=12).collect();
+    let sim = spawn_sim_with(limited(&ids, 4.0)).await;
+    let yaml = paced_yaml(&sim.url, &ids);
+    let dir = tempfile::tempdir().unwrap();
+    let pace_file = dir.path().join("pace.json");
+
+    // Twelve accounts a second against four calls a second: the pacer learns the limit.
+    let first = Stored::start(&yaml, dir.path()).await;
+    first
+        .scrape_until("a learned pace", |b| value(b, PACER_RATE).is_some())
+        .await;
+    wait_for("a checkpoint holding the learned pace", || async {
+        let text = std::fs::read_to_string(&pace_file).ok()?;
+        (!kept_rates(&text).is_empty()).then_some(())
+    })
+    .await;
+    first.stop().await;
+    let text = std::fs::read_to_string(&pace_file).unwrap();
+    assert!(!text.contains(TOKEN), "{text}");
+    let kept = kept_rates(&text);
+    let highest = kept.iter().copied().fold(0.0, f64::max);
+    assert!(highest > 0.0 && highest < 10.0, "{text}");
+
+    // The provider lifts its limit: whatever pace the next process goes at, it did not learn
+    // it from this provider's answers.
+    sim.sim.set_rate_limit(Some(TOKEN), None).unwrap();
+    let since = unix_now();
+    let second = Stored::start(&yaml, dir.path()).await;
+    let at_once = second
+        .scrape_until("the restored pace", |b| value(b, RESTORED_PACES).is_some())
+        .await;
+    assert_eq!(value(&at_once, RESTORED_PACES), Some(1.0), "{at_once}");
+    let rate = value(&at_once, PACER_RATE).expect("paced from the start");
+    // At the learned pace: the curve climbs from it while calls wait, by at most a tenth over
+    // its first eight seconds, however slow the machine is to answer the first scrape.
+    assert!(
+        rate > 0.0 && rate <= highest * 1.1,
+        "{rate} against {kept:?}"
+    );
+    // A whole run later it is still paced: it did not start from nothing.
+    let body = fetched_all_since(&second, &ids, since).await;
+    assert!(value(&body, PACER_RATE).is_some(), "{body}");
+    second.stop().await;
+
+    // Without pace.json, the same restart starts unlimited: nothing tells it the old pace.
+    std::fs::remove_file(&pace_file).unwrap();
+    let since = unix_now();
+    let cold = Stored::start(&yaml, dir.path()).await;
+    let body = fetched_all_since(&cold, &ids, since).await;
+    assert_eq!(value(&body, RESTORED_PACES), Some(0.0), "{body}");
+    assert!(value(&body, PACER_RATE).is_none(), "{body}");
+    cold.stop().await;
+}
+
+#[tokio::test]
+async fn a_bad_pace_file_is_refused_with_its_problem_while_the_targets_are_restored() {
+    let sim = spawn_sim().await;
+    let url = sim.url.clone();
+    let good = tempfile::tempdir().unwrap();
+    kept_once(&yaml(&url, &ACCOUNTS), good.path()).await;
+    let targets = std::fs::read_to_string(good.path().join("targets.json")).unwrap();
+    let pace = std::fs::read_to_string(good.path().join("pace.json")).unwrap();
+    // The provider takes calls and never answers: what the exporter shows, it restored.
+    drop(sim);
+    let silent = silent_at(&url).await;
+    let patient = patient(&url);
+    for (case, problem, text) in spoilt(&pace) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("targets.json"), &targets).unwrap();
+        std::fs::write(dir.path().join("pace.json"), text).unwrap();
+        let exporter = Stored::start(&patient, dir.path()).await;
+        let body = exporter.scrape().await;
+        assert_eq!(refused(&body, problem), Some(1.0), "{case}: {body}");
+        assert_eq!(value(&body, RESTORED_PACES), Some(0.0), "{case}: {body}");
+        assert_eq!(
+            value(
+                &body,
+                "mailhost_storage_restored_targets{collector=\"delivery_account\"}"
+            ),
+            Some(2.0),
+            "{case}: {body}"
+        );
+        assert!(every_account_shown(&body), "{case}: {body}");
+        exporter.stop().await;
+    }
+    drop(silent);
 }

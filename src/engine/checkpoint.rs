@@ -5,7 +5,8 @@
 //!
 //! - **Written** on a timer and once at shutdown, by [`run`], on a blocking thread from a copy
 //!   of the snapshot (a pointer per collector), so that a scrape, a run or the shutdown never
-//!   waits for the disk: each write is whole or nothing ([`Dir::write`]).
+//!   waits for the disk: each write is whole or nothing ([`Dir::write`]). The pacers' learned
+//!   state is written beside it, in a file of its own ([`super::paces`]).
 //! - **Restored** by [`restore`] before the first run: only what belongs to the current config
 //!   (the same tenant, provider, collector, settings and target) and is younger than its
 //!   `max_age`; the rest is dropped and said so in one line.
@@ -16,7 +17,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-use jiff::Timestamp;
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -24,11 +24,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::collectors::kept::{Kept, KeptError};
 use crate::config_file::Config;
+use crate::engine::paces::{self, Pacers};
 use crate::engine::snapshot::{Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec};
 use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
-use crate::storage::{Dir, Problem, ReadOutcome, StorageError, Versioned};
+use crate::storage::{Dir, Found, StorageError, Versioned};
 use crate::tenant::TenantName;
 
 /// The state file of the targets: `DIR/targets.json`.
@@ -159,16 +160,12 @@ pub fn write(
 /// What a restore found, for the log, the landing page and the series.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Restored {
-    /// When the state was written; `None` when there was none to use.
-    pub written_at: Option<SystemTime>,
+    /// When the file was written, what was dropped and whether it was refused.
+    pub found: Found,
     /// Targets served from the state.
     pub targets: usize,
-    /// Kept collectors dropped, by why (as a phrase), with how many.
-    pub dropped: Vec<(&'static str, usize)>,
     /// Kept targets no longer configured.
     pub unconfigured_targets: usize,
-    /// The state file was refused: its problem, and the reason naming the file.
-    pub refused: Option<(Problem, String)>,
 }
 
 /// What the state in `dir` holds for the current collectors, as snapshot states, with what
@@ -178,40 +175,24 @@ pub fn read(
     specs: &[CollectorSpec],
     identity: &Identity,
 ) -> (Vec<(CollectorKey, Vec<TargetState>)>, Restored) {
-    let mut report = Restored::default();
-    let stored = match dir.read::<TargetsIn>(TARGETS) {
-        ReadOutcome::Missing => return (Vec::new(), report),
-        ReadOutcome::Current(stored) => stored,
-        ReadOutcome::Older(older) => {
-            // Version 1 is the first: an older one is not a file of this exporter's.
-            report.refused = Some((
-                Problem::OlderVersion,
-                format!(
-                    "state file {} not used: its format {} is older than any this version reads (it reads {})",
-                    older.path.display(),
-                    older.version,
-                    older.current
-                ),
-            ));
-            return (Vec::new(), report);
-        }
-        ReadOutcome::Bad(bad) => {
-            report.refused = Some((bad.problem, bad.to_string()));
-            return (Vec::new(), report);
-        }
+    let (found, stored) = Found::read::<TargetsIn>(dir, TARGETS);
+    let mut report = Restored {
+        found,
+        ..Restored::default()
     };
-    report.written_at = Some(stored.written_at);
+    let Some(stored) = stored else {
+        return (Vec::new(), report);
+    };
     let specs: HashMap<CollectorKey, &CollectorSpec> = specs.iter().map(|s| (s.key(), s)).collect();
     let mut dropped: HashMap<&'static str, usize> = HashMap::new();
     let mut out = Vec::new();
-    for c in stored.data.collectors {
+    for c in stored.collectors {
         match take(c, &specs, identity, &mut report) {
             Ok(taken) => out.push(taken),
             Err(why) => *dropped.entry(why).or_default() += 1,
         }
     }
-    report.dropped = dropped.into_iter().collect();
-    report.dropped.sort_unstable();
+    report.found.dropped(dropped);
     report.targets = out.iter().map(|(_, t): &(_, Vec<_>)| t.len()).sum();
     (out, report)
 }
@@ -276,7 +257,7 @@ pub fn restore(
     let started = Instant::now();
     let (states, mut report) = read(dir, specs, identity);
     let read_took = started.elapsed().as_secs_f64();
-    if let Some((_, refused)) = &report.refused {
+    if let Some((_, refused)) = &report.found.refused {
         tracing::warn!(
             "the storage directory's state was refused, and the targets start cold: {refused}"
         );
@@ -285,22 +266,17 @@ pub fn restore(
     let took = started.elapsed().as_secs_f64();
     telemetry.observe_storage(|f| {
         f.restore_seconds = Some(took);
-        if let Some((problem, _)) = report.refused {
+        if let Some((problem, _)) = report.found.refused {
             f.refused(problem);
         }
     });
-    if let Some(at) = report.written_at {
-        let dropped: Vec<String> = report
-            .dropped
-            .iter()
-            .map(|(why, n)| format!("{n} collector(s) {why}"))
-            .collect();
+    if let Some(written_at) = report.found.written_at_text() {
         tracing::info!(
             path = %dir.file(TARGETS).display(),
-            written_at = %Timestamp::try_from(at).map_or_else(|_| "?".to_owned(), |t| t.to_string()),
+            written_at,
             restored_targets = report.targets,
             unconfigured_targets = report.unconfigured_targets,
-            dropped = %if dropped.is_empty() { "none".to_owned() } else { dropped.join(", ") },
+            dropped = report.found.dropped_words("collector"),
             took_seconds = took,
             read_seconds = read_took,
             "restored what the storage directory kept"
@@ -335,7 +311,7 @@ impl Current {
 /// next one tries again.
 pub async fn run(
     dir: Arc<Dir>,
-    store: Arc<Store>,
+    (store, pacers): (Arc<Store>, Pacers),
     identity: Current,
     telemetry: Arc<Telemetry>,
     every: Duration,
@@ -348,13 +324,13 @@ pub async fn run(
             biased;
             _ = shutdown.cancelled() => break,
             _ = ticker.tick() => {
-                let write = once(&dir, &store, &identity, &telemetry);
+                let write = once(&dir, (&store, &pacers), &identity, &telemetry);
                 // A checkpoint under way finishes before the next starts: `write` is awaited.
                 let _ = write.await;
             }
         }
     }
-    let last = once(&dir, &store, &identity, &telemetry);
+    let last = once(&dir, (&store, &pacers), &identity, &telemetry);
     if tokio::time::timeout(AT_SHUTDOWN, last).await.is_err() {
         tracing::warn!(
             path = %dir.file(TARGETS).display(),
@@ -363,38 +339,52 @@ pub async fn run(
     }
 }
 
-/// One checkpoint of what the store knows now, on a blocking thread.
+/// One checkpoint of what the store and the pacers know now, on a blocking thread: the
+/// targets' file and the paces' file, each whole or nothing and each failing alone.
 async fn once(
     dir: &Arc<Dir>,
-    store: &Arc<Store>,
+    (store, pacers): (&Arc<Store>, &Pacers),
     identity: &Current,
     telemetry: &Arc<Telemetry>,
 ) -> Option<()> {
-    let (dir, snapshot, identity) = (dir.clone(), store.snapshot(), identity.get());
+    let (dir, snapshot, identity, pacers) =
+        (dir.clone(), store.snapshot(), identity.get(), pacers.get());
     let started = Instant::now();
-    let written = tokio::task::spawn_blocking(move || write(&dir, &snapshot, &identity))
-        .await
-        .ok()?;
+    let (targets, paces) = tokio::task::spawn_blocking(move || {
+        (
+            write(&dir, &snapshot, &identity),
+            paces::write(&dir, &pacers),
+        )
+    })
+    .await
+    .ok()?;
     let took = started.elapsed().as_secs_f64();
-    match written {
-        Ok(report) => telemetry.observe_storage(|f| {
-            f.checkpoint_seconds = Some(took);
-            f.checkpoint_bytes = Some(report.bytes);
+    let failed = |e: &StorageError| {
+        tracing::warn!("checkpoint failed, the previous one stays: {e}");
+        e.cause().unwrap_or(crate::storage::WriteCause::Io)
+    };
+    let causes: Vec<_> = [targets.as_ref().err(), paces.as_ref().err()]
+        .into_iter()
+        .flatten()
+        .map(failed)
+        .collect();
+    telemetry.observe_storage(|f| {
+        f.checkpoint_seconds = Some(took);
+        // One checkpoint, counted once, by its first file's cause (each file has its line).
+        if let Some(cause) = causes.first() {
+            f.failed(*cause);
+        }
+        // The targets' file says when a restart's values date from; the paces' file adds its
+        // size when it was written too (a failure of it is counted above).
+        if let Ok(t) = &targets {
+            let pace_bytes = paces.as_ref().map_or(0, |p| p.bytes);
+            f.checkpoint_bytes = Some(t.bytes.saturating_add(pace_bytes));
             f.last_success = Some(
-                report
-                    .written_at
+                t.written_at
                     .duration_since(SystemTime::UNIX_EPOCH)
                     .map_or(0.0, |d| d.as_secs_f64()),
             );
-        }),
-        Err(e) => {
-            tracing::warn!("checkpoint failed, the previous one stays: {e}");
-            let cause = e.cause().unwrap_or(crate::storage::WriteCause::Io);
-            telemetry.observe_storage(|f| {
-                f.checkpoint_seconds = Some(took);
-                f.failed(cause);
-            });
         }
-    }
+    });
     Some(())
 }

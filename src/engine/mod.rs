@@ -4,9 +4,11 @@
 //! discovered), hands each run's results to the [`store`]'s publisher, which applies them to the
 //! [`snapshot`] and renders it once per refresh; [`replay`] is the test seam that runs one set of
 //! upstream bodies through the same reading and rendering; [`checkpoint`] keeps the snapshot
-//! under `--storage.path` and restores it at start.
+//! under `--storage.path` and restores it at start, and [`paces`] the pacers' learned state
+//! beside it.
 
 pub mod checkpoint;
+pub mod paces;
 pub mod poll_set;
 pub mod poller;
 pub mod replay;

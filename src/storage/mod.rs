@@ -27,6 +27,7 @@
 
 mod envelope;
 mod error;
+mod found;
 mod lock;
 
 use std::fs::{self, File, OpenOptions};
@@ -42,6 +43,7 @@ use crate::files;
 
 pub use envelope::{Bad, Older, Problem, ReadOutcome, Stored, Versioned};
 pub use error::{StorageError, WriteCause};
+pub use found::Found;
 pub use lock::{Holder, LOCK_FILE};
 
 /// Largest state file written or read: a write that would pass it is refused and leaves the

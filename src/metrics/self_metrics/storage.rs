@@ -27,6 +27,8 @@ pub struct StorageFigures {
     pub restore_seconds: Option<f64>,
     /// State files refused at start, by problem, in the order of [`Problem::ALL`].
     pub refused: [u64; Problem::ALL.len()],
+    /// Tenants whose learned pace was restored at start.
+    pub restored_paces: Option<u64>,
 }
 
 impl StorageFigures {
@@ -154,6 +156,17 @@ impl Collector for StorageSeries {
                 MetricType::Gauge,
             ),
             f.restore_seconds.map(ConstGauge::new),
+        )?;
+        Self::one(
+            enc,
+            (
+                "mailhost_storage_restored_paces",
+                "Tenants whose pacer started at the pace an earlier process learned (pace.json: the rate known to work, pauses and targets' own back-offs still in force), rather than from the configured rate or a slow start.",
+                None,
+                MetricType::Gauge,
+            ),
+            f.restored_paces
+                .map(|n| ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX))),
         )?;
         Self::by_label(
             enc,

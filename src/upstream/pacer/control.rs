@@ -224,6 +224,9 @@ struct Learned {
     /// The most successes a second seen since the event, while nothing is known to work: a
     /// cold start's pace grows from it ([`COLD_GROWTH`]).
     shown: f64,
+    /// The estimate rested on [`CONFIDENT_SUCCESSES`] or more: the plateau is also
+    /// [`PLATEAU_CALLS`] wide.
+    confident: bool,
 }
 
 impl Learned {
@@ -246,6 +249,7 @@ impl Learned {
             active: 0.0,
             growth: 0.0,
             shown: 0.0,
+            confident,
         }
     }
 
@@ -305,6 +309,23 @@ struct Budget {
     reset_at: Instant,
     /// The call whose answer set it: an older answer arriving late does not overwrite it.
     seq: u64,
+}
+
+/// What 429s taught a pace, as plain numbers (requests per second): kept across a restart
+/// and taken back by [`Control::resume`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Curve {
+    /// The learned rate calls were paced at.
+    pub rate: f64,
+    /// The estimate of the last congestion event: the curve's plateau.
+    pub estimate: f64,
+    /// The rate last known to work (slow start climbs back towards it); [`MAX_RATE`] while
+    /// nothing is known to work yet (a cold start's doubling).
+    pub known: f64,
+    /// The estimate rested on enough successes to widen the plateau by calls.
+    pub confident: bool,
+    /// Seconds of pause the last event's refusal asked for (the probe's stretch past it).
+    pub pause: f64,
 }
 
 /// What a 429 did to the learned rate.
@@ -440,7 +461,12 @@ impl Control {
 
     /// The rate calls are paced at, requests per second; `None` when unlimited.
     pub fn rate(&self) -> Option<f64> {
-        let learned = self.learned.as_ref().map(|l| {
+        min_opt(self.learned_rate(), self.ceiling)
+    }
+
+    /// The rate 429s have taught, the ceiling left aside.
+    fn learned_rate(&self) -> Option<f64> {
+        self.learned.as_ref().map(|l| {
             let rate = l.rate();
             if self.cold_doubling() {
                 // Nothing is known to work yet: the pace grows from what has succeeded, at
@@ -452,8 +478,67 @@ impl Control {
             } else {
                 rate
             }
-        });
-        min_opt(learned, self.ceiling)
+        })
+    }
+
+    /// What 429s have taught, to keep across a restart; `None` while nothing was learned.
+    pub fn curve(&self) -> Option<Curve> {
+        let l = self.learned.as_ref()?;
+        Some(Curve {
+            rate: self.learned_rate()?,
+            estimate: l.r_max,
+            known: l.recall,
+            confident: l.confident,
+            pause: l.pause,
+        })
+    }
+
+    /// When the pause the provider asked for in full ends (a `Retry-After` charged here, not
+    /// a lone 429's tentative one), or its stated quota's reset while none is left, if either
+    /// runs at `now`: what a restart must still honour.
+    pub fn held_until(&self, now: Instant) -> Option<Instant> {
+        let pause = self
+            .paused_until
+            .filter(|p| *p > now && self.tentative != Some(*p));
+        let quota = self
+            .budget
+            .filter(|b| b.remaining <= 0 && b.reset_at > now)
+            .map(|b| b.reset_at);
+        pause.max(quota)
+    }
+
+    /// Takes back what an earlier process learned (`curve`, read back by [`Control::curve`])
+    /// and the pause it still had to honour, `held_until` (at most [`MAX_PAUSE`] away), on a
+    /// pace that has learned nothing yet. The pace starts at the kept rate, no higher: the
+    /// curve climbs from it towards the kept estimate (or doubles back towards the rate known
+    /// to work, as it would have), never from a cold start. Values out of range (not finite,
+    /// an unlimited rate) are dropped, the pause kept. Says whether a rate was taken.
+    pub fn resume(
+        &mut self,
+        curve: Option<Curve>,
+        held_until: Option<Instant>,
+        now: Instant,
+    ) -> bool {
+        if let Some(until) = held_until.filter(|u| *u > now) {
+            self.pause(now, until.saturating_duration_since(now));
+        }
+        let Some(c) = curve.filter(|c| {
+            [c.rate, c.estimate, c.known, c.pause]
+                .iter()
+                .all(|v| v.is_finite() && *v >= 0.0)
+                && c.rate < MAX_RATE
+        }) else {
+            return false;
+        };
+        if self.learned.is_some() {
+            return false;
+        }
+        let rate = c.rate.max(MIN_RATE);
+        let estimate = c.estimate.clamp(rate, MAX_RATE);
+        let known = c.known.clamp(MIN_RATE, MAX_RATE);
+        let pause = c.pause.min(MAX_PAUSE.as_secs_f64());
+        self.learned = Some(Learned::new(estimate, rate, known, now, c.confident, pause));
+        true
     }
 
     /// The rate the provider allows as far as the pacer knows: learned, stated or configured.

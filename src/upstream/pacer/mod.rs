@@ -34,6 +34,7 @@ pub mod attribution;
 pub mod control;
 pub mod fit;
 pub mod headers;
+pub mod kept;
 pub mod outage;
 pub mod retry_budget;
 pub mod shape;
@@ -457,6 +458,23 @@ impl Pacer {
         self.lock().targets.list_own(Instant::now(), limit)
     }
 
+    /// What this pacer has learned and must still honour, to keep across a restart
+    /// ([`kept`]): plain data, instants as Unix times.
+    pub fn keep(&self) -> kept::KeptPacer {
+        self.lock().keep(clocks())
+    }
+
+    /// Takes back what an earlier process of this token kept ([`Pacer::keep`]), before its
+    /// first call: the paces start at their kept rate, the pauses, outages and back-offs still
+    /// in force go on; `known` are the endpoints this version calls.
+    pub fn resume(&self, kept: &kept::KeptPacer, known: &[Endpoint]) -> kept::Resumed {
+        let mut s = self.lock();
+        let resumed = s.resume(kept, known, clocks());
+        s.wake_heads();
+        self.publish(&s);
+        resumed
+    }
+
     /// Forgets the targets a reload removed: only those `keep` names stay on record.
     pub fn retain_targets(&self, keep: impl Fn(&TargetKey) -> bool) {
         let mut s = self.lock();
@@ -506,6 +524,17 @@ impl Pacer {
             ),
             None => {}
         }
+    }
+}
+
+/// Both clocks, read together.
+fn clocks() -> kept::Clocks {
+    let unix_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, millis);
+    kept::Clocks {
+        now: Instant::now(),
+        unix_ms,
     }
 }
 

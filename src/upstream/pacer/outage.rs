@@ -103,6 +103,30 @@ impl Outage {
         self.down
     }
 
+    /// Takes back an outage an earlier process was in: out since `since`, its next probe at
+    /// `next_probe` after a cool-down of `cooldown` (at most [`MAX_COOLDOWN`], and the probe
+    /// at most that far from `now`). A probe already due is left out: the outage's pause is
+    /// over, and the first answer would lift it anyway.
+    pub fn restore(
+        &mut self,
+        since: Instant,
+        next_probe: Instant,
+        cooldown: Duration,
+        now: Instant,
+    ) {
+        if next_probe <= now || self.down.is_some() {
+            return;
+        }
+        let cooldown = cooldown.clamp(FIRST_COOLDOWN, MAX_COOLDOWN);
+        let latest = now.checked_add(MAX_COOLDOWN).unwrap_or(now);
+        self.down = Some(Down {
+            since: since.min(now),
+            next_probe: next_probe.min(latest),
+            cooldown,
+            probing: None,
+        });
+    }
+
     /// A call of target `target` (a hash of its key), of standing `standing`, sent at
     /// `sent_at`, failed at `now` with no answer (a 5xx without `Retry-After`, a timeout, a
     /// refused or broken connection). `cap` bounds the cool-down (the token's shortest

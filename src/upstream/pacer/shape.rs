@@ -355,6 +355,52 @@ impl Targets {
         }
     }
 
+    /// Targets backing off on their own at `now`: endpoint, target, until when, and their
+    /// 429s in a row (what the next back-off doubles from). At most [`MAX_TRACKED`], as the
+    /// map holds.
+    pub fn own_backoffs(&self, now: Instant) -> Vec<(Endpoint, String, Instant, u32)> {
+        self.map
+            .iter()
+            .filter(|(_, s)| s.own)
+            .filter_map(|((e, t), s)| {
+                s.until
+                    .filter(|u| *u > now)
+                    .map(|u| (*e, t.clone(), u, s.count))
+            })
+            .collect()
+    }
+
+    /// Takes back a target an earlier process found refused on its own: it backs off until
+    /// `until` (at most [`MAX_TARGET_BACKOFF`] from `now`), `count` 429s in a row on record.
+    /// A back-off already over, a target already on record, or one past [`MAX_TRACKED`] is
+    /// left out. Says whether it was taken.
+    pub fn restore_own(
+        &mut self,
+        key: (Endpoint, String),
+        until: Instant,
+        count: u32,
+        now: Instant,
+    ) -> bool {
+        if until <= now || self.map.contains_key(&key) || !self.room(now) {
+            return false;
+        }
+        let until = until.min(now.checked_add(MAX_TARGET_BACKOFF).unwrap_or(until));
+        *self.own.entry(key.0).or_insert(0) += 1;
+        self.map.insert(
+            key,
+            Streak {
+                count: count.max(2),
+                own: true,
+                until: Some(until),
+                told: None,
+                last: now,
+                undecided: None,
+                counted: 0,
+            },
+        );
+        true
+    }
+
     /// Whether one more target may be tracked: forgets the stale ones when full.
     fn room(&mut self, now: Instant) -> bool {
         if self.map.len() < MAX_TRACKED {

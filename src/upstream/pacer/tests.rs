@@ -816,3 +816,63 @@ fn the_fit_flips_with_hysteresis_and_names_the_refresh_period() {
     p.set_demand("delivery_account", None);
     assert_eq!(p.lock().demand(), 0.0);
 }
+
+/// What an earlier process kept for [`E`]: a learned pace of `rate` a second, its window open,
+/// and a pause of the endpoint ending `pause` from now.
+fn kept_pace(rate: f64, pause: Option<Duration>) -> super::kept::KeptPacer {
+    let unix_ms = |d: Duration| {
+        u64::try_from(
+            (std::time::SystemTime::now() + d)
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap()
+    };
+    super::kept::KeptPacer {
+        endpoints: vec![super::kept::learned_endpoint(
+            E.as_str(),
+            rate,
+            pause.map(unix_ms),
+        )],
+        ..Default::default()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pacer_given_back_its_learned_pace_spaces_its_first_calls_where_a_cold_one_sends_them_at_once()
+ {
+    let spacing = |p: Pacer| async move {
+        let t0 = Instant::now();
+        let mut sent = Vec::new();
+        for _ in 0..5 {
+            let permit = admit(&p, false, None, None, None).await.unwrap();
+            sent.push(permit.sent_at() - t0);
+        }
+        sent
+    };
+    let cold = spacing(cold_pacer(8, None)).await;
+    assert_eq!(cold[4], Duration::ZERO, "{cold:?}");
+    let p = cold_pacer(8, None);
+    let resumed = p.resume(&kept_pace(10.0, None), &[E]);
+    assert_eq!(resumed.rates, 1);
+    assert!((p.allowed().unwrap() - 10.0).abs() < 1e-9);
+    let kept = spacing(p).await;
+    // 100 ms apart from the first call on: no burst, however many wait.
+    assert!(kept[4] >= Duration::from_millis(400), "{kept:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_still_in_force_at_a_restart_holds_the_first_call_until_it_ends() {
+    let p = cold_pacer(8, None);
+    let t0 = Instant::now();
+    let resumed = p.resume(&kept_pace(10.0, Some(Duration::from_secs(2))), &[E]);
+    assert_eq!((resumed.rates, resumed.pauses), (1, 1));
+    assert!(p.resumes_at().is_some());
+    let permit = admit(&p, false, None, None, None).await.unwrap();
+    assert!(
+        permit.sent_at() - t0 >= Duration::from_millis(1_900),
+        "{:?}",
+        permit.sent_at() - t0
+    );
+}

@@ -1,0 +1,568 @@
+//! What a token's pacer keeps across a restart, as plain data: the pace learned from 429s (the
+//! token's and each endpoint's: the rate, its estimate and the rate known to work), the pauses
+//! the provider asked for that still run, each endpoint's outage with its next probe and
+//! whether its slow-start window was open, and the targets backing off on their own with when
+//! their back-off ends. Instants are written as Unix milliseconds and mapped back to the
+//! monotonic clock when taken back; whatever has ended by then is left out. Nothing here is
+//! secret: no token and nothing made from one (whoever keeps this keys it by the tenant's name
+//! and provider). No clock, no lock, no I/O: the instants are passed in ([`Clocks`]).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::control::Curve;
+use super::shape::MAX_TRACKED;
+use super::state::State;
+use crate::upstream::endpoint::Endpoint;
+
+/// The monotonic clock and the wall clock read at the same moment: an instant is kept as the
+/// Unix time it stands for.
+#[derive(Clone, Copy, Debug)]
+pub struct Clocks {
+    pub now: Instant,
+    /// Milliseconds since the Unix epoch at `now`.
+    pub unix_ms: u64,
+}
+
+impl Clocks {
+    fn unix(self, at: Instant) -> u64 {
+        if at >= self.now {
+            self.unix_ms.saturating_add(millis(at - self.now))
+        } else {
+            self.unix_ms.saturating_sub(millis(self.now - at))
+        }
+    }
+
+    /// The instant the Unix time `ms` stands for (`now` at the earliest for a past one that
+    /// the monotonic clock cannot go back to).
+    fn instant(self, ms: u64) -> Instant {
+        if ms >= self.unix_ms {
+            self.now
+                .checked_add(Duration::from_millis(ms - self.unix_ms))
+                .unwrap_or(self.now)
+        } else {
+            self.now
+                .checked_sub(Duration::from_millis(self.unix_ms - ms))
+                .unwrap_or(self.now)
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What 429s taught one pace ([`Curve`]), requests per second.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeptCurve {
+    pub rate: f64,
+    pub estimate: f64,
+    pub known: f64,
+    pub confident: bool,
+    pub pause_seconds: f64,
+}
+
+/// One pace (the token's or an endpoint's): its learned curve, and the end of a pause in force.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KeptPace {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curve: Option<KeptCurve>,
+    /// When the pause the provider asked for ends (a `Retry-After` in full, or a spent
+    /// quota's reset), Unix milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_until_ms: Option<u64>,
+}
+
+impl KeptPace {
+    fn is_empty(&self) -> bool {
+        self.curve.is_none() && self.paused_until_ms.is_none()
+    }
+}
+
+/// An endpoint's outage in force, Unix milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptOutage {
+    pub since_ms: u64,
+    pub next_probe_ms: u64,
+    pub cooldown_ms: u64,
+}
+
+/// One endpoint of the token.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KeptEndpoint {
+    pub endpoint: String,
+    #[serde(default)]
+    pub pace: KeptPace,
+    /// Its slow-start window no longer limited anything.
+    #[serde(default)]
+    pub window_open: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outage: Option<KeptOutage>,
+}
+
+/// A target refused on its own, backing off alone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptBackoff {
+    pub endpoint: String,
+    pub target: String,
+    /// When its back-off ends, Unix milliseconds.
+    pub until_ms: u64,
+    /// Its 429s in a row: the next back-off doubles from them.
+    pub refused: u32,
+}
+
+/// What one token's pacer keeps.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KeptPacer {
+    #[serde(default)]
+    pub token: KeptPace,
+    #[serde(default)]
+    pub endpoints: Vec<KeptEndpoint>,
+    #[serde(default)]
+    pub backoffs: Vec<KeptBackoff>,
+}
+
+impl KeptPacer {
+    /// Whether it holds nothing worth keeping.
+    pub fn is_empty(&self) -> bool {
+        self.token.is_empty() && self.endpoints.is_empty() && self.backoffs.is_empty()
+    }
+}
+
+/// For tests: `endpoint` learned at `rate` a second (the estimate and the rate known to work
+/// the same, a confident one), its window open, paused until `paused_until_ms` if given.
+#[cfg(test)]
+pub(crate) fn learned_endpoint(
+    endpoint: &str,
+    rate: f64,
+    paused_until_ms: Option<u64>,
+) -> KeptEndpoint {
+    KeptEndpoint {
+        endpoint: endpoint.to_owned(),
+        pace: KeptPace {
+            curve: Some(KeptCurve {
+                rate,
+                estimate: rate,
+                known: rate,
+                confident: true,
+                pause_seconds: 0.0,
+            }),
+            paused_until_ms,
+        },
+        window_open: true,
+        outage: None,
+    }
+}
+
+/// What taking back a kept pacer did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resumed {
+    /// Paces (the token's, endpoints') that start at their kept rate.
+    pub rates: usize,
+    /// Pauses still in force.
+    pub pauses: usize,
+    pub outages: usize,
+    pub backoffs: usize,
+    /// Entries left out: ended, of an endpoint this version lacks, or past the bounds.
+    pub dropped: usize,
+}
+
+impl Resumed {
+    /// Whether anything was taken back.
+    pub fn any(&self) -> bool {
+        self.rates + self.pauses + self.outages + self.backoffs > 0
+    }
+}
+
+fn keep_pace(c: &super::control::Control, clocks: Clocks) -> KeptPace {
+    KeptPace {
+        curve: c.curve().map(|c| KeptCurve {
+            rate: c.rate,
+            estimate: c.estimate,
+            known: c.known,
+            confident: c.confident,
+            pause_seconds: c.pause,
+        }),
+        paused_until_ms: c.held_until(clocks.now).map(|at| clocks.unix(at)),
+    }
+}
+
+/// Takes `kept` back into `c`; counts into `r`.
+fn resume_pace(c: &mut super::control::Control, kept: &KeptPace, clocks: Clocks, r: &mut Resumed) {
+    let until = kept
+        .paused_until_ms
+        .map(|ms| clocks.instant(ms))
+        .filter(|u| *u > clocks.now);
+    if until.is_some() {
+        r.pauses += 1;
+    } else if kept.paused_until_ms.is_some() {
+        r.dropped += 1;
+    }
+    let curve = kept.curve.map(|k| Curve {
+        rate: k.rate,
+        estimate: k.estimate,
+        known: k.known,
+        confident: k.confident,
+        pause: k.pause_seconds,
+    });
+    if c.resume(curve, until, clocks.now) {
+        r.rates += 1;
+    } else if kept.curve.is_some() {
+        r.dropped += 1;
+    }
+}
+
+impl State {
+    /// What this token's pacer has learned and must still honour at `clocks.now`.
+    pub(super) fn keep(&self, clocks: Clocks) -> KeptPacer {
+        let now = clocks.now;
+        let endpoints = self
+            .ways
+            .iter()
+            .map(|(e, w)| KeptEndpoint {
+                endpoint: e.as_str().to_owned(),
+                pace: keep_pace(&w.control, clocks),
+                window_open: w.slow_start.window().is_none(),
+                outage: w
+                    .outage
+                    .down()
+                    .filter(|d| d.next_probe > now && !d.probing())
+                    .map(|d| KeptOutage {
+                        since_ms: clocks.unix(d.since),
+                        next_probe_ms: clocks.unix(d.next_probe),
+                        cooldown_ms: millis(d.cooldown),
+                    }),
+            })
+            .filter(|k| !k.pace.is_empty() || k.window_open || k.outage.is_some())
+            .collect();
+        let mut backoffs: Vec<KeptBackoff> = self
+            .targets
+            .own_backoffs(now)
+            .into_iter()
+            .map(|(e, target, until, refused)| KeptBackoff {
+                endpoint: e.as_str().to_owned(),
+                target,
+                until_ms: clocks.unix(until),
+                refused,
+            })
+            .collect();
+        backoffs.sort_by(|a, b| (&a.endpoint, &a.target).cmp(&(&b.endpoint, &b.target)));
+        KeptPacer {
+            token: keep_pace(&self.token, clocks),
+            endpoints,
+            backoffs,
+        }
+    }
+
+    /// Takes back what an earlier process of this token kept, before any call: `known` are
+    /// the endpoints this version calls (an endpoint not among them is left out, so at most
+    /// those), at most [`MAX_TRACKED`] back-offs. What has ended by `clocks.now` is left out.
+    pub(super) fn resume(
+        &mut self,
+        kept: &KeptPacer,
+        known: &[Endpoint],
+        clocks: Clocks,
+    ) -> Resumed {
+        let now = clocks.now;
+        let mut r = Resumed::default();
+        resume_pace(&mut self.token, &kept.token, clocks, &mut r);
+        let find = |name: &str| known.iter().copied().find(|e| e.as_str() == name);
+        for k in &kept.endpoints {
+            let Some(e) = find(&k.endpoint).filter(|e| !self.ways.contains_key(e)) else {
+                r.dropped += 1;
+                continue;
+            };
+            let w = self.way(e, now);
+            resume_pace(&mut w.control, &k.pace, clocks, &mut r);
+            if k.window_open {
+                w.slow_start.open();
+            }
+            if let Some(o) = k.outage {
+                let next = clocks.instant(o.next_probe_ms);
+                w.outage.restore(
+                    clocks.instant(o.since_ms),
+                    next,
+                    Duration::from_millis(o.cooldown_ms),
+                    now,
+                );
+                if w.outage.down().is_some() {
+                    r.outages += 1;
+                } else {
+                    r.dropped += 1;
+                }
+            }
+        }
+        for b in kept.backoffs.iter().take(MAX_TRACKED) {
+            let taken = find(&b.endpoint).is_some_and(|e| {
+                self.targets.restore_own(
+                    (e, b.target.clone()),
+                    clocks.instant(b.until_ms),
+                    b.refused,
+                    now,
+                )
+            });
+            if taken {
+                r.backoffs += 1;
+            } else {
+                r.dropped += 1;
+            }
+        }
+        r.dropped += kept.backoffs.len().saturating_sub(MAX_TRACKED);
+        self.tick(now);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Keeping and taking back a token's learned state, at chosen instants: no runtime, no clock.
+
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::upstream::pacer::control::{Control, MAX_PAUSE};
+    use crate::upstream::pacer::outage::Standing;
+    use crate::upstream::pacer::shape::{MAX_TARGET_BACKOFF, Outcomes, Scope};
+
+    const E: Endpoint = Endpoint::new("delivery_account");
+    const KNOWN: [Endpoint; 1] = [E];
+    /// 2027-01-15, in Unix milliseconds: the wall clock of these tests' first process.
+    const WALL: u64 = 1_800_000_000_000;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn fresh(now: Instant) -> State {
+        State::new(now, 8, None, BTreeMap::new())
+    }
+
+    /// A pace that learned from 20 successes over a second and then a 429 asking for `pause`.
+    fn learned(t0: Instant, pause: Option<Duration>) -> Control {
+        let mut c = Control::new(t0, None);
+        for i in 0..20 {
+            let at = t0 + ms(50 * i);
+            c.tick(at, true, true);
+            c.admitted(at, i);
+            c.succeeded(at);
+        }
+        let at = t0 + ms(1000);
+        c.tick(at, true, true);
+        c.throttled(at, at, pause, false);
+        c
+    }
+
+    /// A token whose own pace and one endpoint's were learned, paused by the token's 429
+    /// (30 s), the endpoint out of service (its probe 1 s away, window open) and one target
+    /// refused on its own (1 s back-off), all at one instant, and what it keeps then (the wall
+    /// clock reading [`WALL`]).
+    fn taught(t0: Instant) -> (State, KeptPacer) {
+        let mut s = fresh(t0);
+        s.token = learned(t0, Some(Duration::from_secs(30)));
+        let at = t0 + ms(1000);
+        let w = s.way(E, t0);
+        w.control = learned(t0, None);
+        w.slow_start.open();
+        for (seq, target) in (1..=3).zip([11, 12, 13]) {
+            w.outage
+                .failed(at, at, target, Standing::Good, seq, Duration::from_secs(60));
+        }
+        assert!(w.outage.down().is_some());
+        let mut neighbours = Outcomes::default();
+        for _ in 0..100 {
+            neighbours.success();
+        }
+        let key = (E, "1001".to_owned());
+        let cap = Duration::from_secs(300);
+        s.targets.throttled(&key, &neighbours, at, at, None, cap);
+        let own = s.targets.throttled(&key, &neighbours, at, at, None, cap);
+        assert!(matches!(own, Scope::Target(_)), "{own:?}");
+        let kept = s.keep(Clocks {
+            now: at,
+            unix_ms: WALL,
+        });
+        (s, kept)
+    }
+
+    fn close(a: Option<f64>, b: Option<f64>) -> bool {
+        match (a, b) {
+            (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn what_a_token_learned_comes_back_whole_after_a_restart_through_json() {
+        let (s, kept) = taught(Instant::now());
+        let text = serde_json::to_string(&kept).unwrap();
+        let read: KeptPacer = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, kept);
+        // The next process starts half a second later, its monotonic clock elsewhere.
+        let later = Instant::now() + ms(5_000);
+        let clocks = Clocks {
+            now: later,
+            unix_ms: WALL + 500,
+        };
+        let mut next = fresh(later);
+        let resumed = next.resume(&read, &KNOWN, clocks);
+        assert_eq!(
+            resumed,
+            Resumed {
+                rates: 2,
+                pauses: 1,
+                outages: 1,
+                backoffs: 1,
+                dropped: 0
+            }
+        );
+        // At the learned rate at once, not above it, and no slow start.
+        assert!(s.token.rate().is_some());
+        assert!(
+            close(next.token.rate(), s.token.rate()),
+            "{:?}",
+            next.token.rate()
+        );
+        let (was, now) = (&s.ways[&E], &next.ways[&E]);
+        assert!(close(now.control.rate(), was.control.rate()));
+        assert_eq!(now.slow_start.window(), None);
+        // The token's pause ends when it did: 29.5 s from the restart.
+        let resumes = next.token.resumes_at(later).unwrap();
+        let left = resumes.saturating_duration_since(later);
+        assert!(left > ms(29_490) && left <= ms(29_500), "{left:?}");
+        // The outage goes on, its probe half a second away; the target backs off alone.
+        let down = next.down(E).unwrap();
+        assert_eq!(down.next_probe.saturating_duration_since(later), ms(500));
+        let backoff = next
+            .targets
+            .backing_off(&(E, "1001".to_owned()), later)
+            .unwrap();
+        assert!(backoff.own);
+        assert_eq!(backoff.until.saturating_duration_since(later), ms(500));
+        assert_eq!(next.targets.own(E), 1);
+        // Kept again, it says the same.
+        let again = next.keep(clocks);
+        assert_eq!(again.backoffs, kept.backoffs);
+        assert_eq!(again.endpoints[0].outage, kept.endpoints[0].outage);
+        assert_eq!(again.token.paused_until_ms, kept.token.paused_until_ms);
+    }
+
+    #[test]
+    fn what_has_ended_by_the_restart_is_dropped_and_the_paces_stay() {
+        let (s, kept) = taught(Instant::now());
+        // 40 s later: the pause (30 s), the probe (1 s) and the back-off (1 s) are over.
+        let later = Instant::now();
+        let mut next = fresh(later);
+        let resumed = next.resume(
+            &kept,
+            &KNOWN,
+            Clocks {
+                now: later,
+                unix_ms: WALL + 40_000,
+            },
+        );
+        assert_eq!(
+            resumed,
+            Resumed {
+                rates: 2,
+                pauses: 0,
+                outages: 0,
+                backoffs: 0,
+                dropped: 3
+            }
+        );
+        assert!(!next.token.paused(later));
+        assert!(next.down(E).is_none());
+        assert_eq!(next.targets.own(E), 0);
+        assert!(close(next.token.rate(), s.token.rate()));
+    }
+
+    #[test]
+    fn a_kept_state_is_held_to_the_bounds_whatever_the_file_says() {
+        let now = Instant::now();
+        let clocks = Clocks { now, unix_ms: WALL };
+        let day = WALL + 86_400_000;
+        let curve = |rate| KeptCurve {
+            rate,
+            estimate: rate,
+            known: rate,
+            confident: true,
+            pause_seconds: 0.0,
+        };
+        let endpoint = |name: &str, rate| learned_endpoint(name, rate, None);
+        let backoff = |endpoint: &str, target: &str| KeptBackoff {
+            endpoint: endpoint.to_owned(),
+            target: target.to_owned(),
+            until_ms: day,
+            refused: 9,
+        };
+        let kept = KeptPacer {
+            // A pause a day away is held to MAX_PAUSE; an unlimited rate is no rate.
+            token: KeptPace {
+                curve: Some(curve(1e9)),
+                paused_until_ms: Some(day),
+            },
+            endpoints: vec![
+                endpoint("delivery_account", 7.0),
+                // Twice the same endpoint: the first stands.
+                endpoint("delivery_account", 70.0),
+                // An endpoint this version does not call.
+                endpoint("no_such_endpoint", 7.0),
+            ],
+            backoffs: vec![
+                // A back-off a day away is held to MAX_TARGET_BACKOFF.
+                backoff("delivery_account", "1001"),
+                backoff("no_such_endpoint", "1002"),
+            ],
+        };
+        let mut s = fresh(now);
+        let resumed = s.resume(&kept, &KNOWN, clocks);
+        assert_eq!(
+            resumed,
+            Resumed {
+                rates: 1,
+                pauses: 1,
+                outages: 0,
+                backoffs: 1,
+                dropped: 4
+            }
+        );
+        assert_eq!(s.ways.len(), 1);
+        assert!(close(s.ways[&E].control.rate(), Some(7.0)));
+        assert_eq!(s.token.rate(), None);
+        assert_eq!(s.token.resumes_at(now), now.checked_add(MAX_PAUSE));
+        let b = s.targets.backing_off(&(E, "1001".to_owned()), now).unwrap();
+        assert_eq!(b.until, now + MAX_TARGET_BACKOFF);
+    }
+
+    #[test]
+    fn no_more_back_offs_are_taken_back_than_a_token_tracks() {
+        let now = Instant::now();
+        let clocks = Clocks { now, unix_ms: WALL };
+        let kept = KeptPacer {
+            backoffs: (0..=MAX_TRACKED)
+                .map(|i| KeptBackoff {
+                    endpoint: E.as_str().to_owned(),
+                    target: i.to_string(),
+                    until_ms: WALL + 60_000,
+                    refused: 2,
+                })
+                .collect(),
+            ..KeptPacer::default()
+        };
+        let mut s = fresh(now);
+        let resumed = s.resume(&kept, &KNOWN, clocks);
+        assert_eq!(resumed.backoffs, MAX_TRACKED);
+        assert_eq!(resumed.dropped, 1);
+        assert_eq!(s.targets.own(E), MAX_TRACKED);
+    }
+
+    #[test]
+    fn a_pace_that_learned_nothing_keeps_nothing() {
+        let now = Instant::now();
+        let s = fresh(now);
+        let kept = s.keep(Clocks { now, unix_ms: WALL });
+        assert!(kept.is_empty(), "{kept:?}");
+    }
+}

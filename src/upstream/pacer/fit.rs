@@ -12,7 +12,7 @@
 //! fit has held for the longest interval of the demand: the first runs, while the pacer still
 //! learns, say nothing they would take back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -70,7 +70,10 @@ pub enum Told {
 /// The demand, the fit now and the fit last told.
 #[derive(Debug)]
 pub struct FleetFit {
-    demand: BTreeMap<&'static str, Demand>,
+    /// What each source (a collector of the tenant: at most a handful) needs. A list, not a
+    /// map: a tree's first node has room for eleven (630 bytes for one collector's demand, 6 MiB
+    /// at 10,000 tenants).
+    demand: Vec<(&'static str, Demand)>,
     /// The fit now (with hysteresis): how long values are kept follows it at once.
     fit: Fit,
     /// Since when `fit` has held.
@@ -82,7 +85,7 @@ pub struct FleetFit {
 impl FleetFit {
     pub fn new(now: Instant) -> Self {
         FleetFit {
-            demand: BTreeMap::new(),
+            demand: Vec::new(),
             fit: Fit::Fits,
             since: now,
             told: Fit::Fits,
@@ -91,22 +94,31 @@ impl FleetFit {
 
     /// Records what `name` needs (`None`: it stopped); whether anything changed.
     pub fn set(&mut self, name: &'static str, demand: Option<Demand>) -> bool {
-        match demand {
-            Some(d) => self.demand.insert(name, d) != Some(d),
-            None => self.demand.remove(name).is_some(),
+        let at = self.demand.iter().position(|(n, _)| *n == name);
+        match (demand, at) {
+            (Some(d), Some(i)) => std::mem::replace(&mut self.demand[i].1, d) != d,
+            (Some(d), None) => {
+                self.demand.push((name, d));
+                true
+            }
+            (None, Some(i)) => {
+                self.demand.swap_remove(i);
+                true
+            }
+            (None, None) => false,
         }
     }
 
     /// Requests per second the sources need, summed.
     pub fn demand(&self) -> f64 {
-        self.demand.values().map(Demand::rate).sum()
+        self.demand.iter().map(|(_, d)| d).map(Demand::rate).sum()
     }
 
     /// What the sources need of each endpoint: a source's calls spread evenly over its
     /// endpoints.
     pub fn by_endpoint(&self) -> HashMap<Endpoint, f64> {
         let mut by = HashMap::new();
-        for d in self.demand.values() {
+        for d in self.demand.iter().map(|(_, d)| d) {
             let share = d.rate() / d.endpoints.len().max(1) as f64;
             for e in d.endpoints {
                 *by.entry(*e).or_insert(0.0) += share;
@@ -134,7 +146,7 @@ impl FleetFit {
 
     /// The shortest interval of the sources, if any.
     pub fn shortest_interval(&self) -> Option<Duration> {
-        self.demand.values().map(|d| d.interval).min()
+        self.demand.iter().map(|(_, d)| d).map(|d| d.interval).min()
     }
 
     /// Each target's refresh period in intervals while the fleet does not fit.
@@ -182,8 +194,8 @@ impl FleetFit {
         }
         let settle = self
             .demand
-            .values()
-            .map(|d| d.interval)
+            .iter()
+            .map(|(_, d)| d.interval)
             .max()
             .unwrap_or(Duration::ZERO);
         if fit == self.told || now.saturating_duration_since(self.since) < settle {

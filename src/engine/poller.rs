@@ -156,23 +156,25 @@ struct Running {
     task: JoinHandle<()>,
 }
 
-/// First runs under way at once, across every collector of every tenant. A run takes its room
-/// (its future, its target tasks, its calls' places in the pacer and the transport, about 6 KiB
-/// for a tenant of one account) when it starts, not when a call can go: ten thousand tenants
-/// starting together held ten thousand first runs while their calls waited for a connection
-/// ([`crate::upstream::transport::MAX_CALLS`] at most in flight). A collector's first run waits
-/// here for a place instead, in its collector's task, where waiting costs nothing more. 512
-/// places: a quarter of the calls the transport lets go at once, so the first runs still fill
-/// what the provider is asked at a time; a tenant whose provider never answers holds one place
-/// for at most its run's deadline. Later runs, and the first fetches of probed targets, do not
-/// wait here.
-pub const FIRST_RUNS_AT_ONCE: usize = 512;
+/// Runs under way at once, across every collector of every tenant. A run takes its room (its
+/// future, its target tasks, its calls' places in the pacer and the transport, about 6 KiB for a
+/// tenant of one account) when it starts, not when a call can go: ten thousand tenants starting
+/// together held ten thousand runs while their calls waited for a connection
+/// ([`crate::upstream::transport::MAX_CALLS`] at most in flight), and again at each tick, since
+/// their ticks stay together. A collector's run waits here for a place instead, in its
+/// collector's task, where waiting costs nothing more. 512 places: a quarter of the calls the
+/// transport lets go at once, so the runs still fill what the provider is asked at a time (a run
+/// of many targets holds one place and has its calls in flight as before); a tenant whose
+/// provider never answers holds one place for at most its run's deadline. Urgent runs (the first
+/// fetches of targets a probe, discovery or a reload added, which a probe may be waiting for)
+/// never wait here.
+pub const RUNS_AT_ONCE: usize = 512;
 
 /// The running collectors and the expiry timer.
 pub struct Poller {
     store: Arc<Store>,
-    /// Places for first runs ([`FIRST_RUNS_AT_ONCE`]), shared by every collector.
-    first_runs: Arc<Semaphore>,
+    /// Places for runs ([`RUNS_AT_ONCE`]), shared by every collector.
+    places: Arc<Semaphore>,
     /// Where finished runs go: applied together, published with one rendering.
     publisher: Publisher,
     shutdown: CancellationToken,
@@ -185,11 +187,11 @@ impl Poller {
     /// Starts every collector of `work` (each with its tenant's context) and the expiry timer;
     /// all stop when `shutdown` is cancelled.
     pub fn start(work: Vec<Work>, store: Arc<Store>, shutdown: CancellationToken) -> Poller {
-        Poller::with_first_runs(work, store, shutdown, FIRST_RUNS_AT_ONCE)
+        Poller::with_places(work, store, shutdown, RUNS_AT_ONCE)
     }
 
-    /// [`Poller::start`] with `places` first runs under way at once.
-    fn with_first_runs(
+    /// [`Poller::start`] with `places` runs under way at once.
+    fn with_places(
         work: Vec<Work>,
         store: Arc<Store>,
         shutdown: CancellationToken,
@@ -199,7 +201,7 @@ impl Poller {
         let (publisher, publishing) = Publisher::start(store.clone(), shutdown.clone());
         let mut poller = Poller {
             store,
-            first_runs: Arc::new(Semaphore::new(places)),
+            places: Arc::new(Semaphore::new(places)),
             publisher,
             shutdown,
             running: HashMap::new(),
@@ -224,7 +226,7 @@ impl Poller {
             self.publisher.clone(),
             stop.clone(),
             fetched,
-            self.first_runs.clone(),
+            self.places.clone(),
         ));
         self.running.insert(name, Running { plan, stop, task });
     }
@@ -440,24 +442,33 @@ async fn run_collector(
     publisher: Publisher,
     stop: CancellationToken,
     fetched: HashMap<Target, Instant>,
-    first_runs: Arc<Semaphore>,
+    places: Arc<Semaphore>,
 ) {
     // The first run waits for its place before the loop is made: its first tick, the plan it
-    // reads and its room all come when it can go (see [`FIRST_RUNS_AT_ONCE`]).
-    let mut place = tokio::select! {
+    // reads and its room all come when it can go (see [`RUNS_AT_ONCE`]).
+    let first = tokio::select! {
         _ = stop.cancelled() => return,
-        place = first_runs.acquire_owned() => place.ok(),
+        place = places.clone().acquire_owned() => place.ok(),
     };
-    let mut collector = Loop::new(plan, publisher, stop);
+    let mut collector = Loop::new(plan, publisher, stop.clone());
     collector.turns.fetched = fetched;
+    let mut first = Some(first);
     while let Some((p, targets, urgent)) = collector.next_run().await {
+        let place = match first.take() {
+            Some(place) => place,
+            None if urgent => None,
+            None => tokio::select! {
+                _ = stop.cancelled() => return,
+                place = places.clone().acquire_owned() => place.ok(),
+            },
+        };
         // Boxed: a collector between runs, ten thousand of them with as many tenants, keeps
         // only its loop (about 2 KiB less each), not the room of a run under way.
         if Box::pin(collector.run(p, targets, urgent)).await.is_none() {
             return;
         }
-        // Its first run ended: the place goes to the next collector waiting.
-        drop(place.take());
+        // The run ended: its place goes to the next collector waiting.
+        drop(place);
     }
 }
 
@@ -1487,7 +1498,7 @@ mod tests {
         let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
         let store = Store::new(&specs);
         let started = Instant::now();
-        let poller = Poller::with_first_runs(work, store.clone(), shutdown.clone(), 1);
+        let poller = Poller::with_places(work, store.clone(), shutdown.clone(), 1);
         let mut publications = store.subscribe();
         let runs = |store: &Store| -> Vec<CollectorState> {
             let prepared = store.prepared();

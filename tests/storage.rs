@@ -871,3 +871,39 @@ async fn a_bad_pace_file_is_refused_with_its_problem_while_the_targets_are_resto
     }
     drop(silent);
 }
+
+#[tokio::test]
+async fn a_kept_back_off_of_a_target_no_longer_configured_is_not_taken_back() {
+    let sim = spawn_sim().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Two targets backing off on their own for five more minutes (within the bound of ten):
+    // 1001, still configured, and 9999, no longer.
+    let until = (unix_now() as u64 + 300) * 1000;
+    let backoff = |target: i32| {
+        format!(
+            "{{\"endpoint\":\"delivery_account\",\"target\":\"{target}\",\"until_ms\":{until},\"refused\":3}}"
+        )
+    };
+    let pace = format!(
+        "{{\"version\":1,\"written_at\":\"2026-01-01T00:00:00Z\",\"data\":{{\"tenants\":[{{\"tenant\":\"\",\"origin\":\"{}\",\"pace\":{{\"backoffs\":[{},{}]}}}}]}}}}",
+        sim.url,
+        backoff(1001),
+        backoff(9999)
+    );
+    std::fs::write(dir.path().join("pace.json"), pace).unwrap();
+    let exporter = Stored::start(&yaml(&sim.url, &ACCOUNTS), dir.path()).await;
+    // The endpoint's series come with its first call (of 1002, which is not backing off).
+    let throttled = "mailhost_api_throttled_targets{endpoint=\"delivery_account\"}";
+    let body = exporter
+        .scrape_until("the endpoint's pace series", |b| {
+            value(b, throttled).is_some()
+        })
+        .await;
+    assert_eq!(value(&body, RESTORED_PACES), Some(1.0), "{body}");
+    assert_eq!(
+        value(&body, throttled),
+        Some(1.0),
+        "only the configured target's back-off is taken back: {body}"
+    );
+    exporter.stop().await;
+}

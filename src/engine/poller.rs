@@ -1,6 +1,7 @@
 //! The poller: each collector on its own interval (first run at start), never overlapping
 //! itself, each run bounded by its deadline, its targets' results handed to the store as they
-//! come (in parts, every [`HANDOFF_EVERY`]) and its end when it ends; and a timer that expires
+//! come (in parts, every [`HANDOFF_EVERY`], [`FIRST_HANDOFF_EVERY`] in a collector's first run)
+//! and its end when it ends; and a timer that expires
 //! values at `max_age` whether or not a run finishes.
 //!
 //! The exporter polls on its own schedule rather than on each Prometheus scrape: the provider
@@ -593,10 +594,11 @@ impl Loop {
         }
         self.turns.order(&mut targets);
         // The first run's values are what readiness waits for: published as first fetches are.
-        let publish_soon = urgent || std::mem::replace(&mut self.first_run, false);
+        let first = std::mem::replace(&mut self.first_run, false);
+        let publish_soon = urgent || first;
         let started = Instant::now();
         let under_way = self.publisher.begin();
-        let mut parts = Parts::new(self.publisher.clone(), self.plan.clone());
+        let mut parts = Parts::new(self.publisher.clone(), self.plan.clone(), first);
         let results = self.fetch(&p, targets, urgent, &mut parts).await?;
         log_run(&p.spec, &results, started);
         let waited = self.turns.learn(&results, Instant::now());
@@ -851,17 +853,23 @@ async fn registered(probed: &mut Option<watch::Receiver<u64>>) {
 /// Target tasks a run keeps in flight at least; see [`run_targets`].
 const MIN_TASK_WINDOW: usize = 1024;
 
-/// How often a run under way hands what it has fetched to the publisher (see [`Parts`]). The
-/// issue's goal for a first start (accounts shown 10 s after the start within 1.2 times what
-/// the provider's pace allowed by then) leaves a value 1.7 s from its fetch to `/metrics`; a
-/// second leaves the rest to the publisher's gathering and rendering, which for a small fleet
-/// take milliseconds. A large fleet is not rendered more often for it: the publisher rests ten
-/// renderings between publications (at most 5 s), and a run hands its next part only once the
-/// last is published, so its parts grow rather than multiply.
+/// How often a run under way hands what it has fetched to the publisher (see [`Parts`]), once
+/// its targets have values: a refresh's values are a second late at most. A large fleet is not
+/// rendered more often for it: the publisher rests ten renderings between publications (at most
+/// 5 s), and a run hands its next part only once the last is published, so its parts grow
+/// rather than multiply.
 pub const HANDOFF_EVERY: Duration = Duration::from_secs(1);
 
+/// The same in a collector's first run, whose targets have no values yet (a first start, or a
+/// restart without storage). The goal for a first start (accounts shown 10 s after the
+/// start within 1.2 times what the provider's pace allowed by then) leaves the pacer's cold
+/// start and the handoff 1.7 s together; the cold start takes about 1.5 s of it, so a value
+/// goes to the publisher within a quarter of a second of its fetch. A small fleet's rendering
+/// takes milliseconds; a large one's still sets the publisher's rest, as above.
+pub const FIRST_HANDOFF_EVERY: Duration = Duration::from_millis(250);
+
 /// What a run under way has fetched and not yet handed to the publisher. The results that land
-/// are handed over together, as one [`RunPart`], [`HANDOFF_EVERY`] after the first of them
+/// are handed over together, as one [`RunPart`], a period (`every`) after the first of them
 /// landed, once the run's last part is published (one part of a run at the publisher at a
 /// time) and when the publisher's queue has room (else a period later: a run never waits for
 /// the publisher halfway). A part holds what landed since the last, nothing more; what is not
@@ -876,18 +884,27 @@ struct Parts {
     handed: Vec<bool>,
     /// When the fresh results are to be handed over.
     due: Option<tokio::time::Instant>,
+    /// How long after the first of them: [`HANDOFF_EVERY`], or [`FIRST_HANDOFF_EVERY`].
+    every: Duration,
     /// The last part handed over, until it is published.
     last: Option<oneshot::Receiver<()>>,
 }
 
 impl Parts {
-    fn new(publisher: Publisher, plan: watch::Receiver<Plan>) -> Parts {
+    /// The parts of a run; `first`: of the collector's first run.
+    fn new(publisher: Publisher, plan: watch::Receiver<Plan>, first: bool) -> Parts {
+        let every = if first {
+            FIRST_HANDOFF_EVERY
+        } else {
+            HANDOFF_EVERY
+        };
         Parts {
             publisher,
             plan,
             fresh: Vec::new(),
             handed: Vec::new(),
             due: None,
+            every,
             last: None,
         }
     }
@@ -898,7 +915,7 @@ impl Parts {
             self.handed = vec![false; count];
         }
         if self.fresh.is_empty() {
-            self.due = Some(tokio::time::Instant::now() + HANDOFF_EVERY);
+            self.due = Some(tokio::time::Instant::now() + self.every);
         }
         self.fresh.push(i);
     }
@@ -956,7 +973,7 @@ impl Parts {
                 self.due = None;
                 self.last = Some(published);
             }
-            None => self.due = Some(tokio::time::Instant::now() + HANDOFF_EVERY),
+            None => self.due = Some(tokio::time::Instant::now() + self.every),
         }
     }
 
@@ -1310,7 +1327,7 @@ mod tests {
         let shutdown = CancellationToken::new();
         let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
         let (_plan, plan) = watch::channel(work.clone());
-        let mut parts = Parts::new(publisher, plan);
+        let mut parts = Parts::new(publisher.clone(), plan.clone(), false);
         let jobs = work.spec.jobs_for(&work.spec.targets);
         let mut results: Vec<Option<Result<Held, UpstreamError>>> = vec![None, None, None];
         let shown = |store: &Store, id: i32| {
@@ -1376,6 +1393,31 @@ mod tests {
             rest,
             [Target::DeliveryAccount(2), Target::DeliveryAccount(3)]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_run_hands_over_what_landed_a_quarter_second_later_a_later_run_a_second() {
+        use crate::collectors::delivery_account::fixtures::remaining;
+        let work = work_of("http://127.0.0.1:9", &[1, 2]);
+        let store = Store::new(std::slice::from_ref(&work.spec));
+        let shutdown = CancellationToken::new();
+        let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
+        let (_plan, plan) = watch::channel(work.clone());
+        let jobs = work.spec.jobs_for(&work.spec.targets);
+        for (first, every) in [(true, FIRST_HANDOFF_EVERY), (false, HANDOFF_EVERY)] {
+            let mut parts = Parts::new(publisher.clone(), plan.clone(), first);
+            let mut results: Vec<Option<Result<Held, UpstreamError>>> = vec![None, None];
+            results[0] = Some(Ok(Held::Here(Box::new(remaining(5.0)))));
+            parts.landed(0, 2);
+            let landed = tokio::time::Instant::now();
+            parts.due().await;
+            assert_eq!(landed.elapsed(), every, "first run: {first}");
+            parts.hand_over(&jobs, &mut results);
+            assert_eq!(parts.handed, [true, false]);
+        }
+        assert!(FIRST_HANDOFF_EVERY < HANDOFF_EVERY);
+        shutdown.cancel();
+        task.await.unwrap();
     }
 
     /// The published state of the one collector.

@@ -69,10 +69,29 @@ impl From<&Option<String>> for Value {
 
 impl EncodeLabelValue for Value {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        Borrowed(&self.0).encode(encoder)
+    }
+}
+
+/// A label value borrowed from what is rendered (an id, a string of a record), bounded and
+/// cleaned as [`Value`] is: a rendering of a large fleet writes each label from where it lives,
+/// without a copy of it per series.
+#[derive(Clone, Copy, Debug)]
+pub struct Borrowed<'a>(pub &'a str);
+
+impl<'a> From<&'a Option<String>> for Borrowed<'a> {
+    /// A missing string is an empty label value: the series keeps its label set.
+    fn from(s: &'a Option<String>) -> Self {
+        Borrowed(s.as_deref().unwrap_or_default())
+    }
+}
+
+impl EncodeLabelValue for Borrowed<'_> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
         let plain = self.0.char_indices().nth(MAX_LABEL_VALUE_LEN).is_none()
             && !self.0.chars().any(|c| c.is_control() && c != '\n');
         if plain {
-            return encoder.write_str(&self.0);
+            return encoder.write_str(self.0);
         }
         let mut bounded = String::with_capacity(MAX_LABEL_VALUE_LEN + 4);
         for (i, c) in self.0.chars().enumerate() {
@@ -84,6 +103,21 @@ impl EncodeLabelValue for Value {
         }
         encoder.write_str(&bounded)
     }
+}
+
+/// Writes one label `key="value"` of a label set written by hand (a set that borrows its
+/// values), as the derived sets write each field.
+pub fn write_label(
+    encoder: &mut LabelSetEncoder,
+    key: &str,
+    value: &impl EncodeLabelValue,
+) -> Result<(), std::fmt::Error> {
+    let mut label = encoder.encode_label();
+    let mut k = label.encode_label_key()?;
+    EncodeLabelKey::encode(&key, &mut k)?;
+    let mut v = k.encode_label_value()?;
+    EncodeLabelValue::encode(value, &mut v)?;
+    v.finish()
 }
 
 // The vocabularies are defined with the upstream client; their label spelling is `as_str`.
@@ -113,6 +147,15 @@ impl EncodeLabelValue for Code {
     }
 }
 
+/// A label value written as it is: a configured name, already checked.
+struct Unbounded<'a>(&'a str);
+
+impl EncodeLabelValue for Unbounded<'_> {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        encoder.write_str(self.0)
+    }
+}
+
 /// The `tenant` label: the tenant's name, or no label at all for the one tenant of a
 /// single-token config (whose series read as they did before tenants existed).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -123,12 +166,7 @@ impl EncodeLabelSet for TenantLabel {
         if self.0.is_default() {
             return Ok(());
         }
-        let mut label = encoder.encode_label();
-        let mut key = label.encode_label_key()?;
-        EncodeLabelKey::encode(&"tenant", &mut key)?;
-        let mut v = key.encode_label_value()?;
-        v.write_str(self.0.as_str())?;
-        v.finish()
+        write_label(encoder, "tenant", &Unbounded(self.0.as_str()))
     }
 }
 
@@ -137,6 +175,22 @@ impl EncodeLabelSet for TenantLabel {
 pub struct Owner {
     pub tenant: TenantLabel,
     pub id: Value,
+}
+
+/// An owner's labels, borrowed: `tenant` (if any) and `key="id"` ([`AccountLabels`] without
+/// copying them for each series).
+#[derive(Clone, Copy, Debug)]
+pub struct OwnerLabels<'a> {
+    pub owner: &'a Owner,
+    /// The name of the target's label (`account_id`, ...).
+    pub key: &'static str,
+}
+
+impl EncodeLabelSet for OwnerLabels<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        self.owner.tenant.encode(encoder)?;
+        write_label(encoder, self.key, &self.owner.id)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -269,6 +323,60 @@ mod tests {
         assert!(
             out.contains(&format!("x{{account_id=\"{exact}\"}} 1")),
             "{out}"
+        );
+    }
+
+    /// One series of `OwnerLabels`, written as the collectors write borrowed label sets.
+    #[derive(Debug)]
+    struct Borrowing(Owner);
+
+    impl prometheus_client::collector::Collector for Borrowing {
+        fn encode(
+            &self,
+            mut enc: prometheus_client::encoding::DescriptorEncoder,
+        ) -> std::fmt::Result {
+            let labels = OwnerLabels {
+                owner: &self.0,
+                key: "account_id",
+            };
+            crate::metrics::family::gauges(&mut enc, "x", "h", None, [(&labels, 1.0)])
+        }
+    }
+
+    #[test]
+    fn borrowed_labels_are_written_as_the_owned_ones() {
+        let tenants = [
+            TenantLabel::default(),
+            TenantLabel(TenantName::parse("acme").unwrap()),
+        ];
+        let values = [
+            "1004".to_owned(),
+            "a\"b\\c\nd\te".to_owned(),
+            "y".repeat(500),
+            "é".repeat(MAX_LABEL_VALUE_LEN),
+        ];
+        for tenant in &tenants {
+            for value in &values {
+                let owned = written(&[AccountLabels {
+                    tenant: tenant.clone(),
+                    account_id: Value::from(value.as_str()),
+                }]);
+                let mut registry = Registry::default();
+                registry.register_collector(Box::new(Borrowing(Owner {
+                    tenant: tenant.clone(),
+                    id: Value::from(value.as_str()),
+                })));
+                let mut borrowed = String::new();
+                encode_registry(&mut borrowed, &registry).unwrap();
+                let series = |out: &str| out.lines().last().unwrap().replace(".0", "");
+                assert!(series(&owned).starts_with("x{"), "{owned}");
+                assert_eq!(series(&borrowed), series(&owned), "{tenant:?} {value:?}");
+            }
+        }
+        assert_eq!(
+            Borrowed::from(&None).0,
+            "",
+            "a missing string is an empty value"
         );
     }
 

@@ -3,12 +3,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
 use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
-use crate::metrics::labels::{AccountLabels, Owner, TenantLabel, Value};
+use crate::metrics::labels::{Borrowed, Owner, OwnerLabels, write_label};
 
 /// Plain gauges and timestamps: name, help (the source field is named), unit, value.
 const GAUGES: &GaugeTable<Record> = &[
@@ -122,32 +122,28 @@ const GAUGES: &GaugeTable<Record> = &[
     ),
 ];
 
+/// The account's series. The label sets borrow from the items (each account's owner and record):
+/// a rendering of 100,000 accounts copies no label (it copied seven strings an account, and
+/// held them all at once: 16 MB).
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
     accounts: &[(Owner, &i32, &Record)],
 ) -> fmt::Result {
-    let items: Vec<(AccountLabels, &Record)> = accounts
+    let items: Vec<(OwnerLabels, &Record)> = accounts
         .iter()
-        .map(|(id, _, a)| {
-            let labels = AccountLabels {
-                tenant: id.tenant.clone(),
-                account_id: id.id.clone(),
+        .map(|(owner, _, a)| {
+            let labels = OwnerLabels {
+                owner,
+                key: "account_id",
             };
             (labels, *a)
         })
         .collect();
     table(enc, GAUGES, interval, &items)?;
-    let info: Vec<AccountInfoLabels> = accounts
+    let info: Vec<InfoLabels> = accounts
         .iter()
-        .map(|(id, _, a)| AccountInfoLabels {
-            tenant: id.tenant.clone(),
-            account_id: id.id.clone(),
-            username: Value::from(&a.username),
-            plan: Value::from(&a.plan),
-            account_type: Value::from(&a.account_type),
-            status_detail: Value::from(&a.status_detail),
-        })
+        .map(|(owner, _, record)| InfoLabels { owner, record })
         .collect();
     gauges(
         enc,
@@ -161,13 +157,21 @@ pub fn encode(
     )
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct AccountInfoLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub account_id: Value,
-    pub username: Value,
-    pub plan: Value,
-    pub account_type: Value,
-    pub status_detail: Value,
+/// The labels of `mailhost_delivery_account_info` (`tenant`, `account_id`, `username`, `plan`,
+/// `account_type`, `status_detail`), borrowed from the account's owner and record.
+struct InfoLabels<'a> {
+    owner: &'a Owner,
+    record: &'a Record,
+}
+
+impl EncodeLabelSet for InfoLabels<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        let a = self.record;
+        self.owner.tenant.encode(encoder)?;
+        write_label(encoder, "account_id", &self.owner.id)?;
+        write_label(encoder, "username", &Borrowed::from(&a.username))?;
+        write_label(encoder, "plan", &Borrowed::from(&a.plan))?;
+        write_label(encoder, "account_type", &Borrowed::from(&a.account_type))?;
+        write_label(encoder, "status_detail", &Borrowed::from(&a.status_detail))
+    }
 }

@@ -3,15 +3,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeLabelKey, EncodeLabelSet, EncodeLabelValue, LabelSetEncoder,
-};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::registry::Unit;
 
 use super::model::Dashboard;
 use super::{DashboardData, View};
 use crate::metrics::family::{gauges, refreshed, single};
-use crate::metrics::labels::{Owner, TenantLabel, Value};
+use crate::metrics::labels::{Owner, TenantLabel, Value, write_label};
 use crate::upstream::model::counts::Counts;
 
 /// One sample per name of the counts that `pick` finds in each view's dashboard.
@@ -197,12 +195,7 @@ impl EncodeLabelSet for ViewLabels {
             ViewLabels::Account(v) => ("account", v),
             ViewLabels::Domain(v) => ("domain", v),
         };
-        let mut label = encoder.encode_label();
-        let mut key = label.encode_label_key()?;
-        EncodeLabelKey::encode(&name, &mut key)?;
-        let mut v = key.encode_label_value()?;
-        EncodeLabelValue::encode(value, &mut v)?;
-        v.finish()
+        write_label(encoder, name, value)
     }
 }
 

@@ -157,16 +157,6 @@ impl CollectorState {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// The index, to add to: this copy's own, or the shared one if this copy is its tip.
-    fn write_index(&mut self) -> std::sync::RwLockWriteGuard<'_, Index> {
-        if self.read_index().len != self.targets.len() {
-            self.reindex();
-        }
-        self.index
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// This collector's header (name, tenant, schedule, last run) with only `targets`.
     pub fn with_targets(&self, targets: Vec<Arc<TargetState>>) -> CollectorState {
         let mut c = CollectorState {
@@ -202,33 +192,49 @@ impl CollectorState {
         let missing = count.saturating_sub(self.targets.len());
         if self.targets.capacity() - self.targets.len() < missing {
             self.targets.reserve_exact(missing);
-            self.write_index().at.reserve(missing);
+            let mut index = self
+                .index
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if index.len == self.targets.len() {
+                index.at.reserve(missing);
+            }
         }
     }
 
-    /// Where `target` is in `targets`; a new target is added, knowing nothing yet.
+    /// Where `target` is in `targets`; a new target is added, knowing nothing yet. Checked and
+    /// added under one lock of the index: a copy adds to the shared index only while it is its
+    /// tip, else it takes its own first.
     fn slot(&mut self, target: Target) -> usize {
-        let at = self.targets.len();
-        {
-            let mut index = self.write_index();
-            if let Some(&i) = index.at.get(&target) {
-                return i;
+        loop {
+            let at = self.targets.len();
+            {
+                let mut index = self
+                    .index
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if index.len == at {
+                    if let Some(&i) = index.at.get(&target) {
+                        return i;
+                    }
+                    index.at.insert(target.clone(), at);
+                    index.len = at + 1;
+                    self.targets.push(Arc::new(TargetState {
+                        target,
+                        data: None,
+                        last_ok: None,
+                        last_attempt: None,
+                        last_success: None,
+                        last_failure: None,
+                        last_error: None,
+                        deferred: false,
+                        restored: false,
+                    }));
+                    return at;
+                }
             }
-            index.at.insert(target.clone(), at);
-            index.len = at + 1;
+            self.reindex();
         }
-        self.targets.push(Arc::new(TargetState {
-            target,
-            data: None,
-            last_ok: None,
-            last_attempt: None,
-            last_success: None,
-            last_failure: None,
-            last_error: None,
-            deferred: false,
-            restored: false,
-        }));
-        at
     }
 
     /// Counts the deferred targets and sums up the run.
@@ -536,6 +542,21 @@ mod tests {
         let tip = &working.collectors[&key];
         assert!(Arc::ptr_eq(&tip.index, &new.index));
         assert!(found(tip, 4) && found(tip, 1) && !found(old, 4));
+        // Two copies as long as each other: the first to add is the tip, the other one then
+        // takes its own index, and neither finds the other's new target.
+        let five = accounts(&[1, 2, 3, 4, 5, 6], Duration::from_secs(10));
+        let mut twin = working.clone();
+        twin.apply_part(&five, answered(&[(5, 5.0)]), t0);
+        working.apply_part(&five, answered(&[(6, 6.0)]), t0);
+        let (a, b) = (&working.collectors[&key], &twin.collectors[&key]);
+        assert!(!Arc::ptr_eq(&a.index, &b.index));
+        assert!(found(a, 6) && !found(a, 5) && found(b, 5) && !found(b, 6));
+        assert_eq!(
+            a.target(&Target::DeliveryAccount(6)).unwrap().target,
+            Target::DeliveryAccount(6)
+        );
+        assert_eq!(a.targets.len(), 5);
+        assert_eq!(b.targets.len(), 5);
     }
 
     #[test]

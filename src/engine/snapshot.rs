@@ -99,8 +99,14 @@ pub struct CollectorState {
     /// `mailhost_storage_restored_targets` says how many are still as they were kept.
     pub restored: bool,
     /// Where each target is in `targets`: `/probe` finds one target of a large fleet at once.
+    /// Empty below [`INDEXED_FROM`] targets, which are found by a scan.
     index: HashMap<Target, usize>,
 }
+
+/// A collector of fewer targets has no index: a scan of a few finds one as fast, and ten
+/// thousand tenants of one account would each keep a map's smallest table (256 bytes, twice
+/// while the published copy differs from the working one).
+const INDEXED_FROM: usize = 16;
 
 impl CollectorState {
     /// A configured collector that has not run yet.
@@ -128,7 +134,16 @@ impl CollectorState {
 
     /// The state of one target, if it is known.
     pub fn target(&self, target: &Target) -> Option<&Arc<TargetState>> {
-        self.index.get(target).map(|&i| &self.targets[i])
+        self.position(target).map(|i| &self.targets[i])
+    }
+
+    /// Where `target` is in `targets`.
+    fn position(&self, target: &Target) -> Option<usize> {
+        if self.targets.len() < INDEXED_FROM {
+            self.targets.iter().position(|t| t.target == *target)
+        } else {
+            self.index.get(target).copied()
+        }
     }
 
     /// This collector's header (name, tenant, schedule, last run) with only `targets`.
@@ -166,15 +181,16 @@ impl CollectorState {
         let missing = count.saturating_sub(self.targets.len());
         if self.targets.capacity() - self.targets.len() < missing {
             self.targets.reserve_exact(missing);
-            self.index.reserve(missing);
+            if count >= INDEXED_FROM {
+                self.index.reserve(missing);
+            }
         }
     }
 
     /// Where `target` is in `targets`; a new target is added, knowing nothing yet.
     fn slot(&mut self, target: Target) -> usize {
-        let targets = &mut self.targets;
-        *self.index.entry(target).or_insert_with_key(|target| {
-            targets.push(Arc::new(TargetState {
+        let fresh = |target: &Target| {
+            Arc::new(TargetState {
                 target: target.clone(),
                 data: None,
                 last_ok: None,
@@ -184,7 +200,21 @@ impl CollectorState {
                 last_error: None,
                 deferred: false,
                 restored: false,
-            }));
+            })
+        };
+        if self.targets.len() < INDEXED_FROM {
+            if let Some(i) = self.position(&target) {
+                return i;
+            }
+            self.targets.push(fresh(&target));
+            if self.targets.len() == INDEXED_FROM {
+                self.reindex();
+            }
+            return self.targets.len() - 1;
+        }
+        let targets = &mut self.targets;
+        *self.index.entry(target).or_insert_with_key(|target| {
+            targets.push(fresh(target));
             targets.len() - 1
         })
     }
@@ -209,6 +239,10 @@ impl CollectorState {
     }
 
     fn reindex(&mut self) {
+        if self.targets.len() < INDEXED_FROM {
+            self.index = HashMap::new();
+            return;
+        }
         self.index = self
             .targets
             .iter()
@@ -280,7 +314,7 @@ impl Snapshot {
         let c = Arc::make_mut(shared);
         let mut taken = 0;
         for t in targets {
-            if c.index.contains_key(&t.target) {
+            if c.position(&t.target).is_some() {
                 continue;
             }
             let i = c.slot(t.target.clone());
@@ -437,6 +471,34 @@ mod tests {
 
     fn err(reason: FailureReason) -> UpstreamError {
         UpstreamError::new(reason, "test")
+    }
+
+    #[test]
+    fn a_small_collector_finds_its_targets_without_an_index_and_a_large_one_with_it() {
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let ids: Vec<i32> = (1..=40).collect();
+        for n in [1, INDEXED_FROM - 1, INDEXED_FROM, 40] {
+            let spec = accounts(&ids[..n], Duration::from_secs(10));
+            let mut s = Snapshot::default();
+            // Landed in reverse: each result finds its own target, new or known.
+            let values: Vec<(i32, f64)> =
+                ids[..n].iter().rev().map(|&id| (id, id.into())).collect();
+            s.apply_run(&spec, answered(&values), Duration::ZERO, t0);
+            s.apply_run(&spec, answered(&values[..1]), Duration::ZERO, t0);
+            let c = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())];
+            assert_eq!(c.targets.len(), n);
+            assert_eq!(c.index.capacity() > 0, n >= INDEXED_FROM, "{n} targets");
+            for &id in &ids[..n] {
+                let t = c.target(&Target::DeliveryAccount(id)).unwrap();
+                assert_eq!(t.target, Target::DeliveryAccount(id));
+            }
+            assert!(c.target(&Target::DeliveryAccount(99)).is_none());
+            // Fewer again: the index goes.
+            let mut fewer = CollectorState::clone(c);
+            fewer.retain_configured(&accounts(&ids[..1], Duration::from_secs(10)));
+            assert_eq!(fewer.index.capacity(), 0);
+            assert!(fewer.target(&Target::DeliveryAccount(1)).is_some());
+        }
     }
 
     #[test]

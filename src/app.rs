@@ -157,8 +157,8 @@ pub struct App {
     clock: Clock,
     /// Each tenant's client and circuits, kept by a reload that keeps the tenant.
     tenants: HashMap<TenantName, TenantClient>,
-    /// Every collector with its tenant's context.
-    work: Vec<Work>,
+    /// Every collector with its tenant's context: the very plans the poller's collectors run.
+    work: Vec<Arc<Work>>,
     /// The pool and the cap on upstream calls in flight that every tenant shares.
     transport: Transport,
     /// How the open-file limit is shared, made at start; a reload is held to it.
@@ -528,7 +528,7 @@ impl App {
     }
 }
 
-fn specs_of(work: &[Work]) -> Vec<CollectorSpec> {
+fn specs_of(work: &[Arc<Work>]) -> Vec<CollectorSpec> {
     work.iter().map(|w| w.spec.clone()).collect()
 }
 
@@ -676,7 +676,7 @@ fn with_contexts(
     tenants: &HashMap<TenantName, TenantClient>,
     poll_sets: &PollSets,
     clock: &Clock,
-) -> Vec<Work> {
+) -> Vec<Arc<Work>> {
     specs
         .into_iter()
         .filter_map(|spec| {
@@ -686,11 +686,11 @@ fn with_contexts(
                 clock: clock.clone(),
             };
             let poll_set = poll_sets.get(&spec.tenant);
-            Some(Work {
+            Some(Arc::new(Work {
                 ctx,
                 spec,
                 poll_set,
-            })
+            }))
         })
         .collect()
 }

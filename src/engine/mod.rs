@@ -5,13 +5,15 @@
 //! [`snapshot`] and renders it once per refresh; [`replay`] is the test seam that runs one set of
 //! upstream bodies through the same reading and rendering; [`checkpoint`] keeps the snapshot
 //! under `--storage.path` and restores it at start, and [`paces`] the pacers' learned state
-//! beside it.
+//! beside it; [`signal`] holds the small channels there is one of per tenant, [`few`] the small maps.
 
 pub mod checkpoint;
+pub mod few;
 pub mod paces;
 pub mod poll_set;
 pub mod poller;
 pub mod replay;
+pub mod signal;
 pub mod snapshot;
 pub mod spec;
 pub mod store;

@@ -12,17 +12,20 @@
 //! upstream call; targets the reload added are fetched at once, targets it removed are dropped.
 
 use std::collections::{HashMap, HashSet};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use tokio::sync::{Semaphore, oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::collectors::Revealed;
 use crate::config::TargetFailureLog;
-use crate::engine::poll_set::PollSet;
+use crate::engine::few::{FewMap, FewSet};
+use crate::engine::poll_set::{PollSet, Registered};
+use crate::engine::signal;
 use crate::engine::spec::{
     CollectorKey, CollectorName, CollectorSpec, Context, Fetch, Job, Target, TargetData,
 };
@@ -123,7 +126,8 @@ impl Work {
     }
 }
 
-type Plan = Work;
+/// A collector's plan: shared, so that a run takes a pointer to it, not a copy.
+pub type Plan = Arc<Work>;
 
 /// A target's data as its run keeps it until its end: still here, or gone to the publisher with
 /// a part of the run (see [`Parts`]; the targets it revealed were discovered then). What the run
@@ -152,7 +156,7 @@ fn unhanded(results: Vec<Landed>) -> Vec<(Target, Result<TargetData, UpstreamErr
 }
 
 struct Running {
-    plan: watch::Sender<Plan>,
+    plan: signal::Sender<Plan>,
     stop: CancellationToken,
     task: JoinHandle<()>,
 }
@@ -186,14 +190,15 @@ pub struct Poller {
 
 impl Poller {
     /// Starts every collector of `work` (each with its tenant's context) and the expiry timer;
-    /// all stop when `shutdown` is cancelled.
-    pub fn start(work: Vec<Work>, store: Arc<Store>, shutdown: CancellationToken) -> Poller {
+    /// all stop when `shutdown` is cancelled. Each collector's plan is the very `work` given:
+    /// the caller keeps it for reloads, and ten thousand tenants hold one copy each, not two.
+    pub fn start(work: Vec<Plan>, store: Arc<Store>, shutdown: CancellationToken) -> Poller {
         Poller::with_places(work, store, shutdown, RUNS_AT_ONCE)
     }
 
     /// [`Poller::start`] with `places` runs under way at once.
     fn with_places(
-        work: Vec<Work>,
+        work: Vec<Plan>,
         store: Arc<Store>,
         shutdown: CancellationToken,
         places: usize,
@@ -215,20 +220,20 @@ impl Poller {
         poller
     }
 
-    fn spawn(&mut self, work: Work) {
+    fn spawn(&mut self, work: Plan) {
         let name = work.spec.key();
         let stop = self.shutdown.child_token();
         // Targets restored from the storage directory: the first run leaves those fetched less
         // than an interval ago to the next tick and takes the others oldest first.
         let fetched = seen_at(self.store.restored(&name));
-        let (plan, rx) = watch::channel(work);
-        let task = tokio::spawn(run_collector(
-            rx,
-            self.publisher.clone(),
-            stop.clone(),
+        let (plan, rx) = signal::channel(work);
+        let task = tokio::spawn(run_collector(Box::new(Start {
+            plan: rx,
+            publisher: self.publisher.clone(),
+            stop: stop.clone(),
             fetched,
-            self.places.clone(),
-        ));
+            places: self.places.clone(),
+        })));
         self.running.insert(name, Running { plan, stop, task });
     }
 
@@ -238,7 +243,7 @@ impl Poller {
     /// stopped collector has not handed over is dropped, and its end never comes; the parts it
     /// handed over hold whole results of single targets, and the store drops them too when
     /// their collector is no longer configured.
-    pub async fn reconfigure(&mut self, work: Vec<Work>) {
+    pub async fn reconfigure(&mut self, work: Vec<Plan>) {
         let wanted: HashSet<CollectorKey> = work.iter().map(|w| w.spec.key()).collect();
         let gone: Vec<CollectorKey> = self
             .running
@@ -268,7 +273,7 @@ impl Poller {
             });
             if same_schedule {
                 let r = &self.running[&key];
-                let _ = r.plan.send(w);
+                r.plan.send(w);
                 continue;
             }
             if let Some(r) = self.running.remove(&key) {
@@ -337,7 +342,7 @@ struct Turns {
     failing: HashSet<Target>,
     /// When each target was last fetched successfully: the oldest go first, so that a fleet the
     /// provider's rate limit does not let through in one run is refreshed in turn.
-    fetched: HashMap<Target, Instant>,
+    fetched: FewMap<Target, Instant>,
 }
 
 impl Turns {
@@ -379,7 +384,7 @@ impl Turns {
         waited
     }
 
-    fn retain(&mut self, known: &HashSet<Target>) {
+    fn retain(&mut self, known: &FewSet<Target>) {
         self.failing.retain(|t| known.contains(t));
         self.fetched.retain(|t, _| known.contains(t));
     }
@@ -427,7 +432,7 @@ const MIN_CATCH_UP_GAP: Duration = Duration::from_secs(1);
 
 /// `fetched` (wall-clock times) as instants of this process's clock; one in the future (a
 /// clock set back) counts as now.
-fn seen_at(fetched: Vec<(Target, Timestamp)>) -> HashMap<Target, Instant> {
+fn seen_at(fetched: Vec<(Target, Timestamp)>) -> FewMap<Target, Instant> {
     let (now, wall) = (Instant::now(), Timestamp::now());
     fetched
         .into_iter()
@@ -438,29 +443,53 @@ fn seen_at(fetched: Vec<(Target, Timestamp)>) -> HashMap<Target, Instant> {
         .collect()
 }
 
-async fn run_collector(
-    plan: watch::Receiver<Plan>,
+/// What a collector's task starts from. Boxed into the task: a future keeps its arguments for
+/// as long as it lives, and these are moved into the loop at once.
+struct Start {
+    plan: signal::Receiver<Plan>,
     publisher: Publisher,
     stop: CancellationToken,
-    fetched: HashMap<Target, Instant>,
+    /// Targets restored from the storage directory, and when they were fetched.
+    fetched: FewMap<Target, Instant>,
     places: Arc<Semaphore>,
-) {
-    // The first run waits for its place before the loop is made: its first tick, the plan it
-    // reads and its room all come when it can go (see [`RUNS_AT_ONCE`]).
-    let first = tokio::select! {
-        _ = stop.cancelled() => return,
-        place = places.clone().acquire_owned() => place.ok(),
+}
+
+impl Start {
+    /// Waits for the first run's place, then makes the loop: its first tick, the plan it reads
+    /// and its room all come when it can go (see [`RUNS_AT_ONCE`]). `None`: stopped first.
+    async fn begin(self: Box<Self>) -> Option<(Loop, Option<OwnedSemaphorePermit>)> {
+        let Start {
+            plan,
+            publisher,
+            stop,
+            fetched,
+            places,
+        } = *self;
+        let first = tokio::select! {
+            _ = stop.cancelled() => return None,
+            place = places.clone().acquire_owned() => place.ok(),
+        };
+        let mut collector = Loop::new(plan, publisher, stop, places);
+        collector.turns.fetched = fetched;
+        Some((collector, first))
+    }
+}
+
+/// A collector's task. Ten thousand tenants keep ten thousand of them between runs, so what one
+/// holds then is kept small: its loop and what it waits for ([`Loop::next_run`]); a run under
+/// way is boxed, and the plan travels as a pointer (see `the_idle_collector_task_stays_small`).
+async fn run_collector(start: Box<Start>) {
+    let Some((mut collector, first)) = start.begin().await else {
+        return;
     };
-    let mut collector = Loop::new(plan, publisher, stop.clone());
-    collector.turns.fetched = fetched;
     let mut first = Some(first);
     while let Some((p, targets, urgent)) = collector.next_run().await {
         let place = match first.take() {
             Some(place) => place,
             None if urgent => None,
             None => tokio::select! {
-                _ = stop.cancelled() => return,
-                place = places.clone().acquire_owned() => place.ok(),
+                _ = collector.stop.cancelled() => return,
+                place = collector.places.clone().acquire_owned() => place.ok(),
             },
         };
         // Boxed: a collector between runs, ten thousand of them with as many tenants, keeps
@@ -475,27 +504,36 @@ async fn run_collector(
 
 /// One collector's loop and what it keeps from one run to the next.
 struct Loop {
-    plan: watch::Receiver<Plan>,
+    plan: signal::Receiver<Plan>,
     publisher: Publisher,
     stop: CancellationToken,
+    /// Places for runs ([`RUNS_AT_ONCE`]).
+    places: Arc<Semaphore>,
     ticker: tokio::time::Interval,
     turns: Turns,
     /// The targets polled now: a reload or a probe fetches at once only those not among them.
-    known: HashSet<Target>,
-    probed: Option<watch::Receiver<u64>>,
+    known: FewSet<Target>,
+    probed: Option<Registered>,
     demand: DemandOf,
     /// Targets the last run did not fetch because of the token's rate limit (deferred, or left
     /// without a turn after a 429): fetched by a catch-up run as soon as the pacer can take
     /// them, not at the next tick, so that a fleet larger than the rate allows per interval
     /// uses all of it.
     backlog: Vec<Target>,
-    catch_up_at: Option<tokio::time::Instant>,
+    /// When a catch-up run may take the backlog (at once without one). Boxed, and made only
+    /// when there is a backlog: a timer inline would be carried by every idle collector.
+    catch_up_at: Option<Pin<Box<tokio::time::Sleep>>>,
     warnings: Warnings,
     first_run: bool,
 }
 
 impl Loop {
-    fn new(plan: watch::Receiver<Plan>, publisher: Publisher, stop: CancellationToken) -> Loop {
+    fn new(
+        plan: signal::Receiver<Plan>,
+        publisher: Publisher,
+        stop: CancellationToken,
+        places: Arc<Semaphore>,
+    ) -> Loop {
         let interval = plan.borrow().spec.schedule.interval;
         let mut ticker = tokio::time::interval(interval);
         // A run that overran (it cannot: the deadline is shorter) would not cause a burst.
@@ -509,9 +547,10 @@ impl Loop {
             plan,
             publisher,
             stop,
+            places,
             ticker,
             turns: Turns::default(),
-            known: HashSet::new(),
+            known: FewSet::default(),
             probed,
             demand,
             backlog: Vec::new(),
@@ -570,7 +609,7 @@ impl Loop {
                         return Some((p, added, true));
                     }
                 }
-                () = catch_up(self.catch_up_at), if !self.backlog.is_empty() => {
+                () = catch_up(&mut self.catch_up_at), if !self.backlog.is_empty() => {
                     let p = self.plan.borrow().clone();
                     return Some((p, std::mem::take(&mut self.backlog), false));
                 }
@@ -690,7 +729,7 @@ impl Loop {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        self.catch_up_at = resumes.map(|at| {
+        let mut catch_up_at = resumes.map(|at| {
             if progressed {
                 at
             } else {
@@ -698,8 +737,7 @@ impl Loop {
             }
         });
         if !progressed {
-            self.catch_up_at
-                .get_or_insert(tokio::time::Instant::now() + MIN_CATCH_UP_GAP);
+            catch_up_at.get_or_insert(tokio::time::Instant::now() + MIN_CATCH_UP_GAP);
         }
         // Both wait for the token, not for a fault of their own.
         self.backlog.extend(deferred);
@@ -714,11 +752,15 @@ impl Loop {
                 })
                 .map(|(t, _)| t.clone()),
         );
+        // Only a backlog is caught up with: without one, no timer is kept.
+        self.catch_up_at = catch_up_at
+            .filter(|_| !self.backlog.is_empty())
+            .map(|at| Box::pin(tokio::time::sleep_until(at)));
     }
 }
 
 /// The targets of `targets` not among those polled, now counted as polled.
-fn newly_polled(known: &mut HashSet<Target>, targets: Vec<Target>) -> Vec<Target> {
+fn newly_polled(known: &mut FewSet<Target>, targets: Vec<Target>) -> Vec<Target> {
     let added: Vec<Target> = targets.into_iter().filter(|t| !known.contains(t)).collect();
     known.extend(added.iter().cloned());
     added
@@ -765,9 +807,9 @@ fn log_run<T>(
 }
 
 /// Waits until a catch-up run may start (at once without an instant).
-async fn catch_up(at: Option<tokio::time::Instant>) {
+async fn catch_up(at: &mut Option<Pin<Box<tokio::time::Sleep>>>) {
     if let Some(at) = at {
-        tokio::time::sleep_until(at).await;
+        at.as_mut().await;
     }
 }
 
@@ -802,7 +844,7 @@ fn keep_for(
 fn side_run(
     work: &Work,
     targets: Vec<Target>,
-    plan: watch::Receiver<Plan>,
+    plan: signal::Receiver<Plan>,
     publisher: Publisher,
     stop: CancellationToken,
 ) {
@@ -815,7 +857,7 @@ fn side_run(
             client: work.ctx.client.urgent(),
             ..work.ctx.clone()
         };
-        let none = HashMap::new();
+        let none = FewMap::default();
         let results = tokio::select! {
             _ = stop.cancelled() => return,
             r = run_targets(&ctx, &work.spec, targets, &none, None) => r,
@@ -837,15 +879,9 @@ fn side_run(
 }
 
 /// Waits until a target is added to the poll set (never, for a collector without one).
-async fn registered(probed: &mut Option<watch::Receiver<u64>>) {
+async fn registered(probed: &mut Option<Registered>) {
     match probed {
-        Some(rx) => {
-            if rx.changed().await.is_err() {
-                // The registry is gone (a reload replaced the plan): wait for the new one.
-                *probed = None;
-                std::future::pending::<()>().await;
-            }
-        }
+        Some(rx) => rx.added().await,
         None => std::future::pending::<()>().await,
     }
 }
@@ -877,7 +913,7 @@ pub const FIRST_HANDOFF_EVERY: Duration = Duration::from_millis(250);
 struct Parts {
     publisher: Publisher,
     /// The collector's latest plan: which targets it polls when a part is handed over.
-    plan: watch::Receiver<Plan>,
+    plan: signal::Receiver<Plan>,
     /// The results landed since the last part, by their place in the run.
     fresh: Vec<usize>,
     /// Whether each result of the run went with a part.
@@ -892,7 +928,7 @@ struct Parts {
 
 impl Parts {
     /// The parts of a run; `first`: of the collector's first run.
-    fn new(publisher: Publisher, plan: watch::Receiver<Plan>, first: bool) -> Parts {
+    fn new(publisher: Publisher, plan: signal::Receiver<Plan>, first: bool) -> Parts {
         let every = if first {
             FIRST_HANDOFF_EVERY
         } else {
@@ -1132,7 +1168,7 @@ pub async fn run_once(
     ctx: &Context,
     spec: &CollectorSpec,
 ) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
-    unhanded(run_targets(ctx, spec, spec.targets.clone(), &HashMap::new(), None).await)
+    unhanded(run_targets(ctx, spec, spec.targets.clone(), &FewMap::default(), None).await)
 }
 
 /// One run: targets concurrently, started in the order given and at most
@@ -1144,7 +1180,7 @@ async fn run_targets(
     ctx: &Context,
     spec: &CollectorSpec,
     targets: Vec<Target>,
-    fetched: &HashMap<Target, Instant>,
+    fetched: &FewMap<Target, Instant>,
     mut parts: Option<&mut Parts>,
 ) -> Vec<Landed> {
     let deadline = spec.schedule.deadline;
@@ -1298,6 +1334,29 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn an_idle_collector_task_stays_small() {
+        // Ten thousand tenants keep as many collector tasks between runs: 1,800 bytes each
+        // (this build) while the task kept its arguments, a plan beside its loop and a timer.
+        let work = work_of("http://127.0.0.1:9", &[1]);
+        let store = Store::new(std::slice::from_ref(&work.spec));
+        let shutdown = CancellationToken::new();
+        let (publisher, publishing) = Publisher::start(store, shutdown.clone());
+        let (_plan, plan) = signal::channel(Arc::new(work));
+        let task = run_collector(Box::new(Start {
+            plan,
+            publisher,
+            stop: shutdown.clone(),
+            fetched: FewMap::default(),
+            places: Arc::new(Semaphore::new(1)),
+        }));
+        let size = std::mem::size_of_val(&task);
+        assert!(size <= 896, "{size} bytes");
+        drop(task);
+        shutdown.cancel();
+        publishing.await.unwrap();
+    }
+
     /// A poller of one Delivery account collector over `ids` against `sim`; stops when
     /// `shutdown` is cancelled.
     async fn poller_of(
@@ -1313,7 +1372,7 @@ mod tests {
         let work = work_of(&url, ids);
         let store = Store::new(std::slice::from_ref(&work.spec));
         (
-            Poller::start(vec![work], store.clone(), shutdown.clone()),
+            Poller::start(vec![Arc::new(work)], store.clone(), shutdown.clone()),
             store,
         )
     }
@@ -1326,7 +1385,7 @@ mod tests {
         let store = Store::new(std::slice::from_ref(&work.spec));
         let shutdown = CancellationToken::new();
         let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
-        let (_plan, plan) = watch::channel(work.clone());
+        let (_plan, plan) = signal::channel(Arc::new(work.clone()));
         let mut parts = Parts::new(publisher.clone(), plan.clone(), false);
         let jobs = work.spec.jobs_for(&work.spec.targets);
         let mut results: Vec<Option<Result<Held, UpstreamError>>> = vec![None, None, None];
@@ -1402,7 +1461,7 @@ mod tests {
         let store = Store::new(std::slice::from_ref(&work.spec));
         let shutdown = CancellationToken::new();
         let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
-        let (_plan, plan) = watch::channel(work.clone());
+        let (_plan, plan) = signal::channel(Arc::new(work.clone()));
         let jobs = work.spec.jobs_for(&work.spec.targets);
         for (first, every) in [(true, FIRST_HANDOFF_EVERY), (false, HANDOFF_EVERY)] {
             let mut parts = Parts::new(publisher.clone(), plan.clone(), first);
@@ -1540,6 +1599,7 @@ mod tests {
         let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
         let store = Store::new(&specs);
         let started = Instant::now();
+        let work = work.into_iter().map(Arc::new).collect();
         let poller = Poller::with_places(work, store.clone(), shutdown.clone(), 1);
         let mut publications = store.subscribe();
         let runs = |store: &Store| -> Vec<CollectorState> {

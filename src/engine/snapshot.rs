@@ -38,6 +38,21 @@ pub struct TargetState {
 }
 
 impl TargetState {
+    /// A target known by name only: nothing attempted yet.
+    fn unknown(target: Target) -> Arc<TargetState> {
+        Arc::new(TargetState {
+            target,
+            data: None,
+            last_ok: None,
+            last_attempt: None,
+            last_success: None,
+            last_failure: None,
+            last_error: None,
+            deferred: false,
+            restored: false,
+        })
+    }
+
     /// Takes the result of one attempt at `now`. A deferred target was not tried: it is only
     /// marked.
     fn record(&mut self, result: Result<TargetData, UpstreamError>, now: Timestamp) {
@@ -99,9 +114,15 @@ pub struct CollectorState {
     /// `mailhost_storage_restored_targets` says how many are still as they were kept.
     pub restored: bool,
     /// Where each target is in `targets`: `/probe` finds one target of a large fleet at once.
-    /// Shared by the copies of this state (see [`Index`]).
-    index: Arc<RwLock<Index>>,
+    /// Shared by the copies of this state (see [`Index`]); none below [`INDEXED_FROM`] targets,
+    /// which are found by a scan.
+    index: Option<Arc<RwLock<Index>>>,
 }
+
+/// A collector of fewer targets has no index: a scan of a few finds one as fast, and ten
+/// thousand tenants of one account would each keep a map's smallest table (256 bytes) and its
+/// lock.
+const INDEXED_FROM: usize = 16;
 
 /// Where each target is in a collector's `targets`, shared by the copies of the collector's
 /// state: the published snapshot's and the store's working one. Positions only ever grow between
@@ -131,7 +152,7 @@ impl CollectorState {
             deferred: 0,
             keep_for: None,
             restored: false,
-            index: Arc::default(),
+            index: None,
         }
     }
 
@@ -144,17 +165,12 @@ impl CollectorState {
 
     /// The state of one target, if it is known.
     pub fn target(&self, target: &Target) -> Option<&Arc<TargetState>> {
-        let i = *self.read_index().at.get(target)?;
+        let Some(index) = &self.index else {
+            return self.targets.iter().find(|t| t.target == *target);
+        };
+        let i = *lock_read(index).at.get(target)?;
         // A position the tip added past this copy's end is not this copy's.
         self.targets.get(i).filter(|t| t.target == *target)
-    }
-
-    fn read_index(&self) -> std::sync::RwLockReadGuard<'_, Index> {
-        // Nothing panics while the index is written but an allocation; a poisoned index is
-        // still whole up to the last insertion.
-        self.index
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// This collector's header (name, tenant, schedule, last run) with only `targets`.
@@ -169,7 +185,7 @@ impl CollectorState {
             deferred: self.deferred,
             keep_for: self.keep_for,
             restored: self.restored,
-            index: Arc::default(),
+            index: None,
         };
         c.reindex();
         c
@@ -192,12 +208,11 @@ impl CollectorState {
         let missing = count.saturating_sub(self.targets.len());
         if self.targets.capacity() - self.targets.len() < missing {
             self.targets.reserve_exact(missing);
-            let mut index = self
-                .index
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if index.len == self.targets.len() {
-                index.at.reserve(missing);
+            if let Some(index) = &self.index {
+                let mut index = lock_write(index);
+                if index.len == self.targets.len() {
+                    index.at.reserve(missing);
+                }
             }
         }
     }
@@ -206,34 +221,34 @@ impl CollectorState {
     /// added under one lock of the index: a copy adds to the shared index only while it is its
     /// tip, else it takes its own first.
     fn slot(&mut self, target: Target) -> usize {
-        loop {
-            let at = self.targets.len();
-            {
-                let mut index = self
-                    .index
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if index.len == at {
-                    if let Some(&i) = index.at.get(&target) {
-                        return i;
-                    }
-                    index.at.insert(target.clone(), at);
-                    index.len = at + 1;
-                    self.targets.push(Arc::new(TargetState {
-                        target,
-                        data: None,
-                        last_ok: None,
-                        last_attempt: None,
-                        last_success: None,
-                        last_failure: None,
-                        last_error: None,
-                        deferred: false,
-                        restored: false,
-                    }));
-                    return at;
+        let at = self.targets.len();
+        match &self.index {
+            None => {
+                if let Some(i) = self.targets.iter().position(|t| t.target == target) {
+                    return i;
                 }
+                self.targets.push(TargetState::unknown(target));
+                if self.targets.len() >= INDEXED_FROM {
+                    self.reindex();
+                }
+                at
             }
-            self.reindex();
+            Some(index) => {
+                {
+                    let mut index = lock_write(index);
+                    if index.len == at {
+                        if let Some(&i) = index.at.get(&target) {
+                            return i;
+                        }
+                        index.at.insert(target.clone(), at);
+                        index.len = at + 1;
+                        self.targets.push(TargetState::unknown(target));
+                        return at;
+                    }
+                }
+                self.reindex();
+                self.slot(target)
+            }
         }
     }
 
@@ -256,19 +271,39 @@ impl CollectorState {
         }
     }
 
-    /// Gives this copy an index of its own, of its targets.
+    /// Gives this copy an index of its own, of its targets (none below [`INDEXED_FROM`]), with
+    /// room for as many as `targets` has room for: a first run's parts add to it without moving it.
     fn reindex(&mut self) {
-        let at = self
-            .targets
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.target.clone(), i))
-            .collect();
-        self.index = Arc::new(RwLock::new(Index {
+        if self.targets.len() < INDEXED_FROM {
+            self.index = None;
+            return;
+        }
+        let mut at = HashMap::with_capacity(self.targets.capacity());
+        at.extend(
+            self.targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.target.clone(), i)),
+        );
+        self.index = Some(Arc::new(RwLock::new(Index {
             at,
             len: self.targets.len(),
-        }));
+        })));
     }
+}
+
+/// Nothing panics while the index is locked but an allocation; a poisoned index is still whole
+/// up to its last insertion (and a tip whose push did not happen is no tip: it reindexes).
+fn lock_read(index: &RwLock<Index>) -> std::sync::RwLockReadGuard<'_, Index> {
+    index
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock_write(index: &RwLock<Index>) -> std::sync::RwLockWriteGuard<'_, Index> {
+    index
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Every collector's state, by collector then tenant. Plain values: rendering reads it, nothing
@@ -496,67 +531,99 @@ mod tests {
     fn copies_of_a_collector_share_one_index_and_each_finds_only_its_own_targets() {
         let t0 = Timestamp::from_second(1_000_000).unwrap();
         let key = (CollectorName::DeliveryAccount, TenantName::default());
-        let spec = accounts(&[1, 2, 3, 4], Duration::from_secs(10));
+        // 16 targets (the index's least) and then 1 to 5 more.
+        let ids: Vec<i32> = (1..=21).collect();
+        let spec = accounts(&ids[..19], Duration::from_secs(10));
+        let first: Vec<(i32, f64)> = (1..=16).map(|id| (id, 1.0)).collect();
         let mut working = Snapshot::default();
-        working.apply_part(&spec, answered(&[(1, 1.0)]), t0);
+        working.apply_part(&spec, answered(&first), t0);
         // Published: the store's copy goes on with the next part.
         let published = working.clone();
-        working.apply_part(&spec, answered(&[(2, 2.0), (3, 3.0)]), t0);
+        working.apply_part(&spec, answered(&[(17, 2.0), (18, 3.0)]), t0);
         let (old, new) = (
             published.collectors[&key].clone(),
             working.collectors[&key].clone(),
         );
         let (old, new) = (&*old, &*new);
-        assert!(
-            Arc::ptr_eq(&old.index, &new.index),
-            "the next part copied the index"
-        );
+        let shared = |a: &CollectorState, b: &CollectorState| match (&a.index, &b.index) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        assert!(shared(old, new), "the next part copied the index");
         let found = |c: &CollectorState, id| c.target(&Target::DeliveryAccount(id)).is_some();
-        assert!(found(old, 1) && !found(old, 2) && !found(old, 3));
-        assert!(found(new, 1) && found(new, 2) && found(new, 3) && !found(new, 4));
+        assert!(found(old, 1) && found(old, 16) && !found(old, 17) && !found(old, 18));
+        assert!(found(new, 1) && found(new, 17) && found(new, 18) && !found(new, 19));
         // A copy that is not the tip and adds a target takes its own index, and neither copy
         // finds the other's target at the same place.
         let mut other = published.clone();
-        other.apply_part(&spec, answered(&[(4, 4.0)]), t0);
+        other.apply_part(&spec, answered(&[(19, 4.0)]), t0);
         let forked = &other.collectors[&key];
-        assert!(!Arc::ptr_eq(&forked.index, &new.index));
-        assert!(found(forked, 1) && found(forked, 4) && !found(forked, 2));
-        assert!(!found(new, 4) && found(new, 2));
+        assert!(!shared(forked, new));
+        assert!(found(forked, 1) && found(forked, 19) && !found(forked, 17));
+        assert!(!found(new, 19) && found(new, 17));
         assert!(
             forked
-                .target(&Target::DeliveryAccount(4))
+                .target(&Target::DeliveryAccount(19))
                 .unwrap()
                 .data
                 .is_some()
         );
-        // A copy that forgets targets takes its own index; the others keep theirs.
+        // A copy that forgets targets takes its own index (none, below 16); the others keep
+        // theirs.
         let mut fewer = working.clone();
         let one = accounts(&[3], Duration::from_secs(10));
         fewer.apply_part(&one, answered(&[(3, 5.0)]), t0);
         let c = &fewer.collectors[&key];
-        assert!(!Arc::ptr_eq(&c.index, &new.index));
+        assert!(c.index.is_none());
         assert!(found(c, 3) && !found(c, 1) && c.targets.len() == 1);
         assert!(found(new, 1) && found(new, 3));
         // And the tip goes on adding to the shared one.
-        working.apply_part(&spec, answered(&[(4, 4.0)]), t0);
+        working.apply_part(&spec, answered(&[(19, 4.0)]), t0);
         let tip = &working.collectors[&key];
-        assert!(Arc::ptr_eq(&tip.index, &new.index));
-        assert!(found(tip, 4) && found(tip, 1) && !found(old, 4));
+        assert!(shared(tip, new));
+        assert!(found(tip, 19) && found(tip, 1) && !found(old, 19));
         // Two copies as long as each other: the first to add is the tip, the other one then
         // takes its own index, and neither finds the other's new target.
-        let five = accounts(&[1, 2, 3, 4, 5, 6], Duration::from_secs(10));
+        let all = accounts(&ids, Duration::from_secs(10));
         let mut twin = working.clone();
-        twin.apply_part(&five, answered(&[(5, 5.0)]), t0);
-        working.apply_part(&five, answered(&[(6, 6.0)]), t0);
+        twin.apply_part(&all, answered(&[(20, 5.0)]), t0);
+        working.apply_part(&all, answered(&[(21, 6.0)]), t0);
         let (a, b) = (&working.collectors[&key], &twin.collectors[&key]);
-        assert!(!Arc::ptr_eq(&a.index, &b.index));
-        assert!(found(a, 6) && !found(a, 5) && found(b, 5) && !found(b, 6));
+        assert!(!shared(a, b));
+        assert!(found(a, 21) && !found(a, 20) && found(b, 20) && !found(b, 21));
         assert_eq!(
-            a.target(&Target::DeliveryAccount(6)).unwrap().target,
-            Target::DeliveryAccount(6)
+            a.target(&Target::DeliveryAccount(21)).unwrap().target,
+            Target::DeliveryAccount(21)
         );
-        assert_eq!(a.targets.len(), 5);
-        assert_eq!(b.targets.len(), 5);
+        assert_eq!((a.targets.len(), b.targets.len()), (20, 20));
+    }
+
+    #[test]
+    fn a_small_collector_finds_its_targets_without_an_index_and_a_large_one_with_it() {
+        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let ids: Vec<i32> = (1..=40).collect();
+        for n in [1, INDEXED_FROM - 1, INDEXED_FROM, 40] {
+            let spec = accounts(&ids[..n], Duration::from_secs(10));
+            let mut s = Snapshot::default();
+            // Landed in reverse: each result finds its own target, new or known.
+            let values: Vec<(i32, f64)> =
+                ids[..n].iter().rev().map(|&id| (id, id.into())).collect();
+            s.apply_run(&spec, answered(&values), Duration::ZERO, t0);
+            s.apply_run(&spec, answered(&values[..1]), Duration::ZERO, t0);
+            let c = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())];
+            assert_eq!(c.targets.len(), n);
+            assert_eq!(c.index.is_some(), n >= INDEXED_FROM, "{n} targets");
+            for &id in &ids[..n] {
+                let t = c.target(&Target::DeliveryAccount(id)).unwrap();
+                assert_eq!(t.target, Target::DeliveryAccount(id));
+            }
+            assert!(c.target(&Target::DeliveryAccount(99)).is_none());
+            // Fewer again: the index goes.
+            let mut fewer = CollectorState::clone(c);
+            fewer.retain_configured(&accounts(&ids[..1], Duration::from_secs(10)));
+            assert!(fewer.index.is_none());
+            assert!(fewer.target(&Target::DeliveryAccount(1)).is_some());
+        }
     }
 
     #[test]

@@ -341,7 +341,10 @@ pub enum Event {
 pub struct Control {
     /// `rate_limit` of the config, requests per second.
     ceiling: Option<f64>,
-    learned: Option<Learned>,
+    /// Boxed: a token's pace and each endpoint's have one only once a 429 taught it, and ten
+    /// thousand tenants that are never refused would carry its room (about 200 bytes) twice
+    /// each.
+    learned: Option<Box<Learned>>,
     /// The rate the provider's headers state (`RateLimit-Policy`, or `X-RateLimit-Limit` over
     /// the longest reset seen): shown and compared with the fleet's needs, never paced at (the
     /// quota itself is followed call by call).
@@ -537,7 +540,14 @@ impl Control {
         let estimate = c.estimate.clamp(rate, MAX_RATE);
         let known = c.known.clamp(MIN_RATE, MAX_RATE);
         let pause = c.pause.min(MAX_PAUSE.as_secs_f64());
-        self.learned = Some(Learned::new(estimate, rate, known, now, c.confident, pause));
+        self.learned = Some(Box::new(Learned::new(
+            estimate,
+            rate,
+            known,
+            now,
+            c.confident,
+            pause,
+        )));
         true
     }
 
@@ -667,7 +677,9 @@ impl Control {
         let first = self.learned.is_none();
         let confident = successes >= CONFIDENT_SUCCESSES && !(ramping && first);
         let pause = retry_after.map_or(0.0, |w| w.min(MAX_PAUSE).as_secs_f64());
-        self.learned = Some(Learned::new(r_max, r0, recall, now, confident, pause));
+        self.learned = Some(Box::new(Learned::new(
+            r_max, r0, recall, now, confident, pause,
+        )));
         if first {
             // What went through before the first refusal was the bucket's burst as much as
             // its rate: the next events read the last second without it, or a large burst

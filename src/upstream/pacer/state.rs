@@ -114,14 +114,93 @@ impl Way {
     }
 }
 
+/// Each endpoint's way, in endpoint order: a list, since a tenant calls one endpoint or a few.
+/// Each way is boxed, so that the list holds a pointer per endpoint; a map's first node has room
+/// for eleven (290 bytes a tenant, eleven ways inline before they were boxed).
+#[derive(Debug, Default)]
+pub(super) struct Ways(Vec<(Endpoint, Box<Way>)>);
+
+impl Ways {
+    fn find(&self, endpoint: &Endpoint) -> Result<usize, usize> {
+        self.0.binary_search_by(|(e, _)| e.cmp(endpoint))
+    }
+
+    pub(super) fn get(&self, endpoint: &Endpoint) -> Option<&Way> {
+        self.find(endpoint).ok().map(|i| &*self.0[i].1)
+    }
+
+    pub(super) fn get_mut(&mut self, endpoint: &Endpoint) -> Option<&mut Way> {
+        self.find(endpoint).ok().map(|i| &mut *self.0[i].1)
+    }
+
+    pub(super) fn contains_key(&self, endpoint: &Endpoint) -> bool {
+        self.find(endpoint).is_ok()
+    }
+
+    /// The way of `endpoint`, made by `make` if it has none yet.
+    pub(super) fn or_insert_with(
+        &mut self,
+        endpoint: Endpoint,
+        make: impl FnOnce() -> Box<Way>,
+    ) -> &mut Way {
+        let i = match self.find(&endpoint) {
+            Ok(i) => i,
+            Err(i) => {
+                // One more place, not the four a vector takes when it grows from nothing.
+                self.0.reserve_exact(1);
+                self.0.insert(i, (endpoint, make()));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&Endpoint, &Way)> {
+        self.0.iter().map(|(e, w)| (e, &**w))
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&Endpoint, &mut Way)> {
+        self.0.iter_mut().map(|(e, w)| (&*e, &mut **w))
+    }
+
+    pub(super) fn values(&self) -> impl Iterator<Item = &Way> {
+        self.0.iter().map(|(_, w)| &**w)
+    }
+
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut Way> {
+        self.0.iter_mut().map(|(_, w)| &mut **w)
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The places the list holds.
+    #[cfg(test)]
+    pub(super) fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+}
+
+impl std::ops::Index<&Endpoint> for Ways {
+    type Output = Way;
+
+    fn index(&self, endpoint: &Endpoint) -> &Way {
+        self.get(endpoint).expect("no way for this endpoint")
+    }
+}
+
 #[derive(Debug)]
 pub(super) struct State {
     /// The token's own pace: `rate_limit`, and what 429s charged to the token taught.
     pub(super) token: Control,
     /// Each endpoint called so far (a fixed set, declared by the collectors).
-    /// Each endpoint's way, boxed: a map's node holds eleven entries, and a tenant of one or
-    /// two endpoints would pay for eleven ways otherwise (7 KiB).
-    pub(super) ways: BTreeMap<Endpoint, Box<Way>>,
+    pub(super) ways: Ways,
     /// `endpoint_rate_limits` of the config, by endpoint name.
     pub(super) ceilings: BTreeMap<String, f64>,
     pub(super) targets: Targets,
@@ -154,7 +233,7 @@ impl State {
     ) -> State {
         State {
             token: Control::new(now, ceiling),
-            ways: BTreeMap::new(),
+            ways: Ways::default(),
             ceilings,
             targets: Targets::default(),
             concurrency: concurrency.max(1),
@@ -179,7 +258,7 @@ impl State {
     ) {
         self.concurrency = concurrency.max(1);
         self.token.set_ceiling(ceiling);
-        for (e, w) in &mut self.ways {
+        for (e, w) in self.ways.iter_mut() {
             w.control.set_ceiling(ceilings.get(e.as_str()).copied());
         }
         self.ceilings = ceilings;
@@ -203,7 +282,7 @@ impl State {
     pub(super) fn way(&mut self, endpoint: Endpoint, now: Instant) -> &mut Way {
         let ceiling = self.ceilings.get(endpoint.as_str()).copied();
         let slow_start = self.slow_start;
-        self.ways.entry(endpoint).or_insert_with(|| {
+        self.ways.or_insert_with(endpoint, || {
             let mut w = Way::new(now, ceiling);
             if !slow_start {
                 w.slow_start.open();

@@ -167,6 +167,9 @@ mod tests {
 
     use std::time::Duration;
 
+    // The tests run on one thread: `yield_now` lets the spawned task run until it waits, so the
+    // order of waiting and sending is the one written, without a sleep.
+
     #[tokio::test]
     async fn a_receiver_sees_each_new_value_once_and_stops_when_the_sender_is_gone() {
         let (tx, mut rx) = channel(1);
@@ -177,9 +180,9 @@ mod tests {
             let closed = rx.changed().await;
             (seen, closed)
         });
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::task::yield_now().await;
         tx.send(2);
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::task::yield_now().await;
         drop(tx);
         assert_eq!(waiting.await.unwrap(), (2, Err(Closed)));
     }
@@ -213,7 +216,7 @@ mod tests {
         let ringer = {
             let bell = bell.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::task::yield_now().await;
                 bell.ring();
             })
         };

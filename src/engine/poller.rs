@@ -1186,9 +1186,7 @@ async fn run_targets(
     let deadline = spec.schedule.deadline;
     let now = tokio::time::Instant::now();
     // The config bounds the deadline; saturate anyway rather than panic.
-    let until = now
-        .checked_add(deadline)
-        .unwrap_or(now + Duration::from_secs(86_400));
+    let until = crate::upstream::instant_after(now, deadline);
     let ctx = Context {
         client: ctx.client.until(until).holding(spec.schedule.max_age),
         clock: ctx.clock.clone(),
@@ -1477,6 +1475,18 @@ mod tests {
         assert!(FIRST_HANDOFF_EVERY < HANDOFF_EVERY);
         shutdown.cancel();
         task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_with_a_deadline_past_the_end_of_time_saturates_and_never_panics() {
+        let mut work = work_of("http://127.0.0.1:9", &[1]);
+        work.spec.schedule.deadline = Duration::MAX;
+        // An hour before the end of the clock's range: neither the deadline nor a day fits.
+        let to_the_end =
+            crate::upstream::to_an_hour_before_the_end_of_time(tokio::time::Instant::now());
+        tokio::time::advance(to_the_end).await;
+        let results = run_once(&work.ctx, &work.spec).await;
+        assert_eq!(results.len(), 1);
     }
 
     /// The published state of the one collector.

@@ -22,7 +22,7 @@ use std::time::Duration;
 use reqwest::header::HeaderValue;
 use secrecy::ExposeSecret;
 
-use crate::config::{ApiConfig, RetryPolicy};
+use crate::config::ApiConfig;
 use crate::tenant::TenantName;
 use breaker::{Breakers, CircuitKey};
 use endpoint::Endpoint;
@@ -397,7 +397,8 @@ impl Client {
         if !e.reason.is_transient() || retries >= self.api.retry.max_retries {
             return Err(e.clone());
         }
-        let wait = backoff(&self.api.retry, retries);
+        let retry = &self.api.retry;
+        let wait = backoff(retry.backoff, retry.max_backoff, retries);
         let resume = Instant::now().checked_add(wait);
         let past_deadline = match (self.deadline, resume) {
             (_, None) => true,
@@ -873,12 +874,11 @@ pub fn retry_after(value: &str, now: jiff::Timestamp) -> Option<Duration> {
     Some(at.duration_since(now).try_into().unwrap_or(Duration::ZERO))
 }
 
-/// Exponential back-off with full jitter: a random wait up to `backoff * 2^retry`, capped.
-fn backoff(policy: &RetryPolicy, retry: u32) -> Duration {
-    let ceiling = policy
-        .backoff
-        .saturating_mul(2u32.saturating_pow(retry))
-        .min(policy.max_backoff);
+/// Exponential back-off with jitter: a random wait between half and all of
+/// `first * 2^attempt`, capped at `max`. A failed call's retries wait so (`api.retry`), and so
+/// does a collector's loop started again after a panic (the engine's `restart`).
+pub fn backoff(first: Duration, max: Duration, attempt: u32) -> Duration {
+    let ceiling = first.saturating_mul(2u32.saturating_pow(attempt)).min(max);
     // At least half the ceiling, so retries never come back to back.
     let half = ceiling / 2;
     half + ceiling.saturating_sub(half).mul_f64(rand::random::<f64>())
@@ -932,23 +932,19 @@ mod tests {
 
     #[test]
     fn back_off_doubles_with_jitter_and_is_capped() {
-        let policy = RetryPolicy {
-            max_retries: 5,
-            backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_millis(350),
-        };
+        let (first, max) = (Duration::from_millis(100), Duration::from_millis(350));
         for _ in 0..100 {
-            let first = backoff(&policy, 0);
+            let once = backoff(first, max, 0);
             assert!(
-                first >= Duration::from_millis(50) && first <= Duration::from_millis(100),
-                "{first:?}"
+                once >= Duration::from_millis(50) && once <= Duration::from_millis(100),
+                "{once:?}"
             );
-            let second = backoff(&policy, 1);
+            let second = backoff(first, max, 1);
             assert!(
                 second >= Duration::from_millis(100) && second <= Duration::from_millis(200),
                 "{second:?}"
             );
-            let capped = backoff(&policy, 10);
+            let capped = backoff(first, max, 10);
             assert!(capped <= Duration::from_millis(350), "{capped:?}");
         }
     }

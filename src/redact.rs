@@ -11,24 +11,51 @@ const HIDDEN: &str = "(value hidden)";
 /// `url` without its userinfo, query and fragment, working on the raw text so that a URL that
 /// does not parse is redacted too: `http://user:pw@host:99999/x?token=abc` -> `http://host:99999/x`.
 ///
-/// When it is unclear whether text before an `@` is userinfo (a password may hold `/`, `?` or
-/// `@`), everything up to the last `@` is dropped: losing a host in an error message is better
-/// than quoting a password.
+/// The URL is split as RFC 3986 and the WHATWG parser (reqwest's) split it: the authority ends
+/// at the first `/`, `?`, `#` or `\` after the scheme, its userinfo is everything up to the last
+/// `@` inside it, and the query and fragment are always dropped, so an `@` in a path, a query
+/// or a fragment never moves the cut (`https://host/p?u=a@b&key=S3cret` -> `https://host/p`).
+///
+/// A password that holds a raw `/`, `?` or `#` ends the authority early, leaving `user:pa`
+/// (or, for a user named by an e-mail address, `corp.example:pa`) where a host belongs. Such a
+/// host has a port that is not a number, so no parser takes it for one; when an `@` follows it,
+/// everything after the scheme is hidden: losing the host in an error message is better than
+/// quoting a password.
 pub fn redact_url(url: &str) -> String {
+    // A missing scheme (`://host`, `//host`) still ends where the authority starts.
     let (scheme, rest) = match url.find("://") {
         Some(i)
-            if i > 0
-                && url[..i]
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.') =>
+            if url[..i]
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'-' || b == b'.') =>
         {
             url.split_at(i + 3)
         }
+        _ if url.starts_with("//") => url.split_at(2),
         _ => ("", url),
     };
-    let rest = rest.rfind('@').map_or(rest, |at| &rest[at + 1..]);
-    let rest = rest.find(['?', '#']).map_or(rest, |q| &rest[..q]);
-    format!("{scheme}{rest}")
+    let (authority, after) = rest.split_at(rest.find(['/', '?', '#', '\\']).unwrap_or(rest.len()));
+    let path = after.find(['?', '#']).map_or(after, |q| &after[..q]);
+    let host = authority
+        .rfind('@')
+        .map_or(authority, |at| &authority[at + 1..]);
+    if !a_host(host) && after.contains('@') {
+        return format!("{scheme}{HIDDEN_URL}");
+    }
+    format!("{scheme}{host}{path}")
+}
+
+/// What [`redact_url`] leaves of a URL whose host cannot be told from a password.
+const HIDDEN_URL: &str = "(address hidden)";
+
+/// Whether `authority` (with no userinfo) can be a host with an optional port: its port, after
+/// the last `:` that is not inside an IPv6 literal's brackets, is digits only.
+fn a_host(authority: &str) -> bool {
+    let port_at = match authority.rfind(']') {
+        Some(close) => authority[close..].find(':').map(|c| close + c),
+        None => authority.rfind(':'),
+    };
+    port_at.is_none_or(|c| authority[c + 1..].bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// `value` in double quotes, escaped, and cut at [`MAX_QUOTED_CHARS`] characters so that a long
@@ -312,42 +339,82 @@ mod tests {
     }
 
     #[test]
+    fn an_at_sign_in_the_query_never_moves_the_cut_into_it() {
+        assert_eq!(
+            redact_url("https://host/p?u=a@b&key=SECRET"),
+            "https://host/p"
+        );
+    }
+
+    #[test]
     fn hostile_urls_never_keep_what_may_be_a_password_or_a_query() {
+        let hidden = "(address hidden)";
         let cases = [
             // No scheme.
-            ("user:S3cret@host:1/p", "host:1/p"),
-            ("S3cret@", ""),
+            ("user:S3cret@host:1/p", "host:1/p".to_owned()),
+            ("S3cret@", "".to_owned()),
+            ("host/p?u=a@b&key=S3cret", "host/p".to_owned()),
+            ("//user:S3cret@host/p?k=S3cret", "//host/p".to_owned()),
+            ("://S3cret@host", "://host".to_owned()),
             // Several `@`: the password holds one.
-            ("http://user:S3c@ret@host/p", "http://host/p"),
-            ("http://@@S3cret@@host", "http://host"),
-            // `@` after the path: dropping the host is the price of not guessing.
-            ("http://host/a@b", "http://b"),
-            // `?` before `@`: the password holds a `?`.
-            ("http://user:S3c?ret@host/p", "http://host/p"),
+            ("http://user:S3c@ret@host/p", "http://host/p".to_owned()),
+            ("http://@@S3cret@@host", "http://host".to_owned()),
+            // `@` in the path is the path's: the host stays.
+            ("http://host/a@b", "http://host/a@b".to_owned()),
+            (
+                "https://host/users/a@b/x?key=S3cret",
+                "https://host/users/a@b/x".to_owned(),
+            ),
+            // `@` in the fragment, with and without a path.
+            ("https://host/p#a@S3cret", "https://host/p".to_owned()),
+            ("https://host#x@S3cret", "https://host".to_owned()),
+            ("https://host?x#y@S3cret", "https://host".to_owned()),
+            // Userinfo and a query with an `@` of its own.
+            (
+                "https://user:S3cret@host/p?u=a@b&key=S3cret",
+                "https://host/p".to_owned(),
+            ),
+            (
+                "http://user:S3cret@[::1]:8080/p?x=a@S3cret",
+                "http://[::1]:8080/p".to_owned(),
+            ),
+            // A backslash ends the authority as the WHATWG parser reads http(s).
+            ("http://host\\p?u=a@S3cret", "http://host\\p".to_owned()),
+            // A password holding `?`, `#` or `/` ends the authority early: nothing is guessed.
+            ("http://user:S3c?ret@host/p", format!("http://{hidden}")),
             (
                 "http://user:S3c#ret@host/p?q=S3cret#S3cret",
-                "http://host/p",
+                format!("http://{hidden}"),
             ),
-            // `/` inside the password.
-            ("https://user:S3c/ret@host", "https://host"),
+            ("https://user:S3c/ret@host", format!("https://{hidden}")),
+            // ... also behind a user named by an e-mail address.
+            (
+                "http://me@corp.example:S3c/ret@proxy",
+                format!("http://{hidden}"),
+            ),
+            ("[::1]:S3c/ret@host", hidden.to_owned()),
+            // A bad port with no `@` anywhere hides nothing: it is what the operator must fix.
+            ("http://host:abc/p", "http://host:abc/p".to_owned()),
             // A scheme that is not one.
-            ("user:S3cret@http://host", "http://host"),
-            ("S3cret://host", "S3cret://host"),
-            ("://S3cret@host", "host"),
+            ("user:S3cret@http://host", "http://host".to_owned()),
+            ("S3cret://host", "S3cret://host".to_owned()),
             // Odd characters survive without panics or broken boundaries.
-            ("http://ü:S3cret€@hôst/ä?ö=S3cret", "http://hôst/ä"),
+            (
+                "http://ü:S3cret€@hôst/ä?ö=S3cret",
+                "http://hôst/ä".to_owned(),
+            ),
             (
                 "http://\u{0}\u{1b}:S3cret@h\u{fffd}st",
-                "http://h\u{fffd}st",
+                "http://h\u{fffd}st".to_owned(),
             ),
-            ("http://host?S3cret", "http://host"),
-            ("http://host#S3cret", "http://host"),
+            ("http://host?S3cret", "http://host".to_owned()),
+            ("http://host#S3cret", "http://host".to_owned()),
         ];
         for (raw, want) in cases {
             let got = redact_url(raw);
             assert_eq!(got, want, "{raw:?}");
             assert!(
-                !got.contains("S3cret") || raw.starts_with("S3cret://"),
+                !got.contains("S3c") || raw.starts_with("S3cret://"),
                 "{raw:?}"
             );
         }

@@ -500,13 +500,13 @@ fn every_panel_has_a_title_description_unit_prometheus_datasource_and_current_ty
                 if t["expr"].as_str().is_none_or(|e| e.trim().is_empty()) {
                     problems.push(format!("{label}: target {} has no expr", t["refId"]));
                 }
-                if let Some(tds) = t.get("datasource") {
-                    if tds["uid"] != DATASOURCE_UID {
-                        problems.push(format!(
-                            "{label}: target {} queries {tds}, not {DATASOURCE_UID}",
-                            t["refId"]
-                        ));
-                    }
+                if let Some(tds) = t.get("datasource")
+                    && tds["uid"] != DATASOURCE_UID
+                {
+                    problems.push(format!(
+                        "{label}: target {} queries {tds}, not {DATASOURCE_UID}",
+                        t["refId"]
+                    ));
                 }
             }
         }

@@ -113,6 +113,10 @@ pub struct CollectorState {
     /// Whether targets kept by an earlier process were restored into it at start: its
     /// `mailhost_storage_restored_targets` says how many are still as they were kept.
     pub restored: bool,
+    /// Times its loop panicked and was started again ([`crate::engine::restart`]), and when
+    /// it last did.
+    pub restarts: u64,
+    pub last_restart: Option<Timestamp>,
     /// Where each target is in `targets`: `/probe` finds one target of a large fleet at once.
     /// Shared by the copies of this state (see [`Index`]); none below [`INDEXED_FROM`] targets,
     /// which are found by a scan.
@@ -152,6 +156,8 @@ impl CollectorState {
             deferred: 0,
             keep_for: None,
             restored: false,
+            restarts: 0,
+            last_restart: None,
             index: None,
         }
     }
@@ -185,6 +191,8 @@ impl CollectorState {
             deferred: self.deferred,
             keep_for: self.keep_for,
             restored: self.restored,
+            restarts: self.restarts,
+            last_restart: self.last_restart,
             index: None,
         };
         c.reindex();
@@ -331,9 +339,25 @@ impl Snapshot {
         collectors
     }
 
-    /// Ready once every collector has finished its first run, success or not.
+    /// Ready once every collector has finished its first run, success or not, or had its loop
+    /// panic: a collector whose loop is started again after a back-off does not keep the
+    /// exporter, which serves every other collector meanwhile, out of rotation.
     pub fn ready(&self) -> bool {
-        self.collectors.values().all(|c| c.last_run.is_some())
+        self.collectors
+            .values()
+            .all(|c| c.last_run.is_some() || c.restarts > 0)
+    }
+
+    /// Counts a restart of a collector's loop after a panic, at `now`; `false` when the
+    /// collector is no longer configured (a reload removed it meanwhile).
+    pub fn restarted(&mut self, key: &CollectorKey, now: Timestamp) -> bool {
+        let Some(c) = self.collectors.get_mut(key) else {
+            return false;
+        };
+        let c = Arc::make_mut(c);
+        c.restarts = c.restarts.saturating_add(1);
+        c.last_restart = Some(now);
+        true
     }
 
     /// Applies a finished run of some or all of the collector's targets (a reload runs only the

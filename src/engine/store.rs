@@ -290,6 +290,11 @@ impl Pending {
         self.any = true;
         self.all = true;
     }
+
+    /// The health section only (rendered at every publication).
+    fn health(&mut self) {
+        self.any = true;
+    }
 }
 
 impl Store {
@@ -437,13 +442,40 @@ impl Store {
     /// The targets of a collector restored from the storage directory that this process has not
     /// attempted yet, with when they were last fetched successfully.
     pub fn restored(&self, key: &CollectorKey) -> Vec<(Target, Timestamp)> {
+        self.fetched(key, |t| t.restored)
+    }
+
+    /// The targets of a collector that were fetched successfully, with when: what its loop,
+    /// started again after a panic, starts from (see [`crate::engine::restart`]).
+    pub fn last_fetched(&self, key: &CollectorKey) -> Vec<(Target, Timestamp)> {
+        self.fetched(key, |_| true)
+    }
+
+    fn fetched(
+        &self,
+        key: &CollectorKey,
+        which: impl Fn(&TargetState) -> bool,
+    ) -> Vec<(Target, Timestamp)> {
         self.lock().collectors.get(key).map_or_else(Vec::new, |c| {
             c.targets
                 .iter()
-                .filter(|t| t.restored)
+                .filter(|t| which(t))
                 .filter_map(|t| t.last_success.map(|at| (t.target.clone(), at)))
                 .collect()
         })
+    }
+
+    /// Counts a restart of a collector's loop after a panic (`mailhost_collector_restarts_total`)
+    /// and publishes it, unless the collector is no longer configured.
+    pub fn restarted(&self, key: &CollectorKey) {
+        {
+            let mut snapshot = self.lock();
+            if !snapshot.restarted(key, Timestamp::now()) {
+                return;
+            }
+            self.pending().health();
+        }
+        self.publish_pending();
     }
 
     /// Takes a reloaded set of collectors: removed collectors and targets vanish at once (with
@@ -853,6 +885,49 @@ mod tests {
         store.apply(vec![part(&gone, 6.0)]);
         assert!(!body(&store).contains("tenant=\"gone\""));
         assert!(!store.lock().collectors.contains_key(&gone.key()));
+    }
+
+    #[test]
+    fn a_restart_is_counted_from_zero_published_at_once_and_leaves_with_its_tenant() {
+        let (kept, gone, store) = kept_and_gone();
+        let body = |store: &Store| {
+            String::from_utf8_lossy(&store.prepared().body(Format::Classic)).into_owned()
+        };
+        let kept_line = "mailhost_collector_restarts_total{collector=\"delivery_account\"}";
+        let gone_line =
+            "mailhost_collector_restarts_total{tenant=\"gone\",collector=\"delivery_account\"}";
+        let shown = body(&store);
+        assert!(shown.contains("# TYPE mailhost_collector_restarts_total counter\n"));
+        assert!(shown.contains(&format!("{kept_line} 0\n")), "{shown}");
+        assert!(shown.contains(&format!("{gone_line} 0\n")), "{shown}");
+        let before = store.prepared();
+        store.restarted(&gone.key());
+        let shown = body(&store);
+        assert!(shown.contains(&format!("{gone_line} 1\n")), "{shown}");
+        assert!(shown.contains(&format!("{kept_line} 0\n")), "{shown}");
+        // Only the health section is rendered again.
+        let after = store.prepared();
+        let own = Section::Collector(gone.name);
+        let section = |p: &Prepared| {
+            p.sections
+                .iter()
+                .find(|(s, _)| *s == own)
+                .unwrap()
+                .1
+                .clone()
+        };
+        assert!(Arc::ptr_eq(&section(&before), &section(&after)));
+        // A collector whose loop panicked before its first run ended does not hold readiness
+        // back; one that has not run yet still does.
+        assert!(!store.prepared().snapshot.ready());
+        store.apply_run(&kept, answered(&[(1, 5.0)]), Duration::ZERO);
+        assert!(store.prepared().snapshot.ready());
+        // Gone with its tenant, and a late restart of its loop brings nothing back.
+        store.reconfigure(std::slice::from_ref(&kept));
+        store.restarted(&gone.key());
+        let shown = body(&store);
+        assert!(!shown.contains("tenant=\"gone\""), "{shown}");
+        assert!(shown.contains(&format!("{kept_line} 0\n")), "{shown}");
     }
 
     #[test]

@@ -1,11 +1,13 @@
-//! Building blocks of the series every collector writes: tables of plain gauges, one gauge family
-//! of const samples, a help text with its refresh interval, and the label set of a target.
+//! Building blocks of the series every collector writes: tables of plain gauges, one gauge or
+//! counter family of const samples, a help text with its refresh interval, and the label set of
+//! a target.
 
 use std::fmt;
 use std::time::Duration;
 
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric as _};
 use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Unit;
 
@@ -54,6 +56,25 @@ pub fn gauges<'a, S: EncodeLabelSet + 'a>(
     let mut metric = enc.encode_descriptor(name, help, unit, MetricType::Gauge)?;
     for (labels, v) in samples {
         ConstGauge::new(v).encode(metric.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
+/// One counter family of const samples (the encoder adds `_total`), or nothing at all when it
+/// has none.
+pub fn counters<'a, S: EncodeLabelSet + 'a>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (&'a S, u64)>,
+) -> fmt::Result {
+    let mut samples = samples.into_iter().peekable();
+    if samples.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in samples {
+        ConstCounter::new(v).encode(metric.encode_family(labels)?)?;
     }
     Ok(())
 }

@@ -22,7 +22,7 @@ use prometheus_client::registry::{Registry, Unit};
 use crate::collectors::{CollectorName, Target, TargetData};
 use crate::engine::snapshot::{CollectorState, Snapshot};
 use crate::tenant::TenantName;
-use family::{flag, gauges, single};
+use family::{counters, flag, gauges, single};
 use labels::{CollectorLabels, TargetFailureLabels, TargetLabels, TenantLabel, Value};
 
 pub use format::{EOF, Format};
@@ -308,6 +308,12 @@ fn health(enc: &mut DescriptorEncoder, snapshot: &Snapshot) -> fmt::Result {
         collectors
             .iter()
             .filter_map(|(l, c)| c.last_success.map(|ts| (l, seconds(ts)))),
+    )?;
+    counters(
+        enc,
+        "mailhost_collector_restarts",
+        "Times the collector's loop panicked and was started again after a back-off (from 1 s, doubling while it keeps panicking, at most its interval); its targets keep their values until max_age meanwhile, and the log has the panic.",
+        collectors.iter().map(|(l, c)| (l, c.restarts)),
     )?;
     target_health(enc, snapshot)
 }

@@ -332,7 +332,7 @@ fn owner_only(options: &mut OpenOptions) -> &mut OpenOptions {
 /// `256 MiB`, or `1000 bytes` for a bound that is no whole number of MiB.
 fn bytes_in_words(bytes: u64) -> String {
     const MIB: u64 = 1024 * 1024;
-    if bytes >= MIB && bytes % MIB == 0 {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
     } else {
         format!("{bytes} bytes")

@@ -22,7 +22,7 @@ use std::time::Duration;
 use reqwest::header::HeaderValue;
 use secrecy::ExposeSecret;
 
-use crate::config::{ApiConfig, RetryPolicy};
+use crate::config::ApiConfig;
 use crate::tenant::TenantName;
 use breaker::{Breakers, CircuitKey};
 use endpoint::Endpoint;
@@ -397,7 +397,8 @@ impl Client {
         if !e.reason.is_transient() || retries >= self.api.retry.max_retries {
             return Err(e.clone());
         }
-        let wait = backoff(&self.api.retry, retries);
+        let retry = &self.api.retry;
+        let wait = backoff(retry.backoff, retry.max_backoff, retries);
         let resume = Instant::now().checked_add(wait);
         let past_deadline = match (self.deadline, resume) {
             (_, None) => true,
@@ -612,10 +613,7 @@ impl Client {
         request: reqwest::RequestBuilder,
         started: Instant,
     ) -> (Option<u16>, QuotaInfo, Result<Body, UpstreamError>, bool) {
-        // The config bounds the timeout; saturate anyway rather than panic.
-        let own_limit = started
-            .checked_add(self.api.timeout)
-            .unwrap_or(started + Duration::from_secs(86_400));
+        let own_limit = instant_after(started, self.api.timeout);
         let limit = self.deadline.map_or(own_limit, |d| d.min(own_limit));
         let result = tokio::time::timeout_at(
             limit,
@@ -726,6 +724,34 @@ enum Attempt {
 /// The longest `Retry-After` kept: any deadline or back-off cap is far shorter, and a longer
 /// one (up to `u64::MAX` seconds) would overflow the `Instant` it is added to.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
+/// `from` plus `by`, saturating rather than panicking: a day from `from` when `by` would take
+/// the clock past its end (the config bounds every deadline and timeout far below that), and
+/// `from` itself when even a day would. The fallback is computed only when it is needed:
+/// `checked_add(by).unwrap_or(from + a_day)` evaluates the `+` first, and panics where it means
+/// not to.
+pub fn instant_after(from: Instant, by: Duration) -> Instant {
+    const A_DAY: Duration = Duration::from_secs(86_400);
+    from.checked_add(by)
+        .or_else(|| from.checked_add(A_DAY))
+        .unwrap_or(from)
+}
+
+/// How far `now` is from an hour before the end of the clock's range (the platform's), as far
+/// as `checked_add` goes: for tests of what saturates there.
+#[cfg(test)]
+pub(crate) fn to_an_hour_before_the_end_of_time(now: Instant) -> Duration {
+    let (mut fits, mut overflows) = (0u64, u64::MAX);
+    while overflows - fits > 1 {
+        let mid = fits + (overflows - fits) / 2;
+        if now.checked_add(Duration::from_secs(mid)).is_some() {
+            fits = mid;
+        } else {
+            overflows = mid;
+        }
+    }
+    Duration::from_secs(fits - 3_600)
+}
 
 /// [`retry_after`], capped at [`MAX_RETRY_AFTER`].
 fn retry_wait(value: &str, now: jiff::Timestamp) -> Option<Duration> {
@@ -848,12 +874,11 @@ pub fn retry_after(value: &str, now: jiff::Timestamp) -> Option<Duration> {
     Some(at.duration_since(now).try_into().unwrap_or(Duration::ZERO))
 }
 
-/// Exponential back-off with full jitter: a random wait up to `backoff * 2^retry`, capped.
-fn backoff(policy: &RetryPolicy, retry: u32) -> Duration {
-    let ceiling = policy
-        .backoff
-        .saturating_mul(2u32.saturating_pow(retry))
-        .min(policy.max_backoff);
+/// Exponential back-off with jitter: a random wait between half and all of
+/// `first * 2^attempt`, capped at `max`. A failed call's retries wait so (`api.retry`), and so
+/// does a collector's loop started again after a panic (the engine's `restart`).
+pub fn backoff(first: Duration, max: Duration, attempt: u32) -> Duration {
+    let ceiling = first.saturating_mul(2u32.saturating_pow(attempt)).min(max);
     // At least half the ceiling, so retries never come back to back.
     let half = ceiling / 2;
     half + ceiling.saturating_sub(half).mul_f64(rand::random::<f64>())
@@ -907,25 +932,42 @@ mod tests {
 
     #[test]
     fn back_off_doubles_with_jitter_and_is_capped() {
-        let policy = RetryPolicy {
-            max_retries: 5,
-            backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_millis(350),
-        };
+        let (first, max) = (Duration::from_millis(100), Duration::from_millis(350));
         for _ in 0..100 {
-            let first = backoff(&policy, 0);
+            let once = backoff(first, max, 0);
             assert!(
-                first >= Duration::from_millis(50) && first <= Duration::from_millis(100),
-                "{first:?}"
+                once >= Duration::from_millis(50) && once <= Duration::from_millis(100),
+                "{once:?}"
             );
-            let second = backoff(&policy, 1);
+            let second = backoff(first, max, 1);
             assert!(
                 second >= Duration::from_millis(100) && second <= Duration::from_millis(200),
                 "{second:?}"
             );
-            let capped = backoff(&policy, 10);
+            let capped = backoff(first, max, 10);
             assert!(capped <= Duration::from_millis(350), "{capped:?}");
         }
+    }
+
+    #[test]
+    fn an_instant_after_a_huge_span_saturates_and_never_panics() {
+        let now = Instant::now();
+        assert_eq!(
+            instant_after(now, Duration::from_secs(5)),
+            now + Duration::from_secs(5)
+        );
+        assert_eq!(
+            instant_after(now, Duration::MAX),
+            now + Duration::from_secs(86_400)
+        );
+        // An hour before the end of time a day does not fit either: the eager fallback,
+        // `now.checked_add(d).unwrap_or(now + a_day)`, panicked here.
+        let late = now + to_an_hour_before_the_end_of_time(now);
+        assert_eq!(instant_after(late, Duration::MAX), late);
+        assert_eq!(
+            instant_after(late, Duration::from_secs(60)),
+            late + Duration::from_secs(60)
+        );
     }
 
     #[test]

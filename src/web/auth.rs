@@ -488,7 +488,7 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
 fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
     // Padding, when present, must complete the last group of four: the engine would also
     // take a partial one, which was refused before it came in.
-    if input.last() == Some(&b'=') && input.len() % 4 != 0 {
+    if input.last() == Some(&b'=') && !input.len().is_multiple_of(4) {
         return None;
     }
     BASE64.decode(input).ok()

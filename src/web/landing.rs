@@ -1,5 +1,5 @@
-//! The landing page: version, the provider polled, links, and the state of the collectors and
-//! targets, failing ones first, at most [`MAX_COLLECTOR_ROWS`] collectors (one per tenant and
+//! The landing page: version, the provider polled, links, and the state of the collectors (with
+//! the restarts of a loop that panicked) and targets, failing ones first, at most [`MAX_COLLECTOR_ROWS`] collectors (one per tenant and
 //! collector), [`MAX_TARGET_ROWS`] targets per collector and [`MAX_PAGE_TARGET_ROWS`] in all.
 
 use std::fmt::Write as _;
@@ -49,13 +49,8 @@ pub async fn page(
     let build = BuildInfo::current();
     let now = Timestamp::now();
     let path = esc(&state.telemetry_path);
-    // Failing collectors first, then those not run yet; stable, so in collector and tenant order.
     let mut collectors: Vec<_> = prepared.snapshot.collectors.values().collect();
-    collectors.sort_by_key(|c| match c.last_run {
-        Some(r) if !r.success => 0,
-        None => 1,
-        Some(_) => 2,
-    });
+    in_page_order(&mut collectors);
     let rows = collector_rows(&collectors, now, &path);
     let paces = paces(&state.telemetry.paces(None, usize::MAX));
     let upstream = upstream_line(upstream);
@@ -74,6 +69,17 @@ pub async fn page(
     ))
 }
 
+/// Failing collectors and those whose loop panicked first, then those not run yet; stable, so
+/// in collector and tenant order within each group.
+fn in_page_order(collectors: &mut [&Arc<CollectorState>]) {
+    collectors.sort_by_key(|c| match c.last_run {
+        _ if c.restarts > 0 => 0,
+        Some(r) if !r.success => 0,
+        None => 1,
+        Some(_) => 2,
+    });
+}
+
 /// The table's rows: each collector (failing first, at most [`MAX_COLLECTOR_ROWS`]) with its
 /// targets, and a line for those left out.
 fn collector_rows(collectors: &[&Arc<CollectorState>], now: Timestamp, path: &str) -> String {
@@ -90,6 +96,14 @@ fn collector_rows(collectors: &[&Arc<CollectorState>], now: Timestamp, path: &st
             Some(r) if r.success => format!("ok in {:.3}s", r.duration.as_secs_f64()),
             Some(r) => format!("failed in {:.3}s", r.duration.as_secs_f64()),
         };
+        if c.restarts > 0 {
+            let _ = write!(
+                run,
+                "; its loop panicked and was started again {} (last {}; mailhost_collector_restarts_total, the log has the panic)",
+                times(c.restarts),
+                when(c.last_restart),
+            );
+        }
         let restored = if c.restored { c.still_restored() } else { 0 };
         if restored > 0 {
             let _ = write!(
@@ -327,6 +341,15 @@ fn pace(allowed: Option<f64>, paused: bool) -> String {
     }
 }
 
+/// A count of times as a person says it.
+fn times(n: u64) -> String {
+    match n {
+        1 => "once".to_owned(),
+        2 => "twice".to_owned(),
+        n => format!("{n} times"),
+    }
+}
+
 fn when(ts: Option<Timestamp>) -> String {
     ts.map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
         .unwrap_or_else(|| "never".to_owned())
@@ -372,4 +395,46 @@ fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::snapshot::RunSummary;
+    use crate::engine::spec::fixtures;
+    use crate::tenant::TenantName;
+
+    #[test]
+    fn a_collector_whose_loop_panicked_is_listed_first_with_its_restarts() {
+        let now: Timestamp = "2026-11-22T08:00:00Z".parse().unwrap();
+        let of = |tenant: &str| {
+            let mut spec = fixtures::accounts(&[1], Duration::from_secs(60));
+            spec.tenant = TenantName::parse(tenant).unwrap();
+            let mut c = CollectorState::new(&spec);
+            c.last_run = Some(RunSummary {
+                success: true,
+                duration: Duration::from_millis(5),
+                finished: now,
+            });
+            c
+        };
+        let healthy = Arc::new(of("healthy"));
+        let mut panicked = of("panicked");
+        panicked.restarts = 2;
+        panicked.last_restart = Some(now);
+        let panicked = Arc::new(panicked);
+        let mut collectors = vec![&healthy, &panicked];
+        in_page_order(&mut collectors);
+        assert_eq!(collectors[0].tenant.as_str(), "panicked");
+        let rows = collector_rows(&collectors, now, "/metrics");
+        assert!(
+            rows.contains("<td>panicked delivery_account</td><td>every 1m</td><td>ok in 0.005s; its loop panicked and was started again twice (last 2026-11-22 08:00:00 UTC; mailhost_collector_restarts_total, the log has the panic)</td>"),
+            "{rows}"
+        );
+        assert_eq!(rows.matches("panicked and was started again").count(), 1);
+        assert_eq!(times(1), "once");
+        assert_eq!(times(7), "7 times");
+    }
 }

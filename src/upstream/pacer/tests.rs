@@ -709,7 +709,7 @@ async fn a_tenth_of_the_fleet_refused_on_its_own_from_a_cold_start_slows_no_one(
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            x % 10 == 0
+            x.is_multiple_of(10)
         })
         .collect();
     let k = broken.iter().filter(|b| **b).count();

@@ -236,8 +236,9 @@ def replay(b, vm, layer, i, start, end):
            "-replay.timeFrom", datetime.datetime.fromtimestamp(start, datetime.timezone.utc).strftime(fmt),
            "-replay.timeTo", datetime.datetime.fromtimestamp(end, datetime.timezone.utc).strftime(fmt),
            "-evaluationInterval", EVAL, "-replay.disableProgressBar",
-           "-replay.maxDatapointsPerQuery", "10000", "-replay.rulesDelay", "0s",
-           "-remoteWrite.flushInterval", "1s", "-loggerLevel", "WARN",
+           "-replay.maxDatapointsPerQuery", "2000", "-replay.rulesDelay", "0s",
+           "-remoteWrite.flushInterval", "1s", "-remoteWrite.maxQueueSize", "20000000",
+           "-loggerLevel", "WARN",
            "-httpListenAddr", f"127.0.0.1:{h.free_port()}"]
     with open(log, "wb") as out:
         done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=3600)
@@ -245,14 +246,15 @@ def replay(b, vm, layer, i, start, end):
         h.die(f"vmalert -replay failed (status {done.returncode}); see {log}")
     flush(vm)
     records = [r["name"] for r in layer if r["kind"] == "record"]
-    # The replay has written and flushed; the series are searchable once they are indexed.
-    seen = [0]
+    # The replay has written and flushed; the series are searchable once they are indexed: the
+    # count must hold for three looks a second apart (a layer may rightly record none).
+    seen = [-1, 0]
 
     def settled():
         n = searchable(vm, records, start, end)
-        stable = n == seen[0]
+        seen[1] = seen[1] + 1 if n == seen[0] else 0
         seen[0] = n
-        return stable
+        return seen[1] >= 2
 
     h.wait_until(f"layer {i} searchable", settled, 60, every=1.0)
     return seen[0]

@@ -22,8 +22,7 @@ each layer's output is flushed and searchable before the next reads it.
 
     python3 bench/alerts.py [--per-kind 20] [--days 40] [--warmup 28] [--seed 49] [--check]
 
-`--check` exits 1 when a figure misses its floor (FLOORS below); the second test tier runs a
-smaller backtest so. Everything listens on 127.0.0.1 and is stopped at the end; every wait is
+`--check` exits 1 when a figure misses its floor (FLOORS below). Everything listens on 127.0.0.1 and is stopped at the end; every wait is
 bounded. Needs `victoria-metrics` and `vmalert` (Debian: apt-get install victoria-metrics).
 """
 
@@ -45,8 +44,8 @@ import sending
 
 ROOT = h.ROOT
 EVAL = "5m"
-# The floors `--check` holds a run to: what the shipped rules reach on the full backtest, less a
-# margin for a smaller or differently drawn fleet. docs/mixin.md gives the goals and the figures.
+# The floors `--check` holds a run to. Provisional: they are to be set from a full run of the
+# shipped rules (issue 49), less a margin for a smaller or differently drawn fleet.
 FLOORS = {
     "warned_72h_share": 0.80,  # at least
     "median_lead_days": 4.0,  # at least

@@ -23,6 +23,23 @@
     // notification by as much. '' leaves keep_firing_for out, for evaluators without it
     // (Prometheus before 2.42, vmalert before 1.90).
     keepFiringFor: '10m',
+    // keep_firing_for of single alerts, where it differs from keepFiringFor.
+    keepFiringForOf: {
+      MailhostDeliveryQuotaExhaustionPredicted: '12h',
+    },
+    // The quota forecast (docs/mixin.md, "Quota exhaustion"). The group mailhost.forecast
+    // computes, every `interval`, each account's pace over the last `paceWindow` (a whole
+    // week, so every weekday counts once) and its median over `medianOver`; the recording
+    // rules read the latest median within `lookback` (at least twice `interval`), and weigh
+    // what is left over the last `levelWindowSeconds` (a whole day, so that the hour of the
+    // day does not move the forecast). The tests shrink them to seconds.
+    forecast: {
+      interval: '1h',
+      paceWindow: '7d',
+      medianOver: '21d',
+      lookback: '2h',
+      levelWindowSeconds: 86400,
+    },
 
     // Global thresholds, recorded in the group mailhost.thresholds so that alerts compare
     // against series, never against numbers of their own.
@@ -31,9 +48,11 @@
       quota_remaining_warning_ratio: 0.10,
       // Page when an account has less than this share left.
       quota_remaining_critical_ratio: 0.02,
-      // Warn when the current sending rate empties the quota within this many seconds, unless
-      // the quota renews (or the plan expires) first.
-      quota_exhaustion_horizon_seconds: 86400,
+      // Warn when the account's typical pace empties its quota before the quota renews (or the
+      // plan expires) by at least quota_exhaustion_margin_seconds, and within this many
+      // seconds from now (docs/mixin.md, "Quota exhaustion").
+      quota_exhaustion_horizon_seconds: 10 * 86400,
+      quota_exhaustion_margin_seconds: 12 * 3600,
       // Warn this long (seconds) before a plan expires.
       plan_expiry_seconds: 7 * 86400,
       // Today's share of bounced messages above which an account is warned about.
@@ -75,6 +94,7 @@
       'quota_remaining_warning_ratio',
       'quota_remaining_critical_ratio',
       'quota_exhaustion_horizon_seconds',
+      'quota_exhaustion_margin_seconds',
       'plan_expiry_seconds',
       'bounce_ratio',
       'bounce_ratio_critical',
@@ -88,7 +108,7 @@
     alertFor: {
       MailhostDeliveryQuotaLow: '2m',
       MailhostDeliveryQuotaCritical: '2m',
-      MailhostDeliveryQuotaExhaustionPredicted: '10m',
+      MailhostDeliveryQuotaExhaustionPredicted: '6h',
       MailhostDeliveryPlanExpiring: '10m',
       MailhostDeliveryAccountStatusChanged: '5m',
       MailhostDeliveryBounceRatioHigh: '15m',

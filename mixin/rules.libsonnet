@@ -11,7 +11,8 @@ local lib = import 'lib.libsonnet';
     local thresholdBase = {
       quota_remaining_warning_ratio: 'mailhost:delivery_quota_remaining:ratio',
       quota_remaining_critical_ratio: 'mailhost:delivery_quota_remaining:ratio',
-      quota_exhaustion_horizon_seconds: 'mailhost:delivery_quota_exhaustion:seconds',
+      quota_exhaustion_horizon_seconds: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
+      quota_exhaustion_margin_seconds: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
       plan_expiry_seconds: s('mailhost_delivery_plan_expiration_timestamp_seconds'),
       bounce_ratio: 'mailhost:delivery_bounce:ratio',
       bounce_ratio_critical: 'mailhost:delivery_bounce:ratio',
@@ -59,6 +60,27 @@ local lib = import 'lib.libsonnet';
         ],
       },
       {
+        // The pace a forecast rests on, evaluated once an hour (forecast.interval): a week of
+        // samples per account is read once an hour, not once a minute.
+        name: 'mailhost.forecast',
+        interval: c.forecast.interval,
+        rules: [
+          {
+            // Messages a second over the last week (forecast.paceWindow): every weekday once,
+            // whatever the hour.
+            record: 'mailhost:delivery_messages_sent:rate_week',
+            expr: 'rate(%s[%s])' % [s('mailhost_delivery_messages_sent'), c.forecast.paceWindow],
+          },
+          {
+            // Its median over three weeks (forecast.medianOver): a campaign week or a quiet week
+            // is one of three and does not move it; a pace that changes for good moves it
+            // within about ten days.
+            record: 'mailhost:delivery_messages_sent:rate_week_median',
+            expr: 'quantile_over_time(0.5, mailhost:delivery_messages_sent:rate_week[%s])' % c.forecast.medianOver,
+          },
+        ],
+      },
+      {
         name: 'mailhost.recording',
         rules: [
           {
@@ -76,12 +98,6 @@ local lib = import 'lib.libsonnet';
             expr: 'clamp_min(deriv(%s[1h]), 0) * 3600' % s('mailhost_delivery_messages_sent'),
           },
           {
-            // Seconds until the messages left run out at the last hour's rate; absent for an
-            // account that sends nothing.
-            record: 'mailhost:delivery_quota_exhaustion:seconds',
-            expr: '%s\n/ (mailhost:delivery_messages_sent:rate1h > 0) * 3600' % s('mailhost_delivery_remaining_messages'),
-          },
-          {
             // When the quota next starts afresh: the next renewal, or the plan's expiration if
             // that comes first (or is all that is known).
             record: 'mailhost:delivery_quota_reset:timestamp_seconds',
@@ -93,6 +109,56 @@ local lib = import 'lib.libsonnet';
               renewal: s('mailhost_delivery_next_renewal_timestamp_seconds'),
               expiration: s('mailhost_delivery_plan_expiration_timestamp_seconds'),
             },
+          },
+          {
+            // The account's typical pace (messages a second): the median, over three weeks, of
+            // the pace of the week before each hour (group mailhost.forecast), read here every
+            // evaluation. docs/mixin.md, "Quota exhaustion", says why.
+            record: 'mailhost:delivery_messages_sent:pace',
+            expr: 'last_over_time(mailhost:delivery_messages_sent:rate_week_median[%s])' % c.forecast.lookback,
+          },
+          {
+            // The messages the account can count on until its quota resets: the last day's
+            // average of what is left (what is left now, if more: a renewal, extras or a larger
+            // plan count at once), less bought extras that expire before the reset.
+            record: 'mailhost:delivery_quota_available:messages',
+            expr: |||
+              ((avg_over_time(%(remaining)s[%(level)s]) >= %(remaining)s) or %(remaining)s)
+              - (%(extras)s and (%(expires)s < mailhost:delivery_quota_reset:timestamp_seconds))
+              or
+              ((avg_over_time(%(remaining)s[%(level)s]) >= %(remaining)s) or %(remaining)s)
+            ||| % {
+              remaining: s('mailhost_delivery_remaining_messages'),
+              extras: s('mailhost_delivery_remaining_extra_messages'),
+              expires: s('mailhost_delivery_extra_messages_expiration_timestamp_seconds'),
+              level: lib.duration(c.forecast.levelWindowSeconds),
+            },
+          },
+          {
+            // When those run out at the typical pace, counted from the middle of the last day
+            // (what the average stands for), so that a busy afternoon or a quiet night does
+            // not move it. Only for an account with a plan (a limit above 0) that sends.
+            record: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
+            expr: |||
+              time() - %s + mailhost:delivery_quota_available:messages / (mailhost:delivery_messages_sent:pace > 0)
+              and (%s > 0)
+            ||| % [lib.number(c.forecast.levelWindowSeconds / 2), s('mailhost_delivery_plan_messages_limit')],
+          },
+          {
+            // Messages the account will be short of when its quota resets, at its typical pace
+            // (negative: left over); only for an account with a known reset.
+            record: 'mailhost:delivery_quota_shortfall:messages',
+            expr: |||
+              (mailhost:delivery_quota_reset:timestamp_seconds - mailhost:delivery_quota_exhaustion:timestamp_seconds)
+              * mailhost:delivery_messages_sent:pace
+            |||,
+          },
+          {
+            // Days of margin, in seconds: how long after the reset the messages left would last
+            // at the typical pace (negative: how long before it they run out). The fleet
+            // overview ranks accounts by it.
+            record: 'mailhost:delivery_quota_margin:seconds',
+            expr: 'mailhost:delivery_quota_exhaustion:timestamp_seconds - mailhost:delivery_quota_reset:timestamp_seconds',
           },
           {
             record: 'mailhost:delivery_current_day_messages:sum',

@@ -13,9 +13,10 @@ use crate::helpers::{promtool, repo_root, tool};
 const JSONNET: (&str, &str) = ("jsonnet", "apt-get install jsonnet");
 
 /// The shipped rule unit tests, by path from the repository root.
-pub(crate) const UNIT_TEST_FILES: [&str; 2] = [
+pub(crate) const UNIT_TEST_FILES: [&str; 3] = [
     "prometheus/tests/alerts.test.yml",
     "prometheus/tests/weekly.test.yml",
+    "prometheus/tests/forecast.test.yml",
 ];
 const VMALERT: (&str, &str) = ("vmalert", "apt-get install victoria-metrics");
 /// A selector with a second label, as a multi-cluster set-up would use.
@@ -438,4 +439,30 @@ fn the_labels_alerts_carry_follow_the_config_switches() {
         );
         assert!(alert["labels"]["collector"].is_null(), "{name}");
     }
+}
+
+/// The backtest of the shipped rules (`bench/alerts.py`, docs/mixin.md "The backtest") on a
+/// smaller fleet: five accounts of each kind over 40 judged days; it fails when a figure misses
+/// its floor.
+#[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
+fn the_backtest_of_the_shipped_rules_meets_its_floors() {
+    let Some(_) = tool(VMALERT.0, VMALERT.1) else {
+        return;
+    };
+    let Some(_) = tool("victoria-metrics", "apt-get install victoria-metrics") else {
+        return;
+    };
+    let out = Command::new("python3")
+        .current_dir(repo_root())
+        .args(["bench/alerts.py", "--per-kind", "5", "--check"])
+        .output()
+        .expect("python3 runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("every figure within its floor"), "{text}");
 }

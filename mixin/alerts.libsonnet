@@ -99,17 +99,25 @@ local lib = import 'lib.libsonnet';
           alert(
             'MailhostDeliveryQuotaExhaustionPredicted',
             'warning',
-            // Runs out, at its typical pace, at least the margin before its quota renews (or its
-            // plan ends), and within the horizon; the value is when. An account with no known
-            // reset, a limit of 0 or no pace yet has no forecast (docs/mixin.md).
+            // Runs out before its quota renews (or its plan ends) even at a pace the pace
+            // margin below its typical one, at least the margin before the renewal, and within
+            // the horizon; the value is when. An account with no known reset, a limit of 0 or no
+            // pace yet has no forecast (docs/mixin.md).
             |||
+              mailhost:delivery_quota_exhaustion:timestamp_seconds
+              and
+              (
+                mailhost:delivery_quota_exhaustion:timestamp_seconds - time()
+                < (mailhost:delivery_quota_reset:timestamp_seconds - time()) * (1 - %s)
+              )
+              and
               (
                 mailhost:delivery_quota_exhaustion:timestamp_seconds
                 < mailhost:delivery_quota_reset:timestamp_seconds - %s
               )
               and
               (mailhost:delivery_quota_exhaustion:timestamp_seconds - time() < %s)
-            ||| % [lib.effective('quota_exhaustion_margin_seconds'), lib.effective('quota_exhaustion_horizon_seconds')],
+            ||| % [lib.effective('quota_exhaustion_pace_margin_ratio'), lib.effective('quota_exhaustion_margin_seconds'), lib.effective('quota_exhaustion_horizon_seconds')],
             'A Delivery account will run out of messages before its quota renews.',
             'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) will run out of messages around {{ $value | humanizeTimestamp }} at its typical pace, before its quota renews ({{ with ' + resetQuery + ' }}{{ . | first | value | humanizeTimestamp }}{{ end }}).',
           ),

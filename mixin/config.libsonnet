@@ -29,14 +29,16 @@
     },
     // The quota forecast (docs/mixin.md, "Quota exhaustion"). The group mailhost.forecast
     // computes, every `interval`, each account's pace over the last `paceWindow` (a whole
-    // week, so every weekday counts once) and its median over `medianOver`; the recording
-    // rules read the latest median within `lookback` (at least twice `interval`), and weigh
-    // what is left over the last `levelWindowSeconds` (a whole day, so that the hour of the
-    // day does not move the forecast). The tests shrink them to seconds.
+    // week, so every weekday counts once) and its typical value: the `typicalQuantile` of
+    // those paces over `typicalOver`, which a campaign week, or two, does not reach. The
+    // recording rules read the latest typical pace within `lookback` (at least twice
+    // `interval`), and weigh what is left over the last `levelWindowSeconds` (a whole day, so
+    // that the hour of the day does not move the forecast). The tests shrink them to seconds.
     forecast: {
       interval: '1h',
       paceWindow: '7d',
-      medianOver: '21d',
+      typicalOver: '28d',
+      typicalQuantile: 0.4,
       lookback: '2h',
       levelWindowSeconds: 86400,
     },
@@ -48,11 +50,13 @@
       quota_remaining_warning_ratio: 0.10,
       // Page when an account has less than this share left.
       quota_remaining_critical_ratio: 0.02,
-      // Warn when the account's typical pace empties its quota before the quota renews (or the
-      // plan expires) by at least quota_exhaustion_margin_seconds, and within this many
-      // seconds from now (docs/mixin.md, "Quota exhaustion").
+      // Warn when the account runs out of messages before its quota renews (or its plan
+      // expires) even at a pace this share below its typical one, at least
+      // quota_exhaustion_margin_seconds before the renewal, and within
+      // quota_exhaustion_horizon_seconds from now (docs/mixin.md, "Quota exhaustion").
+      quota_exhaustion_pace_margin_ratio: 0.20,
+      quota_exhaustion_margin_seconds: 86400,
       quota_exhaustion_horizon_seconds: 10 * 86400,
-      quota_exhaustion_margin_seconds: 12 * 3600,
       // Warn this long (seconds) before a plan expires.
       plan_expiry_seconds: 7 * 86400,
       // Today's share of bounced messages above which an account is warned about.
@@ -93,8 +97,9 @@
     accountThresholds: [
       'quota_remaining_warning_ratio',
       'quota_remaining_critical_ratio',
-      'quota_exhaustion_horizon_seconds',
+      'quota_exhaustion_pace_margin_ratio',
       'quota_exhaustion_margin_seconds',
+      'quota_exhaustion_horizon_seconds',
       'plan_expiry_seconds',
       'bounce_ratio',
       'bounce_ratio_critical',

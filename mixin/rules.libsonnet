@@ -12,6 +12,7 @@ local lib = import 'lib.libsonnet';
       quota_remaining_warning_ratio: 'mailhost:delivery_quota_remaining:ratio',
       quota_remaining_critical_ratio: 'mailhost:delivery_quota_remaining:ratio',
       quota_exhaustion_horizon_seconds: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
+      quota_exhaustion_pace_margin_ratio: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
       quota_exhaustion_margin_seconds: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
       plan_expiry_seconds: s('mailhost_delivery_plan_expiration_timestamp_seconds'),
       bounce_ratio: 'mailhost:delivery_bounce:ratio',
@@ -66,17 +67,28 @@ local lib = import 'lib.libsonnet';
         interval: c.forecast.interval,
         rules: [
           {
-            // Messages a second over the last week (forecast.paceWindow): every weekday once,
-            // whatever the hour.
+            // Messages a second over the last week (forecast.paceWindow), every weekday once
+            // whatever the hour; only for a week in which the account never ran dry, since a
+            // week of refused sends says nothing of how much it wants to send.
             record: 'mailhost:delivery_messages_sent:rate_week',
-            expr: 'rate(%s[%s])' % [s('mailhost_delivery_messages_sent'), c.forecast.paceWindow],
+            expr: |||
+              rate(%(sent)s[%(week)s])
+              and
+              (min_over_time(%(remaining)s[%(week)s]) > 0)
+            ||| % {
+              sent: s('mailhost_delivery_messages_sent'),
+              remaining: s('mailhost_delivery_remaining_messages'),
+              week: c.forecast.paceWindow,
+            },
           },
           {
-            // Its median over three weeks (forecast.medianOver): a campaign week or a quiet week
-            // is one of three and does not move it; a pace that changes for good moves it
-            // within about ten days.
-            record: 'mailhost:delivery_messages_sent:rate_week_median',
-            expr: 'quantile_over_time(0.5, mailhost:delivery_messages_sent:rate_week[%s])' % c.forecast.medianOver,
+            // Its typical value: the 40th percentile (forecast.typicalQuantile) of those paces
+            // over four weeks (forecast.typicalOver). A campaign lifts the week's pace for the
+            // seven days it is inside the week, and two campaigns for fourteen of the 28 days,
+            // which the percentile does not reach; a campaign every week is in every week's
+            // pace and counts; a pace that changes for good moves it within about two weeks.
+            record: 'mailhost:delivery_messages_sent:rate_week_typical',
+            expr: 'quantile_over_time(%s, mailhost:delivery_messages_sent:rate_week[%s])' % [lib.number(c.forecast.typicalQuantile), c.forecast.typicalOver],
           },
         ],
       },
@@ -115,7 +127,7 @@ local lib = import 'lib.libsonnet';
             // the pace of the week before each hour (group mailhost.forecast), read here every
             // evaluation. docs/mixin.md, "Quota exhaustion", says why.
             record: 'mailhost:delivery_messages_sent:pace',
-            expr: 'last_over_time(mailhost:delivery_messages_sent:rate_week_median[%s])' % c.forecast.lookback,
+            expr: 'last_over_time(mailhost:delivery_messages_sent:rate_week_typical[%s])' % c.forecast.lookback,
           },
           {
             // The messages the account can count on until its quota resets: the last day's

@@ -353,6 +353,8 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "mixin::the_labels_alerts_carry_follow_the_config_switches",
             "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
             "alertmanager::a_fleet_scraped_through_probe_and_sd_alerts_once_per_account_and_is_inhibited_per_account",
+            "prometheus::a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert",
+            "storage::alerts_keep_their_state_and_active_time_across_a_restart_with_the_storage",
         ],
     ),
     (

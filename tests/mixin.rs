@@ -26,6 +26,10 @@ pub(crate) fn jsonnet() -> Option<&'static str> {
     tool(JSONNET.0, JSONNET.1)
 }
 
+/// The forecast of the quota rules shrunk from weeks to seconds, for tests that watch it move
+/// (a `config` for [`render`] and [`render_rules`]).
+pub(crate) const FORECAST_IN_SECONDS: &str = "{ forecast+: { interval: '1s', paceWindow: '20s', typicalOver: '1m', lookback: '3s', levelWindowSeconds: 2 } }";
+
 /// Renders the mixin with `config` (jsonnet code merged into `_config`) into a fresh directory
 /// laid out like the repository; returns it and the paths written, relative to it.
 pub(crate) fn render(jsonnet: &str, config: &str) -> (tempfile::TempDir, Vec<String>) {
@@ -260,7 +264,21 @@ fn an_overridden_selector_reaches_every_expression_and_the_unit_tests_still_pass
                 input["series"] = Value::from(series.replace(r#"job="mailhost""#, OTHER_SELECTOR));
                 series_moved += 1;
             }
-            for case in test["alert_rule_test"].as_sequence_mut().unwrap() {
+            let exprs = test
+                .get_mut("promql_expr_test")
+                .and_then(Value::as_sequence_mut);
+            for case in exprs.into_iter().flatten() {
+                let samples = case.get_mut("exp_samples").and_then(Value::as_sequence_mut);
+                for sample in samples.into_iter().flatten() {
+                    let labels = sample["labels"].as_str().unwrap_or_default();
+                    sample["labels"] =
+                        Value::from(labels.replace(r#"job="mailhost""#, OTHER_SELECTOR));
+                }
+            }
+            let cases = test
+                .get_mut("alert_rule_test")
+                .and_then(Value::as_sequence_mut);
+            for case in cases.into_iter().flatten() {
                 for alert in case["exp_alerts"].as_sequence_mut().unwrap() {
                     let labels = alert["exp_labels"].as_mapping_mut().unwrap();
                     assert_eq!(labels.remove("job"), Some(Value::from("mailhost")));

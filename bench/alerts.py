@@ -44,13 +44,15 @@ import sending
 
 ROOT = h.ROOT
 EVAL = "5m"
-# The floors `--check` holds a run to. Provisional: they are to be set from a full run of the
-# shipped rules (issue 49), less a margin for a smaller or differently drawn fleet.
+# The floors `--check` holds a run to: issue 49's goals. The one exception is the warnings on
+# periods that did not run out: its goal is 1 per 100 account-months, which a run of the
+# end-to-end tier (5 accounts of each kind, about 14 account-months judged) cannot resolve, one
+# warning being worth 7; there the floor is one warning.
 FLOORS = {
-    "warned_72h_share": 0.80,  # at least
-    "median_lead_days": 4.0,  # at least
-    "false_per_100_account_months": 40.0,  # at most
-    "spells_per_exhaustion": 1.3,  # at most
+    "warned_72h_share": 0.90,  # at least
+    "median_lead_days": 5.0,  # at least
+    "false_per_100_account_months": 8.0,  # at most
+    "spells_per_exhaustion": 1.2,  # at most
     "quota_low_spells_per_period": 1.2,  # at most
 }
 KEEP_DEFAULT = 0

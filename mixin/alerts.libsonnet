@@ -138,38 +138,38 @@ local lib = import 'lib.libsonnet';
           alert(
             'MailhostDeliveryBounceRatioHigh',
             'warning',
-            '((mailhost:delivery_bounce:ratio > %s) <= %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio'), lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
+            '((mailhost:delivery_bounce:ratio1d > %s) <= %s)\nand\n(mailhost:delivery_messages:increase1d >= %s)' % [lib.effective('bounce_ratio'), lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
             'A Delivery account bounces too many messages.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced.",
           ),
           alert(
             'MailhostDeliveryBounceRatioCritical',
             'critical',
-            '(mailhost:delivery_bounce:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
+            '(mailhost:delivery_bounce:ratio1d > %s)\nand\n(mailhost:delivery_messages:increase1d >= %s)' % [lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
             'A Delivery account bounces far too many messages.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced: mailbox providers throttle or block senders at such rates.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced: mailbox providers throttle or block senders at such rates.",
           ),
           alert(
             'MailhostDeliveryComplaintRatioHigh',
             'warning',
             |||
-              ((mailhost:delivery_complaint:ratio > %s) <= %s)
+              ((mailhost:delivery_complaint:ratio1d > %s) <= %s)
               and
-              (mailhost:delivery_current_day_messages:sum >= %s)
+              (mailhost:delivery_messages:increase1d >= %s)
             ||| % [lib.effective('complaint_ratio_warning'), lib.effective('complaint_ratio_critical'), lib.effective('ratio_min_messages')],
             'A Delivery account draws too many complaints.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint, above the rate the large mailbox providers ask bulk senders to stay under. The provider's figure is a proxy: the mailbox provider's own (Postmaster Tools) is the one that counts.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint, above the rate the large mailbox providers ask bulk senders to stay under. The provider's figure is a proxy: the mailbox provider's own (Postmaster Tools) is the one that counts.",
           ),
           alert(
             'MailhostDeliveryComplaintRatioCritical',
             'critical',
             |||
-              (mailhost:delivery_complaint:ratio > %s)
+              (mailhost:delivery_complaint:ratio1d > %s)
               and
-              (mailhost:delivery_current_day_messages:sum >= %s)
+              (mailhost:delivery_messages:increase1d >= %s)
             ||| % [lib.effective('complaint_ratio_critical'), lib.effective('ratio_min_messages')],
             'A Delivery account draws far too many complaints.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint: the large mailbox providers reject or junk bulk mail from senders above this rate.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint: the large mailbox providers reject or junk bulk mail from senders above this rate.",
           ),
           alert(
             'MailhostDeliverySendingSpike',
@@ -241,9 +241,9 @@ local lib = import 'lib.libsonnet';
           alert(
             'MailhostDeliveryRejectionRatioHigh',
             'warning',
-            '(mailhost:delivery_rejection:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('rejection_ratio'), lib.effective('ratio_min_messages')],
+            '(mailhost:delivery_rejection:ratio1d > %s)\nand\n(mailhost:delivery_messages:increase1d >= %s)' % [lib.effective('rejection_ratio'), lib.effective('ratio_min_messages')],
             'A Delivery account has too many messages rejected.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) were rejected.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) were rejected.",
           ),
           alert(
             'MailhostMigrationFailures',

@@ -15,12 +15,12 @@ local lib = import 'lib.libsonnet';
       quota_exhaustion_pace_margin_ratio: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
       quota_exhaustion_margin_seconds: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
       plan_expiry_seconds: s('mailhost_delivery_plan_expiration_timestamp_seconds'),
-      bounce_ratio: 'mailhost:delivery_bounce:ratio',
-      bounce_ratio_critical: 'mailhost:delivery_bounce:ratio',
-      complaint_ratio_warning: 'mailhost:delivery_complaint:ratio',
-      complaint_ratio_critical: 'mailhost:delivery_complaint:ratio',
-      rejection_ratio: 'mailhost:delivery_rejection:ratio',
-      ratio_min_messages: 'mailhost:delivery_current_day_messages:sum',
+      bounce_ratio: 'mailhost:delivery_bounce:ratio1d',
+      bounce_ratio_critical: 'mailhost:delivery_bounce:ratio1d',
+      complaint_ratio_warning: 'mailhost:delivery_complaint:ratio1d',
+      complaint_ratio_critical: 'mailhost:delivery_complaint:ratio1d',
+      rejection_ratio: 'mailhost:delivery_rejection:ratio1d',
+      ratio_min_messages: 'mailhost:delivery_messages:increase1d',
     },
     local overridden = std.set([
       k
@@ -83,12 +83,19 @@ local lib = import 'lib.libsonnet';
           },
           {
             // Its typical value: the 40th percentile (forecast.typicalQuantile) of those paces
-            // over four weeks (forecast.typicalOver). A campaign lifts the week's pace for the
-            // seven days it is inside the week, and two campaigns for fourteen of the 28 days,
-            // which the percentile does not reach; a campaign every week is in every week's
-            // pace and counts; a pace that changes for good moves it within about two weeks.
+            // over four weeks (forecast.typicalOver), or the lowest of the last week if that is
+            // higher. A campaign lifts the week's pace for the seven days it is inside the week,
+            // and two campaigns for fourteen of the 28 days: the percentile reaches neither, nor
+            // does the lowest of the last week. A campaign every week is in every week's pace
+            // and counts; a pace that has held for a whole week (growing sending, a new
+            // customer) counts after that week.
             record: 'mailhost:delivery_messages_sent:rate_week_typical',
-            expr: 'quantile_over_time(%s, mailhost:delivery_messages_sent:rate_week[%s])' % [lib.number(c.forecast.typicalQuantile), c.forecast.typicalOver],
+            expr: |||
+              quantile_over_time(%(q)s, mailhost:delivery_messages_sent:rate_week[%(over)s])
+              > min_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
+              or
+              min_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
+            ||| % { q: lib.number(c.forecast.typicalQuantile), over: c.forecast.typicalOver, week: c.forecast.paceWindow },
           },
         ],
       },
@@ -173,18 +180,22 @@ local lib = import 'lib.libsonnet';
             expr: 'mailhost:delivery_quota_exhaustion:timestamp_seconds - mailhost:delivery_quota_reset:timestamp_seconds',
           },
           {
-            record: 'mailhost:delivery_current_day_messages:sum',
-            expr: 'sum without (status) (%s)' % s('mailhost_delivery_current_day_messages'),
+            // Messages of every outcome over the last 24 hours, from the exact daily counters:
+            // a whole day at any hour, so that the ratios below do not start afresh at each
+            // local midnight, when today's figures do (docs/mixin.md, "Sending health").
+            record: 'mailhost:delivery_messages:increase1d',
+            expr: 'sum without (status) (increase(%s[1d]))' % s('mailhost_delivery_messages_total'),
           },
           {
-            record: 'mailhost:delivery_bounce:ratio',
-            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="bounced"'),
+            // Share of the last 24 hours' messages that bounced.
+            record: 'mailhost:delivery_bounce:ratio1d',
+            expr: 'sum without (status) (increase(%s[1d]))\n/ (mailhost:delivery_messages:increase1d > 0)' % s('mailhost_delivery_messages_total', 'status="bounced"'),
           },
           {
             // Absent for an account whose statistics report no complaint outcome: its
             // complaint alerts stay silent rather than read 0.
-            record: 'mailhost:delivery_complaint:ratio',
-            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="complaint"'),
+            record: 'mailhost:delivery_complaint:ratio1d',
+            expr: 'sum without (status) (increase(%s[1d]))\n/ (mailhost:delivery_messages:increase1d > 0)' % s('mailhost_delivery_messages_total', 'status="complaint"'),
           },
           {
             // Messages of every outcome in the last hour, from the exact daily counters.
@@ -205,8 +216,8 @@ local lib = import 'lib.libsonnet';
             },
           },
           {
-            record: 'mailhost:delivery_rejection:ratio',
-            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="rejected"'),
+            record: 'mailhost:delivery_rejection:ratio1d',
+            expr: 'sum without (status) (increase(%s[1d]))\n/ (mailhost:delivery_messages:increase1d > 0)' % s('mailhost_delivery_messages_total', 'status="rejected"'),
           },
           {
             record: 'mailhost:mailbox_quota_used:ratio',

@@ -399,6 +399,22 @@ def explain(vm, accounts, spells_by, keeps, judged, end):
     one line on stderr: the account, its kind, where the period ended (share of the plan used),
     and at the spell's first evaluation the forecast's inputs as the rules recorded them."""
     alert = "MailhostDeliveryQuotaExhaustionPredicted"
+    for a in accounts:
+        spells = kept(spells_by.get((alert, str(a.id)), []), keeps.get(alert, 0), seconds(EVAL))
+        first_of = {}
+        for p, te in a.exhaustions:
+            first_of.setdefault(p, te)
+        for p, te in first_of.items():
+            if te < judged:
+                continue
+            lo, hi = a.periods[p]
+            before = [sp for sp in spells if lo <= sp[0] <= te or sp[0] < lo <= sp[1]]
+            lead = (te - max(lo, before[0][0])) / DAY if before else None
+            if lead is None or lead < 3:
+                print(f"  late: {a.id} {a.kind} ran out {(hi - te) / DAY:.1f} d before its reset"
+                      f" (day {(te - lo) / DAY:.1f} of {(hi - lo) / DAY:.1f}); "
+                      + (f"warned {lead:.1f} d ahead" if before else "not warned"),
+                      file=sys.stderr)
     names = ["mailhost:delivery_messages_sent:pace", "mailhost:delivery_quota_available:messages",
              "mailhost:delivery_quota_exhaustion:timestamp_seconds",
              "mailhost:delivery_quota_reset:timestamp_seconds"]
@@ -490,8 +506,9 @@ def main():
     parser.add_argument("--seed", type=int, default=49)
     parser.add_argument("--check", action="store_true", help="exit 1 when a figure misses its floor")
     parser.add_argument("--explain", action="store_true",
-                        help="list each warning on a period that did not run out, with the "
-                             "forecast's inputs, on stderr")
+                        help="list each exhaustion warned less than 72 h ahead, and each warning "
+                             "on a period that did not run out with the forecast's inputs, on "
+                             "stderr")
     parser.add_argument("--rules", default=os.path.join(ROOT, "prometheus", "rules.yml"))
     parser.add_argument("--alerts", default=os.path.join(ROOT, "prometheus", "alerts.yml"))
     args = parser.parse_args()

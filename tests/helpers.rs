@@ -330,6 +330,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "apt-get install victoria-metrics",
         &[
             "scale_out::vmagent_cluster_with_replication_stores_every_account_once_and_polls_it_once",
+            "mixin::the_backtest_of_the_shipped_rules_meets_its_floors",
         ],
     ),
     (
@@ -398,7 +399,10 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
     (
         "vmalert",
         "apt-get install victoria-metrics",
-        &["mixin::vmalert_loads_the_shipped_rule_files_in_dry_run"],
+        &[
+            "mixin::vmalert_loads_the_shipped_rule_files_in_dry_run",
+            "mixin::the_backtest_of_the_shipped_rules_meets_its_floors",
+        ],
     ),
     (
         "hadolint",

@@ -44,13 +44,15 @@ import sending
 
 ROOT = h.ROOT
 EVAL = "5m"
-# The floors `--check` holds a run to. Provisional: they are to be set from a full run of the
-# shipped rules (issue 49), less a margin for a smaller or differently drawn fleet.
+# The floors `--check` holds a run to: issue 49's goals. The one exception is the warnings on
+# periods that did not run out: its goal is 1 per 100 account-months, which a run of the
+# end-to-end tier (5 accounts of each kind, about 14 account-months judged) cannot resolve, one
+# warning being worth 7; there the floor is one warning.
 FLOORS = {
-    "warned_72h_share": 0.80,  # at least
-    "median_lead_days": 4.0,  # at least
-    "false_per_100_account_months": 40.0,  # at most
-    "spells_per_exhaustion": 1.3,  # at most
+    "warned_72h_share": 0.90,  # at least
+    "median_lead_days": 5.0,  # at least
+    "false_per_100_account_months": 8.0,  # at most
+    "spells_per_exhaustion": 1.2,  # at most
     "quota_low_spells_per_period": 1.2,  # at most
 }
 KEEP_DEFAULT = 0
@@ -162,7 +164,11 @@ def start_vm(b):
     proc = b.spawn(["victoria-metrics", "-storageDataPath", b.dir("vm"),
                     "-httpListenAddr", f"127.0.0.1:{port}", "-retentionPeriod", "100y",
                     "-search.disableCache", "-search.latencyOffset", "0s",
-                    "-search.maxStalenessInterval", "10m", "-loggerLevel", "WARN"], log)
+                    "-search.maxStalenessInterval", "10m", "-search.maxQueryDuration", "15m",
+                    # A replay writes a layer's weeks of samples in few requests: far above
+                    # the default 32 MB a request.
+                    "-maxInsertRequestSize", "2000000000",
+                    "-loggerLevel", "WARN"], log)
     h.wait_until("victoria-metrics /health", lambda: h.status(url + "/health") == 200, 30,
                  proc=proc, log=log)
     return url
@@ -235,6 +241,9 @@ def replay(b, vm, layer, i, start, end):
            "-replay.timeFrom", datetime.datetime.fromtimestamp(start, datetime.timezone.utc).strftime(fmt),
            "-replay.timeTo", datetime.datetime.fromtimestamp(end, datetime.timezone.utc).strftime(fmt),
            "-evaluationInterval", EVAL, "-replay.disableProgressBar",
+           # Each group is queried at its own interval (the forecast group's hour), as a
+           # Prometheus evaluates it, not at the default 5m step.
+           "-datasource.queryStep", "0s",
            "-replay.maxDatapointsPerQuery", "2000", "-replay.rulesDelay", "0s",
            "-remoteWrite.flushInterval", "1s", "-remoteWrite.maxQueueSize", "20000000",
            "-loggerLevel", "WARN",
@@ -243,6 +252,12 @@ def replay(b, vm, layer, i, start, end):
         done = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=3600)
     if done.returncode != 0:
         h.die(f"vmalert -replay failed (status {done.returncode}); see {log}")
+    # A write the TSDB refused is retried, then dropped with only a log line: a backtest on
+    # partial output would judge rules that never ran.
+    with open(log, errors="replace") as f:
+        dropped = [line.strip() for line in f if "dropping" in line or "failed to push" in line]
+    if dropped:
+        h.die(f"vmalert -replay lost recorded samples ({dropped[0]}); see {log}")
     flush(vm)
     records = [r["name"] for r in layer if r["kind"] == "record"]
     # The replay has written and flushed; the series are searchable once they are indexed: the
@@ -304,17 +319,23 @@ def period_of(account, t):
 
 def judge(accounts, spells_by, keeps, judged, end):
     """The figures per kind and in all; see the module's doc."""
-    months = len(accounts) * (end - judged) / DAY / 30.44
+    # A period the traces end in is undecided (it may yet run out): warnings in it are not
+    # judged, and the account-months count only the decided periods' days.
+    def decided_months(acc):
+        return sum(max(0, b - max(a, judged)) for a, b in acc.periods if b <= end) / DAY / 30.44
+
+    months = sum(decided_months(acc) for acc in accounts)
     days = len(accounts) * (end - judged) / DAY
     interval = seconds(EVAL)
     kinds = {k: {"accounts": 0, "exhaustions": 0, "warned": 0, "warned_72h": 0, "leads": [],
                  "spells10": [], "false": 0, "rescued_warned": 0, "rescued": 0,
-                 "low_periods": 0, "low_spells": 0, "critical_spells": 0}
+                 "low_periods": 0, "low_spells": 0, "critical_spells": 0, "months": 0.0}
              for k in sending.KINDS}
     health = {}
     for a in accounts:
         r = kinds[a.kind]
         r["accounts"] += 1
+        r["months"] += decided_months(a)
 
         def spells(alert):
             return kept(spells_by.get((alert, str(a.id)), []), keeps.get(alert, 0), interval)
@@ -339,7 +360,7 @@ def judge(accounts, spells_by, keeps, judged, end):
             if not judged <= s[0] < end:
                 continue
             p = period_of(a, s[0])
-            if p in exhausted:
+            if p in exhausted or a.periods[p][1] > end:
                 continue
             if p in rescued:
                 r["rescued_warned"] += 1
@@ -373,8 +394,58 @@ def judge(accounts, spells_by, keeps, judged, end):
     return kinds, health, months, days
 
 
+def explain(vm, accounts, spells_by, keeps, judged, end):
+    """Each warning of MailhostDeliveryQuotaExhaustionPredicted on a period that did not run out,
+    one line on stderr: the account, its kind, where the period ended (share of the plan used),
+    and at the spell's first evaluation the forecast's inputs as the rules recorded them."""
+    alert = "MailhostDeliveryQuotaExhaustionPredicted"
+    for a in accounts:
+        spells = kept(spells_by.get((alert, str(a.id)), []), keeps.get(alert, 0), seconds(EVAL))
+        first_of = {}
+        for p, te in a.exhaustions:
+            first_of.setdefault(p, te)
+        for p, te in first_of.items():
+            if te < judged:
+                continue
+            lo, hi = a.periods[p]
+            before = [sp for sp in spells if lo <= sp[0] <= te or sp[0] < lo <= sp[1]]
+            lead = (te - max(lo, before[0][0])) / DAY if before else None
+            if lead is None or lead < 3:
+                print(f"  late: {a.id} {a.kind} ran out {(hi - te) / DAY:.1f} d before its reset"
+                      f" (day {(te - lo) / DAY:.1f} of {(hi - lo) / DAY:.1f}); "
+                      + (f"warned {lead:.1f} d ahead" if before else "not warned"),
+                      file=sys.stderr)
+    names = ["mailhost:delivery_messages_sent:pace", "mailhost:delivery_quota_available:messages",
+             "mailhost:delivery_quota_exhaustion:timestamp_seconds",
+             "mailhost:delivery_quota_reset:timestamp_seconds"]
+    for a in accounts:
+        exhausted = {p for p, _ in a.exhaustions}
+        rescued = {p for p, _, _ in a.rescues}
+        for first, last in kept(spells_by.get((alert, str(a.id)), []), keeps.get(alert, 0),
+                                seconds(EVAL)):
+            p = period_of(a, first)
+            if not judged <= first < end or p in exhausted or p in rescued \
+                    or a.periods[p][1] > end:
+                continue
+            lo, hi = a.periods[p]
+            ends = [s for s in range(len(a.samples)) if a.start + (s + 1) * sending.STEP < hi]
+            used = a.samples[ends[-1]][1] / a.samples[ends[-1]][0] if ends else float("nan")
+            values = []
+            for n in names:
+                body = json.loads(query(vm, "/api/v1/query", query=f'{n}{{account_id="{a.id}"}}',
+                                        time=first))
+                r = body["data"]["result"]
+                values.append(float(r[0]["value"][1]) if r else float("nan"))
+            pace, avail, ex, reset = values
+            print(f"  false: {a.id} {a.kind} ends at {used:.1%}; spell {(first - lo) / DAY:.1f}"
+                  f"-{(last - lo) / DAY:.1f} d of {(hi - lo) / DAY:.1f}; pace "
+                  f"{pace * DAY / a.limit:.3f} plans/day (period's "
+                  f"{used / ((hi - lo) / DAY):.3f}); available {avail / a.limit:.3f}; runs out "
+                  f"{(ex - first) / DAY:.1f} d, resets {(reset - first) / DAY:.1f} d",
+                  file=sys.stderr)
+
+
 def summary(kinds, months):
-    per_kind_months = months / len(kinds)
     ex = sum(r["exhaustions"] for r in kinds.values())
     leads = [x for r in kinds.values() for x in r["leads"]]
     spells10 = [x for r in kinds.values() for x in r["spells10"]]
@@ -387,12 +458,10 @@ def summary(kinds, months):
         "spells_per_exhaustion": statistics.mean(spells10) if spells10 else 0.0,
         "quota_low_spells_per_period":
             sum(r["low_spells"] for r in kinds.values()) / low_periods if low_periods else 0.0,
-        "per_kind_months": per_kind_months,
     }
 
 
 def report(kinds, health, months, days, total):
-    per_kind_months = months / len(kinds)
     print("MailhostDeliveryQuotaExhaustionPredicted and MailhostDeliveryQuotaLow, per kind of sender:")
     print()
     print("| kind | accounts | exhaustions | warned ≥ 72 h ahead | median lead | spells in the 10 days before | "
@@ -405,7 +474,7 @@ def report(kinds, health, months, days, total):
               + (f"{r['warned_72h']} ({100 * r['warned_72h'] / ex:.0f} %)" if ex else "-") + " | "
               + (f"{statistics.median(r['leads']):.1f} d" if ex else "-") + " | "
               + (f"{statistics.mean(r['spells10']):.2f}" if ex else "-") + " | "
-              + f"{100 * r['false'] / per_kind_months:.1f} | "
+              + f"{100 * r['false'] / r['months'] if r['months'] else 0:.1f} | "
               + f"{r['rescued_warned']} on {r['rescued']} | "
               + (f"{r['low_spells'] / r['low_periods']:.2f} ({r['low_periods']} periods)"
                  if r["low_periods"] else "-") + " |")
@@ -436,6 +505,10 @@ def main():
                         help="days of history before the judged days")
     parser.add_argument("--seed", type=int, default=49)
     parser.add_argument("--check", action="store_true", help="exit 1 when a figure misses its floor")
+    parser.add_argument("--explain", action="store_true",
+                        help="list each exhaustion warned less than 72 h ahead, and each warning "
+                             "on a period that did not run out with the forecast's inputs, on "
+                             "stderr")
     parser.add_argument("--rules", default=os.path.join(ROOT, "prometheus", "rules.yml"))
     parser.add_argument("--alerts", default=os.path.join(ROOT, "prometheus", "alerts.yml"))
     args = parser.parse_args()
@@ -458,6 +531,8 @@ def main():
                    f"({time.monotonic() - started:.0f} s)")
         spells = firing(vm, start, end)
         kinds, health, months, days = judge(accounts, spells, keeps, judged, end)
+        if args.explain:
+            explain(vm, accounts, spells, keeps, judged, end)
         total = summary(kinds, months)
         print(f"Backtest: {len(accounts)} accounts, {args.days} days judged after {args.warmup} "
               f"days of history, seed {args.seed}, rules evaluated every {EVAL} "

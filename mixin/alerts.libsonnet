@@ -34,22 +34,24 @@ local lib = import 'lib.libsonnet';
       MailhostMailboxOutboundLimitReached: 'mailbox',
     },
     // A series of the alert's account, by the labels that name it, for an annotation.
-    local accountQuery(metric) = 'query (printf "%s{job=%%q,instance=%%q,tenant=%%q,account_id=%%q}" $labels.job $labels.instance $labels.tenant $labels.account_id)' % metric,
+    local accountQuery(metric, after='') = 'query (printf "%s{job=%%q,instance=%%q,tenant=%%q,account_id=%%q}%s" $labels.job $labels.instance $labels.tenant $labels.account_id)' % [metric, after],
     // The quota reset of the alert's account, for its annotation.
     local resetQuery = accountQuery('mailhost:delivery_quota_reset:timestamp_seconds'),
     // What a notification about an account's quota gives besides the description (see
-    // examples/alertmanager/templates/mailhost.tmpl): the messages left, the time left at the
-    // last hour's sending rate, and when the quota starts afresh.
+    // examples/alertmanager/templates/mailhost.tmpl): the messages left, when they run out at
+    // the account's typical pace, and when the quota starts afresh.
     local quotaAnnotations(figure) = {
       figure: figure,
-      time_left: '{{ with ' + accountQuery('mailhost:delivery_quota_exhaustion:seconds') + " }}{{ . | first | value | humanizeDuration }} at the last hour's sending rate{{ else }}no messages sent in the last hour{{ end }}",
+      time_left: '{{ with ' + accountQuery('mailhost:delivery_quota_exhaustion:timestamp_seconds') + ' }}runs out around {{ . | first | value | humanizeTimestamp }}{{ end }}{{ with ' + accountQuery('mailhost:delivery_messages_sent:pace', ' * 86400') + ' }} at its typical pace of {{ . | first | value | printf "%.0f" }} messages a day{{ else }}no typical pace known yet{{ end }}',
       quota_resets: '{{ with ' + resetQuery + ' }}{{ . | first | value | humanizeTimestamp }}{{ else }}no renewal or expiration date known{{ end }}',
     },
     local messagesLeft = '{{ with ' + accountQuery('mailhost_delivery_remaining_messages') + ' }}{{ . | first | value | printf "%.0f" }}{{ end }} messages left',
     local annotationsOf = {
       MailhostDeliveryQuotaLow: quotaAnnotations(messagesLeft + ", {{ $value | humanizePercentage }} of the plan's"),
       MailhostDeliveryQuotaCritical: quotaAnnotations(messagesLeft + ", {{ $value | humanizePercentage }} of the plan's"),
-      MailhostDeliveryQuotaExhaustionPredicted: quotaAnnotations(messagesLeft),
+      MailhostDeliveryQuotaExhaustionPredicted: quotaAnnotations(messagesLeft) {
+        shortfall: '{{ with ' + accountQuery('mailhost:delivery_quota_shortfall:messages') + ' }}{{ . | first | value | printf "%.0f" }} messages short when the quota resets{{ end }}',
+      },
     },
     local alert(name, severity, expr, summary, description) = {
       alert: name,
@@ -58,7 +60,7 @@ local lib = import 'lib.libsonnet';
       // The exporter's own absence ends at once; an alert on its data outlives a failed
       // scrape or a restart, so that Alertmanager holds it back under MailhostExporterDown
       // instead of resolving it. An allow-list change fires for a window of its own.
-      [if c.keepFiringFor != '' && !std.member(['MailhostExporterDown', 'MailhostDeliveryAllowListChanged'], name) then 'keep_firing_for']: c.keepFiringFor,
+      [if c.keepFiringFor != '' && !std.member(['MailhostExporterDown', 'MailhostDeliveryAllowListChanged'], name) then 'keep_firing_for']: std.get(c.keepFiringForOf, name, c.keepFiringFor),
       labels: c.alertLabels { severity: severity } + (
         if c.alertCollectorLabel && std.objectHas(collectorOf, name) then { collector: collectorOf[name] } else {}
       ),
@@ -97,15 +99,27 @@ local lib = import 'lib.libsonnet';
           alert(
             'MailhostDeliveryQuotaExhaustionPredicted',
             'warning',
-            // An account whose quota renews (or whose plan ends) before it would run out is
-            // left alone; one with no known reset date is judged on the horizon alone.
+            // Runs out before its quota renews (or its plan ends) even at a pace the pace
+            // margin below its typical one, at least the margin before the renewal, and within
+            // the horizon; the value is when. An account with no known reset, a limit of 0 or no
+            // pace yet has no forecast (docs/mixin.md).
             |||
-              (mailhost:delivery_quota_exhaustion:seconds < %s)
-              unless
-              (mailhost:delivery_quota_exhaustion:seconds > mailhost:delivery_quota_reset:timestamp_seconds - time())
-            ||| % lib.effective('quota_exhaustion_horizon_seconds'),
+              mailhost:delivery_quota_exhaustion:timestamp_seconds
+              and
+              (
+                mailhost:delivery_quota_exhaustion:timestamp_seconds - time()
+                < (mailhost:delivery_quota_reset:timestamp_seconds - time()) * (1 - %s)
+              )
+              and
+              (
+                mailhost:delivery_quota_exhaustion:timestamp_seconds
+                < mailhost:delivery_quota_reset:timestamp_seconds - %s
+              )
+              and
+              (mailhost:delivery_quota_exhaustion:timestamp_seconds - time() < %s)
+            ||| % [lib.effective('quota_exhaustion_pace_margin_ratio'), lib.effective('quota_exhaustion_margin_seconds'), lib.effective('quota_exhaustion_horizon_seconds')],
             'A Delivery account will run out of messages before its quota renews.',
-            'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) runs out of messages in {{ $value | humanizeDuration }} at its current rate, before its quota renews ({{ with ' + resetQuery + ' }}{{ . | first | value | humanizeTimestamp }}{{ else }}no renewal date known{{ end }}).',
+            'Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) will run out of messages around {{ $value | humanizeTimestamp }} at its typical pace, before its quota renews ({{ with ' + resetQuery + ' }}{{ . | first | value | humanizeTimestamp }}{{ end }}).',
           ),
           alert(
             'MailhostDeliveryPlanExpiring',
@@ -124,38 +138,38 @@ local lib = import 'lib.libsonnet';
           alert(
             'MailhostDeliveryBounceRatioHigh',
             'warning',
-            '((mailhost:delivery_bounce:ratio > %s) <= %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio'), lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
+            '((mailhost:delivery_bounce:ratio1d > %s) <= %s)\nand\n(mailhost:delivery_messages:increase1d >= %s)' % [lib.effective('bounce_ratio'), lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
             'A Delivery account bounces too many messages.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced.",
           ),
           alert(
             'MailhostDeliveryBounceRatioCritical',
             'critical',
-            '(mailhost:delivery_bounce:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
+            '(mailhost:delivery_bounce:ratio1d > %s)\nand\n(mailhost:delivery_messages:increase1d >= %s)' % [lib.effective('bounce_ratio_critical'), lib.effective('ratio_min_messages')],
             'A Delivery account bounces far too many messages.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced: mailbox providers throttle or block senders at such rates.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) bounced: mailbox providers throttle or block senders at such rates.",
           ),
           alert(
             'MailhostDeliveryComplaintRatioHigh',
             'warning',
             |||
-              ((mailhost:delivery_complaint:ratio > %s) <= %s)
+              ((mailhost:delivery_complaint:ratio1d > %s) <= %s)
               and
-              (mailhost:delivery_current_day_messages:sum >= %s)
+              (mailhost:delivery_messages:increase1d >= %s)
             ||| % [lib.effective('complaint_ratio_warning'), lib.effective('complaint_ratio_critical'), lib.effective('ratio_min_messages')],
             'A Delivery account draws too many complaints.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint, above the rate the large mailbox providers ask bulk senders to stay under. The provider's figure is a proxy: the mailbox provider's own (Postmaster Tools) is the one that counts.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint, above the rate the large mailbox providers ask bulk senders to stay under. The provider's figure is a proxy: the mailbox provider's own (Postmaster Tools) is the one that counts.",
           ),
           alert(
             'MailhostDeliveryComplaintRatioCritical',
             'critical',
             |||
-              (mailhost:delivery_complaint:ratio > %s)
+              (mailhost:delivery_complaint:ratio1d > %s)
               and
-              (mailhost:delivery_current_day_messages:sum >= %s)
+              (mailhost:delivery_messages:increase1d >= %s)
             ||| % [lib.effective('complaint_ratio_critical'), lib.effective('ratio_min_messages')],
             'A Delivery account draws far too many complaints.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint: the large mailbox providers reject or junk bulk mail from senders above this rate.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) drew a complaint: the large mailbox providers reject or junk bulk mail from senders above this rate.",
           ),
           alert(
             'MailhostDeliverySendingSpike',
@@ -227,9 +241,9 @@ local lib = import 'lib.libsonnet';
           alert(
             'MailhostDeliveryRejectionRatioHigh',
             'warning',
-            '(mailhost:delivery_rejection:ratio > %s)\nand\n(mailhost:delivery_current_day_messages:sum >= %s)' % [lib.effective('rejection_ratio'), lib.effective('ratio_min_messages')],
+            '(mailhost:delivery_rejection:ratio1d > %s)\nand\n(mailhost:delivery_messages:increase1d >= %s)' % [lib.effective('rejection_ratio'), lib.effective('ratio_min_messages')],
             'A Delivery account has too many messages rejected.',
-            "{{ $value | humanizePercentage }} of today's messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) were rejected.",
+            "{{ $value | humanizePercentage }} of the last 24 hours' messages of Delivery account {{ $labels.account_id }} ({{ $labels.instance }}) were rejected.",
           ),
           alert(
             'MailhostMigrationFailures',

@@ -23,6 +23,34 @@
     // notification by as much. '' leaves keep_firing_for out, for evaluators without it
     // (Prometheus before 2.42, vmalert before 1.90).
     keepFiringFor: '10m',
+    // keep_firing_for of single alerts, where it differs from keepFiringFor. The ratios of
+    // the last 24 hours move slowly, and an account near a threshold crosses it back and forth
+    // within hours: a ratio that fell below for less than 6 hours is not a problem solved
+    // (docs/mixin.md, "Sending health").
+    keepFiringForOf: {
+      MailhostDeliveryQuotaExhaustionPredicted: '12h',
+      MailhostDeliveryBounceRatioHigh: '6h',
+      MailhostDeliveryBounceRatioCritical: '6h',
+      MailhostDeliveryComplaintRatioHigh: '6h',
+      MailhostDeliveryComplaintRatioCritical: '6h',
+      MailhostDeliveryRejectionRatioHigh: '6h',
+    },
+    // The quota forecast (docs/mixin.md, "Quota exhaustion"). The group mailhost.forecast
+    // computes, every `interval`, each account's pace over the last `paceWindow` (a whole
+    // week, so every weekday counts once) and its typical value: the `typicalQuantile` of
+    // those paces over `typicalOver`, which a campaign week, or two, does not reach, or the
+    // lowest of the last `paceWindow` if that is higher. The
+    // recording rules read the latest typical pace within `lookback` (at least twice
+    // `interval`), and weigh what is left over the last `levelWindowSeconds` (a whole day, so
+    // that the hour of the day does not move the forecast). The tests shrink them to seconds.
+    forecast: {
+      interval: '1h',
+      paceWindow: '7d',
+      typicalOver: '28d',
+      typicalQuantile: 0.4,
+      lookback: '2h',
+      levelWindowSeconds: 86400,
+    },
 
     // Global thresholds, recorded in the group mailhost.thresholds so that alerts compare
     // against series, never against numbers of their own.
@@ -31,24 +59,29 @@
       quota_remaining_warning_ratio: 0.10,
       // Page when an account has less than this share left.
       quota_remaining_critical_ratio: 0.02,
-      // Warn when the current sending rate empties the quota within this many seconds, unless
-      // the quota renews (or the plan expires) first.
-      quota_exhaustion_horizon_seconds: 86400,
+      // Warn when the account runs out of messages before its quota renews (or its plan
+      // expires) even at a pace this share below its typical one, at least
+      // quota_exhaustion_margin_seconds before the renewal, and within
+      // quota_exhaustion_horizon_seconds from now (docs/mixin.md, "Quota exhaustion").
+      quota_exhaustion_pace_margin_ratio: 0.20,
+      quota_exhaustion_margin_seconds: 129600,
+      quota_exhaustion_horizon_seconds: 10 * 86400,
       // Warn this long (seconds) before a plan expires.
       plan_expiry_seconds: 7 * 86400,
-      // Today's share of bounced messages above which an account is warned about.
+      // The last 24 hours' share of bounced messages above which an account is warned about.
       bounce_ratio: 0.05,
-      // Today's share of bounced messages above which it pages.
+      // The last 24 hours' share of bounced messages above which it pages.
       bounce_ratio_critical: 0.10,
-      // Today's share of messages that drew a complaint above which an account is warned about
-      // (the bulk-sender rules of the large mailbox providers since 2024 ask for under 0.1%),
+      // The last 24 hours' share of messages that drew a complaint above which an account is
+      // warned about (the bulk-sender rules of the large mailbox providers since 2024 ask for
+      // under 0.1%),
       // and above which it pages (they never accept 0.3%). A proxy: the mailbox provider's own
       // figure is the one that counts.
       complaint_ratio_warning: 0.001,
       complaint_ratio_critical: 0.003,
-      // Today's share of rejected messages above which an account is warned about.
+      // The last 24 hours' share of rejected messages above which an account is warned about.
       rejection_ratio: 0.05,
-      // Ratios are judged only once an account has sent this many messages today.
+      // Ratios are judged only once an account has sent this many messages in the last 24 hours.
       ratio_min_messages: 100,
       // Warn when a mailbox uses more than this share of its quota.
       mailbox_quota_ratio: 0.90,
@@ -74,6 +107,8 @@
     accountThresholds: [
       'quota_remaining_warning_ratio',
       'quota_remaining_critical_ratio',
+      'quota_exhaustion_pace_margin_ratio',
+      'quota_exhaustion_margin_seconds',
       'quota_exhaustion_horizon_seconds',
       'plan_expiry_seconds',
       'bounce_ratio',
@@ -88,7 +123,7 @@
     alertFor: {
       MailhostDeliveryQuotaLow: '2m',
       MailhostDeliveryQuotaCritical: '2m',
-      MailhostDeliveryQuotaExhaustionPredicted: '10m',
+      MailhostDeliveryQuotaExhaustionPredicted: '6h',
       MailhostDeliveryPlanExpiring: '10m',
       MailhostDeliveryAccountStatusChanged: '5m',
       MailhostDeliveryBounceRatioHigh: '15m',

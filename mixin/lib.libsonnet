@@ -14,4 +14,11 @@
 
   // A number as people write it: std.toString(0.1) gives 0.10000000000000001.
   number(n):: if n == std.floor(n) && std.abs(n) < 1e15 then '%d' % n else '%.15g' % n,
+
+  // A Prometheus duration for a number of seconds: 1d, 12h, 90s.
+  duration(seconds)::
+    if seconds % 86400 == 0 then '%dd' % (seconds / 86400)
+    else if seconds % 3600 == 0 then '%dh' % (seconds / 3600)
+    else if seconds % 60 == 0 then '%dm' % (seconds / 60)
+    else '%ds' % seconds,
 }

@@ -45,7 +45,7 @@ function(config={}, parts='all')
     else if v == null then 'null'
     else std.toString(v);
   // Annotations read best in the order an operator reads them.
-  local keyOrder = ['summary', 'description', 'figure', 'time_left', 'quota_resets', 'runbook_url'];
+  local keyOrder = ['summary', 'description', 'figure', 'time_left', 'quota_resets', 'shortfall', 'runbook_url'];
   local ordered(o) =
     [k for k in keyOrder if std.objectHas(o, k)] + [k for k in std.objectFields(o) if !std.member(keyOrder, k)];
   local mapping(o, indent) =
@@ -70,7 +70,7 @@ function(config={}, parts='all')
     ]);
   local ruleFile(header, groups) =
     header + 'groups:\n' + std.join('\n', [
-      '  - name: ' + scalar(g.name, '') + '\n    rules:' + (
+      '  - name: ' + scalar(g.name, '') + (if std.objectHas(g, 'interval') then '\n    interval: ' + scalar(g.interval, '') else '') + '\n    rules:' + (
         if std.length(g.rules) == 0 then ' []\n'
         else '\n' + std.join('\n', [rule(r) for r in g.rules]) + '\n'
       )

@@ -11,14 +11,16 @@ local lib = import 'lib.libsonnet';
     local thresholdBase = {
       quota_remaining_warning_ratio: 'mailhost:delivery_quota_remaining:ratio',
       quota_remaining_critical_ratio: 'mailhost:delivery_quota_remaining:ratio',
-      quota_exhaustion_horizon_seconds: 'mailhost:delivery_quota_exhaustion:seconds',
+      quota_exhaustion_horizon_seconds: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
+      quota_exhaustion_pace_margin_ratio: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
+      quota_exhaustion_margin_seconds: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
       plan_expiry_seconds: s('mailhost_delivery_plan_expiration_timestamp_seconds'),
-      bounce_ratio: 'mailhost:delivery_bounce:ratio',
-      bounce_ratio_critical: 'mailhost:delivery_bounce:ratio',
-      complaint_ratio_warning: 'mailhost:delivery_complaint:ratio',
-      complaint_ratio_critical: 'mailhost:delivery_complaint:ratio',
-      rejection_ratio: 'mailhost:delivery_rejection:ratio',
-      ratio_min_messages: 'mailhost:delivery_current_day_messages:sum',
+      bounce_ratio: 'mailhost:delivery_bounce:ratio1d',
+      bounce_ratio_critical: 'mailhost:delivery_bounce:ratio1d',
+      complaint_ratio_warning: 'mailhost:delivery_complaint:ratio1d',
+      complaint_ratio_critical: 'mailhost:delivery_complaint:ratio1d',
+      rejection_ratio: 'mailhost:delivery_rejection:ratio1d',
+      ratio_min_messages: 'mailhost:delivery_messages:increase1d',
     },
     local overridden = std.set([
       k
@@ -59,6 +61,45 @@ local lib = import 'lib.libsonnet';
         ],
       },
       {
+        // The pace a forecast rests on, evaluated once an hour (forecast.interval): a week of
+        // samples per account is read once an hour, not once a minute.
+        name: 'mailhost.forecast',
+        interval: c.forecast.interval,
+        rules: [
+          {
+            // Messages a second over the last week (forecast.paceWindow), every weekday once
+            // whatever the hour; only for a week in which the account never ran dry, since a
+            // week of refused sends says nothing of how much it wants to send.
+            record: 'mailhost:delivery_messages_sent:rate_week',
+            expr: |||
+              rate(%(sent)s[%(week)s])
+              and
+              (min_over_time(%(remaining)s[%(week)s]) > 0)
+            ||| % {
+              sent: s('mailhost_delivery_messages_sent'),
+              remaining: s('mailhost_delivery_remaining_messages'),
+              week: c.forecast.paceWindow,
+            },
+          },
+          {
+            // Its typical value: the 40th percentile (forecast.typicalQuantile) of those paces
+            // over four weeks (forecast.typicalOver), or the lowest of the last week if that is
+            // higher. A campaign lifts the week's pace for the seven days it is inside the week,
+            // and two campaigns for fourteen of the 28 days: the percentile reaches neither, nor
+            // does the lowest of the last week. A campaign every week is in every week's pace
+            // and counts; a pace that has held for a whole week (growing sending, a new
+            // customer) counts after that week.
+            record: 'mailhost:delivery_messages_sent:rate_week_typical',
+            expr: |||
+              quantile_over_time(%(q)s, mailhost:delivery_messages_sent:rate_week[%(over)s])
+              > min_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
+              or
+              min_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
+            ||| % { q: lib.number(c.forecast.typicalQuantile), over: c.forecast.typicalOver, week: c.forecast.paceWindow },
+          },
+        ],
+      },
+      {
         name: 'mailhost.recording',
         rules: [
           {
@@ -76,12 +117,6 @@ local lib = import 'lib.libsonnet';
             expr: 'clamp_min(deriv(%s[1h]), 0) * 3600' % s('mailhost_delivery_messages_sent'),
           },
           {
-            // Seconds until the messages left run out at the last hour's rate; absent for an
-            // account that sends nothing.
-            record: 'mailhost:delivery_quota_exhaustion:seconds',
-            expr: '%s\n/ (mailhost:delivery_messages_sent:rate1h > 0) * 3600' % s('mailhost_delivery_remaining_messages'),
-          },
-          {
             // When the quota next starts afresh: the next renewal, or the plan's expiration if
             // that comes first (or is all that is known).
             record: 'mailhost:delivery_quota_reset:timestamp_seconds',
@@ -95,18 +130,72 @@ local lib = import 'lib.libsonnet';
             },
           },
           {
-            record: 'mailhost:delivery_current_day_messages:sum',
-            expr: 'sum without (status) (%s)' % s('mailhost_delivery_current_day_messages'),
+            // The account's typical pace (messages a second): the median, over three weeks, of
+            // the pace of the week before each hour (group mailhost.forecast), read here every
+            // evaluation. docs/mixin.md, "Quota exhaustion", says why.
+            record: 'mailhost:delivery_messages_sent:pace',
+            expr: 'last_over_time(mailhost:delivery_messages_sent:rate_week_typical[%s])' % c.forecast.lookback,
           },
           {
-            record: 'mailhost:delivery_bounce:ratio',
-            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="bounced"'),
+            // The messages the account can count on until its quota resets: the last day's
+            // average of what is left (what is left now, if more: a renewal, extras or a larger
+            // plan count at once), less bought extras that expire before the reset.
+            record: 'mailhost:delivery_quota_available:messages',
+            expr: |||
+              ((avg_over_time(%(remaining)s[%(level)s]) >= %(remaining)s) or %(remaining)s)
+              - (%(extras)s and (%(expires)s < mailhost:delivery_quota_reset:timestamp_seconds))
+              or
+              ((avg_over_time(%(remaining)s[%(level)s]) >= %(remaining)s) or %(remaining)s)
+            ||| % {
+              remaining: s('mailhost_delivery_remaining_messages'),
+              extras: s('mailhost_delivery_remaining_extra_messages'),
+              expires: s('mailhost_delivery_extra_messages_expiration_timestamp_seconds'),
+              level: lib.duration(c.forecast.levelWindowSeconds),
+            },
+          },
+          {
+            // When those run out at the typical pace, counted from the middle of the last day
+            // (what the average stands for), so that a busy afternoon or a quiet night does
+            // not move it. Only for an account with a plan (a limit above 0) that sends.
+            record: 'mailhost:delivery_quota_exhaustion:timestamp_seconds',
+            expr: |||
+              time() - %s + mailhost:delivery_quota_available:messages / (mailhost:delivery_messages_sent:pace > 0)
+              and (%s > 0)
+            ||| % [lib.number(c.forecast.levelWindowSeconds / 2), s('mailhost_delivery_plan_messages_limit')],
+          },
+          {
+            // Messages the account will be short of when its quota resets, at its typical pace
+            // (negative: left over); only for an account with a known reset.
+            record: 'mailhost:delivery_quota_shortfall:messages',
+            expr: |||
+              (mailhost:delivery_quota_reset:timestamp_seconds - mailhost:delivery_quota_exhaustion:timestamp_seconds)
+              * mailhost:delivery_messages_sent:pace
+            |||,
+          },
+          {
+            // Days of margin, in seconds: how long after the reset the messages left would last
+            // at the typical pace (negative: how long before it they run out). The fleet
+            // overview ranks accounts by it.
+            record: 'mailhost:delivery_quota_margin:seconds',
+            expr: 'mailhost:delivery_quota_exhaustion:timestamp_seconds - mailhost:delivery_quota_reset:timestamp_seconds',
+          },
+          {
+            // Messages of every outcome over the last 24 hours, from the exact daily counters:
+            // a whole day at any hour, so that the ratios below do not start afresh at each
+            // local midnight, when today's figures do (docs/mixin.md, "Sending health").
+            record: 'mailhost:delivery_messages:increase1d',
+            expr: 'sum without (status) (increase(%s[1d]))' % s('mailhost_delivery_messages_total'),
+          },
+          {
+            // Share of the last 24 hours' messages that bounced.
+            record: 'mailhost:delivery_bounce:ratio1d',
+            expr: 'sum without (status) (increase(%s[1d]))\n/ (mailhost:delivery_messages:increase1d > 0)' % s('mailhost_delivery_messages_total', 'status="bounced"'),
           },
           {
             // Absent for an account whose statistics report no complaint outcome: its
             // complaint alerts stay silent rather than read 0.
-            record: 'mailhost:delivery_complaint:ratio',
-            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="complaint"'),
+            record: 'mailhost:delivery_complaint:ratio1d',
+            expr: 'sum without (status) (increase(%s[1d]))\n/ (mailhost:delivery_messages:increase1d > 0)' % s('mailhost_delivery_messages_total', 'status="complaint"'),
           },
           {
             // Messages of every outcome in the last hour, from the exact daily counters.
@@ -127,8 +216,8 @@ local lib = import 'lib.libsonnet';
             },
           },
           {
-            record: 'mailhost:delivery_rejection:ratio',
-            expr: 'sum without (status) (%s)\n/ (mailhost:delivery_current_day_messages:sum > 0)' % s('mailhost_delivery_current_day_messages', 'status="rejected"'),
+            record: 'mailhost:delivery_rejection:ratio1d',
+            expr: 'sum without (status) (increase(%s[1d]))\n/ (mailhost:delivery_messages:increase1d > 0)' % s('mailhost_delivery_messages_total', 'status="rejected"'),
           },
           {
             record: 'mailhost:mailbox_quota_used:ratio',

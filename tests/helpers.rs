@@ -330,6 +330,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         "apt-get install victoria-metrics",
         &[
             "scale_out::vmagent_cluster_with_replication_stores_every_account_once_and_polls_it_once",
+            "mixin::the_backtest_of_the_shipped_rules_meets_its_floors",
         ],
     ),
     (
@@ -353,6 +354,8 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
             "mixin::the_labels_alerts_carry_follow_the_config_switches",
             "alertmanager::a_tenant_heading_for_exhaustion_notifies_its_receiver_alone_and_exporter_down_inhibits_it",
             "alertmanager::a_fleet_scraped_through_probe_and_sd_alerts_once_per_account_and_is_inhibited_per_account",
+            "prometheus::a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_alert",
+            "storage::alerts_keep_their_state_and_active_time_across_a_restart_with_the_storage",
         ],
     ),
     (
@@ -396,7 +399,10 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
     (
         "vmalert",
         "apt-get install victoria-metrics",
-        &["mixin::vmalert_loads_the_shipped_rule_files_in_dry_run"],
+        &[
+            "mixin::vmalert_loads_the_shipped_rule_files_in_dry_run",
+            "mixin::the_backtest_of_the_shipped_rules_meets_its_floors",
+        ],
     ),
     (
         "hadolint",

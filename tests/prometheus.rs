@@ -33,15 +33,22 @@ const SCRAPE_INTERVAL_MS: i64 = 1_000;
 const GRAFANA_PATIENCE: Duration = Duration::from_secs(240);
 
 /// A Prometheus scraping `target` with the shipped rules and alerts loaded.
-fn start_prometheus(binary: &str, target: &str) -> PrometheusServer {
-    let root = crate::helpers::repo_root();
+/// A Prometheus scraping `target` with the shipped rules, their forecast shrunk from weeks to
+/// seconds (the dashboards' forecast panels read its recording rules); the directory of the
+/// rendered rules lives as long as the server.
+fn start_prometheus(
+    binary: &str,
+    jsonnet: &str,
+    target: &str,
+) -> (PrometheusServer, tempfile::TempDir) {
+    let (rules, _) = crate::mixin::render_rules(jsonnet, crate::mixin::FORECAST_IN_SECONDS);
     let config = format!(
         "global:\n  scrape_interval: {}ms\n  evaluation_interval: 1s\nrule_files:\n  - {}\n  - {}\nscrape_configs:\n  - job_name: mailhost\n    static_configs:\n      - targets: [\"{target}\"]\n",
         SCRAPE_INTERVAL_MS,
-        root.join("prometheus/rules.yml").display(),
-        root.join("prometheus/alerts.yml").display()
+        rules.path().join("prometheus/rules.yml").display(),
+        rules.path().join("prometheus/alerts.yml").display()
     );
-    spawn_prometheus(binary, &config)
+    (spawn_prometheus(binary, &config), rules)
 }
 
 /// Replaces `$name`, `${name}` and `${name:format}` with the test's values.
@@ -181,13 +188,16 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_trips_the_quota_ale
     let Some(prometheus) = tool("prometheus", "apt-get install prometheus") else {
         return;
     };
+    let Some(jsonnet) = crate::mixin::jsonnet() else {
+        return;
+    };
     let demo = Running::start(&["--demo", "--web.listen-address=127.0.0.1:0"]);
     let metrics_url = demo.logged("open this URL", "url").await;
     let target = metrics_url
         .trim_start_matches("http://")
         .trim_end_matches("/metrics")
         .to_owned();
-    let prom = start_prometheus(prometheus, &target);
+    let (prom, _rules) = start_prometheus(prometheus, jsonnet, &target);
     let client = reqwest::Client::new();
 
     // Scraping has begun and every collector has reported once.

@@ -449,8 +449,8 @@
     },
     {
       type: 'stat',
-      title: 'Quota exhausted in',
-      description: 'Time until the messages remaining run out at the current burn rate. Infinite when the account is not sending.',
+      title: 'Margin at renewal',
+      description: "How long the messages left would last past the quota's renewal (or the plan's expiry) at the account's typical pace: the median, over three weeks, of its pace over a week (mailhost:delivery_quota_margin:seconds of the shipped recording rules, docs/mixin.md). Below zero it runs out that long before it renews; empty with no renewal date, no plan or no pace yet.",
       datasource: {
         type: 'prometheus',
         uid: '${datasource}',
@@ -473,11 +473,11 @@
               },
               {
                 color: 'yellow',
-                value: 3600,
+                value: 0,
               },
               {
                 color: 'green',
-                value: 86400,
+                value: 259200,
               },
             ],
           },
@@ -507,7 +507,7 @@
             uid: '${datasource}',
           },
           refId: 'A',
-          expr: 'mailhost_delivery_remaining_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}\n/ clamp_min(deriv(mailhost_delivery_messages_sent{job=~"$job",instance=~"$instance",account_id=~"$account"}[$__rate_interval]), 0)',
+          expr: 'mailhost:delivery_quota_margin:seconds{job=~"$job",instance=~"$instance",account_id=~"$account"}',
           legendFormat: '{{account_id}}',
           range: false,
           instant: true,
@@ -605,7 +605,7 @@
     {
       type: 'timeseries',
       title: 'Messages remaining over time',
-      description: 'mailhost_delivery_remaining_messages, and the bought extras still unused, over time.',
+      description: "mailhost_delivery_remaining_messages and the bought extras still unused, over time, with the projection to the renewal: the messages that will be left when the quota renews (or the plan expires) at the account's typical pace (minus mailhost:delivery_quota_shortfall:messages of the shipped recording rules, docs/mixin.md). Below zero the account runs out before it renews.",
       datasource: {
         type: 'prometheus',
         uid: '${datasource}',
@@ -681,6 +681,18 @@
           refId: 'B',
           expr: 'mailhost_delivery_remaining_extra_messages{job=~"$job",instance=~"$instance",account_id=~"$account"}',
           legendFormat: 'Extras not used yet',
+          range: true,
+          instant: false,
+          format: 'time_series',
+        },
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'C',
+          expr: '-mailhost:delivery_quota_shortfall:messages{job=~"$job",instance=~"$instance",account_id=~"$account"}',
+          legendFormat: 'Left at the renewal (projection)',
           range: true,
           instant: false,
           format: 'time_series',

@@ -124,7 +124,7 @@
       gridPos: {
         x: 0,
         y: 1,
-        w: 8,
+        w: 6,
         h: 8,
       },
       fieldConfig: {
@@ -186,9 +186,9 @@
         uid: '${datasource}',
       },
       gridPos: {
-        x: 8,
+        x: 6,
         y: 1,
-        w: 8,
+        w: 6,
         h: 8,
       },
       fieldConfig: {
@@ -259,9 +259,9 @@
         uid: '${datasource}',
       },
       gridPos: {
-        x: 16,
+        x: 12,
         y: 1,
-        w: 8,
+        w: 6,
         h: 8,
       },
       fieldConfig: {
@@ -321,6 +321,78 @@
         },
       ],
       id: 4,
+    },
+    {
+      type: 'bargauge',
+      title: 'Days of margin at renewal',
+      description: "Accounts ranked by how long their messages would last past the quota's renewal (or the plan's expiry) at their typical pace, fewest first (mailhost:delivery_quota_margin:seconds of the shipped recording rules, docs/mixin.md). Below zero the account runs out that many days before it renews; accounts with no renewal date, no plan or no pace yet are not listed.",
+      datasource: {
+        type: 'prometheus',
+        uid: '${datasource}',
+      },
+      gridPos: {
+        x: 18,
+        y: 1,
+        w: 6,
+        h: 8,
+      },
+      fieldConfig: {
+        defaults: {
+          unit: 'd',
+          thresholds: {
+            mode: 'absolute',
+            steps: [
+              {
+                color: 'red',
+                value: null,
+              },
+              {
+                color: 'yellow',
+                value: 0,
+              },
+              {
+                color: 'green',
+                value: 3,
+              },
+            ],
+          },
+          decimals: 1,
+        },
+        overrides: [],
+      },
+      options: {
+        reduceOptions: {
+          calcs: [
+            'lastNotNull',
+          ],
+          fields: '',
+          values: false,
+        },
+        displayMode: 'gradient',
+        orientation: 'horizontal',
+        showUnfilled: true,
+        valueMode: 'color',
+        namePlacement: 'auto',
+        sizing: 'auto',
+        minVizHeight: 16,
+        minVizWidth: 8,
+        maxVizHeight: 300,
+      },
+      targets: [
+        {
+          datasource: {
+            type: 'prometheus',
+            uid: '${datasource}',
+          },
+          refId: 'A',
+          expr: 'sort(mailhost:delivery_quota_margin:seconds{job=~"$job",instance=~"$instance",account_id=~"$account"} / 86400)',
+          legendFormat: '{{account_id}}',
+          range: false,
+          instant: true,
+          format: 'time_series',
+        },
+      ],
+      id: 22,
     },
     {
       type: 'timeseries',

@@ -594,7 +594,7 @@ async fn exhaustion_reaches_its_tenant_alone(scrape: Scrape) {
     };
     // The watched alerts fire at once, on a forecast of seconds rather than weeks; the rest keep
     // their for: (none fires in this test).
-    let (rules, _) = crate::mixin::render_rules(jsonnet, QUICK_FORECAST);
+    let (rules, _) = crate::mixin::render_rules(jsonnet, &quick_forecast());
     let (webhook, got, receiver_task) = spawn_receiver().await;
     let (am_url, _am, _am_dir) = spawn_alertmanager(alertmanager, &example_for_test(&webhook));
 
@@ -889,7 +889,11 @@ async fn each_inhibition_of_the_example_holds_back_what_it_should_and_nothing_el
     receiver_task.abort();
 }
 
-/// The mixin's config for a forecast that learns in seconds what the shipped one learns in weeks
-/// (docs/mixin.md, "Quota exhaustion"): a pace over 20 s, its median over a minute, what is
-/// left weighed over 2 s; the prediction fires at once and keeps firing 15 s.
-pub(crate) const QUICK_FORECAST: &str = "{ alertFor+: { MailhostDeliveryQuotaExhaustionPredicted: '0s', MailhostExporterDown: '0s' }, keepFiringFor: '15s', keepFiringForOf: {}, forecast+: { interval: '1s', paceWindow: '20s', typicalOver: '1m', lookback: '3s', levelWindowSeconds: 2 } }";
+/// The mixin's config for these tests: the forecast in seconds (`mixin::FORECAST_IN_SECONDS`),
+/// the prediction firing at once and kept 15 s.
+fn quick_forecast() -> String {
+    format!(
+        "{{ alertFor+: {{ MailhostDeliveryQuotaExhaustionPredicted: '0s', MailhostExporterDown: '0s' }}, keepFiringFor: '15s', keepFiringForOf: {{}} }} + {}",
+        crate::mixin::FORECAST_IN_SECONDS
+    )
+}

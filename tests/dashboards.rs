@@ -574,8 +574,8 @@ fn range_functions_use_the_rate_interval() {
     assert_none(problems);
 }
 
-/// The recording rules a dashboard may read: the quota forecast, whose median over three weeks
-/// of a week's pace no dashboard can compute for a fleet at view time. Their panels say so in
+/// The recording rules a dashboard may read: the quota forecast, whose typical weekly pace over
+/// four weeks no dashboard can compute for a fleet at view time. Their panels say so in
 /// their description, and docs/dashboards.md lists them.
 const FORECAST_RECORDS: [&str; 2] = [
     "mailhost:delivery_quota_margin:seconds",

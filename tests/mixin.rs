@@ -27,7 +27,8 @@ pub(crate) fn jsonnet() -> Option<&'static str> {
 }
 
 /// The forecast of the quota rules shrunk from weeks to seconds, for tests that watch it move
-/// (a `config` for [`render`] and [`render_rules`]).
+/// (a `config` for [`render`] and [`render_rules`]): a pace over 20 s, its typical value over a
+/// minute, what is left weighed over 2 s.
 pub(crate) const FORECAST_IN_SECONDS: &str = "{ forecast+: { interval: '1s', paceWindow: '20s', typicalOver: '1m', lookback: '3s', levelWindowSeconds: 2 } }";
 
 /// Renders the mixin with `config` (jsonnet code merged into `_config`) into a fresh directory

@@ -637,7 +637,10 @@ async fn alerts_keep_their_state_and_active_time_across_a_restart_with_the_stora
     // throughout.
     let (rules_dir, _) = crate::mixin::render_rules(
         jsonnet,
-        "{ alertFor+: { MailhostDeliveryQuotaLow: '2s', MailhostDeliveryQuotaCritical: '2s' }, forecast+: { interval: '1s', paceWindow: '20s', typicalOver: '1m', lookback: '3s', levelWindowSeconds: 2 } }",
+        &format!(
+            "{{ alertFor+: {{ MailhostDeliveryQuotaLow: '2s', MailhostDeliveryQuotaCritical: '2s' }} }} + {}",
+            crate::mixin::FORECAST_IN_SECONDS
+        ),
     );
     let sim = spawn_sim().await;
     let config = SimConfig::demo(TOKEN);

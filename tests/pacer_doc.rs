@@ -4,6 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use mailhost_exporter::upstream::pacer::control::{Control, Event, MAX_RATE};
+use tokio::time::Instant;
+
 /// `NAME -> (value, file)` from the doc's constants table.
 fn documented(doc: &str) -> BTreeMap<String, (String, String)> {
     let mut out = BTreeMap::new();
@@ -140,4 +143,76 @@ fn the_reader_sees_items_and_skips_tests_and_locals() {
     assert_eq!(d.get("C").map(String::as_str), Some("3"));
     assert!(!d.contains_key("D"));
     assert_eq!(d.len(), 3, "{d:?}");
+}
+
+/// The row of `state` in docs/pacer.md's table of a pace's states.
+fn pace_row<'a>(doc: &'a str, state: &str) -> &'a str {
+    let table = doc
+        .split("\n### A pace ")
+        .nth(1)
+        .and_then(|rest| rest.split("\n### ").next())
+        .expect("docs/pacer.md has a section on a pace's states");
+    table
+        .lines()
+        .find(|l| l.starts_with(&format!("| {state} |")))
+        .unwrap_or_else(|| panic!("docs/pacer.md has no row for the pace's state `{state}`"))
+}
+
+/// A pace cut at a cold start by a thin first refusal (4 successes, then a 429 50 ms later),
+/// and taken to 300 ms after that, `successes` of them answered there, with the calls waiting
+/// for the pace throughout.
+fn cold_doubling_with(ceiling: Option<f64>, successes: u32) -> (Control, Instant) {
+    use std::time::Duration;
+    let t0 = Instant::now();
+    let mut c = Control::new(t0, ceiling);
+    c.tick(t0, true, true);
+    for _ in 0..4 {
+        c.succeeded(t0);
+    }
+    let t1 = t0 + Duration::from_millis(50);
+    c.tick(t1, true, true);
+    assert!(matches!(c.throttled(t1, t0, None, false), Event::Cut(_)));
+    assert!(c.cold_doubling(), "a thin first estimate doubles");
+    let t2 = t1 + Duration::from_millis(300);
+    c.tick(t2, true, true);
+    for _ in 0..successes {
+        c.succeeded(t2);
+    }
+    let t3 = t2 + Duration::from_millis(300);
+    c.tick(t3, true, true);
+    (c, t3)
+}
+
+#[test]
+fn a_cold_doubling_cut_by_a_thin_refusal_stays_cold_as_docs_pacer_md_says() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/pacer.md")).unwrap();
+    let row = pace_row(&doc, "cold doubling");
+    for says in [
+        "**cubic** when the new estimate rests on",
+        "or when the pace had climbed past the last estimate while calls went through",
+        "otherwise it stays **cold doubling**",
+    ] {
+        assert!(
+            row.contains(says),
+            "docs/pacer.md's cold doubling row: {says:?}\n{row}"
+        );
+    }
+    let refused = |c: &mut Control, now: Instant| {
+        let sent = now - std::time::Duration::from_millis(50);
+        assert!(matches!(c.throttled(now, sent, None, false), Event::Cut(_)));
+    };
+    // Two successes, the pace not past the last estimate: cut, and still cold.
+    let (mut c, now) = cold_doubling_with(None, 2);
+    refused(&mut c, now);
+    assert!(c.cold_doubling(), "{:?}", c.curve());
+    assert_eq!(c.curve().map(|k| k.known), Some(MAX_RATE));
+    // Five successes let the pace double past the last estimate: cubic.
+    let (mut c, now) = cold_doubling_with(None, 5);
+    refused(&mut c, now);
+    assert!(!c.cold_doubling() && c.settled(), "{:?}", c.curve());
+    // Twelve, the pace held at the estimate by a ceiling: a confident estimate, cubic.
+    let (mut c, now) = cold_doubling_with(Some(8.0), 12);
+    refused(&mut c, now);
+    assert!(!c.cold_doubling() && c.settled(), "{:?}", c.curve());
 }

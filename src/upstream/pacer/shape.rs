@@ -39,9 +39,9 @@ pub const MIN_TARGET_BACKOFF: Duration = Duration::from_secs(1);
 /// a shared limit that refused it at a pace just over its rate has refilled by then, so its
 /// next answer says whose the 429 was, not what the limit held at that same instant.
 pub const UNDECIDED_WAIT: Duration = Duration::from_millis(250);
-/// The longest a lone 429's `Retry-After` pauses its endpoint, tentatively (a success of a
-/// call sent since lifts it): long enough to honour a token's short pause in full when nothing
-/// else is in flight to show it, short enough to cost little when a call does not come.
+/// The longest a lone 429's `Retry-After` pauses its endpoint, tentatively (any success of a
+/// call to the endpoint lifts it): long enough to honour a token's short pause in full when
+/// nothing else is in flight to show it, short enough to cost little when a call does not come.
 pub const MAX_LONE_PAUSE: Duration = Duration::from_secs(5);
 /// The longest back-off of a target, whatever it was told (and never longer than its values
 /// live, which the caller passes).

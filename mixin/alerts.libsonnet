@@ -59,8 +59,9 @@ local lib = import 'lib.libsonnet';
       'for': c.alertFor[name],
       // The exporter's own absence ends at once; an alert on its data outlives a failed
       // scrape or a restart, so that Alertmanager holds it back under MailhostExporterDown
-      // instead of resolving it. An allow-list change fires for a window of its own.
-      [if c.keepFiringFor != '' && !std.member(['MailhostExporterDown', 'MailhostDeliveryAllowListChanged'], name) then 'keep_firing_for']: std.get(c.keepFiringForOf, name, c.keepFiringFor),
+      // instead of resolving it. An allow-list change and a collector's restart fire for a
+      // window of their own, which a failed scrape does not shorten.
+      [if c.keepFiringFor != '' && !std.member(['MailhostExporterDown', 'MailhostDeliveryAllowListChanged', 'MailhostCollectorRestarted'], name) then 'keep_firing_for']: std.get(c.keepFiringForOf, name, c.keepFiringFor),
       labels: c.alertLabels { severity: severity } + (
         if c.alertCollectorLabel && std.objectHas(collectorOf, name) then { collector: collectorOf[name] } else {}
       ),
@@ -294,6 +295,21 @@ local lib = import 'lib.libsonnet';
             '%s == 0' % s('mailhost_collector_success'),
             'A collector of mailhost_exporter keeps failing.',
             'Every run of collector {{ $labels.collector }} on {{ $labels.instance }} for %s had a failing target; see mailhost_api_request_failures_total for the reason.' % c.alertFor.MailhostCollectorFailing,
+          ),
+          alert(
+            'MailhostCollectorRestarted',
+            'warning',
+            // A restart is an event, a panic in the exporter (a bug), not a state to wait out:
+            // the alert fires at the first evaluation that sees the counter rise (for 0m) and
+            // for the window after the last restart. increase() takes a drop of the counter
+            // (the exporter restarted) as a reset, not as a restart, and a counter that stays
+            // at 0 (every collector from the start) increases by 0. The window (15m) holds
+            // several scrapes, so a missed one does not hide a restart, and it is longer than
+            // a collector's usual interval, the longest back-off: a loop that panics at every
+            // run keeps the alert firing instead of flapping.
+            'increase(%s[%s]) > 0' % [s('mailhost_collector_restarts_total'), c.collectorRestartWindow],
+            'A collector of mailhost_exporter panicked and was started again.',
+            'The loop of collector {{ $labels.collector }}{{ with $labels.tenant }} of tenant {{ . }}{{ end }} on {{ $labels.instance }} panicked and was started again (mailhost_collector_restarts_total rose by {{ $value | printf "%.0f" }} in the last ' + c.collectorRestartWindow + '); the log has the panic. Its targets keep their values until max_age meanwhile.',
           ),
           alert(
             'MailhostDataStale',

@@ -17,7 +17,8 @@
     // Whether an alert on the targets of one collector carries collector="<name>", so that
     // Alertmanager can hold it back while MailhostCollectorFailing fires for that collector.
     alertCollectorLabel: true,
-    // How long an alert (MailhostExporterDown aside) keeps firing after its condition clears:
+    // How long an alert (MailhostExporterDown, MailhostDeliveryAllowListChanged and
+    // MailhostCollectorRestarted aside) keeps firing after its condition clears:
     // a failed scrape or an exporter restart then neither resolves nor re-opens it, and
     // Alertmanager holds it back under MailhostExporterDown. It delays each resolved
     // notification by as much. '' leaves keep_firing_for out, for evaluators without it
@@ -144,6 +145,8 @@
       MailhostMailboxOutboundLimitReached: '5m',
       MailhostExporterDown: '5m',
       MailhostCollectorFailing: '10m',
+      // A restart of a collector's loop is a panic already over: nothing to wait out.
+      MailhostCollectorRestarted: '0m',
       MailhostDataStale: '1m',
       MailhostApiRateLimited: '10m',
       MailhostProviderOutage: '5m',
@@ -153,6 +156,10 @@
     migrationStallWindow: '30m',
     // MailhostDeliveryAllowListChanged fires for this long after an allow-list changes.
     allowListChangeWindow: '10m',
+    // MailhostCollectorRestarted fires for this long after a collector's loop was started
+    // again: several scrapes, and more than a collector's usual interval (the longest wait
+    // before a restart), so that a loop panicking at every run does not flap.
+    collectorRestartWindow: '15m',
 
     // Grafana dashboards.
     dashboardUidPrefix: 'mailhost',

@@ -114,6 +114,15 @@ const ROUTES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "operations",
+        &[
+            "tenant=customer-a",
+            "severity=warning",
+            "alertname=MailhostCollectorRestarted",
+            "collector=delivery_account",
+        ],
+    ),
+    (
         "operations-pager",
         &["severity=critical", "alertname=MailhostExporterDown"],
     ),
@@ -805,7 +814,18 @@ async fn each_inhibition_of_the_example_holds_back_what_it_should_and_nothing_el
             false,
         ),
         (
+            "MailhostCollectorRestarted",
+            "instance=a:1,tenant=customer-a,collector=delivery_account,severity=warning",
+            true,
+        ),
+        (
             "MailhostCollectorFailing",
+            "instance=b:2,tenant=customer-b,collector=mailbox,severity=warning",
+            false,
+        ),
+        // A restart of the failing collector's loop is a bug of its own: told, not held back.
+        (
+            "MailhostCollectorRestarted",
             "instance=b:2,tenant=customer-b,collector=mailbox,severity=warning",
             false,
         ),

@@ -1432,6 +1432,16 @@ mod tests {
         publishing.await.unwrap();
     }
 
+    /// Serves `sim` on a free loopback port until `shutdown` is cancelled; returns its URL.
+    async fn serve(sim: &mailhost_sim::Simulator, shutdown: &CancellationToken) -> String {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(sim.clone().serve(listener, shutdown.clone()));
+        url
+    }
+
     /// A poller of one Delivery account collector over `ids` against `sim`; stops when
     /// `shutdown` is cancelled.
     async fn poller_of(
@@ -1439,11 +1449,7 @@ mod tests {
         ids: &[i32],
         shutdown: &CancellationToken,
     ) -> (Poller, Arc<Store>) {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(sim.clone().serve(listener, shutdown.clone()));
+        let url = serve(sim, shutdown).await;
         let work = work_of(&url, ids);
         let store = Store::new(std::slice::from_ref(&work.spec));
         (
@@ -1595,11 +1601,7 @@ mod tests {
             ..SimConfig::default()
         });
         let shutdown = CancellationToken::new();
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(sim.clone().serve(listener, shutdown.clone()));
+        let url = serve(&sim, &shutdown).await;
         // Two tenants polled every second; the loop of the first panics at its first hand-over.
         let (panics, steady) = ("restart-panics", "restart-steady");
         let work: Vec<Work> = [(panics, [1, 2]), (steady, [3, 4])]
@@ -1780,11 +1782,7 @@ mod tests {
             },
         );
         let shutdown = CancellationToken::new();
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(sim.clone().serve(listener, shutdown.clone()));
+        let url = serve(&sim, &shutdown).await;
         // Two tenants of one account each, and one place for first runs.
         let work: Vec<Work> = [("a", 1), ("b", 2)]
             .into_iter()

@@ -36,6 +36,17 @@ local lib = import 'lib.libsonnet';
            'accountOverrides lists an account_id twice',
     assert std.objectFields(thresholdBase) == std.set(c.accountThresholds) :
            'every per-account threshold has a base series',
+    assert c.forecast.typicalQuantile > 0 && c.forecast.typicalQuantile < 1 :
+           'forecast.typicalQuantile is a share between 0 and 1 (0.4: the 40th percentile), not %s' % c.forecast.typicalQuantile,
+    assert [
+      v
+      for v in [c.thresholds.quota_exhaustion_pace_margin_ratio] + [
+        o.quota_exhaustion_pace_margin_ratio
+        for o in c.accountOverrides
+        if std.objectHas(o, 'quota_exhaustion_pace_margin_ratio')
+      ]
+      if v < 0 || v >= 1
+    ] == [] : 'quota_exhaustion_pace_margin_ratio is a share from 0 up to, not including, 1 (0.2: a pace 20 % below the typical one)',
 
     groups+: [
       {

@@ -346,6 +346,7 @@ pub const NEEDS_TOOLS: &[(&str, &str, &[&str])] = &[
         &[
             "mixin::an_overridden_selector_reaches_every_expression_and_the_unit_tests_still_pass",
             "mixin::an_override_of_a_threshold_that_is_not_per_account_is_refused",
+            "mixin::a_forecast_setting_out_of_range_is_refused_with_its_fix",
             "mixin::per_account_thresholds_fire_where_the_default_would_not_and_the_other_way_round",
             "mixin::the_committed_rules_and_dashboards_are_a_fresh_render_of_the_mixin",
             "mixin::the_mixin_sources_are_formatted_by_jsonnetfmt",

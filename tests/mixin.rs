@@ -388,6 +388,37 @@ fn an_override_of_a_threshold_that_is_not_per_account_is_refused() {
 
 #[test]
 #[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
+fn a_forecast_setting_out_of_range_is_refused_with_its_fix() {
+    let Some(jsonnet) = jsonnet() else { return };
+    for (config, says) in [
+        (
+            "{ forecast+: { typicalQuantile: 40 } }",
+            "forecast.typicalQuantile is a share between 0 and 1",
+        ),
+        (
+            "{ thresholds+: { quota_exhaustion_pace_margin_ratio: 1 } }",
+            "quota_exhaustion_pace_margin_ratio is a share from 0",
+        ),
+        (
+            "{ accountOverrides: [{ account_id: '1', quota_exhaustion_pace_margin_ratio: -0.1 }] }",
+            "quota_exhaustion_pace_margin_ratio is a share from 0",
+        ),
+    ] {
+        let out = Command::new(jsonnet)
+            .arg("--tla-code")
+            .arg(format!("config={config}"))
+            .args(["--tla-str", "parts=rules"])
+            .arg(repo_root().join("mixin/render.jsonnet"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{config}: rendered");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(says), "{config}: {stderr}");
+    }
+}
+
+#[test]
+#[ignore = "end-to-end tier: cargo test --locked -- --ignored"]
 fn vmalert_loads_the_shipped_rule_files_in_dry_run() {
     let Some(vmalert) = tool(VMALERT.0, VMALERT.1) else {
         return;

@@ -418,3 +418,35 @@ fn the_readme_layout_names_every_file_of_the_exporter_a_newcomer_meets() {
         "README.md's Layout section does not name: {missing:?}"
     );
 }
+
+/// Lines a source file of either crate may have: past it a file holds more than one thing a
+/// newcomer reads at once, and is split (tests into a `tests.rs` beside it, a part of its work
+/// into a child module).
+const MAX_FILE_LINES: usize = 1_000;
+
+#[test]
+fn no_source_file_of_either_crate_is_over_a_thousand_lines() {
+    let root = root();
+    let mut long = Vec::new();
+    for src in [root.join("src"), root.join("crates/mailhost-sim/src")] {
+        let mut files = BTreeMap::new();
+        walk(&src, &src, &mut files);
+        if src.join("main.rs").exists() {
+            files.insert(vec!["main".to_owned()], "main.rs".to_owned());
+        }
+        for file in files.values() {
+            let lines = std::fs::read_to_string(src.join(file))
+                .unwrap()
+                .lines()
+                .count();
+            if lines > MAX_FILE_LINES {
+                long.push(format!("{}: {lines} lines", src.join(file).display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "files over {MAX_FILE_LINES} lines; split each (its tests into a `tests.rs` beside it, a part of its work into a child module):\n{}",
+        long.join("\n")
+    );
+}

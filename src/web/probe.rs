@@ -4,7 +4,9 @@
 //! first fetch (within the scrape timeout Prometheus sends); later ones serve the latest poll.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -208,7 +210,7 @@ impl FirstFetch<'_> {
     /// after `timeout`, or why there is nothing.
     async fn wait(&self, state: &AppState, probes: &PollSet, timeout: Duration) -> Response {
         let (tenant, id) = (self.tenant, self.id);
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         // Subscribed before the first look, so that a publication in between is not missed.
         let mut published = state.store.subscribe();
         loop {

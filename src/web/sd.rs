@@ -3,7 +3,7 @@
 //! `/probe` for each of them with no relabeling: `__metrics_path__`, the `__param_*` of the
 //! probe, and an `instance` that names the account.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};

@@ -259,11 +259,7 @@ fn paces(all: &[PaceView]) -> String {
         "<h2>Pace at the provider</h2><p>What each token's pacer learned of the provider's rate limit, or was given (<code>rate_limit</code>, <code>endpoint_rate_limits</code>), per token and per endpoint, the targets refused on their own (each backs off alone; see their failure below), and the endpoints in an outage (every call failing: paused, one probe after a cool-down).</p>",
     );
     if limited.is_empty() {
-        let _ = write!(
-            out,
-            "<p>No token is rate-limited now ({} tokens).</p>",
-            all.len()
-        );
+        let _ = write!(out, "<p>{}</p>", unlimited_tokens(all.len(), 0, 0));
         return out;
     }
     out.push_str("<table><tr><th>Tenant</th><th>Token</th><th>Endpoint</th><th>Endpoint pace</th><th>Targets backing off on their own</th><th>Retries refused by the budget</th></tr>");
@@ -294,17 +290,36 @@ fn paces(all: &[PaceView]) -> String {
         }
     }
     let more = limited.len().saturating_sub(MAX_PACE_ROWS);
-    let _ = write!(
-        out,
-        "</table><p>{} tokens not limited now{}.</p>",
-        all.len() - limited.len(),
-        if more > 0 {
-            format!("; {more} more limited ones not listed")
-        } else {
-            String::new()
-        }
-    );
+    out.push_str("</table>");
+    let said = unlimited_tokens(all.len(), limited.len(), more);
+    if !said.is_empty() {
+        let _ = write!(out, "<p>{said}</p>");
+    }
     out
+}
+
+/// What the page says under the pace table of `all` tokens, `limited` of them listed or not
+/// (`more` of those not): the tokens not listed, as a person would count them.
+fn unlimited_tokens(all: usize, limited: usize, more: usize) -> String {
+    let unlimited = all.saturating_sub(limited);
+    let mut said = match (limited, unlimited) {
+        (0, 0) => "No token is configured.".to_owned(),
+        (0, 1) => "The token is not rate-limited now.".to_owned(),
+        (0, n) => format!("None of the {n} tokens is rate-limited now."),
+        (_, 0) => String::new(),
+        (_, 1) => "The other token is not rate-limited now.".to_owned(),
+        (_, n) => format!("The other {n} tokens are not rate-limited now."),
+    };
+    if more > 0 {
+        if !said.is_empty() {
+            said.push(' ');
+        }
+        said.push_str(&match more {
+            1 => "One more rate-limited token is not listed.".to_owned(),
+            n => format!("{n} more rate-limited tokens are not listed."),
+        });
+    }
+    said
 }
 
 /// An endpoint's pace as the page says it, its outage included.
@@ -436,5 +451,35 @@ mod tests {
         assert_eq!(rows.matches("panicked and was started again").count(), 1);
         assert_eq!(times(1), "once");
         assert_eq!(times(7), "7 times");
+    }
+
+    #[test]
+    fn the_tokens_not_listed_under_the_pace_table_are_counted_as_a_person_would() {
+        assert_eq!(
+            unlimited_tokens(1, 0, 0),
+            "The token is not rate-limited now."
+        );
+        assert_eq!(
+            unlimited_tokens(3, 0, 0),
+            "None of the 3 tokens is rate-limited now."
+        );
+        assert_eq!(unlimited_tokens(2, 2, 0), "");
+        assert_eq!(
+            unlimited_tokens(2, 1, 0),
+            "The other token is not rate-limited now."
+        );
+        assert_eq!(
+            unlimited_tokens(10, 3, 0),
+            "The other 7 tokens are not rate-limited now."
+        );
+        assert_eq!(
+            unlimited_tokens(150, 101, 1),
+            "The other 49 tokens are not rate-limited now. One more rate-limited token is not listed."
+        );
+        assert_eq!(
+            unlimited_tokens(120, 120, 20),
+            "20 more rate-limited tokens are not listed."
+        );
+        assert!(!paces(&[]).contains("0 tokens"), "{}", paces(&[]));
     }
 }

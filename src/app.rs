@@ -13,8 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ApiConfig;
-use crate::config_file::Config;
+use crate::config::Config;
 use crate::descriptors;
 use crate::engine::checkpoint::{self, Identity};
 use crate::engine::paces;
@@ -23,6 +22,7 @@ use crate::engine::poller::{Poller, Work};
 use crate::engine::spec::{Clock, CollectorSpec, Context};
 use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
+use crate::settings::ApiConfig;
 use crate::storage::{Dir, StorageError, WriteCause};
 use crate::tenant::TenantName;
 use crate::upstream::breaker::{Breakers, CircuitKey};
@@ -171,9 +171,9 @@ pub struct App {
     /// `--shard`: the same for every config this process runs.
     shard: crate::shard::Shard,
     /// `--log.target-failures`: likewise.
-    target_failures: crate::config::TargetFailureLog,
+    target_failures: crate::settings::TargetFailureLog,
     /// `--collector.NAME`, `--no-collector.NAME`: every reload reads the file with them.
-    collector_switches: crate::config_file::CollectorSwitches,
+    collector_switches: crate::config::CollectorSwitches,
     reloads: mpsc::Receiver<ReloadRequest>,
     upstream: SharedUpstream,
     /// What each collector is made under (its tenant's provider, its settings), for the
@@ -649,7 +649,7 @@ fn log_shard(config: &Config, specs: &[CollectorSpec]) {
 /// Reads and validates the config file again.
 fn load_again(
     path: Option<&Path>,
-    switches: &crate::config_file::CollectorSwitches,
+    switches: &crate::config::CollectorSwitches,
 ) -> Result<Config, String> {
     let path = path.ok_or("there is no config file to reload (demo mode)")?;
     Config::load_switched(path, switches).map_err(|e| format!("{}: {e}", path.display()))

@@ -6,8 +6,8 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 use crate::collectors::CollectorName;
-use crate::config::TargetFailureLog;
-use crate::config_file::CollectorSwitches;
+use crate::config::CollectorSwitches;
+use crate::settings::TargetFailureLog;
 
 pub const DEFAULT_LISTEN_ADDRESS: &str = ":19587";
 /// Requests per second the simulated provider of `--demo` allows the demo token unless told

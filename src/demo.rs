@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::{App, AppError, WebOptions};
-use crate::config_file::Config;
+use crate::config::Config;
 
 use mailhost_sim::{DemoTargets, RateLimit, Route, SimConfig, Simulator, traffic};
 

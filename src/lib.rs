@@ -6,11 +6,11 @@
 //!
 //! | layer | modules | what they hold |
 //! |---|---|---|
-//! | 1 primitives | `config`, `descriptors`, `files`, `redact`, `shard`, `shutdown`, `storage`, `tenant` | field parsers and settings, bounds, the descriptor plan, file reading, redaction, sharding, shutdown, the storage directory, tenant names |
+//! | 1 primitives | `descriptors`, `files`, `redact`, `settings`, `shard`, `shutdown`, `storage`, `tenant` | the settings' parts (field parsers, defaults, the API and HTTP client settings), bounds, the descriptor plan, file reading, redaction, sharding, shutdown, the storage directory, tenant names |
 //! | 2 upstream | `upstream` | the provider's client: transport, pacer, circuit breakers, retries, errors |
 //! | 3 series | `metrics::classic`, `metrics::family`, `metrics::format`, `metrics::labels` | how a series is named, labelled and written |
 //! | 4 collectors | `collectors` | one folder per collector: its config block, its calls, its model, its series |
-//! | 5 config file | `config_file` | the whole file, with the collectors' blocks and the tenants |
+//! | 5 config file | `config` | the whole `--config.file`, with the collectors' blocks and the tenants |
 //! | 6 engine | `engine`, `metrics` | polling the provider on its schedule, the snapshot of what is known, its rendering and publication |
 //! | 7 web | `web` | serving: `/metrics`, `/probe`, `/sd`, the landing page, TLS and auth |
 //! | 8 assembly | `app`, `cli`, `demo`, `lib`, `logging` | the flags, the logs and the process put together |
@@ -22,7 +22,6 @@ pub mod app;
 pub mod cli;
 pub mod collectors;
 pub mod config;
-pub mod config_file;
 pub mod demo;
 pub mod descriptors;
 pub mod engine;
@@ -30,6 +29,7 @@ pub mod files;
 pub mod logging;
 pub mod metrics;
 pub mod redact;
+pub mod settings;
 pub mod shard;
 pub mod shutdown;
 pub mod storage;

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use mailhost_exporter::cli::Cli;
-use mailhost_exporter::config::TOKEN_ENV;
-use mailhost_exporter::config_file::{CollectorSwitches, Config};
+use mailhost_exporter::config::{CollectorSwitches, Config};
+use mailhost_exporter::settings::TOKEN_ENV;
 use mailhost_exporter::web::listen::Inherited;
 use mailhost_exporter::web::serve::ServeOptions;
 use mailhost_exporter::web::web_config::WebConfig;

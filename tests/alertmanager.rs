@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{Account, AccountSeed, ManagementToken, SimConfig};
 use serde_json::Value as Json;
 use serde_yaml_ng::Value;

@@ -236,7 +236,7 @@ fn a_config_file_over_its_size_limit_is_refused_without_being_read_whole() {
     // Sparse: costs no disk, reads as zeros.
     std::fs::File::create(&path)
         .unwrap()
-        .set_len(mailhost_exporter::config::limits::CONFIG_FILE_BYTES + 1)
+        .set_len(mailhost_exporter::settings::limits::CONFIG_FILE_BYTES + 1)
         .unwrap();
     let (ok, _, stderr) = check(path.to_str().unwrap(), Some("t"));
     assert!(!ok);

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _};
 use tempfile::TempDir;

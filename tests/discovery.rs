@@ -2,7 +2,7 @@
 //! sending domains of the daily statistics become dashboard views; allow and deny lists and caps
 //! hold, a 404 removes, and `/sd` says where each target came from.
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{Account, AccountSeed, ManagementToken, SimConfig};
 
 use crate::helpers::{spawn_exporter, spawn_sim_with, value, wait_for};

@@ -451,8 +451,7 @@ async fn the_landing_page_names_the_upstream_and_shows_failing_targets_first_wit
         sim.url,
         ids.join(", ")
     );
-    let config =
-        mailhost_exporter::config_file::Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap();
+    let config = mailhost_exporter::config::Config::parse(&yaml, Some(TOKEN.to_owned())).unwrap();
     let exporter = spawn_exporter(config).await;
     // The run's end, not only its parts: a part handed over while it goes shows 200 failed rows
     // before every target is known.

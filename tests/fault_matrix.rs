@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{BodyFault, FaultSpec, Route, SimConfig};
 
 use crate::helpers::{Exporter, TOKEN, spawn_exporter, spawn_sim, value, wait_for};

@@ -8,7 +8,7 @@ use std::io::Read as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 
 /// Values no flag or field should panic on.
 fn hostile() -> Vec<String> {

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_exporter::engine::replay::Replay;
 use mailhost_exporter::engine::spec::CollectorSpec;
 

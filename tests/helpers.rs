@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_exporter::{App, WebOptions};
 use mailhost_sim::{SimClock, SimConfig, Simulator};
 use tokio_util::sync::CancellationToken;

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_exporter::{App, WebOptions};
 use mailhost_sim::{Account, AccountSeed, FaultSpec, Route};
 

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{Account, AccountSeed, FaultSpec, Route};
 
 use crate::helpers::{Exporter, Sim, TOKEN, spawn_exporter, spawn_sim, value};

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{
     AccountSeed, FaultSpec, ManagementToken, RateLimit, Route, SimConfig, Simulator, TokenRateLimit,
 };

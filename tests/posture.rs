@@ -4,7 +4,7 @@
 //! management token) would.
 
 use jiff::Timestamp;
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{
     DEMO_TEAM_MEMBER_API_BLOCKED, DEMO_TEAM_MEMBER_NO_OTP, DEMO_TEAM_MEMBER_SECURED, SimConfig,
 };

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
 
 use crate::helpers::{Exporter, spawn_exporter, spawn_sim_with, value, wait_for};

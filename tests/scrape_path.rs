@@ -4,7 +4,7 @@
 
 use std::io::Read as _;
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use reqwest::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, VARY};
 
 use crate::helpers::{Exporter, TOKEN, memory_kib, spawn_exporter, spawn_sim, wait_for};
@@ -317,11 +317,9 @@ async fn collect_serves_only_the_named_collectors_and_refuses_unknown_ones() {
         sim.url,
         mailhost_sim::DEMO_MIGRATION_RUNNING
     );
-    let config = mailhost_exporter::config_file::Config::parse(
-        &yaml,
-        Some(crate::helpers::TOKEN.to_owned()),
-    )
-    .unwrap();
+    let config =
+        mailhost_exporter::config::Config::parse(&yaml, Some(crate::helpers::TOKEN.to_owned()))
+            .unwrap();
     let exporter = crate::helpers::spawn_exporter(config).await;
     exporter
         .scrape_until("both collectors", |b| {

@@ -1,7 +1,7 @@
 //! `--shard=i/n`: replicas split a static fleet without a coordinator, each account polled by
 //! exactly one of them, and the split agrees with Prometheus' own `hashmod`.
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_exporter::shard::Shard;
 use mailhost_sim::{AccountSeed, ManagementToken, SimConfig};
 

@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::Duration;
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_exporter::{App, StorageOptions, WebOptions};
 use mailhost_sim::{AccountSeed, ManagementToken, RateLimit, SimConfig, TokenRateLimit};
 use tokio_util::sync::CancellationToken;

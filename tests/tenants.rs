@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{Account, AccountSeed, FaultSpec, ManagementToken, Route, SimConfig};
 
 use crate::helpers::{spawn_exporter, spawn_sim_with, value, wait_for};

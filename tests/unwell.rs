@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_sim::{Account, AccountSeed, FaultSpec, Route};
 
 use crate::helpers::{Exporter, Sim, TOKEN, spawn_exporter, spawn_sim, value};

@@ -675,7 +675,7 @@ async fn deploy_with_web_config(pki: &Pki, web: &Path) -> (Exporter, crate::help
             token.display()
         ),
     );
-    let parsed = mailhost_exporter::config_file::Config::load(&config, None).unwrap();
+    let parsed = mailhost_exporter::config::Config::load(&config, None).unwrap();
     let options = mailhost_exporter::WebOptions {
         listen_addresses: vec!["127.0.0.1:0".to_owned()],
         enable_lifecycle: true,

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 use libfuzzer_sys::fuzz_target;
 use mailhost_exporter::engine::spec::{CollectorSpec, Target};
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_exporter::metrics::labels::MAX_LABEL_VALUE_LEN;
 use mailhost_exporter::metrics::{EOF, Format};
 use mailhost_exporter::engine::replay::Replay;

@@ -24,9 +24,9 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::config::error::ConfigError;
-use crate::config::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
 use crate::metrics::labels::Owner;
+use crate::settings::error::ConfigError;
+use crate::settings::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{Model, ParseProblem, read_body};
@@ -133,7 +133,7 @@ pub trait Collect: Sized + Debug + Send + Sync + 'static {
     const REVEALS: Extra = Extra::None;
 
     /// The `collectors.<collector>` block as written (declared with
-    /// [`crate::config::schedule::collector_block!`]).
+    /// [`crate::settings::schedule::collector_block!`]).
     type Raw: DeserializeOwned + CollectorBlock + Listing + Debug;
     /// A tenant's `tenants[].collectors.<collector>` block: its own target list, declared with the
     /// collector's block.
@@ -279,7 +279,7 @@ mod tests {
         let e = mailbox::Record::read(&record, &()).unwrap_err();
         assert_eq!(e.detail, "the email account record is not a JSON object");
         let params = tracemail_dashboard::DashboardParams {
-            date_format: crate::config::date_format::DateFormat::default(),
+            date_format: crate::settings::date_format::DateFormat::default(),
             today: jiff::civil::Date::constant(2026, 11, 22),
             limit: 5,
         };
@@ -292,7 +292,7 @@ mod tests {
         use serde_json::json;
         let days = tracemail_daily::DailyStats::decode(&bytes(json!({"resources": []}))).unwrap();
         let params = tracemail_daily::DailyParams {
-            date_format: crate::config::date_format::DateFormat::default(),
+            date_format: crate::settings::date_format::DateFormat::default(),
             today: jiff::civil::Date::constant(2026, 11, 22),
         };
         let e = tracemail_daily::DailyStats::read(&days, &params).unwrap_err();

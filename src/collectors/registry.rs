@@ -18,9 +18,9 @@ use super::{
     RawTenantCollectors, Refers, Revealed, TargetKind, kept, run,
 };
 use crate::collectors::kept::Kept;
-use crate::config::error::{ConfigError, invalid};
-use crate::config::schedule::{self, CollectorBlock, FromBlock, Schedule};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
+use crate::settings::error::{ConfigError, invalid};
+use crate::settings::schedule::{self, CollectorBlock, FromBlock, Schedule};
 use crate::tenant::TenantName;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::{FailureReason, UpstreamError};

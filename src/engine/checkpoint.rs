@@ -23,7 +23,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::collectors::kept::{Kept, KeptError};
-use crate::config_file::Config;
+use crate::config::Config;
 use crate::engine::paces::{self, Pacers};
 use crate::engine::snapshot::{Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec};

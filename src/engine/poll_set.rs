@@ -20,10 +20,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::collectors::{Extra, Refers};
-use crate::config::{DiscoveryConfig, ProbeConfig};
-use crate::config_file::Config;
+use crate::config::Config;
 use crate::engine::signal::Bell;
 use crate::engine::spec::{CollectorName, CollectorSpec, Target};
+use crate::settings::{DiscoveryConfig, ProbeConfig};
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::config::Schedule;
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
+use crate::settings::Schedule;
 use crate::tenant::TenantName;
 use crate::upstream::error::{FailureReason, UpstreamError};
 

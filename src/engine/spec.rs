@@ -5,8 +5,8 @@
 pub use crate::collectors::run::{Clock, Context, Fetch, Job};
 pub use crate::collectors::{Collector, CollectorName, Target, TargetData};
 
-use crate::config::{Schedule, TargetFailureLog};
-use crate::config_file::{Config, TenantConfig};
+use crate::config::{Config, TenantConfig};
+use crate::settings::{Schedule, TargetFailureLog};
 use crate::shard::Shard;
 use crate::tenant::TenantName;
 use crate::upstream::endpoint::Endpoint;
@@ -109,7 +109,7 @@ pub(crate) mod fixtures {
 
     use super::CollectorSpec;
     use crate::collectors::{Collector, Configured};
-    use crate::config::Schedule;
+    use crate::settings::Schedule;
     use crate::tenant::TenantName;
 
     /// A Delivery account collector over `ids` polled every `interval` (deadline 0.8 and `max_age`

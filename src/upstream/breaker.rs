@@ -16,7 +16,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use tokio::time::Instant;
 
-use crate::config::BreakerPolicy;
+use crate::settings::BreakerPolicy;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::FailureReason;
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 use reqwest::header::HeaderValue;
 use secrecy::ExposeSecret;
 
-use crate::config::ApiConfig;
+use crate::settings::ApiConfig;
 use crate::tenant::TenantName;
 use breaker::{Breakers, CircuitKey};
 use endpoint::Endpoint;

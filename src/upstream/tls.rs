@@ -10,7 +10,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::config::http_client::{TlsSettings, TlsVersion};
+use crate::settings::http_client::{TlsSettings, TlsVersion};
 
 /// The rustls configuration for `tls`; the message of an error says what could not be used.
 pub fn client_config(tls: &TlsSettings) -> Result<ClientConfig, String> {

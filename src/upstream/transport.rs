@@ -13,8 +13,8 @@ use tokio::time::Instant;
 
 use super::BuildError;
 use super::tls::client_config;
-use crate::config::http_client::{HttpClientSettings, TlsSettings};
 use crate::descriptors::{MAX_CONNECTING, MAX_IDLE, Upstream};
+use crate::settings::http_client::{HttpClientSettings, TlsSettings};
 
 /// How long an idle connection is kept for the next call.
 const POOL_IDLE: Duration = Duration::from_secs(90);
@@ -103,7 +103,7 @@ impl Transport {
 pub struct Connection(#[allow(dead_code)] OwnedSemaphorePermit);
 
 /// Distinct proxy and TLS settings with a pool of their own, at most.
-pub const MAX_POOLS: usize = crate::config::http_client::MAX_DISTINCT;
+pub const MAX_POOLS: usize = crate::settings::http_client::MAX_DISTINCT;
 
 fn build(
     plan: Option<Upstream>,

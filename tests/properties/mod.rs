@@ -28,7 +28,7 @@ mod tracemail_daily;
 mod tracemail_dashboard;
 
 use jiff::Timestamp;
-use mailhost_exporter::config_file::Config;
+use mailhost_exporter::config::Config;
 use mailhost_exporter::engine::replay::Replay;
 use mailhost_exporter::engine::spec::CollectorSpec;
 use mailhost_exporter::metrics::EOF;

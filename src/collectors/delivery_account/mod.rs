@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use super::run::Context;
 use super::{Collect, Encode, Extra, Read, one_body};
-use crate::config::error::ConfigError;
-use crate::config::fields::account_list;
-use crate::config::schedule::collector_block;
+use crate::settings::error::ConfigError;
+use crate::settings::fields::account_list;
+use crate::settings::schedule::collector_block;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 

@@ -15,9 +15,9 @@ use serde::Deserialize;
 
 use super::run::Context;
 use super::{Collect, Encode, Read, TargetKind, one_body};
-use crate::config::error::{ConfigError, invalid};
-use crate::config::fields::{at_most, code};
-use crate::config::schedule::collector_block;
+use crate::settings::error::{ConfigError, invalid};
+use crate::settings::fields::{at_most, code};
+use crate::settings::schedule::collector_block;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use super::run::Context;
 use super::{Collect, Encode, Read, one_body};
-use crate::config::error::ConfigError;
-use crate::config::fields::codes;
-use crate::config::schedule::collector_block;
+use crate::settings::error::ConfigError;
+use crate::settings::fields::codes;
+use crate::settings::schedule::collector_block;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 

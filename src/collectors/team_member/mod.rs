@@ -13,9 +13,9 @@ use jiff::Timestamp;
 
 use super::run::Context;
 use super::{Collect, Encode, Read};
-use crate::config::error::ConfigError;
-use crate::config::fields::codes;
-use crate::config::schedule::{FromBlock, collector_block};
+use crate::settings::error::ConfigError;
+use crate::settings::fields::codes;
+use crate::settings::schedule::{FromBlock, collector_block};
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{ParseProblem, read_body};

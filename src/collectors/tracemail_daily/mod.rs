@@ -19,11 +19,11 @@ use jiff::civil::Date;
 
 use super::run::Context;
 use super::{Collect, Encode, Extra, Item, Read, Revealed};
-use crate::config::error::{ConfigError, invalid};
-use crate::config::fields::Day;
-use crate::config::fields::account_list;
-use crate::config::schedule::{FromBlock, collector_block};
-use crate::config::{defaults, limits};
+use crate::settings::error::{ConfigError, invalid};
+use crate::settings::fields::Day;
+use crate::settings::fields::account_list;
+use crate::settings::schedule::{FromBlock, collector_block};
+use crate::settings::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{ParseProblem, read_body};

@@ -4,7 +4,7 @@
 use jiff::civil::Date;
 use serde_json::Value;
 
-use crate::config::date_format::DateFormat;
+use crate::settings::date_format::DateFormat;
 use crate::upstream::decode::{Fields, resources};
 use crate::upstream::error::UpstreamError;
 use crate::upstream::model::counts::{Counts, counts, day_list};

@@ -18,12 +18,12 @@ use serde_json::{Value, json};
 
 use super::run::Context;
 use super::{Collect, Encode, Extra, Read, Refers, Revealed, TargetKind};
-use crate::config::error::{ConfigError, invalid};
-use crate::config::fields::Day;
-use crate::config::fields::{account_ids, at_most};
-use crate::config::schedule::{FromBlock, collector_block};
-use crate::config::{defaults, limits};
 use crate::redact::quote;
+use crate::settings::error::{ConfigError, invalid};
+use crate::settings::fields::Day;
+use crate::settings::fields::{account_ids, at_most};
+use crate::settings::schedule::{FromBlock, collector_block};
+use crate::settings::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::model::{ParseProblem, read_body};

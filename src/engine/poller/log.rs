@@ -5,8 +5,8 @@ use std::collections::HashMap;
 
 use tokio::time::Instant;
 
-use crate::config::TargetFailureLog;
 use crate::engine::spec::{CollectorSpec, Target};
+use crate::settings::TargetFailureLog;
 use crate::upstream::error::{FailureReason, UpstreamError};
 
 /// The debug lines of a finished run: its figures, and each target that failed (at warn level

@@ -23,7 +23,6 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::collectors::Revealed;
-use crate::config::TargetFailureLog;
 use crate::engine::few::{FewMap, FewSet};
 use crate::engine::poll_set::{PollSet, Registered};
 use crate::engine::restart;
@@ -32,6 +31,7 @@ use crate::engine::spec::{
     CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData,
 };
 use crate::engine::store::{Finished, Publisher, Store};
+use crate::settings::TargetFailureLog;
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::pacer::{Demand, Pacer};
 
@@ -848,7 +848,7 @@ async fn catch_up(at: &mut Option<Pin<Box<tokio::time::Sleep>>>) {
 }
 
 /// How long values are kept while targets wait for their turn, however short `max_age` is; at
-/// most [`crate::config::limits::MAX_AGE`]. While the tenant's fleet does not fit its rate limit
+/// most [`crate::settings::limits::MAX_AGE`]. While the tenant's fleet does not fit its rate limit
 /// each target is refreshed every `intervals` intervals, oldest first, so its values must
 /// outlive that (plus one interval for a run's own length). And the fleet may come round slower
 /// than the pace promises (a pace that swings around the limit, runs cut by their deadline, a
@@ -869,7 +869,7 @@ fn keep_for(
         .into_iter()
         .chain(measured)
         .max()?
-        .min(crate::config::limits::MAX_AGE);
+        .min(crate::settings::limits::MAX_AGE);
     (longer > spec.schedule.max_age).then_some(longer)
 }
 

@@ -11,7 +11,7 @@ use crate::metrics::Format;
 /// (interval 60 s, deadline 30 s), with a client as the exporter builds one.
 fn work_of(url: &str, ids: &[i32]) -> Work {
     let ids: Vec<String> = ids.iter().map(i32::to_string).collect();
-    let config = crate::config_file::Config::parse(
+    let config = crate::config::Config::parse(
         &format!(
             "api:\n  base_url: {url}\n  timeout: 20s\ncollectors:\n  delivery_account:\n    interval: 60s\n    deadline: 30s\n    accounts: [{}]\n",
             ids.join(", ")
@@ -533,7 +533,7 @@ fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_
     );
     assert_eq!(
         keep_for(&spec, Some(u64::MAX), Some(Duration::MAX)),
-        Some(crate::config::limits::MAX_AGE)
+        Some(crate::settings::limits::MAX_AGE)
     );
 
     let t0 = Instant::now();

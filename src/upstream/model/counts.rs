@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::names::bound_names;
 use super::{ParseProblem, as_count};
-use crate::config::date_format::DateFormat;
+use crate::settings::date_format::DateFormat;
 
 /// Counts by name (status, group), sanitised and bounded.
 pub type Counts = Vec<(String, f64)>;

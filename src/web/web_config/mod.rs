@@ -117,7 +117,7 @@ impl WebConfig {
             .map_err(|e| {
                 // Its fields' secrecy is not spelled out (user names, hashes, key files): no value
                 // is shown.
-                WebConfigError::Syntax(crate::config::describe_yaml_error(
+                WebConfigError::Syntax(crate::settings::describe_yaml_error(
                     &e,
                     SCHEMA_DOC,
                     crate::redact::nothing_shown,

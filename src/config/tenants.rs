@@ -1,6 +1,6 @@
 //! The `tenants:` list: each tenant's name, token, API settings, static targets and its own
-//! `probe:` and `discovery:` blocks (read in `crate::config::probe` and
-//! `crate::config::discovery`), checked against the `collectors` block whose settings they
+//! `probe:` and `discovery:` blocks (read in `crate::settings::probe` and
+//! `crate::settings::discovery`), checked against the `collectors` block whose settings they
 //! share.
 
 use std::collections::HashSet;
@@ -9,11 +9,11 @@ use secrecy::SecretString;
 
 use super::raw::RawTenant;
 use super::{CollectorsConfig, TenantConfig};
-use crate::config::discovery::discovery;
-use crate::config::probe::tenant_probe;
-use crate::config::validate::{base_url, concurrency, endpoint_rate_limits, rate_limit, token};
-use crate::config::{ApiConfig, ConfigError, DiscoveryConfig, Outside, ProbeConfig, invalid};
 use crate::redact::quote;
+use crate::settings::discovery::discovery;
+use crate::settings::probe::tenant_probe;
+use crate::settings::validate::{base_url, concurrency, endpoint_rate_limits, rate_limit, token};
+use crate::settings::{ApiConfig, ConfigError, DiscoveryConfig, Outside, ProbeConfig, invalid};
 use crate::tenant::{MAX_TENANTS, TenantName};
 
 /// Longest name of a token variable.
@@ -44,7 +44,7 @@ pub(super) fn tenants(
     }
     let mut seen = HashSet::with_capacity(list.len());
     let mut out = Vec::with_capacity(list.len());
-    let mut distinct: Vec<crate::config::http_client::HttpClientSettings> = Vec::new();
+    let mut distinct: Vec<crate::settings::http_client::HttpClientSettings> = Vec::new();
     for (i, raw) in list.into_iter().enumerate() {
         let at = format!("tenants[{i}]");
         let name = TenantName::parse(&raw.name)
@@ -58,13 +58,13 @@ pub(super) fn tenants(
         let t = tenant(&at, name, raw, api, collectors, defaults, outside)?;
         // Each distinct proxy and TLS setting is a connection pool of its own.
         if !t.api.http.is_default() && !distinct.contains(&t.api.http) {
-            if distinct.len() == crate::config::http_client::MAX_DISTINCT {
+            if distinct.len() == crate::settings::http_client::MAX_DISTINCT {
                 return Err(invalid(
                     format!("{at}.tls_config"),
                     format!(
                         "is the {}th distinct proxy and TLS setting; at most {} are supported (each is a connection pool): let tenants share them",
                         distinct.len() + 1,
-                        crate::config::http_client::MAX_DISTINCT
+                        crate::settings::http_client::MAX_DISTINCT
                     ),
                 ));
             }
@@ -188,7 +188,7 @@ fn tenant_api(
     if raw.concurrency.is_some() {
         tenant_api.concurrency = concurrency(&format!("{at}.concurrency"), raw.concurrency)?;
     }
-    tenant_api.http = crate::config::http_client::settings(
+    tenant_api.http = crate::settings::http_client::settings(
         at,
         &tenant_api.base_url,
         raw.http_client(),
@@ -464,7 +464,7 @@ mod tests {
     /// A tenant's way to the provider: proxy and TLS.
     mod http_client {
         use super::super::super::Config;
-        use crate::config::http_client::{HttpClientSettings, MAX_DISTINCT, TlsVersion};
+        use crate::settings::http_client::{HttpClientSettings, MAX_DISTINCT, TlsVersion};
 
         fn parse(text: &str) -> Result<Config, String> {
             Config::parse_with_env(text, &|_| Some("tok".to_owned())).map_err(|e| e.to_string())

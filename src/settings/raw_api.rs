@@ -1,6 +1,6 @@
 //! The `api:` block as written (and each tenant's API keys): the serde schema, strict
 //! (`deny_unknown_fields`), with every key optional that has a default. [`super::validate`]
-//! turns it into an [`super::ApiConfig`]; `crate::config_file` reads the whole file.
+//! turns it into an [`super::ApiConfig`]; `crate::config` reads the whole file.
 
 use std::path::PathBuf;
 use std::time::Duration;

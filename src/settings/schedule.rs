@@ -63,13 +63,13 @@ impl<B> FromBlock<B> for () {
 /// list alone. Strict: serde cannot `flatten` a shared struct into one that denies unknown keys,
 /// and unknown keys must be refused. A block whose fields begin with `day;` has the keys of the day
 /// it asks about first (`timezone`, `date_format`; read with
-/// [`crate::config::fields::Day::from_keys`]).
+/// [`crate::settings::fields::Day::from_keys`]).
 macro_rules! collector_block {
     (
         $(#[$meta:meta])* pub struct $name:ident { day; $($fields:tt)* }
         $($rest:tt)*
     ) => {
-        crate::config::schedule::collector_block! {
+        crate::settings::schedule::collector_block! {
             $(#[$meta])*
             pub struct $name {
                 #[serde(default)]
@@ -89,7 +89,7 @@ macro_rules! collector_block {
         #[derive(Debug, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
         pub struct $name {
-            #[serde(default = "crate::config::schedule::enabled_by_default")]
+            #[serde(default = "crate::settings::schedule::enabled_by_default")]
             pub enabled: bool,
             #[serde(default, with = "humantime_serde")]
             pub interval: Option<std::time::Duration>,
@@ -102,9 +102,9 @@ macro_rules! collector_block {
             pub $list: Vec<$item>,
         }
 
-        impl crate::config::schedule::CollectorBlock for $name {
-            fn schedule_keys(&self) -> crate::config::schedule::RawSchedule {
-                crate::config::schedule::RawSchedule {
+        impl crate::settings::schedule::CollectorBlock for $name {
+            fn schedule_keys(&self) -> crate::settings::schedule::RawSchedule {
+                crate::settings::schedule::RawSchedule {
                     enabled: self.enabled,
                     interval: self.interval,
                     deadline: self.deadline,
@@ -117,7 +117,7 @@ macro_rules! collector_block {
             }
         }
 
-        impl crate::config::schedule::Listing for $name {
+        impl crate::settings::schedule::Listing for $name {
             type Item = $item;
             const KEY: &'static str = stringify!($list);
             fn items(&self) -> &[$item] {
@@ -133,7 +133,7 @@ macro_rules! collector_block {
             pub $list: Vec<$item>,
         }
 
-        impl crate::config::schedule::Listing for $tenant {
+        impl crate::settings::schedule::Listing for $tenant {
             type Item = $item;
             const KEY: &'static str = stringify!($list);
             fn items(&self) -> &[$item] {

@@ -1,16 +1,16 @@
 //! The config file as written, whole: the serde schema of its top level and of a tenant,
 //! strict (`deny_unknown_fields`), their `collectors:` blocks beside the blocks of
-//! [`crate::config`].
+//! [`crate::settings`].
 
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
 use crate::collectors::{RawCollectors, RawTenantCollectors};
-use crate::config::discovery::RawDiscovery;
-use crate::config::http_client::{RawHttpClient, RawTlsConfig};
-use crate::config::probe::{RawProbe, RawTenantProbe};
-use crate::config::raw_api::RawApi;
+use crate::settings::discovery::RawDiscovery;
+use crate::settings::http_client::{RawHttpClient, RawTlsConfig};
+use crate::settings::probe::{RawProbe, RawTenantProbe};
+use crate::settings::raw_api::RawApi;
 
 /// The file as written; see [`super::Config`] for the validated form.
 #[derive(Debug, Deserialize)]

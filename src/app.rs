@@ -56,10 +56,10 @@ struct TenantClient {
 }
 
 /// Each tenant's pacer with what its learned state is kept under (its name and provider).
-fn held_pacers(tenants: &HashMap<TenantName, TenantClient>) -> Vec<paces::Held> {
+fn held_pacers(tenants: &HashMap<TenantName, TenantClient>) -> Vec<paces::TenantPacer> {
     tenants
         .iter()
-        .map(|(name, t)| paces::Held {
+        .map(|(name, t)| paces::TenantPacer {
             tenant: name.clone(),
             origin: crate::redact::redact_url(&t.api.base_url),
             pacer: t.pacer.clone(),

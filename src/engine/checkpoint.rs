@@ -7,7 +7,7 @@
 //!   of the snapshot (a pointer per collector), so that a scrape, a run or the shutdown never
 //!   waits for the disk: each write is whole or nothing ([`Dir::write`]). The pacers' learned
 //!   state is written beside it, in a file of its own ([`super::paces`]).
-//! - **Restored** by [`restore`] before the first run: only what belongs to the current config
+//! - **SnapshotRestored** by [`restore`] before the first run: only what belongs to the current config
 //!   (the same tenant, provider, collector, settings and target) and is younger than its
 //!   `max_age`; the rest is dropped and said so in one line.
 //! - The size follows the fleet: only configured collectors and targets are in the snapshot
@@ -159,7 +159,7 @@ pub fn write(
 
 /// What a restore found, for the log, the landing page and the series.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Restored {
+pub struct SnapshotRestored {
     /// When the file was written, what was dropped and whether it was refused.
     pub found: Found,
     /// Targets served from the state.
@@ -174,11 +174,11 @@ pub fn read(
     dir: &Dir,
     specs: &[CollectorSpec],
     identity: &Identity,
-) -> (Vec<(CollectorKey, Vec<TargetState>)>, Restored) {
+) -> (Vec<(CollectorKey, Vec<TargetState>)>, SnapshotRestored) {
     let (found, stored) = Found::read::<TargetsIn>(dir, TARGETS);
-    let mut report = Restored {
+    let mut report = SnapshotRestored {
         found,
-        ..Restored::default()
+        ..SnapshotRestored::default()
     };
     let Some(stored) = stored else {
         return (Vec::new(), report);
@@ -202,7 +202,7 @@ fn take(
     c: CollectorIn,
     specs: &HashMap<CollectorKey, &CollectorSpec>,
     identity: &Identity,
-    report: &mut Restored,
+    report: &mut SnapshotRestored,
 ) -> Result<(CollectorKey, Vec<TargetState>), &'static str> {
     let name = CollectorName::from_key(&c.collector).ok_or("of a collector this version lacks")?;
     let tenant = if c.tenant.is_empty() {
@@ -253,7 +253,7 @@ pub fn restore(
     specs: &[CollectorSpec],
     identity: &Identity,
     telemetry: &Telemetry,
-) -> Restored {
+) -> SnapshotRestored {
     let started = Instant::now();
     let (states, mut report) = read(dir, specs, identity);
     let read_took = started.elapsed().as_secs_f64();

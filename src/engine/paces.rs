@@ -8,7 +8,7 @@
 //!
 //! - **Written** with the targets by [`super::checkpoint::run`]: on the same timer and at
 //!   shutdown within the same bound, whole or nothing ([`Dir::write`]).
-//! - **Restored** by [`restore`] before the first run: only into a tenant configured now under
+//! - **PacesRestored** by [`restore`] before the first run: only into a tenant configured now under
 //!   the same name and provider; the rest is dropped and said so in one line. A bad file is
 //!   refused in a warn line naming it and counted; the paces start cold, the targets are
 //!   restored all the same.
@@ -33,7 +33,7 @@ const FORMAT: u32 = 1;
 
 /// A tenant's pacer, with what it is kept under.
 #[derive(Clone, Debug)]
-pub struct Held {
+pub struct TenantPacer {
     pub tenant: TenantName,
     /// The tenant's provider: its base URL without userinfo, query or fragment.
     pub origin: String,
@@ -42,18 +42,18 @@ pub struct Held {
 
 /// The configured tenants' pacers, changed by a reload.
 #[derive(Clone, Debug, Default)]
-pub struct Pacers(Arc<Mutex<Arc<Vec<Held>>>>);
+pub struct Pacers(Arc<Mutex<Arc<Vec<TenantPacer>>>>);
 
 impl Pacers {
-    pub fn new(held: Vec<Held>) -> Self {
+    pub fn new(held: Vec<TenantPacer>) -> Self {
         Pacers(Arc::new(Mutex::new(Arc::new(held))))
     }
 
-    pub fn set(&self, held: Vec<Held>) {
+    pub fn set(&self, held: Vec<TenantPacer>) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(held);
     }
 
-    pub(super) fn get(&self) -> Arc<Vec<Held>> {
+    pub(super) fn get(&self) -> Arc<Vec<TenantPacer>> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -79,7 +79,7 @@ impl Versioned for PaceFile {
 }
 
 /// Writes what each of `pacers` keeps to `dir` (tenants whose pacer learned nothing left out).
-pub fn write(dir: &Dir, pacers: &[Held]) -> Result<WriteReport, StorageError> {
+pub fn write(dir: &Dir, pacers: &[TenantPacer]) -> Result<WriteReport, StorageError> {
     let tenants = pacers
         .iter()
         .map(|h| TenantPace {
@@ -94,7 +94,7 @@ pub fn write(dir: &Dir, pacers: &[Held]) -> Result<WriteReport, StorageError> {
 
 /// What the restore of the paces found, for the log and the series.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Restored {
+pub struct PacesRestored {
     /// When the file was written, the tenants dropped and whether it was refused.
     pub found: Found,
     /// Tenants whose pacer took something back.
@@ -105,16 +105,17 @@ pub struct Restored {
 
 /// Reads `DIR/pace.json` into the configured `pacers` before their first call; never panics,
 /// whatever the file holds.
-pub fn read(dir: &Dir, pacers: &[Held]) -> Restored {
+pub fn read(dir: &Dir, pacers: &[TenantPacer]) -> PacesRestored {
     let (found, stored) = Found::read::<PaceFile>(dir, PACE);
-    let mut report = Restored {
+    let mut report = PacesRestored {
         found,
-        ..Restored::default()
+        ..PacesRestored::default()
     };
     let Some(stored) = stored else {
         return report;
     };
-    let by_name: HashMap<&str, &Held> = pacers.iter().map(|h| (h.tenant.as_str(), h)).collect();
+    let by_name: HashMap<&str, &TenantPacer> =
+        pacers.iter().map(|h| (h.tenant.as_str(), h)).collect();
     let known = CollectorName::every_endpoint();
     let mut dropped: HashMap<&'static str, usize> = HashMap::new();
     let mut seen = HashSet::new();
@@ -142,7 +143,7 @@ pub fn read(dir: &Dir, pacers: &[Held]) -> Restored {
 
 /// Reads `DIR/pace.json` into `pacers` before the first run; logs what it did in one line (and
 /// one warn line for a refused file) and records it in the series.
-pub fn restore(dir: &Dir, pacers: &[Held], telemetry: &Telemetry) -> Restored {
+pub fn restore(dir: &Dir, pacers: &[TenantPacer], telemetry: &Telemetry) -> PacesRestored {
     let report = read(dir, pacers);
     if let Some((_, refused)) = &report.found.refused {
         tracing::warn!(
@@ -176,9 +177,9 @@ mod tests {
     use crate::storage::Problem;
     use crate::upstream::pacer::kept::learned_endpoint;
 
-    fn held(tenant: &str, origin: &str) -> Held {
+    fn held(tenant: &str, origin: &str) -> TenantPacer {
         let tenant = TenantName::parse(tenant).unwrap();
-        Held {
+        TenantPacer {
             tenant: tenant.clone(),
             origin: origin.to_owned(),
             pacer: Pacer::new(
@@ -192,7 +193,7 @@ mod tests {
     }
 
     /// A pacer that learned `rate` a second on `delivery_account`.
-    fn paced(tenant: &str, origin: &str, rate: f64) -> Held {
+    fn paced(tenant: &str, origin: &str, rate: f64) -> TenantPacer {
         let h = held(tenant, origin);
         let kept = KeptPacer {
             endpoints: vec![learned_endpoint("delivery_account", rate, None)],

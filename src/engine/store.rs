@@ -658,13 +658,13 @@ impl Drop for UnderWay {
 
 /// When a batch is published: see [`Publisher`].
 #[derive(Clone, Copy, Debug)]
-struct Pace {
+struct Cadence {
     /// When the last publication ended, and how long its rendering took.
     ended: tokio::time::Instant,
     took: Duration,
 }
 
-impl Pace {
+impl Cadence {
     /// When a batch whose first run arrived at `first` is published.
     fn publish_at(&self, first: tokio::time::Instant, urgent: bool) -> tokio::time::Instant {
         let rest = self.took.saturating_mul(REST_PER_RENDER);
@@ -699,7 +699,7 @@ async fn publish_runs(
     under_way: Arc<AtomicUsize>,
     shutdown: CancellationToken,
 ) {
-    let mut pace = Pace {
+    let mut cadence = Cadence {
         ended: tokio::time::Instant::now(),
         took: Duration::ZERO,
     };
@@ -723,9 +723,9 @@ async fn publish_runs(
             }
             let at = if under_way.load(Ordering::Relaxed) == 0 {
                 // Nothing else is coming soon: the rest after the last publication is enough.
-                pace.publish_at(pace.ended, batch.urgent)
+                cadence.publish_at(cadence.ended, batch.urgent)
             } else {
-                pace.publish_at(arrived, batch.urgent)
+                cadence.publish_at(arrived, batch.urgent)
             };
             if tokio::time::Instant::now() >= at || batch.handoffs.len() >= MAX_BATCH {
                 break;
@@ -755,7 +755,7 @@ async fn publish_runs(
         for d in done {
             let _ = d.send(());
         }
-        pace = Pace {
+        cadence = Cadence {
             ended: tokio::time::Instant::now(),
             took,
         };
@@ -826,18 +826,18 @@ mod publisher_tests {
     fn a_publication_rests_ten_times_its_rendering_within_the_gaps() {
         let now = tokio::time::Instant::now();
         let ms = Duration::from_millis;
-        let pace = |took| Pace { ended: now, took };
+        let cadence = |took| Cadence { ended: now, took };
         // A small fleet renders in a millisecond: its runs wait 10 ms at most.
-        assert_eq!(pace(ms(1)).publish_at(now, false), now + ms(10));
-        assert_eq!(pace(ms(1)).publish_at(now + ms(50), false), now + ms(51));
+        assert_eq!(cadence(ms(1)).publish_at(now, false), now + ms(10));
+        assert_eq!(cadence(ms(1)).publish_at(now + ms(50), false), now + ms(51));
         // A large one rests ten renderings, within MAX_GAP; first fetches within URGENT_GAP.
-        assert_eq!(pace(ms(200)).publish_at(now, false), now + ms(2000));
-        assert_eq!(pace(ms(900)).publish_at(now, false), now + MAX_GAP);
-        assert_eq!(pace(ms(900)).publish_at(now, true), now + URGENT_GAP);
+        assert_eq!(cadence(ms(200)).publish_at(now, false), now + ms(2000));
+        assert_eq!(cadence(ms(900)).publish_at(now, false), now + MAX_GAP);
+        assert_eq!(cadence(ms(900)).publish_at(now, true), now + URGENT_GAP);
         // A batch's first run waits as long as a rendering, to gather the runs of its tick.
         let later = now + Duration::from_secs(60);
-        assert_eq!(pace(ms(600)).publish_at(later, false), later + ms(600));
-        assert_eq!(pace(ms(600)).publish_at(later, true), later);
+        assert_eq!(cadence(ms(600)).publish_at(later, false), later + ms(600));
+        assert_eq!(cadence(ms(600)).publish_at(later, true), later);
     }
 
     #[tokio::test]

@@ -104,8 +104,8 @@ impl Work {
                 Err(e) if e.reason == FailureReason::NotFound && target.account_id().is_none() => {
                     set.forget(target, now)
                 }
-                Ok(Held::Here(data)) => self.discover(data, now),
-                Ok(Held::Handed) | Err(_) => {}
+                Ok(Fetched::Here(data)) => self.discover(data, now),
+                Ok(Fetched::Handed) | Err(_) => {}
             }
         }
         set.record(&ok, &failed, &refused, now);
@@ -142,21 +142,21 @@ pub type Plan = Arc<Work>;
 /// twice while a first run of a large fleet is under way. Boxed: a run keeps a result for each
 /// of its targets until its end, and a record inline would make each place of that list the size
 /// of the largest record (344 bytes rather than 72; 27 MB for a run of 100,000 accounts).
-enum Held {
+enum Fetched {
     Here(Box<TargetData>),
     Handed,
 }
 
 /// One target's result as a run keeps it.
-type Landed = (Target, Result<Held, UpstreamError>);
+type Landed = (Target, Result<Fetched, UpstreamError>);
 
 /// The results a run hands over at its end: those no part took, with their data.
 fn unhanded(results: Vec<Landed>) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
     results
         .into_iter()
         .filter_map(|(target, result)| match result {
-            Ok(Held::Here(data)) => Some((target, Ok(*data))),
-            Ok(Held::Handed) => None,
+            Ok(Fetched::Here(data)) => Some((target, Ok(*data))),
+            Ok(Fetched::Handed) => None,
             Err(e) => Some((target, Err(e))),
         })
         .collect()

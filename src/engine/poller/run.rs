@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::{Held, Landed, Plan, unhanded};
+use super::{Fetched, Landed, Plan, unhanded};
 use crate::engine::few::FewMap;
 use crate::engine::signal;
 use crate::engine::spec::{CollectorSpec, Context, Fetch, Job, Target, TargetData};
@@ -107,7 +107,7 @@ impl Parts {
     pub(super) fn hand_over(
         &mut self,
         jobs: &[Job],
-        results: &mut [Option<Result<Held, UpstreamError>>],
+        results: &mut [Option<Result<Fetched, UpstreamError>>],
     ) {
         self.fresh.sort_unstable();
         let (fresh, plan) = (&self.fresh, &self.plan);
@@ -120,12 +120,12 @@ impl Parts {
                 .iter()
                 .filter_map(|&i| {
                     let result = match results[i].as_mut()? {
-                        Ok(held) => match std::mem::replace(held, Held::Handed) {
-                            Held::Here(data) => {
+                        Ok(held) => match std::mem::replace(held, Fetched::Handed) {
+                            Fetched::Here(data) => {
                                 latest.discover(&data, now);
                                 Ok(*data)
                             }
-                            Held::Handed => return None,
+                            Fetched::Handed => return None,
                         },
                         Err(e) => Err(e.clone()),
                     };
@@ -174,7 +174,7 @@ impl Parts {
 /// run fetched to the publisher when it is due, if the run does so.
 async fn collect_one(
     set: &mut JoinSet<(usize, Result<TargetData, UpstreamError>)>,
-    results: &mut [Option<Result<Held, UpstreamError>>],
+    results: &mut [Option<Result<Fetched, UpstreamError>>],
     spec: &CollectorSpec,
     jobs: &[Job],
     parts: &mut Option<&mut Parts>,
@@ -190,7 +190,7 @@ async fn collect_one(
     };
     match joined {
         Some(Ok((i, r))) => {
-            results[i] = Some(r.map(|data| Held::Here(Box::new(data))));
+            results[i] = Some(r.map(|data| Fetched::Here(Box::new(data))));
             if let Some(parts) = parts {
                 parts.landed(i, results.len());
             }
@@ -233,7 +233,7 @@ pub(super) async fn run_targets(
     let jobs = spec.jobs_for(&targets);
     let window = task_window(&ctx);
     let mut set = JoinSet::new();
-    let mut results: Vec<Option<Result<Held, UpstreamError>>> =
+    let mut results: Vec<Option<Result<Fetched, UpstreamError>>> =
         std::iter::repeat_with(|| None).take(jobs.len()).collect();
     for (i, job) in jobs.iter().enumerate() {
         if set.len() >= window {
@@ -302,7 +302,7 @@ async fn fetch_by_deadline(
 /// reported failed, not forgotten.
 pub(super) fn every_target_answered(
     jobs: Vec<Job>,
-    results: Vec<Option<Result<Held, UpstreamError>>>,
+    results: Vec<Option<Result<Fetched, UpstreamError>>>,
 ) -> Vec<Landed> {
     jobs.into_iter()
         .zip(results)

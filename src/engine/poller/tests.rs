@@ -118,7 +118,7 @@ async fn a_run_hands_over_what_landed_a_second_later_one_part_at_a_time_and_its_
     let (_plan, plan) = signal::channel(Arc::new(work.clone()));
     let mut parts = Parts::new(publisher.clone(), plan.clone(), false);
     let jobs = work.spec.jobs_for(&work.spec.targets);
-    let mut results: Vec<Option<Result<Held, UpstreamError>>> = vec![None, None, None];
+    let mut results: Vec<Option<Result<Fetched, UpstreamError>>> = vec![None, None, None];
     let shown = |store: &Store, id: i32| {
         store
             .prepared()
@@ -128,13 +128,13 @@ async fn a_run_hands_over_what_landed_a_second_later_one_part_at_a_time_and_its_
             .any(|c| c.target(&Target::DeliveryAccount(id)).is_some())
     };
 
-    let here = |results: &[Option<Result<Held, UpstreamError>>]| -> Vec<bool> {
+    let here = |results: &[Option<Result<Fetched, UpstreamError>>]| -> Vec<bool> {
         results
             .iter()
-            .map(|r| matches!(r, Some(Ok(Held::Here(_)))))
+            .map(|r| matches!(r, Some(Ok(Fetched::Here(_)))))
             .collect()
     };
-    results[0] = Some(Ok(Held::Here(Box::new(remaining(5.0)))));
+    results[0] = Some(Ok(Fetched::Here(Box::new(remaining(5.0)))));
     parts.landed(0, 3);
     let landed = tokio::time::Instant::now();
     parts.due().await;
@@ -143,11 +143,11 @@ async fn a_run_hands_over_what_landed_a_second_later_one_part_at_a_time_and_its_
     assert!(parts.fresh.is_empty() && parts.last.is_some());
     assert_eq!(parts.handed, [true, false, false]);
     assert!(
-        matches!(results[0], Some(Ok(Held::Handed))),
+        matches!(results[0], Some(Ok(Fetched::Handed))),
         "the data went with the part: the run keeps no copy"
     );
     // The next part waits for the last to be published, and for its own second.
-    results[1] = Some(Ok(Held::Here(Box::new(remaining(6.0)))));
+    results[1] = Some(Ok(Fetched::Here(Box::new(remaining(6.0)))));
     parts.landed(1, 3);
     let landed = tokio::time::Instant::now();
     parts.due().await;
@@ -175,7 +175,7 @@ async fn a_run_hands_over_what_landed_a_second_later_one_part_at_a_time_and_its_
     );
     assert_eq!(parts.handed, [true, false, false]);
     assert_eq!(parts.due, Some(tokio::time::Instant::now() + HANDOFF_EVERY));
-    results[2] = Some(Ok(Held::Here(Box::new(remaining(7.0)))));
+    results[2] = Some(Ok(Fetched::Here(Box::new(remaining(7.0)))));
     let all = every_target_answered(jobs, results);
     let rest: Vec<Target> = parts.rest(all).into_iter().map(|(t, _)| t).collect();
     assert_eq!(
@@ -195,8 +195,8 @@ async fn a_first_run_hands_over_what_landed_a_quarter_second_later_a_later_run_a
     let jobs = work.spec.jobs_for(&work.spec.targets);
     for (first, every) in [(true, FIRST_HANDOFF_EVERY), (false, HANDOFF_EVERY)] {
         let mut parts = Parts::new(publisher.clone(), plan.clone(), first);
-        let mut results: Vec<Option<Result<Held, UpstreamError>>> = vec![None, None];
-        results[0] = Some(Ok(Held::Here(Box::new(remaining(5.0)))));
+        let mut results: Vec<Option<Result<Fetched, UpstreamError>>> = vec![None, None];
+        results[0] = Some(Ok(Fetched::Here(Box::new(remaining(5.0)))));
         parts.landed(0, 2);
         let landed = tokio::time::Instant::now();
         parts.due().await;

@@ -188,9 +188,9 @@ const MIN_SPAN: f64 = 0.5;
 /// the new pace has been seen to hold or fail.
 const MIN_EVENT_GAP: Duration = Duration::from_millis(250);
 
-/// The rate learned since the last congestion event.
+/// The recovery from the last congestion event: the rate learned at it, and the curve back to it.
 #[derive(Clone, Debug)]
-struct Learned {
+struct Recovery {
     /// The estimate at the event: the plateau of the curve.
     r_max: f64,
     /// The rate right after the event.
@@ -199,7 +199,7 @@ struct Learned {
     recall: f64,
     /// Seconds of waiting demand the curve takes to climb back to `r_max`.
     k: f64,
-    /// The curve restarted from the rate known to work, slow start done ([`Learned::reanchor`]):
+    /// The curve restarted from the rate known to work, slow start done ([`Recovery::reanchor`]):
     /// a thin event on it says that rate does not work now.
     recalled: bool,
     /// The cubic's constant, [`growth_constant`] of `r_max` and the event's confidence.
@@ -229,11 +229,11 @@ struct Learned {
     confident: bool,
 }
 
-impl Learned {
+impl Recovery {
     fn new(r_max: f64, r0: f64, recall: f64, at: Instant, confident: bool, pause: f64) -> Self {
         let c = growth_constant(r_max, confident);
         let k = ((1.0 - r0 / r_max).max(0.0) / c).cbrt();
-        Learned {
+        Recovery {
             r_max,
             r0,
             recall,
@@ -284,12 +284,12 @@ impl Learned {
     /// counts kept.
     fn reanchor(&mut self) {
         let recall = self.recall;
-        *self = Learned {
+        *self = Recovery {
             successes: self.successes,
             refused: self.refused,
             active: self.active,
             recalled: true,
-            ..Learned::new(
+            ..Recovery::new(
                 recall,
                 self.slow_start_cap(),
                 recall,
@@ -344,7 +344,7 @@ pub struct Control {
     /// Boxed: a token's pace and each endpoint's have one only once a 429 taught it, and ten
     /// thousand tenants that are never refused would carry its room (about 200 bytes) twice
     /// each.
-    learned: Option<Box<Learned>>,
+    learned: Option<Box<Recovery>>,
     /// The rate the provider's headers state (`RateLimit-Policy`, or `X-RateLimit-Limit` over
     /// the longest reset seen): shown and compared with the fleet's needs, never paced at (the
     /// quota itself is followed call by call).
@@ -540,7 +540,7 @@ impl Control {
         let estimate = c.estimate.clamp(rate, MAX_RATE);
         let known = c.known.clamp(MIN_RATE, MAX_RATE);
         let pause = c.pause.min(MAX_PAUSE.as_secs_f64());
-        self.learned = Some(Box::new(Learned::new(
+        self.learned = Some(Box::new(Recovery::new(
             estimate,
             rate,
             known,
@@ -677,7 +677,7 @@ impl Control {
         let first = self.learned.is_none();
         let confident = successes >= CONFIDENT_SUCCESSES && !(ramping && first);
         let pause = retry_after.map_or(0.0, |w| w.min(MAX_PAUSE).as_secs_f64());
-        self.learned = Some(Box::new(Learned::new(
+        self.learned = Some(Box::new(Recovery::new(
             r_max, r0, recall, now, confident, pause,
         )));
         if first {

@@ -74,13 +74,13 @@ fn drive(
 #[test]
 fn after_a_refusal_that_asked_for_a_pause_the_pace_climbs_back_as_fast_and_probes_past_it_slowly() {
     let t0 = Instant::now();
-    let at = |l: &Learned, t: f64| {
+    let at = |l: &Recovery, t: f64| {
         let mut l = l.clone();
         l.growth = t;
         l.rate()
     };
-    let plain = Learned::new(60.0, 54.0, 60.0, t0, true, 0.0);
-    let paused = Learned::new(60.0, 54.0, 60.0, t0, true, 1.0);
+    let plain = Recovery::new(60.0, 54.0, 60.0, t0, true, 0.0);
+    let paused = Recovery::new(60.0, 54.0, 60.0, t0, true, 1.0);
     // Back to the estimate in the same time, along the same curve.
     assert!(
         (plain.k - paused.k).abs() < 1e-9 && plain.k > 7.9,
@@ -92,7 +92,7 @@ fn after_a_refusal_that_asked_for_a_pause_the_pace_climbs_back_as_fast_and_probe
     }
     // Past it: 10 % above the estimate 8 s later without a pause; with a pause of 1 s,
     // a plateau of 20 s on that side (0.64 % above after 8 s, 10 % after 20 s).
-    let past = |l: &Learned, t: f64| at(l, plain.k + t) / 60.0 - 1.0;
+    let past = |l: &Recovery, t: f64| at(l, plain.k + t) / 60.0 - 1.0;
     assert!(
         (past(&plain, 8.0) - 0.1).abs() < 1e-6,
         "{}",
@@ -109,7 +109,7 @@ fn after_a_refusal_that_asked_for_a_pause_the_pace_climbs_back_as_fast_and_probe
         past(&paused, 20.0)
     );
     // A pause of an hour stretches it to MAX_PAUSE_PLATEAU_SECS at most.
-    let hour = Learned::new(60.0, 54.0, 60.0, t0, true, 3600.0);
+    let hour = Recovery::new(60.0, 54.0, 60.0, t0, true, 3600.0);
     let t = MAX_PAUSE_PLATEAU_SECS;
     assert!((past(&hour, t) - 0.1).abs() < 1e-6, "{}", past(&hour, t));
 }

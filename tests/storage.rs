@@ -168,7 +168,10 @@ fn refused(body: &str, problem: &str) -> Option<f64> {
 
 /// Every kind of bad state file made from the good one `whole`: (case, problem, text).
 fn spoilt(whole: &str) -> [(&'static str, &'static str, String); 5] {
-    let newer = whole.replacen("\"version\":1", "\"version\":99", 1);
+    // Its format number, whatever it is, made 99.
+    let at = whole.find("\"version\":").unwrap() + "\"version\":".len();
+    let end = at + whole[at..].find(',').unwrap();
+    let newer = format!("{}99{}", &whole[..at], &whole[end..]);
     assert_ne!(newer, whole);
     let other_shape = "{\"version\":1,\"written_at\":\"2026-01-01T00:00:00Z\",\"data\":[1,2]}";
     [
@@ -367,6 +370,45 @@ async fn the_daily_counters_go_on_across_a_restart_with_their_created_time() {
     .await;
     assert_eq!(before, after);
     second.stop().await;
+}
+
+/// A `targets.json` of format 1 (collectors keyed by a digest of their settings' `Debug` text):
+/// a collector without settings is taken back, as its digest was one; one whose digest stood
+/// for settings is dropped, never served under settings it cannot check.
+#[tokio::test]
+async fn a_targets_file_of_format_1_is_taken_back_for_collectors_without_settings() {
+    let sim = spawn_sim().await;
+    let yaml = yaml(&sim.url, &ACCOUNTS);
+    let good = tempfile::tempdir().unwrap();
+    kept_once(&yaml, good.path()).await;
+    let whole = std::fs::read_to_string(good.path().join("targets.json")).unwrap();
+    assert!(
+        whole.contains("\"version\":2") && whole.contains("\"settings\":\"v1\""),
+        "{whole}"
+    );
+    let restored = |body: &str| {
+        value(
+            body,
+            "mailhost_storage_restored_targets{collector=\"delivery_account\"}",
+        )
+    };
+    for (digest, expected) in [("07e11f07b4a6665a", Some(2.0)), ("0123456789abcdef", None)] {
+        let dir = tempfile::tempdir().unwrap();
+        let format_1 = whole
+            .replacen("\"version\":2", "\"version\":1", 1)
+            .replace("\"settings\":\"v1\"", &format!("\"settings\":\"{digest}\""));
+        std::fs::write(dir.path().join("targets.json"), format_1).unwrap();
+        let exporter = Stored::start(&yaml, dir.path()).await;
+        let body = exporter.scrape().await;
+        let got = restored(&body).filter(|n| *n > 0.0);
+        assert_eq!(got, expected, "{digest}: {body}");
+        assert_eq!(
+            refused(&body, "older_version"),
+            Some(0.0),
+            "{digest}: {body}"
+        );
+        exporter.stop().await;
+    }
 }
 
 #[tokio::test]

@@ -56,20 +56,45 @@ impl<T, D> Kept<T, D> {
     }
 }
 
-/// What a collector's settings are, as a digest: a collector keeps what it stored only under
-/// the same settings (another `top_domains`, time zone or `identity_labels` reads the provider
-/// differently). FNV-1a over the settings as the program prints them: the same program and the
-/// same settings give the same digest in every process; another version may not, and then the
-/// stored values are dropped as made under another config, never misread.
-pub fn settings_digest(settings: &dyn std::fmt::Debug) -> String {
-    let text = format!("{settings:?}");
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in text.bytes() {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{hash:016x}")
+/// The form of [`settings_key`]: raised when the form changes, so that targets kept under
+/// another form are dropped as made under other settings, never misread.
+pub const SETTINGS_KEY_VERSION: u32 = 1;
+
+/// The fields of a collector's settings that change how it reads the provider (another
+/// `top_domains`, time zone or `identity_labels`), each by a name of its own and its value:
+/// what [`settings_key`] is written from. A field added to a collector's settings is added here,
+/// or its kept targets would be served under either value.
+pub trait KeyFields {
+    fn key_fields(&self) -> Vec<(&'static str, String)>;
 }
+
+/// A collector with no settings.
+impl KeyFields for () {
+    fn key_fields(&self) -> Vec<(&'static str, String)> {
+        Vec::new()
+    }
+}
+
+/// What a collector's settings are, as the storage directory keeps its targets under them: a
+/// collector takes back what it stored only under the same key. Written from the fields by
+/// name, `v1;limit="10";timezone="UTC"`, each value a JSON string: the same settings give the
+/// same key in every process and every version that keeps the form (whatever their `Debug`
+/// prints); a changed form raises [`SETTINGS_KEY_VERSION`].
+pub fn settings_key(settings: &dyn KeyFields) -> String {
+    let mut key = format!("v{SETTINGS_KEY_VERSION}");
+    for (name, value) in settings.key_fields() {
+        key.push(';');
+        key.push_str(name);
+        key.push('=');
+        key.push_str(&serde_json::Value::String(value).to_string());
+    }
+    key
+}
+
+/// The settings digest format 1 of `targets.json` kept for a collector with no settings (FNV-1a
+/// of their `Debug` text, `()`): such a collector's targets are taken back from that format
+/// ([`crate::engine::checkpoint`]); a digest of other settings cannot be checked and is dropped.
+pub const NO_SETTINGS_DIGEST_V1: &str = "07e11f07b4a6665a";
 
 /// A failure as kept: its reason and detail (the trail of the poll stays with the process).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +144,28 @@ mod tests {
         let back = kept.into_error();
         assert_eq!(back.reason, FailureReason::ServerError);
         assert!(back.trail.is_none() && !back.deferred && !back.own);
+    }
+
+    #[test]
+    fn the_settings_key_is_written_from_the_fields_by_name_with_its_version() {
+        struct Two;
+        impl KeyFields for Two {
+            fn key_fields(&self) -> Vec<(&'static str, String)> {
+                vec![("limit", "10".to_owned()), ("zone", "a\"b;c=d".to_owned())]
+            }
+        }
+        assert_eq!(settings_key(&()), "v1");
+        assert_eq!(settings_key(&Two), r#"v1;limit="10";zone="a\"b;c=d""#);
+    }
+
+    #[test]
+    fn the_format_1_digest_of_no_settings_is_fnv_1a_of_their_debug_text() {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in format!("{:?}", ()).bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        assert_eq!(format!("{hash:016x}"), NO_SETTINGS_DIGEST_V1);
     }
 
     #[test]

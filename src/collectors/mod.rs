@@ -139,7 +139,13 @@ pub trait Collect: Sized + Debug + Send + Sync + 'static {
     /// collector's block.
     type RawList: DeserializeOwned + Listing<Item = <Self::Raw as Listing>::Item> + Debug;
     /// The validated settings every target's fetch uses, read from the block.
-    type Settings: FromBlock<Self::Raw> + Debug + PartialEq + Send + Sync + 'static;
+    type Settings: FromBlock<Self::Raw>
+        + Debug
+        + PartialEq
+        + kept::KeyFields
+        + Send
+        + Sync
+        + 'static;
     /// One thing fetched; its `Display` is the `target` label value, its kind what it is about.
     /// Kept under `--storage.path` as it serializes ([`kept`]).
     type Target: TargetKind

@@ -390,7 +390,7 @@ pub(super) trait Configuration {
     fn targets(&self) -> Vec<Target>;
     fn job(&self, target: &Target) -> Option<run::Job>;
     fn same_settings(&self, other: &Collector) -> bool;
-    fn settings_digest(&self) -> String;
+    fn settings_key(&self) -> String;
     fn retain(&self, keep: &dyn Fn(&Target) -> bool) -> Collector;
     fn read(
         &self,
@@ -423,8 +423,8 @@ impl<A: Listed> Configuration for Configured<A> {
         A::get(other).is_some_and(|other| self.settings == other.settings)
     }
 
-    fn settings_digest(&self) -> String {
-        kept::settings_digest(&self.settings)
+    fn settings_key(&self) -> String {
+        kept::settings_key(&*self.settings)
     }
 
     fn retain(&self, keep: &dyn Fn(&Target) -> bool) -> Collector {
@@ -610,10 +610,10 @@ impl Collector {
         self.configured().same_settings(other)
     }
 
-    /// A digest of the settings: equal for collectors that fetch each target alike (see
-    /// [`kept::settings_digest`]).
-    pub fn settings_digest(&self) -> String {
-        self.configured().settings_digest()
+    /// The settings as a key: equal for collectors that fetch each target alike (see
+    /// [`kept::settings_key`]).
+    pub fn settings_key(&self) -> String {
+        self.configured().settings_key()
     }
 
     /// This collector with only the targets `keep` keeps.

@@ -7,7 +7,7 @@
 //!   of the snapshot (a pointer per collector), so that a scrape, a run or the shutdown never
 //!   waits for the disk: each write is whole or nothing ([`Dir::write`]). The pacers' learned
 //!   state is written beside it, in a file of its own ([`super::paces`]).
-//! - **SnapshotRestored** by [`restore`] before the first run: only what belongs to the current config
+//! - **Restored** by [`restore`] before the first run: only what belongs to the current config
 //!   (the same tenant, provider, collector, settings and target) and is younger than its
 //!   `max_age`; the rest is dropped and said so in one line.
 //! - The size follows the fleet: only configured collectors and targets are in the snapshot
@@ -22,14 +22,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::collectors::kept::{Kept, KeptError};
+use crate::collectors::kept::{Kept, KeptError, NO_SETTINGS_DIGEST_V1, settings_key};
 use crate::config::Config;
 use crate::engine::paces::{self, Pacers};
 use crate::engine::snapshot::{Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec};
 use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
-use crate::storage::{Dir, Found, StorageError, Versioned};
+use crate::storage::{Bad, Dir, Found, Older, StorageError, Versioned};
 use crate::tenant::TenantName;
 
 /// The state file of the targets: `DIR/targets.json`.
@@ -44,7 +44,7 @@ pub const AT_SHUTDOWN: Duration = Duration::from_secs(3);
 struct Made {
     /// The tenant's provider: its base URL without userinfo, query or fragment.
     origin: String,
-    /// The collector's settings ([`crate::collectors::kept::settings_digest`]).
+    /// The collector's settings, as a key ([`crate::collectors::kept::settings_key`]).
     settings: String,
 }
 
@@ -64,7 +64,7 @@ impl Identity {
                 .iter()
                 .filter_map(|s| {
                     let origin = origins.get(&s.tenant)?.clone();
-                    let settings = s.collector.settings_digest();
+                    let settings = s.collector.settings_key();
                     Some((s.key(), Made { origin, settings }))
                 })
                 .collect(),
@@ -108,8 +108,11 @@ impl Serialize for TargetList<'_> {
     }
 }
 
-/// The format of the targets' state file: raised whenever its shape changes.
-const FORMAT: u32 = 1;
+/// The format of the targets' state file: raised whenever its shape changes. Format 2 keys a
+/// collector by its settings' fields ([`crate::collectors::kept::settings_key`]); format 1 by a
+/// digest of their `Debug` text, which another build could change: its collectors without
+/// settings are taken back ([`older`]), the others dropped.
+const FORMAT: u32 = 2;
 
 impl Versioned for TargetsOut<'_> {
     const VERSION: u32 = FORMAT;
@@ -175,7 +178,7 @@ pub fn read(
     specs: &[CollectorSpec],
     identity: &Identity,
 ) -> (Vec<(CollectorKey, Vec<TargetState>)>, SnapshotRestored) {
-    let (found, stored) = Found::read::<TargetsIn>(dir, TARGETS);
+    let (found, stored) = Found::read_converting::<TargetsIn>(dir, TARGETS, older);
     let mut report = SnapshotRestored {
         found,
         ..SnapshotRestored::default()
@@ -197,6 +200,25 @@ pub fn read(
     (out, report)
 }
 
+/// A targets file of an older format, in today's: format 1 had today's shape, with each
+/// collector's settings as a digest of their `Debug` text. A collector without settings had
+/// one digest, and is taken back under today's key for no settings; another's digest cannot be
+/// checked against today's settings, and its targets are dropped ([`take`] says why).
+fn older(file: &Older) -> Result<TargetsIn, Bad> {
+    if file.version != 1 {
+        return Err(file.refuse());
+    }
+    let mut targets: TargetsIn = file.decode()?;
+    for c in &mut targets.collectors {
+        c.settings = if c.settings == NO_SETTINGS_DIGEST_V1 {
+            settings_key(&())
+        } else {
+            String::new()
+        };
+    }
+    Ok(targets)
+}
+
 /// One kept collector's targets still configured, or why it is dropped.
 fn take(
     c: CollectorIn,
@@ -216,6 +238,11 @@ fn take(
     };
     if made.origin != c.origin {
         return Err("of a tenant whose base URL changed");
+    }
+    if c.settings.is_empty() {
+        return Err(
+            "of a collector with settings, kept by an older version under a digest this one cannot check",
+        );
     }
     if made.settings != c.settings {
         return Err("of a collector whose settings changed");

@@ -8,7 +8,7 @@
 //!
 //! - **Written** with the targets by [`super::checkpoint::run`]: on the same timer and at
 //!   shutdown within the same bound, whole or nothing ([`Dir::write`]).
-//! - **PacesRestored** by [`restore`] before the first run: only into a tenant configured now under
+//! - **Restored** by [`restore`] before the first run: only into a tenant configured now under
 //!   the same name and provider; the rest is dropped and said so in one line. A bad file is
 //!   refused in a warn line naming it and counted; the paces start cold, the targets are
 //!   restored all the same.

@@ -295,4 +295,47 @@ mod tests {
                 .same_settings(&delivery.collector.clone())
         );
     }
+
+    /// What the storage directory keeps each collector's targets under: its settings' fields by
+    /// name, never their `Debug` text, so another build keeps what this one stored.
+    #[test]
+    fn every_collectors_settings_key_is_written_from_its_fields_by_name() {
+        let keys: Vec<(CollectorName, String)> = specs(
+            "  delivery_account:\n    accounts: [1]
+  tracemail_dashboard:\n    timezone: Europe/Rome\n    limit: 5
+  tracemail_daily:\n    accounts: [1]\n    top_domains: 3\n    date_format: DD/MM/YYYY
+  migration:\n    migrations: [MG00000001]
+  mailbox:\n    mailboxes: [{domain: D000000001, mailbox: EA00000001}]
+  team_member:\n    identity_labels: true\n    team_members: [T000000101]\n",
+        )
+        .into_iter()
+        .map(|s| (s.name, s.collector.settings_key()))
+        .collect();
+        let key = |name| {
+            keys.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, k)| k.as_str())
+                .unwrap()
+        };
+        assert_eq!(keys.len(), 6, "{keys:?}");
+        for name in [
+            CollectorName::DeliveryAccount,
+            CollectorName::Migration,
+            CollectorName::Mailbox,
+        ] {
+            assert_eq!(key(name), "v1");
+        }
+        assert_eq!(
+            key(CollectorName::TracemailDashboard),
+            r#"v1;timezone="Europe/Rome";date_format="%Y-%m-%d";limit="5""#
+        );
+        assert_eq!(
+            key(CollectorName::TracemailDaily),
+            r#"v1;timezone="UTC";date_format="%d/%m/%Y";top_domains="3""#
+        );
+        assert_eq!(
+            key(CollectorName::TeamMember),
+            r#"v1;identity_labels="true""#
+        );
+    }
 }

@@ -28,6 +28,11 @@ impl DateFormat {
         (ok && !rest.chars().any(|c| c.is_alphanumeric())).then_some(DateFormat { strftime })
     }
 
+    /// The pattern as `strftime` reads it (`%Y-%m-%d`).
+    pub fn strftime(&self) -> &str {
+        &self.strftime
+    }
+
     pub fn format(&self, date: jiff::civil::Date) -> String {
         date.strftime(&self.strftime).to_string()
     }

@@ -19,6 +19,17 @@ pub struct Day {
     pub date_format: DateFormat,
 }
 
+impl Day {
+    /// The day's settings by name, as a collector's kept targets are keyed under them: the zone
+    /// by its configured name, the date format as the provider's dates are read with it.
+    pub fn key_fields(&self) -> [(&'static str, String); 2] {
+        [
+            ("timezone", self.timezone_name.clone()),
+            ("date_format", self.date_format.strftime().to_owned()),
+        ]
+    }
+}
+
 impl PartialEq for Day {
     /// The zone by its name: the name is what is configured and sent.
     fn eq(&self, other: &Day) -> bool {

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use jiff::Timestamp;
 use serde::de::DeserializeOwned;
 
-use super::{Dir, Problem, Versioned};
+use super::{Bad, Dir, Older, Problem, ReadOutcome, Versioned};
 
 /// What reading one state file found, beside what it restored: for the log and the series.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,11 +26,27 @@ impl Found {
     /// refusal is recorded), for a caller that converts no older format: an older one is
     /// refused ([`super::Older::refuse`]).
     pub fn read<T: DeserializeOwned + Versioned>(dir: &Dir, name: &str) -> (Found, Option<T>) {
+        Found::read_converting(dir, name, |older| Err(older.refuse()))
+    }
+
+    /// As [`Found::read`], for a caller that reads older formats too: `older` converts a file of
+    /// an older format into `T`, or refuses it.
+    pub fn read_converting<T: DeserializeOwned + Versioned>(
+        dir: &Dir,
+        name: &str,
+        older: impl FnOnce(&Older) -> Result<T, Bad>,
+    ) -> (Found, Option<T>) {
         let mut found = Found::default();
-        match dir.read::<T>(name).current_only() {
-            Ok(Some(stored)) => {
-                found.written_at = Some(stored.written_at);
-                (found, Some(stored.data))
+        let read = match dir.read::<T>(name) {
+            ReadOutcome::Missing => Ok(None),
+            ReadOutcome::Current(stored) => Ok(Some((stored.written_at, stored.data))),
+            ReadOutcome::Older(file) => older(&file).map(|data| Some((file.written_at, data))),
+            ReadOutcome::Bad(bad) => Err(bad),
+        };
+        match read {
+            Ok(Some((written_at, data))) => {
+                found.written_at = Some(written_at);
+                (found, Some(data))
             }
             Ok(None) => (found, None),
             Err(bad) => {

@@ -43,6 +43,12 @@ pub struct Settings {
     pub identity_labels: bool,
 }
 
+impl super::kept::KeyFields for Settings {
+    fn key_fields(&self) -> Vec<(&'static str, String)> {
+        vec![("identity_labels", self.identity_labels.to_string())]
+    }
+}
+
 impl FromBlock<Block> for Settings {
     fn from_block(raw: &Block, _field: &str) -> Result<Self, ConfigError> {
         Ok(Settings {

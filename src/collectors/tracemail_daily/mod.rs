@@ -54,6 +54,14 @@ pub struct Settings {
     pub top_domains: usize,
 }
 
+impl super::kept::KeyFields for Settings {
+    fn key_fields(&self) -> Vec<(&'static str, String)> {
+        let mut fields = self.day.key_fields().to_vec();
+        fields.push(("top_domains", self.top_domains.to_string()));
+        fields
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DailyData {
     pub stats: DailyStats,

@@ -79,6 +79,14 @@ pub struct Settings {
     pub limit: i32,
 }
 
+impl super::kept::KeyFields for Settings {
+    fn key_fields(&self) -> Vec<(&'static str, String)> {
+        let mut fields = self.day.key_fields().to_vec();
+        fields.push(("limit", self.limit.to_string()));
+        fields
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DashboardData {
     pub dashboard: Dashboard,

@@ -120,51 +120,34 @@ fn probe_constant(c: f64, pause: f64) -> f64 {
     }
 }
 
-/// Successes over the last second, in ten slots of 100 ms: what just went through.
+/// Successes over the last second ([`super::window`]): what just went through.
 #[derive(Clone, Debug)]
-struct Window {
-    origin: Instant,
-    slots: [(u64, u32); 10],
+struct Successes {
+    window: super::window::Window<1, 100>,
     /// Since when calls have been waiting or in flight without a break: a window younger than a
     /// second is read over the time it covers.
     demand_since: Option<Instant>,
 }
 
-impl Window {
+impl Successes {
     fn new(origin: Instant) -> Self {
-        Window {
-            origin,
-            slots: [(u64::MAX, 0); 10],
+        Successes {
+            window: super::window::Window::new(origin),
             demand_since: None,
         }
     }
 
-    fn slot(&self, now: Instant) -> u64 {
-        u64::try_from(now.saturating_duration_since(self.origin).as_millis() / 100)
-            .unwrap_or(u64::MAX - 1)
-    }
-
     fn add(&mut self, now: Instant) {
-        let i = self.slot(now);
-        let s = &mut self.slots[(i % 10) as usize];
-        if s.0 != i {
-            *s = (i, 0);
-        }
-        s.1 = s.1.saturating_add(1);
+        self.window.add(now, 0);
     }
 
     /// Forgets the successes counted so far (the demand goes on).
     fn forget(&mut self) {
-        self.slots = [(u64::MAX, 0); 10];
+        self.window.forget();
     }
 
     fn count(&self, now: Instant) -> u64 {
-        let i = self.slot(now);
-        self.slots
-            .iter()
-            .filter(|(at, _)| *at <= i && at.saturating_add(10) > i)
-            .map(|(_, n)| u64::from(*n))
-            .sum()
+        u64::from(self.window.totals(now)[0])
     }
 
     /// Successes per second of demand over the last second: the count over the time there was
@@ -367,7 +350,7 @@ pub struct Control {
     budget: Option<Budget>,
     /// When the next paced call may go.
     next_slot: Option<Instant>,
-    window: Window,
+    window: Successes,
     last_tick: Instant,
     active: bool,
     saturated: bool,
@@ -386,7 +369,7 @@ impl Control {
             after_pause: None,
             budget: None,
             next_slot: None,
-            window: Window::new(now),
+            window: Successes::new(now),
             last_tick: now,
             active: false,
             saturated: false,

@@ -40,6 +40,7 @@ pub mod retry_budget;
 pub mod shape;
 pub mod slow_start;
 pub mod state;
+pub mod window;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};

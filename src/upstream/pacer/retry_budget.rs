@@ -31,72 +31,46 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::window::Window;
+
 /// The share of first attempts that may be retried.
 pub const RATIO: f64 = 0.1;
 /// The sliding window first attempts and retries are counted over.
 pub const WINDOW: Duration = Duration::from_secs(10);
 /// Retries allowed per window whatever the first attempts: a lone broken target keeps its retry.
 pub const FLOOR: u32 = 5;
-/// Slots the window is counted in (of a second each).
-const SLOTS: usize = 10;
-
-/// Counts of one slot of a second: which second it holds, first attempts, retries.
-#[derive(Clone, Copy, Debug)]
-struct Slot {
-    second: u64,
-    firsts: u32,
-    retries: u32,
+/// The kinds of event the window counts.
+#[derive(Clone, Copy)]
+enum Kind {
+    First,
+    Retry,
 }
 
-const EMPTY: Slot = Slot {
-    second: u64::MAX,
-    firsts: 0,
-    retries: 0,
-};
+/// The window, over [`WINDOW`]: ten slots of a second (a test holds the two together).
+type Counts = Window<2, 1_000>;
 
-/// First attempts and retries over the last [`WINDOW`], in slots of a second.
+/// First attempts and retries over the last [`WINDOW`] ([`super::window`]).
 #[derive(Clone, Debug)]
 pub struct RetryBudget {
-    origin: Instant,
-    slots: [Slot; SLOTS],
+    window: Counts,
 }
 
 impl RetryBudget {
     pub fn new(origin: Instant) -> Self {
         RetryBudget {
-            origin,
-            slots: [EMPTY; SLOTS],
+            window: Window::new(origin),
         }
-    }
-
-    fn second(&self, now: Instant) -> u64 {
-        now.saturating_duration_since(self.origin).as_secs()
-    }
-
-    fn slot(&mut self, now: Instant) -> &mut Slot {
-        let second = self.second(now);
-        let slot = &mut self.slots[(second % SLOTS as u64) as usize];
-        if slot.second != second {
-            *slot = Slot { second, ..EMPTY };
-        }
-        slot
     }
 
     /// First attempts and retries counted over the window ending at `now`.
     fn totals(&self, now: Instant) -> (u32, u32) {
-        let second = self.second(now);
-        self.slots
-            .iter()
-            .filter(|s| s.second <= second && s.second.saturating_add(SLOTS as u64) > second)
-            .fold((0u32, 0u32), |(f, r), s| {
-                (f.saturating_add(s.firsts), r.saturating_add(s.retries))
-            })
+        let [firsts, retries] = self.window.totals(now);
+        (firsts, retries)
     }
 
     /// A first attempt went out: it earns [`RATIO`] of a retry.
     pub fn sent(&mut self, now: Instant) {
-        let slot = self.slot(now);
-        slot.firsts = slot.firsts.saturating_add(1);
+        self.window.add(now, Kind::First as usize);
     }
 
     /// Retries the window allows at `now`: the floor plus the share of first attempts.
@@ -111,8 +85,7 @@ impl RetryBudget {
         if retries >= self.allowance(now) {
             return false;
         }
-        let slot = self.slot(now);
-        slot.retries = slot.retries.saturating_add(1);
+        self.window.add(now, Kind::Retry as usize);
         true
     }
 
@@ -126,6 +99,11 @@ impl RetryBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_window_counts_over_the_documented_span() {
+        assert_eq!(Counts::span(), WINDOW);
+    }
 
     fn at(t0: Instant, ms: u64) -> Instant {
         t0 + Duration::from_millis(ms)

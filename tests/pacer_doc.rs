@@ -216,3 +216,141 @@ fn a_cold_doubling_cut_by_a_thin_refusal_stays_cold_as_docs_pacer_md_says() {
     refused(&mut c, now);
     assert!(!c.cold_doubling() && c.settled(), "{:?}", c.curve());
 }
+
+/// The doc's text.
+fn pacer_doc() -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(root.join("docs/pacer.md")).unwrap()
+}
+
+/// The section of `doc` under the level-two heading `title`, up to the next one.
+fn section<'a>(doc: &'a str, title: &str) -> &'a str {
+    let start = doc
+        .find(&format!("\n## {title}\n"))
+        .unwrap_or_else(|| panic!("docs/pacer.md has no section `{title}`"));
+    let body = &doc[start + 1..];
+    let end = body[3..].find("\n## ").map_or(body.len(), |i| i + 3);
+    &body[..end]
+}
+
+/// The anchor a heading gets where the doc is read (GitHub's rule: lower case; letters, digits,
+/// `-` and `_` kept; spaces become `-`; the rest dropped).
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_link_within_docs_pacer_md_names_one_of_its_headings() {
+    let doc = pacer_doc();
+    let mut fenced = false;
+    let mut anchors = std::collections::BTreeSet::new();
+    for line in doc.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            anchors.insert(anchor(line.trim_start_matches('#')));
+        }
+    }
+    assert!(anchors.contains("the-life-of-one-call"), "{anchors:?}");
+    let mut links = 0;
+    let mut broken = Vec::new();
+    for (i, _) in doc.match_indices("](#") {
+        let rest = &doc[i + 3..];
+        let target = &rest[..rest.find(')').expect("a link is closed")];
+        links += 1;
+        if !anchors.contains(target) {
+            broken.push(target.to_owned());
+        }
+    }
+    assert!(links >= 20, "only {links} links read: the reader is broken");
+    assert!(
+        broken.is_empty(),
+        "docs/pacer.md links to headings it does not have: {broken:?}"
+    );
+}
+
+#[test]
+fn every_file_of_the_pacer_has_a_row_in_how_it_is_built() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = pacer_doc();
+    let built = section(&doc, "How it is built");
+    let missing: Vec<_> = std::fs::read_dir(root.join("src/upstream/pacer"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".rs"))
+        .filter(|f| !built.contains(&format!("| `{f}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/pacer.md's `How it is built` has no row for {missing:?}"
+    );
+}
+
+#[test]
+fn the_life_of_one_call_names_only_files_and_functions_the_code_has() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = pacer_doc();
+    let life = section(&doc, "The life of one call");
+    assert!(life.contains("```mermaid\nsequenceDiagram\n"), "{life}");
+    let upstream = root.join("src/upstream");
+    let code: String = [upstream.clone(), upstream.join("pacer")]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '/' || c == '.';
+    let mut problems = Vec::new();
+    // Each file named: as written from the root, or in `src/upstream/` or its pacer.
+    for name in life
+        .split(|c: char| !word(c))
+        .filter(|w| w.ends_with(".rs"))
+    {
+        let base = name.rsplit('/').next().unwrap_or(name);
+        let found = [
+            root.join(name),
+            upstream.join(name),
+            upstream.join(base),
+            upstream.join("pacer").join(base),
+        ]
+        .iter()
+        .any(|p| p.is_file());
+        if !found {
+            problems.push(format!("no file {name}"));
+        }
+    }
+    // Each function named: `Type::name` in the prose, `name(` in the picture.
+    let mut functions = Vec::new();
+    for span in life.split('`').skip(1).step_by(2) {
+        if let Some((_, f)) = span.rsplit_once("::") {
+            functions.push(f.to_owned());
+        }
+    }
+    for (i, _) in life.match_indices('(') {
+        let before = &life[..i];
+        let start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |j| j + 1);
+        let name = &before[start..];
+        if !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_') {
+            functions.push(name.to_owned());
+        }
+    }
+    assert!(functions.len() >= 4, "{functions:?}");
+    for f in functions {
+        if !code.contains(&format!("fn {f}(")) && !code.contains(&format!("fn {f}<")) {
+            problems.push(format!("no fn {f} in src/upstream/"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

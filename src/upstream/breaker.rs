@@ -17,6 +17,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::time::Instant;
 
 use crate::settings::BreakerPolicy;
+use crate::upstream::cooldown::CoolDown;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::FailureReason;
 
@@ -29,11 +30,13 @@ pub type CircuitKey = (Endpoint, String);
 #[derive(Debug, Default)]
 struct State {
     consecutive: u32,
-    /// Set while open: calls before this instant are refused.
-    open_until: Option<Instant>,
-    /// A probe is in flight (half-open).
-    probing: bool,
+    /// Set while open: calls are refused until it ends, then one probe asks (half-open).
+    open: Option<CoolDown>,
 }
+
+/// A circuit has one probe at a time, and it is abandoned by its circuit: no sequence number
+/// is needed to tell it.
+const PROBE: u64 = 0;
 
 #[derive(Debug)]
 struct Inner {
@@ -103,21 +106,22 @@ impl Breakers {
         let Some(s) = inner.states.get_mut(key) else {
             return Ok(());
         };
-        let Some(until) = s.open_until else {
-            return Ok(());
-        };
-        if now < until || s.probing {
-            return Err(Open);
+        match s.open.as_mut().map(|open| open.ask(now, PROBE)) {
+            Some(false) => Err(Open),
+            _ => Ok(()),
         }
-        s.probing = true;
-        Ok(())
     }
 
     /// An admitted call ended without an outcome (its future was dropped: deadline, shutdown).
     /// A probe must not stay in flight forever, or the circuit would never close.
     pub fn abandon(&self, key: &CircuitKey) {
-        if let Some(s) = self.lock().states.get_mut(key) {
-            s.probing = false;
+        if let Some(open) = self
+            .lock()
+            .states
+            .get_mut(key)
+            .and_then(|s| s.open.as_mut())
+        {
+            open.abandoned(PROBE);
         }
     }
 
@@ -138,24 +142,21 @@ impl Breakers {
                     return inner.open.get(&endpoint).copied().unwrap_or(0);
                 }
                 let s = inner.states.entry(key.clone()).or_default();
-                let was_open = s.open_until.is_some();
+                let was_open = s.open.is_some();
                 s.consecutive = s.consecutive.saturating_add(1);
-                if s.probing || s.consecutive >= policy.failures {
-                    // A cool-down past the end of the clock means "open until further notice";
-                    // the config bounds it, this only keeps the arithmetic from panicking.
-                    s.open_until = Some(
-                        now.checked_add(policy.cooldown)
-                            .unwrap_or_else(|| now + std::time::Duration::from_secs(86_400)),
-                    );
+                let probed = s.open.is_some_and(|open| open.asking());
+                if probed || s.consecutive >= policy.failures {
+                    s.open = Some(CoolDown::new(now, policy.cooldown, true));
+                } else if let Some(open) = &mut s.open {
+                    open.abandoned(PROBE);
                 }
-                s.probing = false;
-                let is_open = s.open_until.is_some();
+                let is_open = s.open.is_some();
                 inner.set_open(endpoint, was_open, is_open);
             }
             // Any answer that is not a sign of a broken call closes the circuit.
             _ => {
                 if let Some(s) = inner.states.remove(key) {
-                    inner.set_open(endpoint, s.open_until.is_some(), false);
+                    inner.set_open(endpoint, s.open.is_some(), false);
                 }
             }
         }
@@ -174,7 +175,7 @@ impl Breakers {
         let mut dropped = Vec::new();
         inner.states.retain(|k, s| {
             let kept = keep(k);
-            if !kept && s.open_until.is_some() {
+            if !kept && s.open.is_some() {
                 dropped.push(k.0);
             }
             kept
@@ -196,7 +197,7 @@ impl Breakers {
             },
             |s| Circuit {
                 consecutive: s.consecutive,
-                open: s.open_until.is_some(),
+                open: s.open.is_some(),
                 off,
             },
         )

@@ -4,6 +4,7 @@
 //! [`UpstreamError`] with a reason from the fixed set of [`error`].
 
 pub mod breaker;
+pub mod cooldown;
 pub mod decode;
 pub mod endpoint;
 pub mod error;

@@ -174,7 +174,7 @@ impl State {
         let w = self.way(endpoint, now);
         w.slow_start.succeeded(slots);
         w.control.succeeded(now);
-        learned.changed |= w.control.lift();
+        learned.changed |= w.control.lift(now);
         w.history.success();
         w.last_success = Some(now);
         if let Some(refused_at) = self.targets.succeeded(target) {
@@ -494,11 +494,11 @@ mod tests {
             .expect_err("refused before it queues");
         assert_eq!(refused.outage, Some(down));
         // Any answer lifts it.
-        let probe = send(&mut s, &targets[1], Standing::Good, down.next_probe);
+        let probe = send(&mut s, &targets[1], Standing::Good, down.next_probe());
         let learned = s.answered(
             &probe,
             answer(&targets[1], Outcome::Answered, &quota),
-            down.next_probe,
+            down.next_probe(),
         );
         assert_eq!(learned.service, (Change::Lifted, None));
     }

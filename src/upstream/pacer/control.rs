@@ -33,6 +33,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::upstream::cooldown::CoolDown;
+
 pub use super::headers::MAX_PAUSE;
 use super::headers::QuotaInfo;
 
@@ -334,19 +336,17 @@ pub struct Control {
     stated: Option<f64>,
     /// `X-RateLimit-Limit` and the longest reset seen with it: the window, for `stated`.
     limit_window: Option<(u64, Duration)>,
-    paused_until: Option<Instant>,
-    /// The pause is a lone 429's, tentative, until this: a success lifts it (a paused scope
-    /// refuses every call, those already on their way too).
-    tentative: Option<Instant>,
-    /// One call may go during the tentative pause, at its pace: its answer says whose the
-    /// pause is (an endpoint whose calls have gone through for a while, answering at once,
-    /// has no other call on its way to say it).
-    probe: bool,
-    /// A pause the provider asked for in full (a `Retry-After` charged here) ended: one call
-    /// asks first, and the others wait for its answer (the sequence number of the call on its
-    /// way, once it went). A provider still unwell answers it with another pause, so the scope
-    /// costs one call per `Retry-After`, as the header asks.
-    after_pause: Option<Option<u64>>,
+    /// The pause the provider asked for ([`crate::upstream::cooldown`]). Asked in full (a
+    /// `Retry-After` charged here), one call asks once it ends and the others wait for its
+    /// answer: a provider still unwell answers it with another pause, so the scope costs one
+    /// call per `Retry-After`, as the header asks. A lone 429's is tentative: a success lifts it
+    /// (a paused scope refuses every call, those already on their way too), and one call may go
+    /// during it at its pace, whose answer says whose the pause is (an endpoint whose calls
+    /// have gone through for a while, answering at once, has no other call on its way to say
+    /// it).
+    pause: Option<CoolDown>,
+    /// The pause's end is a lone 429's, tentative.
+    tentative: bool,
     budget: Option<Budget>,
     /// When the next paced call may go.
     next_slot: Option<Instant>,
@@ -363,10 +363,8 @@ impl Control {
             learned: None,
             stated: None,
             limit_window: None,
-            paused_until: None,
-            tentative: None,
-            probe: false,
-            after_pause: None,
+            pause: None,
+            tentative: false,
             budget: None,
             next_slot: None,
             window: Successes::new(now),
@@ -484,8 +482,9 @@ impl Control {
     /// runs at `now`: what a restart must still honour.
     pub fn held_until(&self, now: Instant) -> Option<Instant> {
         let pause = self
-            .paused_until
-            .filter(|p| *p > now && self.tentative != Some(*p));
+            .pause
+            .filter(|p| p.cooling(now) && !self.tentative)
+            .map(|p| p.ends_at());
         let quota = self
             .budget
             .filter(|b| b.remaining <= 0 && b.reset_at > now)
@@ -542,7 +541,7 @@ impl Control {
     /// Whether the provider has asked for a pause that is still running at `now`: a
     /// `Retry-After`, or a quota used up until its reset.
     pub fn paused(&self, now: Instant) -> bool {
-        self.paused_until.is_some_and(|p| p > now)
+        self.pause.is_some_and(|p| p.cooling(now))
             || self
                 .budget
                 .is_some_and(|b| b.remaining <= 0 && b.reset_at > now)
@@ -555,29 +554,26 @@ impl Control {
 
     /// Whether the call asking after a pause is on its way: the others wait for its answer.
     pub fn asking(&self) -> bool {
-        matches!(self.after_pause, Some(Some(_)))
+        self.pause.is_some_and(|p| p.asking())
     }
 
     /// Call `seq` was answered, whatever the answer (or ended without one): if it was the call
     /// asking after a pause, the others may go (a new pause, if the answer asked for one, is
     /// already in force).
     pub fn answered(&mut self, seq: u64) {
-        if self.after_pause == Some(Some(seq)) {
-            self.after_pause = None;
+        if let Some(p) = &mut self.pause {
+            p.answered(seq);
         }
     }
 
     /// The earliest instant the next call may go.
     pub fn ready_at(&self, now: Instant) -> Instant {
         let mut at = now;
-        if self.asking() {
-            // Until the call asking after a pause is answered (its answer wakes the others).
-            at = at.max(now.checked_add(Duration::from_secs(86_400)).unwrap_or(now));
-        }
-        if let Some(p) = self.paused_until
-            && !(self.probe && self.tentative == Some(p))
-        {
-            at = at.max(p);
+        // Until the call asking after a pause is answered (its answer wakes the others), or
+        // the pause's end unless one call may go during it.
+        let far = now.checked_add(Duration::from_secs(86_400)).unwrap_or(now);
+        if let Some(until) = self.pause.and_then(|p| p.ready_at(far)) {
+            at = at.max(until);
         }
         if let Some(b) = self.budget
             && b.remaining <= 0
@@ -594,9 +590,15 @@ impl Control {
 
     /// Call `seq` goes now.
     pub fn admitted(&mut self, now: Instant, seq: u64) {
-        self.probe = false;
-        if self.after_pause == Some(None) && !self.paused(now) {
-            self.after_pause = Some(Some(seq));
+        let spent = self
+            .budget
+            .is_some_and(|b| b.remaining <= 0 && b.reset_at > now);
+        if let Some(p) = &mut self.pause {
+            if spent {
+                p.skip_early();
+            } else {
+                p.ask(now, seq);
+            }
         }
         if let Some(r) = self.rate() {
             let gap = Duration::from_secs_f64(1.0 / r.max(MIN_RATE));
@@ -772,11 +774,12 @@ impl Control {
     /// Pauses the token until `now + wait` (at most [`MAX_PAUSE`]), or longer if already paused;
     /// when it ends, one call asks before the others go.
     pub fn pause(&mut self, now: Instant, wait: Duration) {
-        let until = now.checked_add(wait.min(MAX_PAUSE)).unwrap_or(now);
-        self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
-        self.tentative = None;
-        self.probe = false;
-        self.after_pause = Some(None);
+        let mut pause = CoolDown::new(now, wait.min(MAX_PAUSE), true);
+        if let Some(p) = self.pause {
+            pause.extend(p.ends_at());
+        }
+        self.pause = Some(pause);
+        self.tentative = false;
     }
 
     /// Pauses until `now + wait` unless already paused as long, tentatively: the next success
@@ -784,26 +787,31 @@ impl Control {
     /// pause of the scope or one target's own: the scope's calls still on their way answer
     /// which, and with `probe` one more call goes at its pace to answer it.
     pub fn pause_tentatively(&mut self, now: Instant, wait: Duration, probe: bool) {
-        let until = now.checked_add(wait.min(MAX_PAUSE)).unwrap_or(now);
-        if self.paused_until.is_none_or(|p| p < until) {
-            self.paused_until = Some(until);
-            self.tentative = Some(until);
-            self.probe = probe;
+        let until = CoolDown::new(now, wait.min(MAX_PAUSE), false).ends_at();
+        match &mut self.pause {
+            Some(p) if p.ends_at() >= until => return,
+            // A pause asked in full that ran shorter still has its call ask after it.
+            Some(p) => p.extend(until),
+            None => self.pause = Some(CoolDown::until(until, false)),
         }
+        if let Some(p) = &mut self.pause {
+            p.allow_early(probe);
+        }
+        self.tentative = true;
     }
 
     /// A call succeeded: a tentative pause ends (the scope is not paused). Says whether a
     /// pause ended.
-    pub fn lift(&mut self) -> bool {
-        self.probe = false;
-        let Some(until) = self.tentative.take() else {
+    pub fn lift(&mut self, now: Instant) -> bool {
+        let Some(p) = &mut self.pause else {
             return false;
         };
-        if self.paused_until == Some(until) {
-            self.paused_until = None;
-            return true;
+        p.allow_early(false);
+        if !std::mem::take(&mut self.tentative) {
+            return false;
         }
-        false
+        p.lift(now);
+        true
     }
 
     /// The quota fields of the answer to call `seq`, `sent_after` calls having gone out since.

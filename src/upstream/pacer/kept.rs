@@ -228,10 +228,10 @@ impl State {
                 outage: w
                     .outage
                     .down()
-                    .filter(|d| d.next_probe > now && !d.probing())
+                    .filter(|d| d.next_probe() > now && !d.probing())
                     .map(|d| KeptOutage {
                         since_ms: clocks.unix(d.since),
-                        next_probe_ms: clocks.unix(d.next_probe),
+                        next_probe_ms: clocks.unix(d.next_probe()),
                         cooldown_ms: millis(d.cooldown),
                     }),
             })
@@ -433,7 +433,7 @@ mod tests {
         assert!(left > ms(29_490) && left <= ms(29_500), "{left:?}");
         // The outage goes on, its probe half a second away; the target backs off alone.
         let down = next.down(E).unwrap();
-        assert_eq!(down.next_probe.saturating_duration_since(later), ms(500));
+        assert_eq!(down.next_probe().saturating_duration_since(later), ms(500));
         let backoff = next
             .targets
             .backing_off(&(E, "1001".to_owned()), later)

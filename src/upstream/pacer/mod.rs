@@ -436,7 +436,7 @@ impl Pacer {
             .values()
             .filter_map(|w| w.outage.down())
             .filter(|d| !d.probing())
-            .map(|d| d.next_probe)
+            .map(|d| d.next_probe())
             .min()
     }
 
@@ -554,7 +554,7 @@ fn endpoint_paces(s: &State, now: Instant) -> Vec<EndpointPace> {
             backing_off: s.targets.own(*e),
             outage: w.outage.down().map(|d| OutageView {
                 since: unix(d.since, now),
-                next_probe: unix(d.next_probe, now),
+                next_probe: unix(d.next_probe(), now),
                 probing: d.probing(),
             }),
             window: w.slow_start.window(),

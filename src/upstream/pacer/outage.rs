@@ -24,6 +24,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::upstream::cooldown::CoolDown;
+
 /// Distinct targets whose last call had succeeded that, failing one after another with no
 /// answer between, make an outage at once.
 pub const GOOD_TARGETS: usize = 3;
@@ -68,18 +70,29 @@ pub enum Change {
 pub struct Down {
     /// When it began.
     pub since: Instant,
-    /// When the next probe may go.
-    pub next_probe: Instant,
-    /// The cool-down before that probe.
+    /// The cool-down before the next probe, and that probe once it is on its way.
+    probe: CoolDown,
+    /// How long that cool-down is: it doubles while the probes fail.
     pub cooldown: Duration,
-    /// The probe in flight, by its call's sequence number.
-    probing: Option<u64>,
 }
 
 impl Down {
+    fn new(since: Instant, next_probe: Instant, cooldown: Duration) -> Self {
+        Down {
+            since,
+            probe: CoolDown::until(next_probe, true),
+            cooldown,
+        }
+    }
+
+    /// When the next probe may go.
+    pub fn next_probe(&self) -> Instant {
+        self.probe.ends_at()
+    }
+
     /// Whether its probe is on its way.
     pub fn probing(&self) -> bool {
-        self.probing.is_some()
+        self.probe.asking()
     }
 }
 
@@ -119,12 +132,7 @@ impl Outage {
         }
         let cooldown = cooldown.clamp(FIRST_COOLDOWN, MAX_COOLDOWN);
         let latest = now.checked_add(MAX_COOLDOWN).unwrap_or(now);
-        self.down = Some(Down {
-            since: since.min(now),
-            next_probe: next_probe.min(latest),
-            cooldown,
-            probing: None,
-        });
+        self.down = Some(Down::new(since.min(now), next_probe.min(latest), cooldown));
     }
 
     /// A call of target `target` (a hash of its key), of standing `standing`, sent at
@@ -141,7 +149,7 @@ impl Outage {
         cap: Duration,
     ) -> Change {
         if let Some(d) = &mut self.down {
-            if d.probing != Some(seq) {
+            if !d.probe.is_asking(seq) {
                 return Change::None;
             }
             d.cooldown = d
@@ -149,8 +157,7 @@ impl Outage {
                 .saturating_mul(2)
                 .min(MAX_COOLDOWN)
                 .min(cap.max(FIRST_COOLDOWN));
-            d.next_probe = now.checked_add(d.cooldown).unwrap_or(now);
-            d.probing = None;
+            d.probe.again(now, d.cooldown);
             return Change::ProbeFailed;
         }
         if standing == Standing::Bad || self.last_answer.is_some_and(|a| sent_at < a) {
@@ -171,9 +178,8 @@ impl Outage {
             let cooldown = FIRST_COOLDOWN.min(cap.max(FIRST_COOLDOWN));
             self.down = Some(Down {
                 since: now,
-                next_probe: now.checked_add(cooldown).unwrap_or(now),
+                probe: CoolDown::new(now, cooldown, true),
                 cooldown,
-                probing: None,
             });
             self.forget();
             return Change::Entered;
@@ -201,32 +207,21 @@ impl Outage {
     /// When a call may go as far as the outage says: `None` while the endpoint is healthy; the
     /// next probe's time while it is out and no probe is in flight; `far` while one is.
     pub fn ready_at(&self, far: Instant) -> Option<Instant> {
-        self.down.map(|d| {
-            if d.probing.is_some() {
-                far
-            } else {
-                d.next_probe
-            }
-        })
+        self.down.and_then(|d| d.probe.ready_at(far))
     }
 
     /// Call `seq` goes out at `now` as the probe, if the endpoint is out.
     pub fn admitted(&mut self, now: Instant, seq: u64) {
-        if let Some(d) = &mut self.down
-            && d.probing.is_none()
-            && d.next_probe <= now
-        {
-            d.probing = Some(seq);
+        if let Some(d) = &mut self.down {
+            d.probe.ask(now, seq);
         }
     }
 
     /// Call `seq` ended without an outcome (its deadline came, it was dropped): if it was the
     /// probe, another may go now.
     pub fn abandoned(&mut self, seq: u64) {
-        if let Some(d) = &mut self.down
-            && d.probing == Some(seq)
-        {
-            d.probing = None;
+        if let Some(d) = &mut self.down {
+            d.probe.abandoned(seq);
         }
     }
 }
@@ -264,7 +259,7 @@ mod tests {
         );
         let d = o.down().unwrap();
         assert_eq!(d.since, ms(t0, 40));
-        assert_eq!(d.next_probe, ms(t0, 40) + FIRST_COOLDOWN);
+        assert_eq!(d.next_probe(), ms(t0, 40) + FIRST_COOLDOWN);
     }
 
     #[test]
@@ -349,8 +344,8 @@ mod tests {
         let mut cooldowns = Vec::new();
         for seq in 10..20 {
             let d = o.down().unwrap();
-            assert_eq!(o.ready_at(far), Some(d.next_probe));
-            now = d.next_probe;
+            assert_eq!(o.ready_at(far), Some(d.next_probe()));
+            now = d.next_probe();
             o.admitted(now, seq);
             assert_eq!(o.ready_at(far), Some(far), "a probe is in flight");
             // Another call's failure is not the probe's.
@@ -374,9 +369,9 @@ mod tests {
         assert_eq!(cooldowns, [2, 4, 8, 16, 20, 20, 20, 20, 20, 20]);
         // A probe dropped without an answer lets another go at once.
         let d = o.down().unwrap();
-        o.admitted(d.next_probe, 50);
+        o.admitted(d.next_probe(), 50);
         o.abandoned(50);
-        assert_eq!(o.ready_at(far), Some(d.next_probe));
+        assert_eq!(o.ready_at(far), Some(d.next_probe()));
         assert_eq!(o.answered(now + Duration::from_secs(300)), Change::Lifted);
         assert_eq!(o.ready_at(far), None);
     }
@@ -390,7 +385,7 @@ mod tests {
             o.failed(t0, t0, t, Standing::Good, t, cap);
         }
         for seq in 10..16 {
-            let at = o.down().unwrap().next_probe;
+            let at = o.down().unwrap().next_probe();
             o.admitted(at, seq);
             o.failed(at, at, 1, Standing::Good, seq, cap);
         }

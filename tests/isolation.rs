@@ -4,7 +4,9 @@
 //! `Retry-After` values.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use mailhost_exporter::config::Config;
 use mailhost_exporter::{App, WebOptions};
@@ -51,7 +53,7 @@ fn only(ids: &[i32], spec: FaultSpec) -> FaultSpec {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_few_broken_accounts_never_fail_the_healthy_ones_and_cost_one_call_per_cool_down() {
     let sim = fleet().await;
     let route = Route::DeliveryAccountGet;
@@ -257,7 +259,7 @@ async fn a_burst_of_reloads_costs_no_upstream_call_and_an_added_account_is_fetch
     assert!(value(&body, &remaining(1001)).is_some());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn runs_keep_finishing_while_reloads_arrive_every_few_hundred_milliseconds() {
     let sim = spawn_sim().await;
     // Every answer takes longer than the gap between two reloads.

@@ -3,7 +3,9 @@
 //! token's other endpoints go on; retries of failed calls are held to the endpoint's retry
 //! budget; a 503 that says when to come back is obeyed as a 429's `Retry-After` is.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use mailhost_exporter::config::Config;
 use mailhost_sim::{Account, AccountSeed, FaultSpec, Route};
@@ -84,7 +86,7 @@ fn success(collector: &str, id: i32) -> String {
     format!("mailhost_target_success{{collector=\"{collector}\",target=\"{id}\"}}")
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_endpoint_failing_everywhere_is_paused_probed_and_resumes_when_it_answers_again() {
     const N: i32 = 12;
     let sim = fleet(N).await;
@@ -207,7 +209,7 @@ async fn an_endpoint_failing_everywhere_is_paused_probed_and_resumes_when_it_ans
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_few_broken_accounts_beside_healthy_ones_never_make_an_outage() {
     const N: i32 = 40;
     let sim = fleet(N).await;
@@ -299,7 +301,7 @@ async fn retries_are_held_to_a_tenth_of_first_attempts_when_every_call_fails() {
     assert!(debug.contains("not retried: its retry budget"), "{debug}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_503_that_says_when_to_come_back_pauses_the_endpoint_for_that_long() {
     const N: i32 = 12;
     let sim = fleet(N).await;

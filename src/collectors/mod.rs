@@ -1,17 +1,15 @@
 //! The collectors: one folder each, holding the collector's config block, its fetch and model, its
-//! series and its tests. A collector is a type that implements [`Collect`]; the one list of
-//! collectors is the [`collectors!`] line below, which names each collector in what the generic
-//! rooms work with: the collector names ([`CollectorName`]), the targets ([`Target`]), what a fetch
-//! yields ([`TargetData`]), the configured collectors ([`Collector`]) and the `collectors:` blocks
-//! of the config; what they do is generic code over [`Collect`], in `registry.rs`. Nothing else in
-//! `src/` names a collector: adding one is a folder here, its `mod` line and a line in that list.
+//! series and its tests. A collector is a type that implements [`Collect`]. The one list of
+//! collectors is the [`collectors!`] call below: from it `registry.rs` writes the enums the rest of
+//! the crate names a collector's values by ([`CollectorName`], [`Target`], [`TargetData`],
+//! [`Collector`]) and the `collectors:` blocks of the config, and holds every operation on them.
+//! Nothing else in `src/` names a collector: adding one is a folder here, its `mod` line and a line
+//! in that list.
 
 pub mod kept;
 #[macro_use]
 mod registry;
 pub mod run;
-
-pub use registry::{Collector, CollectorOf, DataOf, Kind, Target, TargetData, TargetOf};
 
 use std::fmt::{self, Debug, Display};
 use std::future::Future;

@@ -1,12 +1,11 @@
-//! What the generic rooms work with, built from the one list of collectors in [`super`]. The
-//! [`collectors!`] macro says only what a trait cannot: it names each collector once, as a variant
-//! of [`CollectorName`] and of [`OfCollector`], as a key of the `collectors:` blocks, and in the
-//! matches that lead from a variant to its collector's type ([`Listed`]). Every operation on those
-//! values is written here once, as generic code over [`Collect`]: [`Dispatch`] for what a collector
-//! name leads to, [`Configuration`] for a configured collector.
+//! The types the rest of the crate knows a collector's values by, and every operation on them.
+//! [`collectors!`] reads the list of collectors in [`super`] and writes an enum with one variant
+//! per collector: [`CollectorName`], and [`Target`], [`TargetData`] and [`Collector`], whose
+//! variants hold that collector's own target, data or configuration. The operations are written
+//! once, as generic code over [`Collect`], and reached through two trait objects: a collector name
+//! leads to its collector's [`Ops`], a configured collector is a [`ConfiguredOps`].
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,8 +13,8 @@ use jiff::Timestamp;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, LabelValueEncoder};
 
 use super::{
-    Collect, CollectorName, Configured, Extra, Item, OfCollector, RawCollectors,
-    RawTenantCollectors, Refers, Revealed, TargetKind, kept, run,
+    Collect, Collector, CollectorName, Configured, Extra, Item, RawCollectors, RawTenantCollectors,
+    Refers, Revealed, Target, TargetData, TargetKind, kept, run,
 };
 use crate::collectors::kept::Kept;
 use crate::metrics::labels::{Owner, TenantLabel, Value};
@@ -26,74 +25,30 @@ use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::model::ParseProblem;
 
-/// Which of a collector's values a variant of [`OfCollector`] holds.
-pub trait Kind {
-    /// The value of collector `A`.
-    type Of<A: Collect>;
-}
-
-/// The kind of [`Target`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct TargetOf;
-
-impl Kind for TargetOf {
-    type Of<A: Collect> = A::Target;
-}
-
-/// The kind of [`TargetData`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct DataOf;
-
-impl Kind for DataOf {
-    type Of<A: Collect> = A::Data;
-}
-
-/// The kind of [`Collector`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct CollectorOf;
-
-impl Kind for CollectorOf {
-    type Of<A: Collect> = Arc<Configured<A>>;
-}
-
-/// One thing a collector fetches on each run, as the snapshot knows it.
-pub type Target = OfCollector<TargetOf>;
-
-/// What one target's successful collection produced.
-pub type TargetData = OfCollector<DataOf>;
-
-/// A configured collector: one variant per collector, each with that collector's validated
-/// schedule, settings and targets.
-pub type Collector = OfCollector<CollectorOf>;
-
-/// A collector of the list, as [`collectors!`] declares it: its key, and the way between its values
-/// and every collector's.
-pub(super) trait Listed: Collect {
-    /// The config key and the `collector` label value: the collector's module.
-    const KEY: &'static str;
-    /// The collector's value among every collector's.
-    fn of<K: Kind>(value: K::Of<Self>) -> OfCollector<K>;
-    /// The value, when it is this collector's.
-    fn get<K: Kind>(value: &OfCollector<K>) -> Option<&K::Of<Self>>;
-    /// The value, when it is this collector's.
-    fn get_mut<K: Kind>(value: &mut OfCollector<K>) -> Option<&mut K::Of<Self>>;
-    /// The collector's `collectors.<collector>` block.
-    fn block(raw: &RawCollectors) -> &Option<Self::Raw>;
-    /// The collector's `collectors.<collector>` block.
-    fn block_mut(raw: &mut RawCollectors) -> &mut Option<Self::Raw>;
-    /// The collector's block in a tenant's `collectors:`.
-    fn tenant_block(raw: &mut RawTenantCollectors) -> &mut Option<Self::RawList>;
-}
-
+/// Writes, from the list of collectors (`module: Type,` a line), every type that has one variant
+/// or one field per collector, and the [`Listed`] conversions of each collector.
 macro_rules! collectors {
     ($($module:ident: $Collect:ident,)+) => {
         /// A collector: one collector, with its own switch, interval and health series.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         pub enum CollectorName { $($Collect,)+ }
 
-        /// One value of one collector: its target, its data or its collector, as the kind `K` says.
-        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-        pub enum OfCollector<K: Kind> { $($Collect(K::Of<$module::$Collect>),)+ }
+        /// One thing a collector fetches on each run, as the snapshot knows it.
+        // Written as the collector's own target, with no tag: the storage directory keeps which
+        // collector it is of beside it (see `CollectorName::read_kept`).
+        #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+        #[serde(untagged)]
+        pub enum Target { $($Collect(<$module::$Collect as Collect>::Target),)+ }
+
+        /// What one target's successful collection produced.
+        // Untagged, as `Target` is.
+        #[derive(Clone, Debug, PartialEq, serde::Serialize)]
+        #[serde(untagged)]
+        pub enum TargetData { $($Collect(<$module::$Collect as Collect>::Data),)+ }
+
+        /// A configured collector: its validated schedule, settings and targets.
+        #[derive(Clone, Debug)]
+        pub enum Collector { $($Collect(Arc<Configured<$module::$Collect>>),)+ }
 
         /// The `collectors:` block as written: one key per collector.
         #[derive(Debug, Default, serde::Deserialize)]
@@ -111,70 +66,99 @@ macro_rules! collectors {
 
         impl CollectorName {
             /// Every collector, in the order of the list.
-            pub const ALL: &'static [CollectorName] = &[$(CollectorName::$Collect,)+];
+            pub const ALL: &'static [CollectorName] = &[$(Self::$Collect,)+];
 
-            /// The operations on the collector's values.
-            fn ops(self) -> &'static dyn registry::Dispatch {
-                match self { $(Self::$Collect => &std::marker::PhantomData::<$module::$Collect>,)+ }
+            /// The collector's type, as the trait object of its operations.
+            fn ops(self) -> &'static dyn registry::Ops {
+                match self { $(Self::$Collect => &$module::$Collect,)+ }
             }
         }
 
-        /// A value is written as its collector's own: which collector it belongs to is kept
-        /// beside it (see [`CollectorName::read_kept`]).
-        impl<K: Kind> serde::Serialize for OfCollector<K>
-        where $(K::Of<$module::$Collect>: serde::Serialize,)+
-        {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                match self { $(Self::$Collect(v) => v.serialize(s),)+ }
+        impl Target {
+            /// The collector the target is of.
+            pub fn name(&self) -> CollectorName {
+                match self { $(Self::$Collect(_) => CollectorName::$Collect,)+ }
             }
         }
 
-        impl<K: Kind> OfCollector<K> {
-            /// The collector the value belongs to.
+        impl TargetData {
+            /// The collector the data is of.
             pub fn name(&self) -> CollectorName {
                 match self { $(Self::$Collect(_) => CollectorName::$Collect,)+ }
             }
         }
 
         impl Collector {
-            /// The collector as its collector configured it.
-            fn configured(&self) -> &dyn registry::Configuration {
+            /// The collector this is a configuration of.
+            pub fn name(&self) -> CollectorName {
+                match self { $(Self::$Collect(_) => CollectorName::$Collect,)+ }
+            }
+
+            fn configured(&self) -> &dyn registry::ConfiguredOps {
                 match self { $(Self::$Collect(c) => &**c,)+ }
             }
         }
 
-        $(
-            // With one collector in the list, the `_` arms are never reached.
-            #[allow(unreachable_patterns)]
-            impl registry::Listed for $module::$Collect {
-                const KEY: &'static str = stringify!($module);
-                fn of<K: Kind>(v: K::Of<Self>) -> OfCollector<K> { OfCollector::$Collect(v) }
-                fn get<K: Kind>(v: &OfCollector<K>) -> Option<&K::Of<Self>> {
-                    match v { OfCollector::$Collect(v) => Some(v), _ => None }
-                }
-                fn get_mut<K: Kind>(v: &mut OfCollector<K>) -> Option<&mut K::Of<Self>> {
-                    match v { OfCollector::$Collect(v) => Some(v), _ => None }
-                }
-                fn block(r: &RawCollectors) -> &Option<Self::Raw> { &r.$module }
-                fn block_mut(r: &mut RawCollectors) -> &mut Option<Self::Raw> { &mut r.$module }
-                fn tenant_block(r: &mut RawTenantCollectors) -> &mut Option<Self::RawList> {
-                    &mut r.$module
-                }
+        $(impl registry::Listed for $module::$Collect {
+            const KEY: &'static str = stringify!($module);
+            fn wrap_target(t: Self::Target) -> Target { Target::$Collect(t) }
+            fn wrap_data(d: Self::Data) -> TargetData { TargetData::$Collect(d) }
+            fn wrap_collector(c: Configured<Self>) -> Collector {
+                Collector::$Collect(Arc::new(c))
             }
-        )+
+            fn peek_target(t: &Target) -> Option<&Self::Target> {
+                match t { Target::$Collect(t) => Some(t), _ => None }
+            }
+            fn peek_data(d: &TargetData) -> Option<&Self::Data> {
+                match d { TargetData::$Collect(d) => Some(d), _ => None }
+            }
+            fn peek_data_mut(d: &mut TargetData) -> Option<&mut Self::Data> {
+                match d { TargetData::$Collect(d) => Some(d), _ => None }
+            }
+            fn peek_collector(c: &Collector) -> Option<&Configured<Self>> {
+                match c { Collector::$Collect(c) => Some(c), _ => None }
+            }
+            fn peek_collector_mut(c: &mut Collector) -> Option<&mut Arc<Configured<Self>>> {
+                match c { Collector::$Collect(c) => Some(c), _ => None }
+            }
+            fn block(r: &RawCollectors) -> &Option<Self::Raw> { &r.$module }
+            fn block_mut(r: &mut RawCollectors) -> &mut Option<Self::Raw> { &mut r.$module }
+            fn tenant_block(r: &mut RawTenantCollectors) -> &mut Option<Self::RawList> {
+                &mut r.$module
+            }
+        })+
     };
+}
+
+/// A collector of the list: its key, and the way between its own values and the enums that hold
+/// every collector's. A `peek_` gives the collector's own value inside, `None` for another's.
+pub(super) trait Listed: Collect {
+    /// The config key and the `collector` label value: the collector's module.
+    const KEY: &'static str;
+    fn wrap_target(target: Self::Target) -> Target;
+    fn wrap_data(data: Self::Data) -> TargetData;
+    fn wrap_collector(configured: Configured<Self>) -> Collector;
+    fn peek_target(target: &Target) -> Option<&Self::Target>;
+    fn peek_data(data: &TargetData) -> Option<&Self::Data>;
+    fn peek_data_mut(data: &mut TargetData) -> Option<&mut Self::Data>;
+    fn peek_collector(collector: &Collector) -> Option<&Configured<Self>>;
+    fn peek_collector_mut(collector: &mut Collector) -> Option<&mut Arc<Configured<Self>>>;
+    /// The collector's `collectors.<collector>` block.
+    fn block(raw: &RawCollectors) -> &Option<Self::Raw>;
+    fn block_mut(raw: &mut RawCollectors) -> &mut Option<Self::Raw>;
+    /// The collector's block in a tenant's `collectors:`.
+    fn tenant_block(raw: &mut RawTenantCollectors) -> &mut Option<Self::RawList>;
 }
 
 /// One target of any collector with its tenant and its current data, as the snapshot holds it.
 type Entry<'a> = (&'a TenantName, &'a Target, &'a TargetData);
 
-/// What a collector name leads to ([`CollectorName::collector`]): each operation whose collector is
-/// known only when the program runs, written once for every collector. Each method is the one of
-/// the same name (`revealed`: `reveals`, `fmt_target`: `fmt`) of [`CollectorName`], [`Target`],
-/// [`TargetData`] or the `collectors:` blocks, for this row's collector: a value is handed to the
-/// row its own name leads to, so the answers for another collector's (`None`, no text) are never
-/// given.
-pub(super) trait Dispatch {
+/// What is done with a collector known only when the program runs ([`CollectorName::ops`]), for
+/// every collector by the one implementation below. Each method is the one of the same name
+/// (`fmt_target`: `fmt`, `revealed`: `reveals`) of [`CollectorName`], [`Target`], [`TargetData`]
+/// or the `collectors:` blocks. A value is only ever handed to its own collector's `Ops`, so the
+/// answers for another collector's value (`None`, nothing written) are never given.
+pub(super) trait Ops {
     fn key(&self) -> &'static str;
     fn endpoints(&self) -> &'static [Endpoint];
     fn extra(&self) -> Extra;
@@ -214,7 +198,8 @@ pub(super) trait Dispatch {
     ) -> Result<(), ConfigError>;
 }
 
-impl<A: Listed> Dispatch for PhantomData<A> {
+// `<A as Collect>::` where `Ops` has a method of the same name.
+impl<A: Listed> Ops for A {
     fn key(&self) -> &'static str {
         A::KEY
     }
@@ -248,42 +233,43 @@ impl<A: Listed> Dispatch for PhantomData<A> {
         if !A::TEXT {
             return Ok(());
         }
-        A::encode_text(&items_of::<A>(items), out)
+        <A as Collect>::encode_text(&items_of::<A>(items), out)
     }
 
     fn of_account(&self, id: i32) -> Option<Target> {
-        <A::Target as TargetKind>::of_account(id).map(A::of)
+        <A::Target as TargetKind>::of_account(id).map(A::wrap_target)
     }
 
     fn of_domain(&self, domain: String) -> Option<Target> {
-        <A::Target as TargetKind>::of_domain(domain).map(A::of)
+        <A::Target as TargetKind>::of_domain(domain).map(A::wrap_target)
     }
 
     fn account_id(&self, target: &Target) -> Option<i32> {
-        A::get(target).and_then(TargetKind::account)
+        A::peek_target(target).and_then(TargetKind::account)
     }
 
     fn refers_to<'t>(&self, target: &'t Target) -> Refers<'t> {
-        A::get(target).map_or(Refers::Other, TargetKind::refers_to)
+        A::peek_target(target).map_or(Refers::Other, TargetKind::refers_to)
     }
 
     fn fmt_target(&self, target: &Target, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        A::get(target).map_or(Ok(()), |t| fmt::Display::fmt(t, f))
+        A::peek_target(target).map_or(Ok(()), |t| fmt::Display::fmt(t, f))
     }
 
     fn carry(&self, data: &mut TargetData, previous: Option<&TargetData>, now: Timestamp) {
-        if let Some(data) = A::get_mut(data) {
-            A::carry(data, previous.and_then(A::get), now);
+        if let Some(data) = A::peek_data_mut(data) {
+            <A as Collect>::carry(data, previous.and_then(A::peek_data), now);
         }
     }
 
     fn read_kept(&self, json: &str) -> serde_json::Result<Vec<Kept<Target, TargetData>>> {
         let kept: Vec<Kept<A::Target, A::Data>> = serde_json::from_str(json)?;
-        Ok(kept.into_iter().map(|k| k.map(A::of, A::of)).collect())
+        let wrap = |k: Kept<_, _>| k.map(A::wrap_target, A::wrap_data);
+        Ok(kept.into_iter().map(wrap).collect())
     }
 
     fn revealed<'d>(&self, data: &'d TargetData) -> Revealed<'d> {
-        A::get(data).map_or_else(Revealed::default, A::reveals)
+        A::peek_data(data).map_or_else(Revealed::default, <A as Collect>::reveals)
     }
 
     fn first_list(&self, raw: &RawCollectors) -> Option<String> {
@@ -315,7 +301,7 @@ impl<A: Listed> Dispatch for PhantomData<A> {
         let Some(block) = A::block_mut(raw).take() else {
             return Ok(None);
         };
-        Ok(configure::<A>(block, required)?.map(|c| A::of(Arc::new(c))))
+        Ok(configure::<A>(block, required)?.map(A::wrap_collector))
     }
 
     fn forget(&self, raw: &mut RawTenantCollectors) {
@@ -334,7 +320,7 @@ impl<A: Listed> Dispatch for PhantomData<A> {
         let field = format!("{at}.collectors.{}", A::KEY);
         let configured = collectors
             .iter_mut()
-            .find_map(A::get_mut)
+            .find_map(A::peek_collector_mut)
             .ok_or_else(|| not_enabled(&field, A::KEY))?;
         let targets = A::tenant_targets(list, &field)?;
         Arc::make_mut(configured).targets = targets;
@@ -346,7 +332,7 @@ impl<A: Listed> Dispatch for PhantomData<A> {
 fn items_of<'a, A: Listed>(items: &mut dyn Iterator<Item = Entry<'a>>) -> Vec<Item<'a, A>> {
     items
         .filter_map(|(tenant, target, data)| {
-            let (target, data) = (A::get(target)?, A::get(data)?);
+            let (target, data) = (A::peek_target(target)?, A::peek_data(data)?);
             let owner = Owner {
                 tenant: TenantLabel(tenant.clone()),
                 id: Value::from(target.to_string()),
@@ -383,9 +369,9 @@ fn not_enabled(field: &str, name: &str) -> ConfigError {
     )
 }
 
-/// A configured collector of any collector ([`Collector::configured`]); each method is the one of
-/// the same name of [`Collector`].
-pub(super) trait Configuration {
+/// What a configured collector of any collector does ([`Collector::configured`]); each method is
+/// the one of the same name of [`Collector`].
+pub(super) trait ConfiguredOps {
     fn schedule(&self) -> Schedule;
     fn targets(&self) -> Vec<Target>;
     fn job(&self, target: &Target) -> Option<run::Job>;
@@ -400,27 +386,27 @@ pub(super) trait Configuration {
     ) -> Result<(TargetData, Vec<ParseProblem>), UpstreamError>;
 }
 
-impl<A: Listed> Configuration for Configured<A> {
+impl<A: Listed> ConfiguredOps for Configured<A> {
     fn schedule(&self) -> Schedule {
         self.schedule
     }
 
     fn targets(&self) -> Vec<Target> {
-        self.targets.iter().cloned().map(A::of).collect()
+        self.targets.iter().cloned().map(A::wrap_target).collect()
     }
 
     fn job(&self, target: &Target) -> Option<run::Job> {
-        let (settings, t) = (Arc::clone(&self.settings), A::get(target)?.clone());
+        let (settings, t) = (Arc::clone(&self.settings), A::peek_target(target)?.clone());
         Some(run::Job::new(
             target.clone(),
             move |ctx| A::collect(ctx, Arc::clone(&settings), t.clone()),
-            A::of::<DataOf>,
+            A::wrap_data,
         ))
     }
 
     fn same_settings(&self, other: &Collector) -> bool {
         // Another collector: never the same, so a collector is restarted rather than kept wrongly.
-        A::get(other).is_some_and(|other| self.settings == other.settings)
+        A::peek_collector(other).is_some_and(|other| self.settings == other.settings)
     }
 
     fn settings_key(&self) -> String {
@@ -429,8 +415,8 @@ impl<A: Listed> Configuration for Configured<A> {
 
     fn retain(&self, keep: &dyn Fn(&Target) -> bool) -> Collector {
         let mut c = self.clone();
-        c.targets.retain(|t| keep(&A::of(t.clone())));
-        A::of(Arc::new(c))
+        c.targets.retain(|t| keep(&A::wrap_target(t.clone())));
+        A::wrap_collector(c)
     }
 
     fn read(
@@ -439,13 +425,13 @@ impl<A: Listed> Configuration for Configured<A> {
         bodies: &[&[u8]],
         now: Timestamp,
     ) -> Result<(TargetData, Vec<ParseProblem>), UpstreamError> {
-        let Some(target) = A::get(target) else {
+        let Some(target) = A::peek_target(target) else {
             return Err(UpstreamError::new(
                 FailureReason::ClientError,
                 "a target of another collector",
             ));
         };
-        (A::READ)(&self.settings, target, bodies, now).map(|(d, p)| (A::of(d), p))
+        (A::READ)(&self.settings, target, bodies, now).map(|(d, p)| (A::wrap_data(d), p))
     }
 }
 

@@ -787,16 +787,18 @@ impl Control {
     /// pause of the scope or one target's own: the scope's calls still on their way answer
     /// which, and with `probe` one more call goes at its pace to answer it.
     pub fn pause_tentatively(&mut self, now: Instant, wait: Duration, probe: bool) {
-        let until = CoolDown::new(now, wait.min(MAX_PAUSE), false).ends_at();
-        match &mut self.pause {
-            Some(p) if p.ends_at() >= until => return,
+        let fresh = CoolDown::new(now, wait.min(MAX_PAUSE), false);
+        let mut pause = match self.pause {
+            Some(p) if p.ends_at() >= fresh.ends_at() => return,
             // A pause asked in full that ran shorter still has its call ask after it.
-            Some(p) => p.extend(until),
-            None => self.pause = Some(CoolDown::until(until, false)),
-        }
-        if let Some(p) = &mut self.pause {
-            p.allow_early(probe);
-        }
+            Some(mut p) => {
+                p.extend(fresh.ends_at());
+                p
+            }
+            None => fresh,
+        };
+        pause.allow_early(probe);
+        self.pause = Some(pause);
         self.tentative = true;
     }
 

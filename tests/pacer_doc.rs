@@ -1,5 +1,6 @@
-//! `docs/pacer.md` states every constant of the pacer once, with the value the code gives it:
-//! this holds the table to `src/upstream/pacer/`.
+//! `docs/pacer.md` lists the pacer's knobs, each once with the value the code gives it, and
+//! every other constant of the pacer is explained where it is defined: this holds both to
+//! `src/upstream/pacer/`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,7 +8,7 @@ use std::path::Path;
 use mailhost_exporter::upstream::pacer::control::{Control, Event, MAX_RATE};
 use tokio::time::Instant;
 
-/// `NAME -> (value, file)` from the doc's constants table.
+/// `NAME -> (value, file)` from the doc's table of knobs.
 fn documented(doc: &str) -> BTreeMap<String, (String, String)> {
     let mut out = BTreeMap::new();
     for line in doc.lines() {
@@ -87,11 +88,48 @@ fn declared(text: &str) -> BTreeMap<String, String> {
     out
 }
 
+/// The rows of "Knobs" at most: past this it is a dump of internals again, which is what a
+/// reader could not find their way through.
+const MAX_KNOBS: usize = 24;
+
+/// The numeric constants of `text` (outside its tests) with no `///` line right above them
+/// (attributes between allowed): an internal must say where it is defined why it has its value.
+fn without_reason(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = before_tests(text).lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let item = [
+            "const ",
+            "pub const ",
+            "pub(crate) const ",
+            "pub(super) const ",
+        ]
+        .iter()
+        .find_map(|p| line.strip_prefix(p));
+        let Some(rest) = item else { continue };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        if name.is_empty() || !rest[name.len()..].starts_with(':') {
+            continue;
+        }
+        let above = lines[..i]
+            .iter()
+            .rev()
+            .find(|l| !l.trim_start().starts_with("#["));
+        if !above.is_some_and(|l| l.trim_start().starts_with("///")) {
+            out.push(name);
+        }
+    }
+    out
+}
+
 #[test]
-fn every_constant_of_the_pacer_is_in_docs_pacer_md_once_with_its_value() {
+fn every_knob_is_in_docs_pacer_md_with_its_value_and_every_other_constant_says_why_where_it_is() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("docs/pacer.md")).unwrap();
-    let table = documented(&doc);
+    let table = documented(section(&doc, "Knobs"));
     let dir = root.join("src/upstream/pacer");
     let mut problems = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(&dir)
@@ -103,21 +141,28 @@ fn every_constant_of_the_pacer_is_in_docs_pacer_md_once_with_its_value() {
         .collect();
     files.sort();
     let mut seen = 0;
+    let mut found = 0;
     for path in files {
         let file = path.file_name().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(&path).unwrap();
-        for (name, value) in declared(&text) {
-            seen += 1;
-            match table.get(&name) {
-                None => problems.push(format!("{file}: {name} is not in docs/pacer.md's table")),
-                Some((v, f)) if f != &file || v != &value => problems.push(format!(
+        let consts = declared(&text);
+        seen += consts.len();
+        for (name, value) in &consts {
+            match table.get(name) {
+                Some((v, f)) if f != &file || v != value => problems.push(format!(
                     "{name}: docs/pacer.md says `{v}` in {f}, the code `{value}` in {file}"
                 )),
-                Some(_) => {}
+                Some(_) => found += 1,
+                None => {}
             }
         }
+        for name in without_reason(&text) {
+            problems.push(format!(
+                "{file}: {name} has no `///` line saying why it has its value"
+            ));
+        }
         for (name, (_, f)) in &table {
-            if f == &file && !declared(&text).contains_key(name) {
+            if f == &file && !consts.contains_key(name) {
                 problems.push(format!(
                     "docs/pacer.md names {name} in {file}, which has no such constant"
                 ));
@@ -129,6 +174,22 @@ fn every_constant_of_the_pacer_is_in_docs_pacer_md_once_with_its_value() {
         "only {seen} constants read: the reader is broken"
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        found == table.len(),
+        "docs/pacer.md's knobs name {} constants, {found} of them found in src/upstream/pacer/",
+        table.len()
+    );
+    assert!(
+        table.len() <= MAX_KNOBS,
+        "docs/pacer.md lists {} constants as knobs, at most {MAX_KNOBS}: an internal belongs where it is defined",
+        table.len()
+    );
+}
+
+#[test]
+fn a_constant_without_its_reason_is_found() {
+    let text = "/// Why.\npub const A: u32 = 1;\n/// Why.\n#[allow(dead_code)]\nconst B: u32 = 2;\n// A plain comment.\nconst C: u32 = 3;\nconst D: f64 = 4.0;\n#[cfg(test)]\nmod tests {\n    const E: u32 = 5;\n}\n";
+    assert_eq!(without_reason(text), ["C", "D"]);
 }
 
 #[test]

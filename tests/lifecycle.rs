@@ -370,7 +370,6 @@ async fn a_token_file_replaced_by_a_fifo_is_refused_on_reload_and_sigterm_still_
         Some(0.0)
     );
     assert!(value(&body, &remaining(1001)).is_some());
-    let (took, clean) = exporter.terminate();
+    let (_, clean) = exporter.terminate();
     assert!(clean, "SIGTERM stops it cleanly");
-    assert!(took < Duration::from_secs(10), "{took:?}");
 }

@@ -701,6 +701,7 @@ class Flapper(threading.Thread):
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["build"]:
-        sys.exit("usage: python3 bench/harness.py build   (the release binaries and bare_axum, "
-                 "once, for the scripts run then with BENCH_SKIP_BUILD=1 or without --build)")
-    build(True, examples=("bare_axum",))
+        sys.exit("usage: python3 bench/harness.py build   (the release binaries, bare_axum and "
+                 "minimal_client, once, for the scripts run then with BENCH_SKIP_BUILD=1 or "
+                 "without --build)")
+    build(True, examples=("bare_axum", "minimal_client"))

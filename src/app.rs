@@ -25,7 +25,7 @@ use crate::metrics::self_metrics::Telemetry;
 use crate::settings::ApiConfig;
 use crate::storage::{Dir, StorageError, WriteCause};
 use crate::tenant::TenantName;
-use crate::upstream::breaker::{Breakers, CircuitKey};
+use crate::upstream::breaker::CircuitKey;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::observe::Observer as _;
 use crate::upstream::pacer::Pacer;
@@ -40,18 +40,17 @@ use crate::web::{self, AppState, ReloadRequest, SharedUpstream, Upstream};
 /// failure, so that ten thousand tenants do not cost a million idle series.
 const ZERO_INIT_TENANTS: usize = 100;
 
-/// One tenant's way to the provider: its own client (token, connection pool), pacer
-/// (concurrency, the token's learned pace) and circuits, so that a revoked, rate-limited or slow
-/// tenant fails alone.
+/// One tenant's way to the provider: its own client (token, connection pool) and pacer
+/// (concurrency, the token's learned pace, its targets' circuits and 429s), so that a revoked,
+/// rate-limited or slow tenant fails alone.
 struct TenantClient {
     /// The settings the client was built with: a reload that keeps them keeps the client.
     /// Shared with the client when it was built from them (ten thousand tenants hold one copy
     /// each, not two, and the table of tenants a pointer, not the settings).
     api: Arc<ApiConfig>,
     client: Client,
-    /// Circuit state outlives a reload for the targets it keeps.
-    breakers: Arc<Breakers>,
-    /// What the pacer learned outlives a reload that keeps the token and the address.
+    /// What the pacer learned outlives a reload that keeps the token and the address, and with
+    /// it the circuits and 429s of the targets the reload keeps.
     pacer: Pacer,
 }
 
@@ -296,7 +295,8 @@ impl App {
         // A back-off kept for a target no longer configured leaves now, as a reload's would.
         for (name, t) in &self.tenants {
             let keep = keys.remove(name).unwrap_or_default();
-            t.pacer.retain_targets(|k| keep.contains(k));
+            t.pacer
+                .reconfigure_targets(t.api.breaker, |k| keep.contains(k));
         }
         self.storage = Some(Storage {
             dir,
@@ -502,8 +502,8 @@ impl App {
         }
     }
 
-    /// Keeps the circuits, and the pacer's record of targets refused on their own, of the
-    /// targets `specs` still poll; closes the circuits of tenants no longer configured.
+    /// Keeps the pacer's records (circuits, 429s) of the targets `specs` still poll; closes the
+    /// circuits of tenants no longer configured, and of pacers a new token or address replaced.
     fn reconfigure_circuits(
         &self,
         tenants: &HashMap<TenantName, TenantClient>,
@@ -511,18 +511,28 @@ impl App {
     ) {
         let telemetry = &self.state.telemetry;
         let mut keys = circuit_keys(specs);
+        // A tenant no longer configured has no circuit any more (its series go with the rest
+        // of its series once its collectors have stopped); one whose pacer was replaced starts
+        // with none, and its gauges say so.
+        for (name, old) in &self.tenants {
+            let new = tenants.get(name);
+            if new.is_some_and(|t| t.pacer.same(&old.pacer)) {
+                continue;
+            }
+            let closed = old.pacer.reconfigure_targets(old.api.breaker, |_| false);
+            if new.is_some() {
+                for (endpoint, _) in closed {
+                    telemetry.set_open_circuits(name, endpoint, 0);
+                }
+            }
+        }
         for (name, t) in tenants {
             let keep = keys.remove(name).unwrap_or_default();
-            for (endpoint, open) in t.breakers.reconfigure(t.api.breaker, |k| keep.contains(k)) {
+            for (endpoint, open) in t
+                .pacer
+                .reconfigure_targets(t.api.breaker, |k| keep.contains(k))
+            {
                 telemetry.set_open_circuits(name, endpoint, open);
-            }
-            t.pacer.retain_targets(|k| keep.contains(k));
-        }
-        // A tenant no longer configured has no circuit any more (its series go with the rest
-        // of its series once its collectors have stopped).
-        for (name, old) in &self.tenants {
-            if !tenants.contains_key(name) {
-                old.breakers.reconfigure(old.api.breaker, |_| false);
             }
         }
     }
@@ -544,12 +554,9 @@ fn tenant_clients(
     for t in &config.tenants {
         let (name, api) = (t.name.clone(), Arc::new(t.api.clone()));
         let old = running.get(&name);
-        // Another provider address is another world: no circuit state carries over to it.
-        let breakers = match old {
-            Some(old) if old.api.base_url == api.base_url => old.breakers.clone(),
-            _ => Arc::new(Breakers::new(api.breaker)),
-        };
-        // The same token at the same address meets the same limit: what was learned stays.
+        // The same token at the same address meets the same limit and the same accounts: what
+        // was learned stays, the targets' circuits with it. Another token or another address
+        // starts afresh.
         let pacer = match old {
             Some(old) if old.same_token(&api) => old.pacer.clone(),
             _ => Pacer::new(
@@ -557,6 +564,7 @@ fn tenant_clients(
                 api.concurrency,
                 api.rate_limit,
                 api.endpoint_rate_limits.clone(),
+                api.breaker,
                 telemetry.clone(),
             ),
         };
@@ -566,20 +574,11 @@ fn tenant_clients(
                 &api,
                 name.clone(),
                 telemetry.clone(),
-                breakers.clone(),
                 pacer.clone(),
                 transport.clone(),
             )?,
         };
-        tenants.insert(
-            name,
-            TenantClient {
-                api,
-                client,
-                breakers,
-                pacer,
-            },
-        );
+        tenants.insert(name, TenantClient { api, client, pacer });
     }
     Ok(tenants)
 }

@@ -187,6 +187,7 @@ mod tests {
                 8,
                 None,
                 BTreeMap::new(),
+                crate::settings::BreakerPolicy::default(),
                 Arc::new(crate::upstream::observe::Nothing),
             ),
         }

@@ -91,3 +91,13 @@ pub struct BreakerPolicy {
     /// How long it stays open before one probe call is let through.
     pub cooldown: Duration,
 }
+
+/// The config's defaults (`circuit_breaker_failures`, `circuit_breaker_cooldown`).
+impl Default for BreakerPolicy {
+    fn default() -> Self {
+        BreakerPolicy {
+            failures: defaults::BREAKER_FAILURES,
+            cooldown: defaults::BREAKER_COOLDOWN,
+        }
+    }
+}

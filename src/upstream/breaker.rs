@@ -7,12 +7,9 @@
 //! smallest unit that fails alone, as Envoy's outlier detection ejects one host and not the
 //! cluster.
 //!
-//! Only circuits with a failure on record are kept; a success removes its entry. The map is
-//! bounded by [`MAX_CIRCUITS`] (keys come from the config, not from upstream answers); past it a
-//! new failing target is simply not tracked, so every call of it is let through.
-
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+//! This file is one circuit's rules. Where circuits are kept is the pacer's record of each
+//! target (`pacer/targets.rs`), beside the target's 429s, under one bound: a circuit with a
+//! failure on record has an entry there, a success removes it.
 
 use tokio::time::Instant;
 
@@ -21,14 +18,12 @@ use crate::upstream::cooldown::CoolDown;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::FailureReason;
 
-/// Most circuits with a failure on record at once.
-pub const MAX_CIRCUITS: usize = 1_000_000;
-
 /// A circuit: one target of one endpoint (the account id, view, migration or mailbox code).
 pub type CircuitKey = (Endpoint, String);
 
-#[derive(Debug, Default)]
-struct State {
+/// One target's circuit with a failure on record.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Breaker {
     consecutive: u32,
     /// Set while open: calls are refused until it ends, then one probe asks (half-open).
     open: Option<CoolDown>,
@@ -38,15 +33,7 @@ struct State {
 /// is needed to tell it.
 const PROBE: u64 = 0;
 
-#[derive(Debug)]
-struct Inner {
-    policy: BreakerPolicy,
-    states: HashMap<CircuitKey, State>,
-    /// Open circuits per endpoint, kept in step with `states` for the gauge.
-    open: HashMap<Endpoint, usize>,
-}
-
-/// A circuit as [`Breakers::state`] tells it.
+/// A circuit as it is told (the debug trail, the outage's standing of a target).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Circuit {
     pub consecutive: u32,
@@ -59,54 +46,10 @@ pub struct Circuit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Open;
 
-#[derive(Debug)]
-pub struct Breakers {
-    inner: Mutex<Inner>,
-    /// Circuits with a failure on record at most; [`MAX_CIRCUITS`] outside tests.
-    capacity: usize,
-}
-
-impl Inner {
-    fn set_open(&mut self, endpoint: Endpoint, was: bool, is: bool) {
-        let n = self.open.entry(endpoint).or_default();
-        match (was, is) {
-            (false, true) => *n += 1,
-            (true, false) => *n = n.saturating_sub(1),
-            _ => {}
-        }
-    }
-}
-
-impl Breakers {
-    pub fn new(policy: BreakerPolicy) -> Self {
-        Self::with_capacity(policy, MAX_CIRCUITS)
-    }
-
-    fn with_capacity(policy: BreakerPolicy, capacity: usize) -> Self {
-        Breakers {
-            inner: Mutex::new(Inner {
-                policy,
-                states: HashMap::new(),
-                open: HashMap::new(),
-            }),
-            capacity,
-        }
-    }
-
-    /// Nothing below panics while holding the lock, but a poisoned lock must never turn every
-    /// later call into a failure: the state is plain counters, valid at any point.
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Whether a call for `key` may go out now. After the cool-down, exactly one probe is
-    /// admitted.
-    pub fn admit(&self, key: &CircuitKey, now: Instant) -> Result<(), Open> {
-        let mut inner = self.lock();
-        let Some(s) = inner.states.get_mut(key) else {
-            return Ok(());
-        };
-        match s.open.as_mut().map(|open| open.ask(now, PROBE)) {
+impl Breaker {
+    /// Whether a call may go out now. After the cool-down, exactly one probe is admitted.
+    pub fn admit(&mut self, now: Instant) -> Result<(), Open> {
+        match self.open.as_mut().map(|open| open.ask(now, PROBE)) {
             Some(false) => Err(Open),
             _ => Ok(()),
         }
@@ -114,99 +57,43 @@ impl Breakers {
 
     /// An admitted call ended without an outcome (its future was dropped: deadline, shutdown).
     /// A probe must not stay in flight forever, or the circuit would never close.
-    pub fn abandon(&self, key: &CircuitKey) {
-        if let Some(open) = self
-            .lock()
-            .states
-            .get_mut(key)
-            .and_then(|s| s.open.as_mut())
-        {
+    pub fn abandon(&mut self) {
+        if let Some(open) = &mut self.open {
             open.abandoned(PROBE);
         }
     }
 
-    /// Records the outcome of an admitted call; returns how many circuits of the endpoint are
-    /// open now.
-    pub fn record(
-        &self,
-        key: &CircuitKey,
-        outcome: Result<(), FailureReason>,
-        now: Instant,
-    ) -> usize {
-        let mut inner = self.lock();
-        let endpoint = key.0;
-        let policy = inner.policy;
-        match outcome {
-            Err(reason) if reason.is_transient() && policy.failures > 0 => {
-                if !inner.states.contains_key(key) && inner.states.len() >= self.capacity {
-                    return inner.open.get(&endpoint).copied().unwrap_or(0);
-                }
-                let s = inner.states.entry(key.clone()).or_default();
-                let was_open = s.open.is_some();
-                s.consecutive = s.consecutive.saturating_add(1);
-                let probed = s.open.is_some_and(|open| open.asking());
-                if probed || s.consecutive >= policy.failures {
-                    s.open = Some(CoolDown::new(now, policy.cooldown, true));
-                } else if let Some(open) = &mut s.open {
-                    open.abandoned(PROBE);
-                }
-                let is_open = s.open.is_some();
-                inner.set_open(endpoint, was_open, is_open);
-            }
-            // Any answer that is not a sign of a broken call closes the circuit.
-            _ => {
-                if let Some(s) = inner.states.remove(key) {
-                    inner.set_open(endpoint, s.open.is_some(), false);
-                }
-            }
+    /// A failure that says the call is broken (`reason.is_transient()`, the caller checks):
+    /// counted; the circuit opens at `policy.failures` in a row, or again when its probe
+    /// failed.
+    pub fn failed(&mut self, policy: BreakerPolicy, now: Instant) {
+        self.consecutive = self.consecutive.saturating_add(1);
+        let probed = self.open.is_some_and(|open| open.asking());
+        if probed || self.consecutive >= policy.failures {
+            self.open = Some(CoolDown::new(now, policy.cooldown, true));
+        } else if let Some(open) = &mut self.open {
+            open.abandoned(PROBE);
         }
-        inner.open.get(&endpoint).copied().unwrap_or(0)
     }
 
-    /// Takes a reloaded policy and forgets the circuits of targets no longer configured; the
-    /// others keep their state. Returns the open count per endpoint afterwards.
-    pub fn reconfigure(
-        &self,
-        policy: BreakerPolicy,
-        keep: impl Fn(&CircuitKey) -> bool,
-    ) -> Vec<(Endpoint, usize)> {
-        let mut inner = self.lock();
-        inner.policy = policy;
-        let mut dropped = Vec::new();
-        inner.states.retain(|k, s| {
-            let kept = keep(k);
-            if !kept && s.open.is_some() {
-                dropped.push(k.0);
-            }
-            kept
-        });
-        for endpoint in dropped {
-            inner.set_open(endpoint, true, false);
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// The circuit as it is told, under `policy`.
+    pub fn told(&self, policy: BreakerPolicy) -> Circuit {
+        Circuit {
+            consecutive: self.consecutive,
+            open: self.is_open(),
+            off: policy.failures == 0,
         }
-        inner.open.iter().map(|(e, n)| (*e, *n)).collect()
     }
+}
 
-    /// The circuit of `key` as it stands: its consecutive failures, and whether it is open.
-    pub fn state(&self, key: &CircuitKey) -> Circuit {
-        let inner = self.lock();
-        let off = inner.policy.failures == 0;
-        inner.states.get(key).map_or(
-            Circuit {
-                off,
-                ..Circuit::default()
-            },
-            |s| Circuit {
-                consecutive: s.consecutive,
-                open: s.open.is_some(),
-                off,
-            },
-        )
-    }
-
-    /// How many circuits have a failure on record (for tests of the bound).
-    pub fn tracked(&self) -> usize {
-        self.lock().states.len()
-    }
+/// Whether `outcome` counts towards a circuit under `policy`: a failure that says the call is
+/// broken, with the breaker on. Any other answer closes the circuit.
+pub fn counts(outcome: Result<(), FailureReason>, policy: BreakerPolicy) -> bool {
+    matches!(outcome, Err(reason) if reason.is_transient() && policy.failures > 0)
 }
 
 #[cfg(test)]
@@ -214,160 +101,111 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn breakers() -> Breakers {
-        Breakers::new(BreakerPolicy {
-            failures: 3,
-            cooldown: Duration::from_secs(60),
-        })
-    }
+    const POLICY: BreakerPolicy = BreakerPolicy {
+        failures: 3,
+        cooldown: Duration::from_secs(60),
+    };
 
-    fn key(target: &str) -> CircuitKey {
-        (Endpoint::new("delivery_account"), target.to_owned())
-    }
-
-    /// Three failed calls: the circuit of `target` opens at `t`.
-    fn trip(b: &Breakers, target: &str, t: Instant) {
+    /// Three failed calls: the circuit opens at `t`.
+    fn tripped(t: Instant) -> Breaker {
+        let mut b = Breaker::default();
         for _ in 0..3 {
-            b.admit(&key(target), t).unwrap();
-            b.record(&key(target), Err(FailureReason::ServerError), t);
+            b.admit(t).unwrap();
+            b.failed(POLICY, t);
         }
+        b
     }
 
     #[test]
     fn the_circuit_opens_after_n_consecutive_failures_and_refuses_calls() {
-        let b = breakers();
-        let k = key("1");
         let t = Instant::now();
+        let mut b = Breaker::default();
         for _ in 0..2 {
-            assert!(b.admit(&k, t).is_ok());
-            assert_eq!(b.record(&k, Err(FailureReason::ServerError), t), 0);
+            assert!(b.admit(t).is_ok());
+            b.failed(POLICY, t);
+            assert!(!b.is_open());
         }
-        assert!(b.admit(&k, t).is_ok());
-        assert_eq!(b.record(&k, Err(FailureReason::Timeout), t), 1);
-        assert_eq!(b.admit(&k, t + Duration::from_secs(59)), Err(Open));
-    }
-
-    #[test]
-    fn a_broken_target_never_opens_the_circuit_of_another() {
-        let b = breakers();
-        let t = Instant::now();
-        trip(&b, "broken", t);
-        assert_eq!(b.admit(&key("broken"), t), Err(Open));
-        assert!(b.admit(&key("healthy"), t).is_ok());
-        assert_eq!(b.record(&key("healthy"), Ok(()), t), 1);
-        assert!(
-            b.admit(&(Endpoint::new("tracemail_daily"), "broken".to_owned()), t)
-                .is_ok(),
-            "the same id on another endpoint is another circuit"
+        assert!(b.admit(t).is_ok());
+        b.failed(POLICY, t);
+        assert!(b.is_open());
+        assert_eq!(b.admit(t + Duration::from_secs(59)), Err(Open));
+        assert_eq!(
+            b.told(POLICY),
+            Circuit {
+                consecutive: 3,
+                open: true,
+                off: false
+            }
         );
     }
 
     #[test]
-    fn after_the_cool_down_one_probe_goes_through_and_its_success_closes() {
-        let b = breakers();
+    fn after_the_cool_down_one_probe_goes_through() {
         let t = Instant::now();
-        trip(&b, "1", t);
+        let mut b = tripped(t);
         let later = t + Duration::from_secs(61);
-        assert!(b.admit(&key("1"), later).is_ok(), "the probe");
-        assert!(
-            b.admit(&key("1"), later).is_err(),
-            "only one probe at a time"
-        );
-        assert_eq!(b.record(&key("1"), Ok(()), later), 0);
-        assert!(b.admit(&key("1"), later).is_ok());
-        assert_eq!(b.tracked(), 0, "a closed circuit keeps no entry");
+        assert!(b.admit(later).is_ok(), "the probe");
+        assert!(b.admit(later).is_err(), "only one probe at a time");
     }
 
     #[test]
     fn a_failed_probe_reopens_for_another_cool_down() {
-        let b = breakers();
         let t = Instant::now();
-        trip(&b, "1", t);
+        let mut b = tripped(t);
         let later = t + Duration::from_secs(61);
-        b.admit(&key("1"), later).unwrap();
-        assert_eq!(b.record(&key("1"), Err(FailureReason::Connect), later), 1);
-        assert!(b.admit(&key("1"), later + Duration::from_secs(30)).is_err());
-        assert!(b.admit(&key("1"), later + Duration::from_secs(61)).is_ok());
+        b.admit(later).unwrap();
+        b.failed(POLICY, later);
+        assert!(b.admit(later + Duration::from_secs(30)).is_err());
+        assert!(b.admit(later + Duration::from_secs(61)).is_ok());
     }
 
     #[test]
     fn an_abandoned_probe_lets_the_next_one_through() {
-        let b = breakers();
         let t = Instant::now();
-        trip(&b, "1", t);
+        let mut b = tripped(t);
         let later = t + Duration::from_secs(61);
-        b.admit(&key("1"), later).unwrap();
-        b.abandon(&key("1"));
+        b.admit(later).unwrap();
+        b.abandon();
         assert!(
-            b.admit(&key("1"), later).is_ok(),
+            b.admit(later).is_ok(),
             "a dropped probe does not wedge the circuit open"
         );
     }
 
     #[test]
-    fn target_specific_failures_do_not_count() {
-        let b = breakers();
-        let t = Instant::now();
-        for _ in 0..10 {
-            b.admit(&key("1"), t).unwrap();
-            assert_eq!(b.record(&key("1"), Err(FailureReason::NotFound), t), 0);
+    fn only_failures_that_say_the_call_is_broken_count_and_only_with_the_breaker_on() {
+        for reason in [
+            FailureReason::Timeout,
+            FailureReason::Connect,
+            FailureReason::ServerError,
+        ] {
+            assert!(counts(Err(reason), POLICY), "{reason:?}");
         }
-        assert_eq!(b.tracked(), 0);
-    }
-
-    #[test]
-    fn circuits_on_record_are_bounded_and_a_closed_one_keeps_no_entry() {
-        let b = Breakers::with_capacity(
-            BreakerPolicy {
-                failures: 3,
-                cooldown: Duration::from_secs(60),
-            },
-            4,
-        );
-        let t = Instant::now();
-        for i in 0..10 {
-            b.record(&key(&i.to_string()), Err(FailureReason::Timeout), t);
+        for reason in [
+            FailureReason::NotFound,
+            FailureReason::RateLimited,
+            FailureReason::Decode,
+        ] {
+            assert!(!counts(Err(reason), POLICY), "{reason:?}");
         }
-        assert_eq!(
-            b.tracked(),
-            4,
-            "past the bound a failing target is not tracked"
-        );
-        b.record(&key("0"), Ok(()), t);
-        assert_eq!(b.tracked(), 3);
-        assert!(
-            b.admit(&key("9"), t).is_ok(),
-            "an untracked target is let through"
-        );
+        assert!(!counts(Ok(()), POLICY));
+        let off = BreakerPolicy {
+            failures: 0,
+            ..POLICY
+        };
+        assert!(!counts(Err(FailureReason::Timeout), off));
     }
 
     #[test]
     fn a_cool_down_past_the_end_of_the_clock_does_not_panic() {
-        let b = Breakers::new(BreakerPolicy {
+        let policy = BreakerPolicy {
             failures: 1,
             cooldown: Duration::MAX,
-        });
+        };
         let t = Instant::now();
-        b.admit(&key("1"), t).unwrap();
-        assert_eq!(b.record(&key("1"), Err(FailureReason::Timeout), t), 1);
-        assert!(b.admit(&key("1"), t).is_err());
-    }
-
-    #[test]
-    fn a_reload_keeps_the_state_of_configured_targets_and_forgets_the_rest() {
-        let b = breakers();
-        let t = Instant::now();
-        trip(&b, "kept", t);
-        trip(&b, "gone", t);
-        let open = b.reconfigure(
-            BreakerPolicy {
-                failures: 3,
-                cooldown: Duration::from_secs(60),
-            },
-            |k| k.1 == "kept",
-        );
-        assert_eq!(open, vec![(Endpoint::new("delivery_account"), 1)]);
-        assert!(b.admit(&key("kept"), t).is_err(), "still open");
-        assert!(b.admit(&key("gone"), t).is_ok());
+        let mut b = Breaker::default();
+        b.admit(t).unwrap();
+        b.failed(policy, t);
+        assert!(b.admit(t).is_err());
     }
 }

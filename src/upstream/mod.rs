@@ -25,7 +25,7 @@ use secrecy::ExposeSecret;
 
 use crate::settings::ApiConfig;
 use crate::tenant::TenantName;
-use breaker::{Breakers, CircuitKey};
+use breaker::CircuitKey;
 use endpoint::Endpoint;
 pub use endpoint::Route;
 use error::{FailureReason, UpstreamError};
@@ -68,7 +68,6 @@ pub struct Client {
     /// How long the values of this client's targets live: a target refused on its own never
     /// backs off longer.
     hold: Duration,
-    breakers: Arc<Breakers>,
     /// Whose token this is: the `tenant` label of the failures it counts.
     tenant: TenantName,
     /// Where this client's calls write their steps: the trail of one target's poll.
@@ -76,14 +75,13 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `api`. The breakers and the pacer are passed in because they outlive a
-    /// client: a reload that changes nothing about a target keeps its circuit's state, and one
-    /// that keeps the token and address keeps what the pacer learned.
+    /// A client for `api`. The pacer is passed in because it outlives a client: a reload that
+    /// keeps the token and address keeps what it learned, and what it keeps of each target
+    /// (its circuit, its 429s).
     pub fn new(
         api: &Arc<ApiConfig>,
         tenant: TenantName,
         observer: Arc<dyn Observer>,
-        breakers: Arc<Breakers>,
         pacer: Pacer,
         transport: Transport,
     ) -> Result<Self, BuildError> {
@@ -103,7 +101,6 @@ impl Client {
             observer,
             deadline: None,
             hold: pacer::shape::MAX_TARGET_BACKOFF,
-            breakers,
             tenant,
             trail: None,
         })
@@ -275,12 +272,12 @@ impl Client {
     ) -> Result<Body, UpstreamError> {
         let key: CircuitKey = (endpoint, target);
         let standing = self.standing(&key);
-        if self.breakers.admit(&key, Instant::now()).is_err() {
+        if self.pacer.admit_circuit(&key, Instant::now()).is_err() {
             return Err(self.circuit_open(endpoint));
         }
-        // If this future is dropped before the outcome is recorded, the breaker is told.
+        // If this future is dropped before the outcome is recorded, the circuit is told.
         let mut admitted = Admitted {
-            breakers: &self.breakers,
+            pacer: &self.pacer,
             key: &key,
             done: false,
         };
@@ -377,7 +374,7 @@ impl Client {
     /// What this target's failure would say of the endpoint (see `pacer::outage`): its last
     /// call failed, it was fetched before, or it never was.
     fn standing(&self, key: &CircuitKey) -> pacer::Standing {
-        if self.breakers.state(key).consecutive > 0 {
+        if self.pacer.circuit(key).consecutive > 0 {
             pacer::Standing::Bad
         } else if self.rank.is_some() {
             pacer::Standing::Good
@@ -439,14 +436,14 @@ impl Client {
                     || e.reason == FailureReason::Outage
                     || e.deferred =>
             {
-                self.breakers.abandon(key);
+                self.pacer.abandon_circuit(key);
             }
             _ => {
-                let open = self
-                    .breakers
-                    .record(key, result.map_err(|e| e.reason), Instant::now());
+                let open =
+                    self.pacer
+                        .record_circuit(key, result.map_err(|e| e.reason), Instant::now());
                 self.step(|| {
-                    let circuit = self.breakers.state(key);
+                    let circuit = self.pacer.circuit(key);
                     Step::Circuit {
                         route: endpoint.route(),
                         consecutive_failures: circuit.consecutive,
@@ -761,7 +758,7 @@ fn retry_wait(value: &str, now: jiff::Timestamp) -> Option<Duration> {
 
 /// An admitted call, until its outcome is recorded; dropped early, it gives up its place.
 struct Admitted<'a> {
-    breakers: &'a Breakers,
+    pacer: &'a Pacer,
     key: &'a CircuitKey,
     done: bool,
 }
@@ -853,7 +850,7 @@ const DEADLINE_REACHED: &str = "collector deadline reached";
 impl Drop for Admitted<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.breakers.abandon(self.key);
+            self.pacer.abandon_circuit(self.key);
         }
     }
 }

@@ -27,13 +27,13 @@ fn work_of(url: &str, ids: &[i32]) -> Work {
         api.concurrency,
         api.rate_limit,
         api.endpoint_rate_limits.clone(),
+        api.breaker,
         nothing.clone(),
     );
     let client = crate::upstream::Client::new(
         &api,
         tenant.name.clone(),
         nothing,
-        Arc::new(crate::upstream::breaker::Breakers::new(api.breaker)),
         pacer,
         crate::upstream::transport::Transport::new(None).unwrap(),
     )

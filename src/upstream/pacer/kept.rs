@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use super::control::Curve;
-use super::shape::MAX_TRACKED;
 use super::state::State;
+use super::targets::MAX_TARGETS;
 use crate::upstream::endpoint::Endpoint;
 
 /// The monotonic clock and the wall clock read at the same moment: an instant is kept as the
@@ -258,7 +258,8 @@ impl State {
 
     /// Takes back what an earlier process of this token kept, before any call: `known` are
     /// the endpoints this version calls (an endpoint not among them is left out, so at most
-    /// those), at most [`MAX_TRACKED`] back-offs. What has ended by `clocks.now` is left out.
+    /// those), at most as many back-offs as the token keeps records
+    /// ([`MAX_TARGETS`]). What has ended by `clocks.now` is left out.
     pub(super) fn resume(
         &mut self,
         kept: &KeptPacer,
@@ -294,7 +295,7 @@ impl State {
                 }
             }
         }
-        for b in kept.backoffs.iter().take(MAX_TRACKED) {
+        for b in kept.backoffs.iter().take(MAX_TARGETS) {
             let taken = find(&b.endpoint).is_some_and(|e| {
                 self.targets.restore_own(
                     (e, b.target.clone()),
@@ -309,7 +310,7 @@ impl State {
                 r.dropped += 1;
             }
         }
-        r.dropped += kept.backoffs.len().saturating_sub(MAX_TRACKED);
+        r.dropped += kept.backoffs.len().saturating_sub(MAX_TARGETS);
         self.tick(now);
         r
     }
@@ -322,9 +323,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::settings::BreakerPolicy;
     use crate::upstream::pacer::control::{Control, MAX_PAUSE};
     use crate::upstream::pacer::outage::Standing;
     use crate::upstream::pacer::shape::{MAX_TARGET_BACKOFF, Outcomes, Scope};
+    use crate::upstream::pacer::targets::Targets;
 
     const E: Endpoint = Endpoint::new("delivery_account");
     const KNOWN: [Endpoint; 1] = [E];
@@ -538,10 +541,12 @@ mod tests {
 
     #[test]
     fn no_more_back_offs_are_taken_back_than_a_token_tracks() {
+        // The token's records, bounded here at a few hundred, at MAX_TARGETS outside tests.
+        const ROOM: usize = 300;
         let now = Instant::now();
         let clocks = Clocks { now, unix_ms: WALL };
         let kept = KeptPacer {
-            backoffs: (0..=MAX_TRACKED)
+            backoffs: (0..=ROOM)
                 .map(|i| KeptBackoff {
                     endpoint: E.as_str().to_owned(),
                     target: i.to_string(),
@@ -552,10 +557,11 @@ mod tests {
             ..KeptPacer::default()
         };
         let mut s = fresh(now);
+        s.targets = Targets::with_capacity(BreakerPolicy::default(), ROOM);
         let resumed = s.resume(&kept, &KNOWN, clocks);
-        assert_eq!(resumed.backoffs, MAX_TRACKED);
+        assert_eq!(resumed.backoffs, ROOM);
         assert_eq!(resumed.dropped, 1);
-        assert_eq!(s.targets.own(E), MAX_TRACKED);
+        assert_eq!(s.targets.own(E), ROOM);
     }
 
     #[test]

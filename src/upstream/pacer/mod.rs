@@ -40,6 +40,7 @@ pub mod retry_budget;
 pub mod shape;
 pub mod slow_start;
 pub mod state;
+pub mod targets;
 pub mod window;
 
 use std::collections::BTreeMap;
@@ -49,8 +50,11 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::settings::BreakerPolicy;
 use crate::tenant::TenantName;
+use crate::upstream::breaker;
 use crate::upstream::endpoint::Endpoint;
+use crate::upstream::error::FailureReason;
 use crate::upstream::observe::{EndpointPace, Observer, OutageView};
 pub use admission::{Call, Denied};
 use admission::{Entry, Granted, Sent, Turn};
@@ -64,6 +68,7 @@ use outage::Change;
 pub use outage::Standing;
 use state::{Key, State};
 pub use state::{Rank, TargetKey};
+use targets::Targets;
 
 struct Shared {
     tenant: TenantName,
@@ -130,9 +135,11 @@ impl Pacer {
         concurrency: usize,
         ceiling: Option<f64>,
         endpoint_ceilings: BTreeMap<String, f64>,
+        breaker: BreakerPolicy,
         observer: Arc<dyn Observer>,
     ) -> Pacer {
-        let state = State::new(Instant::now(), concurrency, ceiling, endpoint_ceilings);
+        let mut state = State::new(Instant::now(), concurrency, ceiling, endpoint_ceilings);
+        state.targets = Targets::new(breaker);
         let pacer = Pacer {
             shared: Arc::new(Shared {
                 tenant,
@@ -476,11 +483,46 @@ impl Pacer {
         resumed
     }
 
-    /// Forgets the targets a reload removed: only those `keep` names stay on record.
-    pub fn retain_targets(&self, keep: impl Fn(&TargetKey) -> bool) {
+    /// Takes a reloaded breaker policy and forgets the targets a reload removed: only those
+    /// `keep` names stay on record, circuits and 429s alike. Returns the open circuits per
+    /// endpoint that has had one.
+    pub fn reconfigure_targets(
+        &self,
+        breaker: BreakerPolicy,
+        keep: impl Fn(&TargetKey) -> bool,
+    ) -> Vec<(Endpoint, usize)> {
         let mut s = self.lock();
-        s.targets.retain(keep);
+        let open = s.targets.reconfigure(breaker, keep);
         self.publish(&s);
+        open
+    }
+
+    /// Whether a call for `key` may go out now, as its circuit says
+    /// ([`Targets::admit`]).
+    pub fn admit_circuit(&self, key: &TargetKey, now: Instant) -> Result<(), breaker::Open> {
+        self.lock().targets.admit(key, now)
+    }
+
+    /// An admitted call of `key` ended without an outcome for its circuit
+    /// ([`Targets::abandon`]).
+    pub fn abandon_circuit(&self, key: &TargetKey) {
+        self.lock().targets.abandon(key);
+    }
+
+    /// The outcome of an admitted call of `key`, for its circuit; the open circuits of its
+    /// endpoint now ([`Targets::record`]).
+    pub fn record_circuit(
+        &self,
+        key: &TargetKey,
+        outcome: Result<(), FailureReason>,
+        now: Instant,
+    ) -> usize {
+        self.lock().targets.record(key, outcome, now)
+    }
+
+    /// The circuit of `key` as it stands.
+    pub fn circuit(&self, key: &TargetKey) -> breaker::Circuit {
+        self.lock().targets.circuit(key)
     }
 
     /// Puts the current figures on the tenant's series.

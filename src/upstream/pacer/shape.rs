@@ -23,16 +23,10 @@
 //! So a tenth of a fleet refused on its own from a cold start does not slow the rest, and a
 //! shared limit is still cut at its lone 429s, one answer later.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::upstream::endpoint::Endpoint;
-
-/// Targets with a 429 on record kept per token at most: keys come from the config, and past
-/// this a new one is simply taken as shared, as before this module.
-pub const MAX_TRACKED: usize = 100_000;
 /// The first back-off of a target refused on its own, when the answer named no wait.
 pub const MIN_TARGET_BACKOFF: Duration = Duration::from_secs(1);
 /// How long a target whose 429 is undecided waits before it is tried again (longer if told):
@@ -160,13 +154,13 @@ impl Ring {
     }
 }
 
-/// What is known of one target's 429s.
+/// What is known of one target's 429s: its part of the target's record ([`super::targets`]).
 #[derive(Clone, Debug)]
-struct Streak {
+pub(super) struct Streak {
     /// 429s in a row.
     count: u32,
     /// Taken as the target's own: kept until its next success.
-    own: bool,
+    pub(super) own: bool,
     /// No call of it before this.
     until: Option<Instant>,
     /// The `Retry-After` of its last 429, if it carried one.
@@ -215,71 +209,67 @@ pub enum Scope {
     },
 }
 
-/// How often, at most, the stale targets are looked for.
-const SWEEP_EVERY: Duration = Duration::from_secs(60);
-
-/// The targets of one token with 429s on record, keyed as their circuits are.
-#[derive(Debug, Default)]
-pub struct Targets {
-    map: HashMap<(Endpoint, String), Streak>,
-    /// Targets taken as refused on their own, per endpoint (a fixed set).
-    own: HashMap<Endpoint, usize>,
-    swept: Option<Instant>,
-}
-
-impl Targets {
-    /// A success: the target's streak, and any back-off, end. Returns when the call of its
-    /// undecided 429 went out, if it had one: that 429 was the shared limit's after all.
-    pub fn succeeded(&mut self, key: &(Endpoint, String)) -> Option<Instant> {
-        let s = self.map.remove(key)?;
-        self.unown(key.0, &s);
-        s.undecided
-    }
-
-    fn unown(&mut self, endpoint: Endpoint, s: &Streak) {
-        if s.own
-            && let Some(n) = self.own.get_mut(&endpoint)
-        {
-            *n = n.saturating_sub(1);
+impl Streak {
+    /// A target's record of 429s, before its first is counted.
+    pub(super) fn new(now: Instant) -> Streak {
+        Streak {
+            count: 0,
+            own: false,
+            until: None,
+            told: None,
+            last: now,
+            undecided: None,
+            counted: 0,
         }
     }
 
-    /// How `key` backs off, if it does at `now`.
-    pub fn backing_off(&self, key: &(Endpoint, String), now: Instant) -> Option<Backoff> {
-        let s = self.map.get(key)?;
-        s.until.filter(|until| *until > now).map(|until| Backoff {
-            until,
-            own: s.own,
-            told: s.told,
-        })
+    /// A target an earlier process found refused on its own, taken back: it backs off until
+    /// `until` (at most [`MAX_TARGET_BACKOFF`] from `now`), `count` 429s in a row on record.
+    pub(super) fn restored(until: Instant, count: u32, now: Instant) -> Streak {
+        Streak {
+            count: count.max(2),
+            own: true,
+            until: Some(until.min(now.checked_add(MAX_TARGET_BACKOFF).unwrap_or(until))),
+            ..Streak::new(now)
+        }
     }
 
-    /// Targets of `endpoint` taken as refused on their own (until their next success).
-    pub fn own(&self, endpoint: Endpoint) -> usize {
-        self.own.get(&endpoint).copied().unwrap_or(0)
+    /// Not refused for [`FORGET_AFTER`] and not backing off at `now`: forgotten at the next
+    /// sweep.
+    pub(super) fn stale(&self, now: Instant) -> bool {
+        self.until.is_none_or(|u| u <= now)
+            && now.saturating_duration_since(self.last) >= FORGET_AFTER
     }
 
-    /// At most `limit` targets backing off on their own at `now`, with their endpoint and when
-    /// their back-off ends, soonest first.
-    #[cfg(test)]
-    pub fn list_own(&self, now: Instant, limit: usize) -> Vec<(Endpoint, String, Instant)> {
-        let mut all: Vec<_> = self
-            .map
-            .iter()
-            .filter(|(_, s)| s.own)
-            .filter_map(|((e, t), s)| s.until.filter(|u| *u > now).map(|u| (*e, t.clone(), u)))
-            .collect();
-        all.sort_by_key(|(e, t, u)| (*u, *e, t.clone()));
-        all.truncate(limit);
-        all
+    /// How the target backs off, if it does at `now`.
+    pub(super) fn backing_off(&self, now: Instant) -> Option<Backoff> {
+        self.until
+            .filter(|until| *until > now)
+            .map(|until| Backoff {
+                until,
+                own: self.own,
+                told: self.told,
+            })
     }
 
-    /// A 429 of `key` to a call sent at `sent_at`, with the `Retry-After` it carried; `history`
-    /// is its endpoint's, `cap` how long the target's values live (its back-off never outlasts
-    /// them).
-    pub fn throttled(
+    /// Backing off on its own at `now`: until when, and its 429s in a row (what the next
+    /// back-off doubles from).
+    pub(super) fn own_backoff(&self, now: Instant) -> Option<(Instant, u32)> {
+        self.until
+            .filter(|u| self.own && *u > now)
+            .map(|u| (u, self.count))
+    }
+
+    /// When the call of its first undecided 429 went out, if it has one.
+    pub(super) fn undecided(&self) -> Option<Instant> {
+        self.undecided
+    }
+
+    /// A 429 of the target to a call sent at `sent_at`, with the `Retry-After` it carried;
+    /// `history` is its endpoint's, `cap` how long the target's values live (its back-off
+    /// never outlasts them). The streak may become the target's own ([`Streak::own`]).
+    pub(super) fn throttled(
         &mut self,
-        key: &(Endpoint, String),
         history: &Outcomes,
         now: Instant,
         sent_at: Instant,
@@ -288,25 +278,7 @@ impl Targets {
     ) -> Scope {
         let cap = cap.min(MAX_TARGET_BACKOFF).max(MIN_TARGET_BACKOFF);
         let burst = history.burst();
-        if !self.map.contains_key(key) && !self.room(now) {
-            // Untracked: a burst is shared as ever, a lone 429 too (without its pause), as
-            // before targets were told apart.
-            return Scope::Shared {
-                pause: retry_after.filter(|_| burst),
-                burst,
-                first: true,
-                counted: true,
-            };
-        }
-        let s = self.map.entry(key.clone()).or_insert(Streak {
-            count: 0,
-            own: false,
-            until: None,
-            told: None,
-            last: now,
-            undecided: None,
-            counted: 0,
-        });
+        let s = self;
         s.count = s.count.saturating_add(1);
         s.last = now;
         s.told = retry_after;
@@ -316,7 +288,6 @@ impl Targets {
         if !s.own && !burst && s.count >= 2 && p <= MAX_SHARE_FOR_OWN && p.powi(k) <= OWN_EVIDENCE {
             s.own = true;
             s.undecided = None;
-            *self.own.entry(key.0).or_insert(0) += 1;
         }
         if s.own {
             let doubling = MIN_TARGET_BACKOFF
@@ -354,347 +325,23 @@ impl Targets {
             counted: first || spent,
         }
     }
+}
 
-    /// Targets backing off on their own at `now`: endpoint, target, until when, and their
-    /// 429s in a row (what the next back-off doubles from). At most [`MAX_TRACKED`], as the
-    /// map holds.
-    pub fn own_backoffs(&self, now: Instant) -> Vec<(Endpoint, String, Instant, u32)> {
-        self.map
-            .iter()
-            .filter(|(_, s)| s.own)
-            .filter_map(|((e, t), s)| {
-                s.until
-                    .filter(|u| *u > now)
-                    .map(|u| (*e, t.clone(), u, s.count))
-            })
-            .collect()
-    }
-
-    /// Takes back a target an earlier process found refused on its own: it backs off until
-    /// `until` (at most [`MAX_TARGET_BACKOFF`] from `now`), `count` 429s in a row on record.
-    /// A back-off already over, a target already on record, or one past [`MAX_TRACKED`] is
-    /// left out. Says whether it was taken.
-    pub fn restore_own(
-        &mut self,
-        key: (Endpoint, String),
-        until: Instant,
-        count: u32,
-        now: Instant,
-    ) -> bool {
-        if until <= now || self.map.contains_key(&key) || !self.room(now) {
-            return false;
-        }
-        let until = until.min(now.checked_add(MAX_TARGET_BACKOFF).unwrap_or(until));
-        *self.own.entry(key.0).or_insert(0) += 1;
-        self.map.insert(
-            key,
-            Streak {
-                count: count.max(2),
-                own: true,
-                until: Some(until),
-                told: None,
-                last: now,
-                undecided: None,
-                counted: 0,
-            },
-        );
-        true
-    }
-
-    /// Whether one more target may be tracked: forgets the stale ones when full.
-    fn room(&mut self, now: Instant) -> bool {
-        if self.map.len() < MAX_TRACKED {
-            return true;
-        }
-        self.forget(now);
-        self.map.len() < MAX_TRACKED
-    }
-
-    /// Keeps only the targets `keep` says are still polled (a reload removed the others).
-    pub fn retain(&mut self, keep: impl Fn(&(Endpoint, String)) -> bool) {
-        let mut gone = Vec::new();
-        self.map.retain(|k, s| {
-            let kept = keep(k);
-            if !kept && s.own {
-                gone.push(k.0);
-            }
-            kept
-        });
-        self.unown_all(gone);
-    }
-
-    fn unown_all(&mut self, gone: Vec<Endpoint>) {
-        for e in gone {
-            if let Some(n) = self.own.get_mut(&e) {
-                *n = n.saturating_sub(1);
-            }
-        }
-    }
-
-    /// [`Targets::forget`], at most once per [`SWEEP_EVERY`]: cheap to call on every answer.
-    pub fn forget_now(&mut self, now: Instant) {
-        if self
-            .swept
-            .is_none_or(|at| now.saturating_duration_since(at) >= SWEEP_EVERY)
-        {
-            self.forget(now);
-        }
-    }
-
-    /// Forgets the targets not refused for [`FORGET_AFTER`] and not backing off.
-    pub fn forget(&mut self, now: Instant) {
-        self.swept = Some(now);
-        let mut gone = Vec::new();
-        self.map.retain(|k, s| {
-            let kept = s.until.is_some_and(|u| u > now)
-                || now.saturating_duration_since(s.last) < FORGET_AFTER;
-            if !kept && s.own {
-                gone.push(k.0);
-            }
-            kept
-        });
-        self.unown_all(gone);
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.map.len()
+/// A 429 of a target there is no room to keep a record of: a burst is shared as ever, a lone
+/// 429 too (without its pause), as before targets were told apart.
+pub(super) fn untracked(history: &Outcomes, retry_after: Option<Duration>) -> Scope {
+    let burst = history.burst();
+    Scope::Shared {
+        pause: retry_after.filter(|_| burst),
+        burst,
+        first: true,
+        counted: true,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const E: Endpoint = Endpoint::new("delivery_account");
-    const CAP: Duration = Duration::from_secs(300);
-
-    fn key(t: &str) -> (Endpoint, String) {
-        (E, t.to_owned())
-    }
-
-    fn history(ok: u32, throttled: u32) -> Outcomes {
-        let mut h = Outcomes::default();
-        for _ in 0..ok {
-            h.success();
-        }
-        for _ in 0..throttled {
-            h.throttled(true);
-        }
-        h
-    }
-
-    /// `ok` successes and `throttled` first 429s, the 429s spread evenly among them.
-    fn spread(ok: u32, throttled: u32) -> Outcomes {
-        let mut h = Outcomes::default();
-        let every = (ok + throttled) / throttled.max(1);
-        for i in 0..ok + throttled {
-            if i % every == every - 1 {
-                h.throttled(true);
-            } else {
-                h.success();
-            }
-        }
-        h
-    }
-
-    #[test]
-    fn a_target_refused_twice_while_its_neighbours_succeed_is_refused_on_its_own() {
-        let mut t = Targets::default();
-        let now = Instant::now();
-        let h = history(100, 0);
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Undecided,
-            "one 429 says nothing yet"
-        );
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Target(now + MIN_TARGET_BACKOFF)
-        );
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Target(now + MIN_TARGET_BACKOFF * 2),
-            "doubling"
-        );
-        assert_eq!(t.own(E), 1);
-        assert!(t.backing_off(&key("7"), now).is_some_and(|b| b.own));
-        assert_eq!(t.list_own(now, 10).len(), 1);
-        assert_eq!(
-            t.succeeded(&key("7")),
-            None,
-            "its own 429s are nobody's cut"
-        );
-        assert_eq!(t.own(E), 0);
-        assert_eq!(t.len(), 0);
-    }
-
-    #[test]
-    fn a_lone_429_is_decided_by_the_targets_next_answer_and_a_burst_at_once() {
-        let mut t = Targets::default();
-        let sent = Instant::now();
-        let now = sent + Duration::from_millis(50);
-        let h = history(100, 0);
-        let ra = Some(Duration::from_secs(1));
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, sent, ra, CAP),
-            Scope::Undecided
-        );
-        assert_eq!(
-            t.backing_off(&key("7"), now).map(|b| (b.until, b.own)),
-            Some((now + Duration::from_secs(1), false)),
-            "a lone 429 waits its Retry-After alone"
-        );
-        assert_eq!(
-            t.succeeded(&key("7")),
-            Some(sent),
-            "its retry went through: the 429 was the shared limit's, cut as of its call"
-        );
-        assert_eq!(t.succeeded(&key("7")), None, "decided once");
-        // Refused again while the endpoint refuses many: shared, its pause for everyone.
-        let many = spread(90, 40);
-        assert!(!many.burst());
-        assert_eq!(
-            t.throttled(&key("8"), &many, now, sent, ra, CAP),
-            Scope::Undecided
-        );
-        assert_eq!(
-            t.throttled(&key("8"), &many, now, sent, ra, CAP),
-            Scope::Shared {
-                pause: ra,
-                burst: true,
-                first: false,
-                counted: true
-            }
-        );
-        assert_eq!(t.succeeded(&key("8")), None, "already charged");
-        // Six first 429s among the last sixteen answers: a spent limit, shared at once.
-        let mut spent = history(100, 0);
-        for _ in 0..6 {
-            spent.throttled(true);
-        }
-        assert_eq!(
-            t.throttled(&key("9"), &spent, now, sent, ra, CAP),
-            Scope::Shared {
-                pause: ra,
-                burst: true,
-                first: true,
-                counted: true
-            }
-        );
-        assert_eq!(
-            t.backing_off(&key("9"), now),
-            None,
-            "the scope waits instead"
-        );
-    }
-
-    #[test]
-    fn while_a_shared_limit_refuses_many_calls_a_streak_must_be_long_to_be_the_targets_own() {
-        let mut t = Targets::default();
-        let now = Instant::now();
-        // A quarter of the endpoint's calls refused: 0.25^k <= 0.01 takes four in a row.
-        let h = spread(96, 32);
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Undecided
-        );
-        for _ in 0..2 {
-            assert_eq!(
-                t.throttled(&key("7"), &h, now, now, None, CAP),
-                Scope::Shared {
-                    pause: None,
-                    burst: false,
-                    first: false,
-                    counted: false
-                },
-                "refused again, not yet its own: shared, not counted"
-            );
-        }
-        assert!(matches!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Target(_)
-        ));
-        // Half of them: never, however long the streak (nor at the start, when nothing is
-        // known and the share reads one half).
-        let h = spread(64, 64);
-        for _ in 0..20 {
-            assert!(matches!(
-                t.throttled(&key("8"), &h, now, now, None, CAP),
-                Scope::Shared { .. }
-            ));
-        }
-        assert!((Outcomes::default().share_without(0) - 0.5).abs() < 1e-9);
-    }
-
-    #[test]
-    fn a_back_off_follows_retry_after_and_never_outlives_the_values() {
-        let mut t = Targets::default();
-        let now = Instant::now();
-        let h = history(100, 0);
-        let ra = Some(Duration::from_secs(30));
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, ra, CAP),
-            Scope::Undecided,
-            "a first lone 429 pauses no one else"
-        );
-        assert_eq!(
-            t.backing_off(&key("7"), now)
-                .map(|b| (b.until, b.own, b.told)),
-            Some((now + Duration::from_secs(30), false, ra)),
-            "a lone 429 waits its Retry-After itself"
-        );
-        let huge = Some(Duration::from_secs(86_400));
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, huge, Duration::from_secs(60)),
-            Scope::Target(now + Duration::from_secs(60))
-        );
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, huge, Duration::from_secs(86_400)),
-            Scope::Target(now + MAX_TARGET_BACKOFF)
-        );
-        let mut h2 = Outcomes::default();
-        for _ in 0..100 {
-            h2.success();
-        }
-        for _ in 0..40 {
-            t.throttled(&key("8"), &h2, now, now, None, CAP);
-        }
-        assert!(
-            t.backing_off(&key("8"), now).unwrap().until <= now + CAP,
-            "doubling is capped"
-        );
-    }
-
-    #[test]
-    fn stale_targets_are_forgotten_and_the_map_is_bounded() {
-        let mut t = Targets::default();
-        let now = Instant::now();
-        let h = history(100, 0);
-        t.throttled(&key("gone"), &h, now, now, None, CAP);
-        t.throttled(&key("gone"), &h, now, now, None, CAP);
-        assert_eq!(t.own(E), 1);
-        t.forget(now + FORGET_AFTER);
-        assert_eq!(t.len(), 0);
-        assert_eq!(t.own(E), 0, "a forgotten target is no longer counted");
-        for i in 0..MAX_TRACKED {
-            t.throttled(&key(&i.to_string()), &h, now, now, None, CAP);
-        }
-        assert_eq!(t.len(), MAX_TRACKED);
-        assert_eq!(
-            t.throttled(&key("one more"), &h, now, now, None, CAP),
-            Scope::Shared {
-                pause: None,
-                burst: false,
-                first: true,
-                counted: true
-            },
-            "past the bound a 429 is taken as shared"
-        );
-        assert_eq!(t.len(), MAX_TRACKED);
-        t.throttled(&key("later"), &h, now + FORGET_AFTER, now, None, CAP);
-        assert_eq!(t.len(), 1, "full: the stale ones made room");
-    }
 
     #[test]
     fn the_share_counts_only_the_last_answers_and_a_burst_only_first_429s() {

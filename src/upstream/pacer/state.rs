@@ -15,8 +15,10 @@ use super::control::Control;
 use super::fit::FleetFit;
 use super::outage::{self, Outage};
 use super::retry_budget::RetryBudget;
-use super::shape::{Outcomes, Targets};
+use super::shape::Outcomes;
 use super::slow_start::SlowStart;
+use super::targets::Targets;
+use crate::settings::BreakerPolicy;
 use crate::upstream::endpoint::Endpoint;
 
 /// The weight of the last answer in the average answer time: a fifth, so that one slow answer
@@ -235,7 +237,7 @@ impl State {
             token: Control::new(now, ceiling),
             ways: Ways::default(),
             ceilings,
-            targets: Targets::default(),
+            targets: Targets::new(BreakerPolicy::default()),
             concurrency: concurrency.max(1),
             in_flight: 0,
             next_id: 0,

@@ -39,9 +39,10 @@
     // The quota forecast (docs/mixin.md, "Quota exhaustion"). The group mailhost.forecast
     // computes, every `interval`, each account's pace over the last `paceWindow` (a whole
     // week, so every weekday counts once) and its typical value: the `typicalQuantile` of
-    // those paces over `typicalOver`, which a campaign week, or two, does not reach, or the
-    // lowest of the last `paceWindow` if that is higher. The
-    // recording rules read the latest typical pace within `lookback` (at least twice
+    // those paces over `typicalOver`, which a campaign week, or two, does not reach, or a
+    // recent level if that is higher (the latest week's pace for sending that grows steadily;
+    // the lowest of the last `paceWindow` for sending with jumps, campaigns; none for a steady
+    // sender). The recording rules read the latest typical pace within `lookback` (at least twice
     // `interval`), and weigh what is left over the last `levelWindowSeconds` (a whole day, so
     // that the hour of the day does not move the forecast). The tests shrink them to seconds.
     forecast: {
@@ -51,6 +52,13 @@
       typicalQuantile: 0.4,
       lookback: '2h',
       levelWindowSeconds: 86400,
+      // Sending that grows: the weekly pace rose by at least this factor in each of the last
+      // two weeks (this week's against the one before, that one against the one before it),
+      // and over the last week its fastest weekly pace was at most `steadySpread` times its
+      // slowest (no campaign jumped into or out of the week). Only then does the forecast take
+      // the latest week's pace, where it is above the percentile.
+      risingFactor: 1.05,
+      steadySpread: 2,
     },
 
     // Global thresholds, recorded in the group mailhost.thresholds so that alerts compare

@@ -21,4 +21,12 @@
     else if seconds % 3600 == 0 then '%dh' % (seconds / 3600)
     else if seconds % 60 == 0 then '%dm' % (seconds / 60)
     else '%ds' % seconds,
+
+  // Seconds of a single-unit Prometheus duration ('7d', '20s'): the forecast derives its
+  // two-week windows from forecast.paceWindow.
+  seconds(d)::
+    local units = { s: 1, m: 60, h: 3600, d: 86400, w: 604800 };
+    local unit = d[std.length(d) - 1];
+    assert std.objectHas(units, unit) : 'a duration such as 7d or 20s, not %s' % d;
+    std.parseInt(std.substr(d, 0, std.length(d) - 1)) * units[unit],
 }

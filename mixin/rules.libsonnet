@@ -38,6 +38,10 @@ local lib = import 'lib.libsonnet';
            'every per-account threshold has a base series',
     assert c.forecast.typicalQuantile > 0 && c.forecast.typicalQuantile < 1 :
            'forecast.typicalQuantile is a share between 0 and 1 (0.4: the 40th percentile), not %s' % c.forecast.typicalQuantile,
+    assert c.forecast.risingFactor >= 1 :
+           'forecast.risingFactor is a weekly growth factor of at least 1 (1.05: a pace 5 %% higher each week), not %s' % c.forecast.risingFactor,
+    assert c.forecast.steadySpread > 1 :
+           'forecast.steadySpread is a ratio above 1 (2: the fastest weekly pace at most twice the slowest), not %s' % c.forecast.steadySpread,
     assert [
       v
       for v in [c.thresholds.quota_exhaustion_pace_margin_ratio] + [
@@ -93,20 +97,58 @@ local lib = import 'lib.libsonnet';
             },
           },
           {
+            // The latest weekly pace of an account whose sending grows steadily: it rose by at
+            // least forecast.risingFactor in each of the last two weeks, and over the last week
+            // its fastest weekly pace was at most forecast.steadySpread times its slowest. A
+            // campaign lifts the week's pace at a jump and drops out of it a week later:
+            // campaigns in two weeks running can pass the first test, not the second.
+            record: 'mailhost:delivery_messages_sent:rate_week_rising',
+            expr: |||
+              mailhost:delivery_messages_sent:rate_week
+                > %(f)s * (mailhost:delivery_messages_sent:rate_week offset %(week)s)
+              and
+              (mailhost:delivery_messages_sent:rate_week offset %(week)s)
+                > %(f)s * (mailhost:delivery_messages_sent:rate_week offset %(two)s)
+              and
+              max_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
+                <= %(s)s * min_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
+            ||| % {
+              f: lib.number(c.forecast.risingFactor),
+              s: lib.number(c.forecast.steadySpread),
+              week: c.forecast.paceWindow,
+              two: lib.duration(2 * lib.seconds(c.forecast.paceWindow)),
+            },
+          },
+          {
             // Its typical value: the 40th percentile (forecast.typicalQuantile) of those paces
-            // over four weeks (forecast.typicalOver), or the lowest of the last week if that is
-            // higher. A campaign lifts the week's pace for the seven days it is inside the week,
-            // and two campaigns for fourteen of the 28 days: the percentile reaches neither, nor
-            // does the lowest of the last week. A campaign every week is in every week's pace
-            // and counts; a pace that has held for a whole week (growing sending, a new
-            // customer) counts after that week.
+            // over four weeks (forecast.typicalOver), which a campaign week, or two, does not
+            // reach; or a recent level where that is higher: for sending that grows steadily,
+            // the latest week's pace; for sending with jumps over the last two weeks
+            // (campaigns), the lowest weekly pace of the last week (campaigns that came every
+            // week count). A steady sender that neither grows nor jumps keeps the percentile:
+            // one heavier week says nothing of the weeks to come.
             record: 'mailhost:delivery_messages_sent:rate_week_typical',
             expr: |||
-              quantile_over_time(%(q)s, mailhost:delivery_messages_sent:rate_week[%(over)s])
-              > min_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
+              (
+                mailhost:delivery_messages_sent:rate_week_rising
+                or
+                (
+                  min_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
+                  unless
+                  max_over_time(mailhost:delivery_messages_sent:rate_week[%(two)s])
+                    <= %(s)s * min_over_time(mailhost:delivery_messages_sent:rate_week[%(two)s])
+                )
+              )
+                > quantile_over_time(%(q)s, mailhost:delivery_messages_sent:rate_week[%(over)s])
               or
-              min_over_time(mailhost:delivery_messages_sent:rate_week[%(week)s])
-            ||| % { q: lib.number(c.forecast.typicalQuantile), over: c.forecast.typicalOver, week: c.forecast.paceWindow },
+              quantile_over_time(%(q)s, mailhost:delivery_messages_sent:rate_week[%(over)s])
+            ||| % {
+              q: lib.number(c.forecast.typicalQuantile),
+              over: c.forecast.typicalOver,
+              week: c.forecast.paceWindow,
+              s: lib.number(c.forecast.steadySpread),
+              two: lib.duration(2 * lib.seconds(c.forecast.paceWindow)),
+            },
           },
         ],
       },

@@ -396,6 +396,14 @@ fn a_forecast_setting_out_of_range_is_refused_with_its_fix() {
             "forecast.typicalQuantile is a share between 0 and 1",
         ),
         (
+            "{ forecast+: { risingFactor: 0.9 } }",
+            "forecast.risingFactor is a weekly growth factor of at least 1",
+        ),
+        (
+            "{ forecast+: { steadySpread: 1 } }",
+            "forecast.steadySpread is a ratio above 1",
+        ),
+        (
             "{ thresholds+: { quota_exhaustion_pace_margin_ratio: 1 } }",
             "quota_exhaustion_pace_margin_ratio is a share from 0",
         ),

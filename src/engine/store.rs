@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,9 +13,7 @@ use bytes::Bytes;
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use jiff::Timestamp;
-use tokio::sync::{mpsc, oneshot, watch};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::watch;
 
 use crate::engine::snapshot::{CollectorState, Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
@@ -516,8 +513,8 @@ impl Store {
     }
 }
 
-/// A collector's finished run, on its way to the store, with the results of its targets not
-/// handed over in a [`RunPart`] before.
+/// A collector's finished run, on its way to the store, with the results of its targets that no
+/// publication took from its [`Tray`] before.
 pub struct Finished {
     pub spec: CollectorSpec,
     pub results: Vec<(Target, Result<TargetData, UpstreamError>)>,
@@ -527,338 +524,24 @@ pub struct Finished {
     pub urgent: bool,
 }
 
-/// What a run still under way has fetched since its last handoff: its targets' results, applied
-/// as they are (see [`Snapshot::apply_part`]); the run's own series wait for its end.
+/// What a run still under way has fetched since the last publication: its targets' results,
+/// applied as they are (see [`Snapshot::apply_part`]); the run's own series wait for its end.
 pub struct RunPart {
-    /// The collector as its latest plan has it when the part is handed over: the targets it
-    /// polls then (a target a reload removed meanwhile is not brought back).
+    /// The collector as its latest plan has it when the part is taken (a target a reload
+    /// removed meanwhile is not brought back).
     pub spec: CollectorSpec,
     pub results: Vec<(Target, Result<TargetData, UpstreamError>)>,
 }
 
-/// What a collector hands the store: a part of a run under way, or a run's end.
+/// What reaches the store: a part of a run under way, or a run's end.
 enum Handoff {
     Part(RunPart),
     End(Finished),
 }
 
-/// Handoffs (runs' ends and parts) one publication takes at most; more go into the next. A
-/// publication gathers for at most [`MAX_GAP`], so this is reached only by a fleet whose runs
-/// end faster than that.
-pub const MAX_BATCH: usize = 65_536;
+mod publisher;
 
-/// Handoffs waiting for the publisher, at most. A run's end that does not fit waits; a part that
-/// does not fit is not sent, and its results stay with their run until its next handoff. Each
-/// run has at most one part waiting (its next is handed over once the last is published).
-const QUEUE: usize = 1024;
-
-/// The longest wait between a finished run and its publication.
-pub const MAX_GAP: Duration = Duration::from_secs(5);
-
-/// The longest wait between a run of first fetches and its publication, so that a probe waiting
-/// for one is answered within its scrape timeout.
-pub const URGENT_GAP: Duration = Duration::from_secs(1);
-
-/// How many times its own length the publisher rests after a publication before the next. The
-/// exposition of a large fleet takes long to render (about 0.6 s for ten thousand tenants), and
-/// the runs of its tenants, finishing one after another over seconds, would otherwise render it
-/// again and again, using a core for nothing. Rendering then takes at most a tenth of a core
-/// however the runs arrive, and a small fleet, rendered in a millisecond, sees no wait.
-const REST_PER_RENDER: u32 = 10;
-
-/// The way runs reach the store: through one task that applies what arrived together (runs'
-/// ends, and the parts runs under way hand over as they go) and publishes it with one
-/// rendering, on one blocking thread, whatever the number of collectors. A batch is published
-/// once the publisher has rested after the last publication ([`REST_PER_RENDER`]) and, for runs
-/// on schedule, once the first run of the batch has waited as long as a rendering takes, so that
-/// the runs of one tick (all tenants of a fleet start together) are gathered rather than the
-/// first rendered alone. When every run under way has arrived, a batch is published without
-/// waiting longer. A part waits as a run's end on schedule does: never urgent, so the parts of
-/// a large fleet's runs cost no more renderings than the rest allows.
-#[derive(Clone)]
-pub struct Publisher {
-    runs: mpsc::Sender<Handed>,
-    under_way: Arc<AtomicUsize>,
-}
-
-/// A run's end or part as the publisher receives it: with the sender to tell its collector it is
-/// published, and, for an end, its place among the runs under way, given up once received.
-type Handed = (Handoff, oneshot::Sender<()>, Option<UnderWay>);
-
-impl Publisher {
-    /// Starts the publishing task of `store`; it ends when every `Publisher` is dropped or
-    /// `shutdown` is cancelled.
-    pub fn start(store: Arc<Store>, shutdown: CancellationToken) -> (Publisher, JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let under_way = Arc::new(AtomicUsize::new(0));
-        let task = tokio::spawn(publish_runs(store, rx, under_way.clone(), shutdown));
-        (
-            Publisher {
-                runs: tx,
-                under_way,
-            },
-            task,
-        )
-    }
-
-    /// A run starts: the publisher counts it as under way until it is handed over (or dropped).
-    pub fn begin(&self) -> UnderWay {
-        self.under_way.fetch_add(1, Ordering::Relaxed);
-        UnderWay(self.under_way.clone())
-    }
-
-    /// Hands a finished run to the store; returns once it is published (or the publisher
-    /// stopped).
-    #[cfg(test)]
-    pub async fn apply_run(&self, run: Finished, under_way: UnderWay) {
-        let (done, published) = oneshot::channel();
-        if self
-            .runs
-            .send((Handoff::End(run), done, Some(under_way)))
-            .await
-            .is_ok()
-        {
-            let _ = published.await;
-        }
-    }
-
-    /// Hands a finished run to the store; returns once the publisher has taken it (at once,
-    /// unless [`QUEUE`] handoffs are waiting already), not when it is published, so that the
-    /// collector can go on with the targets added meanwhile.
-    pub async fn hand_over(&self, run: Finished, under_way: UnderWay) {
-        let (done, _) = oneshot::channel();
-        let _ = self
-            .runs
-            .send((Handoff::End(run), done, Some(under_way)))
-            .await;
-    }
-
-    /// Hands what a run under way has fetched since its last handoff to the store, if the queue
-    /// has room for it now: a run never waits for the publisher halfway (its targets would wait
-    /// with it). `None` when it has not (`part` is not called: the run keeps its results for its
-    /// next handoff); else told when the part is published (or the publisher stopped). A part
-    /// is published as runs' ends are, never urgently: with the publisher's rest between
-    /// renderings.
-    pub fn try_hand_part(&self, part: impl FnOnce() -> RunPart) -> Option<oneshot::Receiver<()>> {
-        let permit = self.runs.try_reserve().ok()?;
-        let (done, published) = oneshot::channel();
-        permit.send((Handoff::Part(part()), done, None));
-        Some(published)
-    }
-}
-
-/// A run under way, counted by the publisher until this is dropped.
-pub struct UnderWay(Arc<AtomicUsize>);
-
-impl Drop for UnderWay {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// When a batch is published: see [`Publisher`].
-#[derive(Clone, Copy, Debug)]
-struct Cadence {
-    /// When the last publication ended, and how long its rendering took.
-    ended: tokio::time::Instant,
-    took: Duration,
-}
-
-impl Cadence {
-    /// When a batch whose first run arrived at `first` is published.
-    fn publish_at(&self, first: tokio::time::Instant, urgent: bool) -> tokio::time::Instant {
-        let rest = self.took.saturating_mul(REST_PER_RENDER);
-        if urgent {
-            return (self.ended + rest.min(URGENT_GAP)).max(first);
-        }
-        (self.ended + rest.min(MAX_GAP)).max(first + self.took.min(MAX_GAP))
-    }
-}
-
-/// The runs' ends and parts of one publication.
-#[derive(Default)]
-struct Batch {
-    handoffs: Vec<(Handoff, oneshot::Sender<()>)>,
-    urgent: bool,
-}
-
-impl Batch {
-    /// Takes a run's end (the run is no longer under way) or part.
-    fn take(&mut self, (handoff, done, under_way): Handed) {
-        drop(under_way);
-        if let Handoff::End(run) = &handoff {
-            self.urgent |= run.urgent;
-        }
-        self.handoffs.push((handoff, done));
-    }
-}
-
-async fn publish_runs(
-    store: Arc<Store>,
-    mut rx: mpsc::Receiver<Handed>,
-    under_way: Arc<AtomicUsize>,
-    shutdown: CancellationToken,
-) {
-    let mut cadence = Cadence {
-        ended: tokio::time::Instant::now(),
-        took: Duration::ZERO,
-    };
-    loop {
-        let first = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            run = rx.recv() => match run {
-                Some(run) => run,
-                None => return,
-            },
-        };
-        let arrived = tokio::time::Instant::now();
-        let mut batch = Batch::default();
-        batch.take(first);
-        // Every run that arrives until then goes into this publication.
-        loop {
-            while batch.handoffs.len() < MAX_BATCH
-                && let Ok(run) = rx.try_recv()
-            {
-                batch.take(run);
-            }
-            let at = if under_way.load(Ordering::Relaxed) == 0 {
-                // Nothing else is coming soon: the rest after the last publication is enough.
-                cadence.publish_at(cadence.ended, batch.urgent)
-            } else {
-                cadence.publish_at(arrived, batch.urgent)
-            };
-            if tokio::time::Instant::now() >= at || batch.handoffs.len() >= MAX_BATCH {
-                break;
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => return,
-                () = tokio::time::sleep_until(at) => {}
-                run = rx.recv() => match run {
-                    Some(run) => batch.take(run),
-                    None => break,
-                },
-            }
-        }
-        let (handoffs, done): (Vec<Handoff>, Vec<oneshot::Sender<()>>) =
-            batch.handoffs.into_iter().unzip();
-        let store = store.clone();
-        let took = tokio::task::spawn_blocking(move || {
-            let started = std::time::Instant::now();
-            store.apply(handoffs);
-            started.elapsed()
-        })
-        .await
-        .unwrap_or_else(|e| {
-            tracing::error!(error = %e, "publishing the snapshot failed");
-            Duration::ZERO
-        });
-        for d in done {
-            let _ = d.send(());
-        }
-        cadence = Cadence {
-            ended: tokio::time::Instant::now(),
-            took,
-        };
-    }
-}
+pub use publisher::{MAX_GAP, Publisher, Tray, URGENT_GAP, UnderWay};
 
 #[cfg(test)]
 mod tests;
-
-#[cfg(test)]
-mod publisher_tests {
-    use super::*;
-    use crate::collectors::delivery_account::fixtures::remaining as data;
-    use crate::engine::spec::fixtures::accounts;
-    use crate::tenant::TenantName;
-
-    #[tokio::test]
-    async fn runs_that_finish_together_are_published_together() {
-        let specs: Vec<CollectorSpec> = (0..200)
-            .map(|i| CollectorSpec {
-                tenant: TenantName::parse(&format!("t{i}")).unwrap(),
-                ..accounts(&[i], Duration::from_secs(10))
-            })
-            .collect();
-        let store = Store::new(&specs);
-        let before = *store.subscribe().borrow();
-        let shutdown = CancellationToken::new();
-        let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
-        let mut runs = tokio::task::JoinSet::new();
-        for spec in specs {
-            let publisher = publisher.clone();
-            let under_way = publisher.begin();
-            runs.spawn(async move {
-                let id = spec.targets[0].clone();
-                publisher
-                    .apply_run(
-                        Finished {
-                            spec,
-                            results: vec![(id, Ok(data(7.0)))],
-                            duration: Duration::ZERO,
-                            urgent: false,
-                        },
-                        under_way,
-                    )
-                    .await
-            });
-        }
-        runs.join_all().await;
-        // Every run is published by the time its collector is told...
-        let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
-        let shown = body
-            .lines()
-            .filter(|l| l.starts_with("mailhost_delivery_remaining_messages{"))
-            .count();
-        assert_eq!(shown, 200);
-        // ...with far fewer renderings than runs (the first alone, the rest together).
-        let publications = store.subscribe().borrow().wrapping_sub(before);
-        assert!(
-            (1..=10).contains(&publications),
-            "{publications} publications"
-        );
-        drop(publisher);
-        task.await.unwrap();
-        let _ = shutdown;
-    }
-
-    #[test]
-    fn a_publication_rests_ten_times_its_rendering_within_the_gaps() {
-        let now = tokio::time::Instant::now();
-        let ms = Duration::from_millis;
-        let cadence = |took| Cadence { ended: now, took };
-        // A small fleet renders in a millisecond: its runs wait 10 ms at most.
-        assert_eq!(cadence(ms(1)).publish_at(now, false), now + ms(10));
-        assert_eq!(cadence(ms(1)).publish_at(now + ms(50), false), now + ms(51));
-        // A large one rests ten renderings, within MAX_GAP; first fetches within URGENT_GAP.
-        assert_eq!(cadence(ms(200)).publish_at(now, false), now + ms(2000));
-        assert_eq!(cadence(ms(900)).publish_at(now, false), now + MAX_GAP);
-        assert_eq!(cadence(ms(900)).publish_at(now, true), now + URGENT_GAP);
-        // A batch's first run waits as long as a rendering, to gather the runs of its tick.
-        let later = now + Duration::from_secs(60);
-        assert_eq!(cadence(ms(600)).publish_at(later, false), later + ms(600));
-        assert_eq!(cadence(ms(600)).publish_at(later, true), later);
-    }
-
-    #[tokio::test]
-    async fn a_run_handed_over_after_shutdown_returns_at_once() {
-        let spec = accounts(&[1], Duration::from_secs(10));
-        let store = Store::new(std::slice::from_ref(&spec));
-        let shutdown = CancellationToken::new();
-        let (publisher, task) = Publisher::start(store, shutdown.clone());
-        shutdown.cancel();
-        task.await.unwrap();
-        let under_way = publisher.begin();
-        publisher
-            .apply_run(
-                Finished {
-                    spec,
-                    results: Vec::new(),
-                    duration: Duration::ZERO,
-                    urgent: false,
-                },
-                under_way,
-            )
-            .await;
-    }
-}

@@ -1,8 +1,7 @@
 //! The poller: each collector on its own interval (first run at start), never overlapping
 //! itself, each run bounded by its deadline, its targets' results handed to the store as they
-//! come (in parts, every [`HANDOFF_EVERY`], [`FIRST_HANDOFF_EVERY`] in a collector's first run)
-//! and its end when it ends; and a timer that expires
-//! values at `max_age` whether or not a run finishes.
+//! land (the publisher gathers them: [`crate::engine::store::Publisher`]) and its end when it
+//! ends; and a timer that expires values at `max_age` whether or not a run finishes.
 //!
 //! The exporter polls on its own schedule rather than on each Prometheus scrape: the provider
 //! rate-limits the token, and two Prometheus servers of an HA pair would double the calls.
@@ -30,7 +29,7 @@ use crate::engine::signal;
 use crate::engine::spec::{
     CollectorKey, CollectorName, CollectorSpec, Context, Target, TargetData,
 };
-use crate::engine::store::{Finished, Publisher, Store};
+use crate::engine::store::{Finished, Publisher, Store, Tray};
 use crate::settings::TargetFailureLog;
 use crate::upstream::error::{FailureReason, UpstreamError};
 use crate::upstream::pacer::{Demand, Pacer};
@@ -41,8 +40,8 @@ mod run;
 mod tests;
 
 use log::{Warnings, log_run, summarize_failures};
-pub use run::{FIRST_HANDOFF_EVERY, HANDOFF_EVERY, run_once};
-use run::{Parts, run_targets};
+pub use run::run_once;
+use run::{Land, run_targets};
 
 /// The expiry timer looks at least this often (and sooner when a value is due to expire).
 const EXPIRY_CHECK: Duration = Duration::from_secs(1);
@@ -73,11 +72,11 @@ impl Work {
         targets
     }
 
-    /// Feeds a run's results to the poll set: what each account's fetch said (a probed
+    /// Feeds a run's outcomes to the poll set: what each account's fetch said (a probed
     /// account is confirmed by a success; one the provider refused, 404 or 403, leaves and is
-    /// remembered), the accounts of the dashboard's top lists and the domains of the daily
-    /// statistics (discovered when the tenant asks for it); a view answered 404 leaves.
-    fn learn(&self, results: &[Landed]) {
+    /// remembered); a view answered 404 leaves. What the data revealed was discovered as it
+    /// landed ([`landing`]).
+    fn learn(&self, results: &[Outcome]) {
         let Some(set) = &self.poll_set else {
             return;
         };
@@ -100,12 +99,11 @@ impl Work {
                     Err(_) => failed.push(id),
                 }
             }
-            match result {
-                Err(e) if e.reason == FailureReason::NotFound && target.account_id().is_none() => {
-                    set.forget(target, now)
-                }
-                Ok(Fetched::Here(data)) => self.discover(data, now),
-                Ok(Fetched::Handed) | Err(_) => {}
+            if let Err(e) = result
+                && e.reason == FailureReason::NotFound
+                && target.account_id().is_none()
+            {
+                set.forget(target, now)
             }
         }
         set.record(&ok, &failed, &refused, now);
@@ -136,31 +134,8 @@ impl Work {
 /// A collector's plan: shared, so that a run takes a pointer to it, not a copy.
 pub type Plan = Arc<Work>;
 
-/// A target's data as its run keeps it until its end: still here, or gone to the publisher with
-/// a part of the run (see [`Parts`]; the targets it revealed were discovered then). What the run
-/// learns at its end (outcomes, failures, the backlog) needs no more: a record is never held
-/// twice while a first run of a large fleet is under way. Boxed: a run keeps a result for each
-/// of its targets until its end, and a record inline would make each place of that list the size
-/// of the largest record (344 bytes rather than 72; 27 MB for a run of 100,000 accounts).
-enum Fetched {
-    Here(Box<TargetData>),
-    Handed,
-}
-
-/// One target's result as a run keeps it.
-type Landed = (Target, Result<Fetched, UpstreamError>);
-
-/// The results a run hands over at its end: those no part took, with their data.
-fn unhanded(results: Vec<Landed>) -> Vec<(Target, Result<TargetData, UpstreamError>)> {
-    results
-        .into_iter()
-        .filter_map(|(target, result)| match result {
-            Ok(Fetched::Here(data)) => Some((target, Ok(*data))),
-            Ok(Fetched::Handed) => None,
-            Err(e) => Some((target, Err(e))),
-        })
-        .collect()
-}
+/// One target's outcome as its run keeps it: its data went on as it landed.
+type Outcome = (Target, Result<(), UpstreamError>);
 
 struct Running {
     plan: signal::Sender<Plan>,
@@ -689,7 +664,7 @@ impl Loop {
         }
     }
 
-    /// One run of `targets`: fetched in turn, handed to the publisher in parts as they come,
+    /// One run of `targets`: fetched in turn, each result handed to the publisher as it lands,
     /// learned from, and its end handed to the publisher. `None`: the collector stops (what a
     /// run cut short has not handed over is dropped, and its end never comes).
     async fn run(&mut self, p: Plan, mut targets: Vec<Target>, urgent: bool) -> Option<()> {
@@ -709,8 +684,12 @@ impl Loop {
         let publish_soon = urgent || first;
         let started = Instant::now();
         let under_way = self.publisher.begin();
-        let mut parts = Parts::new(self.publisher.clone(), self.plan.clone(), first);
-        let results = self.fetch(&p, targets, urgent, &mut parts).await?;
+        let tray = tray_of(&self.publisher, &self.plan, !publish_soon);
+        let results = {
+            let plan = self.plan.clone();
+            self.fetch(&p, targets, urgent, &mut landing(&plan, &tray))
+                .await?
+        };
         log_run(&p.spec, &results, started);
         let waited = self.turns.learn(&results, Instant::now());
         p.learn(&results);
@@ -729,7 +708,7 @@ impl Loop {
             .hand_over(
                 Finished {
                     spec: latest,
-                    results: parts.rest(results),
+                    results: tray.rest(),
                     duration: started.elapsed(),
                     urgent: publish_soon,
                 },
@@ -739,16 +718,15 @@ impl Loop {
         Some(())
     }
 
-    /// Fetches `targets`, handing what lands to the publisher in `parts` as it goes, and beside
-    /// them any target a probe adds while they are fetched. `None` when the collector stops
-    /// first.
+    /// Fetches `targets`, handing each result to `land` as it lands, and beside them any target
+    /// a probe adds while they are fetched. `None` when the collector stops first.
     async fn fetch(
         &mut self,
         p: &Plan,
         targets: Vec<Target>,
         urgent: bool,
-        parts: &mut Parts,
-    ) -> Option<Vec<Landed>> {
+        land: &mut Land<'_>,
+    ) -> Option<Vec<Outcome>> {
         let ctx = if urgent {
             Context {
                 client: p.ctx.client.urgent(),
@@ -757,7 +735,7 @@ impl Loop {
         } else {
             p.ctx.clone()
         };
-        let run = run_targets(&ctx, &p.spec, targets, &self.turns.fetched, Some(parts));
+        let run = run_targets(&ctx, &p.spec, targets, &self.turns.fetched, land);
         tokio::pin!(run);
         loop {
             tokio::select! {
@@ -788,7 +766,7 @@ impl Loop {
     /// turn after a 429) and those an endpoint's outage kept from being called in the backlog,
     /// and says when a catch-up run may take them (when a pause ends, or at the outage's next
     /// probe).
-    fn schedule_catch_up(&mut self, pacer: &Pacer, results: &[Landed]) {
+    fn schedule_catch_up(&mut self, pacer: &Pacer, results: &[Outcome]) {
         let deferred: Vec<Target> = results
             .iter()
             .filter(|(_, r)| r.as_ref().is_err_and(|e| e.deferred))
@@ -892,9 +870,11 @@ fn side_run(
             ..work.ctx.clone()
         };
         let none = FewMap::default();
+        let tray = tray_of(&publisher, &plan, false);
+        let mut land = landing(&plan, &tray);
         let results = tokio::select! {
             _ = stop.cancelled() => return,
-            r = run_targets(&ctx, &work.spec, targets, &none, None) => r,
+            r = run_targets(&ctx, &work.spec, targets, &none, &mut land) => r,
         };
         work.learn(&results);
         let latest = plan.borrow().polled(Instant::now());
@@ -902,7 +882,7 @@ fn side_run(
             .hand_over(
                 Finished {
                     spec: latest,
-                    results: unhanded(results),
+                    results: tray.rest(),
                     duration: started.elapsed(),
                     urgent: true,
                 },
@@ -910,6 +890,27 @@ fn side_run(
             )
             .await;
     });
+}
+
+/// The tray of a run of the collector whose latest plan `plan` is; `refresh`: of targets that
+/// have values already.
+fn tray_of(publisher: &Publisher, plan: &signal::Receiver<Plan>, refresh: bool) -> Tray {
+    let plan = plan.clone();
+    publisher.tray(move || plan.borrow().polled(Instant::now()), refresh)
+}
+
+/// What a run of the collector whose latest plan `plan` is does with each result as it lands:
+/// the targets its data reveals are discovered at once, and it goes to `tray`.
+fn landing<'a>(
+    plan: &'a signal::Receiver<Plan>,
+    tray: &'a Tray,
+) -> impl FnMut(Target, Result<TargetData, UpstreamError>) + Send + 'a {
+    move |target, result| {
+        if let Ok(data) = &result {
+            plan.borrow().discover(data, Instant::now());
+        }
+        tray.put(target, result);
+    }
 }
 
 /// Waits until a target is added to the poll set (never, for a collector without one).

@@ -1,7 +1,6 @@
 //! The poller's tests: runs against the simulator on loopback, under tokio's paused clock where time matters.
 
 use super::log::Failures;
-use super::run::every_target_answered;
 use super::*;
 
 use crate::engine::snapshot::CollectorState;
@@ -105,108 +104,6 @@ async fn poller_of(
         Poller::start(vec![Arc::new(work)], store.clone(), shutdown.clone()),
         store,
     )
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_run_hands_over_what_landed_a_second_later_one_part_at_a_time_and_its_end_the_rest() {
-    use crate::collectors::delivery_account::fixtures::remaining;
-    // Nothing is called: the results are made here.
-    let work = work_of("http://127.0.0.1:9", &[1, 2, 3]);
-    let store = Store::new(std::slice::from_ref(&work.spec));
-    let shutdown = CancellationToken::new();
-    let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
-    let (_plan, plan) = signal::channel(Arc::new(work.clone()));
-    let mut parts = Parts::new(publisher.clone(), plan.clone(), false);
-    let jobs = work.spec.jobs_for(&work.spec.targets);
-    let mut results: Vec<Option<Result<Fetched, UpstreamError>>> = vec![None, None, None];
-    let shown = |store: &Store, id: i32| {
-        store
-            .prepared()
-            .snapshot
-            .collectors
-            .values()
-            .any(|c| c.target(&Target::DeliveryAccount(id)).is_some())
-    };
-
-    let here = |results: &[Option<Result<Fetched, UpstreamError>>]| -> Vec<bool> {
-        results
-            .iter()
-            .map(|r| matches!(r, Some(Ok(Fetched::Here(_)))))
-            .collect()
-    };
-    results[0] = Some(Ok(Fetched::Here(Box::new(remaining(5.0)))));
-    parts.landed(0, 3);
-    let landed = tokio::time::Instant::now();
-    parts.due().await;
-    assert_eq!(landed.elapsed(), HANDOFF_EVERY);
-    parts.hand_over(&jobs, &mut results);
-    assert!(parts.fresh.is_empty() && parts.last.is_some());
-    assert_eq!(parts.handed, [true, false, false]);
-    assert!(
-        matches!(results[0], Some(Ok(Fetched::Handed))),
-        "the data went with the part: the run keeps no copy"
-    );
-    // The next part waits for the last to be published, and for its own second.
-    results[1] = Some(Ok(Fetched::Here(Box::new(remaining(6.0)))));
-    parts.landed(1, 3);
-    let landed = tokio::time::Instant::now();
-    parts.due().await;
-    assert!(landed.elapsed() >= HANDOFF_EVERY);
-    assert!(parts.last.is_none() && shown(&store, 1) && !shown(&store, 2));
-    assert!(
-        store
-            .prepared()
-            .snapshot
-            .collectors
-            .values()
-            .all(|c| c.last_run.is_none()),
-        "a part is not a run's end"
-    );
-    // A publisher that takes nothing (stopped, as with a full queue): the results stay with
-    // the run, tried again a period later, and go with its end.
-    shutdown.cancel();
-    task.await.unwrap();
-    parts.hand_over(&jobs, &mut results);
-    assert_eq!(parts.fresh, [1]);
-    assert_eq!(
-        here(&results),
-        [false, true, false],
-        "a part not taken leaves its data with the run"
-    );
-    assert_eq!(parts.handed, [true, false, false]);
-    assert_eq!(parts.due, Some(tokio::time::Instant::now() + HANDOFF_EVERY));
-    results[2] = Some(Ok(Fetched::Here(Box::new(remaining(7.0)))));
-    let all = every_target_answered(jobs, results);
-    let rest: Vec<Target> = parts.rest(all).into_iter().map(|(t, _)| t).collect();
-    assert_eq!(
-        rest,
-        [Target::DeliveryAccount(2), Target::DeliveryAccount(3)]
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_first_run_hands_over_what_landed_a_quarter_second_later_a_later_run_a_second() {
-    use crate::collectors::delivery_account::fixtures::remaining;
-    let work = work_of("http://127.0.0.1:9", &[1, 2]);
-    let store = Store::new(std::slice::from_ref(&work.spec));
-    let shutdown = CancellationToken::new();
-    let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
-    let (_plan, plan) = signal::channel(Arc::new(work.clone()));
-    let jobs = work.spec.jobs_for(&work.spec.targets);
-    for (first, every) in [(true, FIRST_HANDOFF_EVERY), (false, HANDOFF_EVERY)] {
-        let mut parts = Parts::new(publisher.clone(), plan.clone(), first);
-        let mut results: Vec<Option<Result<Fetched, UpstreamError>>> = vec![None, None];
-        results[0] = Some(Ok(Fetched::Here(Box::new(remaining(5.0)))));
-        parts.landed(0, 2);
-        let landed = tokio::time::Instant::now();
-        parts.due().await;
-        assert_eq!(landed.elapsed(), every, "first run: {first}");
-        parts.hand_over(&jobs, &mut results);
-        assert_eq!(parts.handed, [true, false]);
-    }
-    assert!(FIRST_HANDOFF_EVERY < HANDOFF_EVERY);
-    shutdown.cancel();
-    task.await.unwrap();
 }
 
 #[tokio::test(start_paused = true)]

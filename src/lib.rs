@@ -6,7 +6,7 @@
 //!
 //! | layer | modules | what they hold |
 //! |---|---|---|
-//! | 1 primitives | `descriptors`, `files`, `redact`, `settings`, `shard`, `shutdown`, `storage`, `tenant` | the settings' parts (field parsers, defaults, the API and HTTP client settings), bounds, the descriptor plan, file reading, redaction, sharding, shutdown, the storage directory, tenant names |
+//! | 1 primitives | `descriptors`, `files`, `redact`, `settings`, `shard`, `shutdown`, `storage`, `tenant` | the settings' parts (field parsers, defaults, the API and HTTP client settings), bounds, the descriptor plan, file reading, redaction, sharding, shutdown, the storage directory (its files, their formats and versions, the records kept of targets and paces), tenant names |
 //! | 2 upstream | `upstream` | the provider's client: transport, pacer, circuit breakers, retries, errors |
 //! | 3 series | `metrics::classic`, `metrics::family`, `metrics::format`, `metrics::labels` | how a series is named, labelled and written |
 //! | 4 collectors | `collectors` | one folder per collector: its config block, its calls, its model, its series |

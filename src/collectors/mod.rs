@@ -6,7 +6,6 @@
 //! Nothing else in `src/` names a collector: adding one is a folder here, its `mod` line and a line
 //! in that list.
 
-pub mod kept;
 #[macro_use]
 mod registry;
 pub mod run;
@@ -25,6 +24,7 @@ use serde::de::DeserializeOwned;
 use crate::metrics::labels::Owner;
 use crate::settings::error::ConfigError;
 use crate::settings::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
+use crate::storage::targets::KeyFields;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::model::{Model, ParseProblem, read_body};
@@ -137,15 +137,9 @@ pub trait Collect: Sized + Debug + Send + Sync + 'static {
     /// collector's block.
     type RawList: DeserializeOwned + Listing<Item = <Self::Raw as Listing>::Item> + Debug;
     /// The validated settings every target's fetch uses, read from the block.
-    type Settings: FromBlock<Self::Raw>
-        + Debug
-        + PartialEq
-        + kept::KeyFields
-        + Send
-        + Sync
-        + 'static;
+    type Settings: FromBlock<Self::Raw> + Debug + PartialEq + KeyFields + Send + Sync + 'static;
     /// One thing fetched; its `Display` is the `target` label value, its kind what it is about.
-    /// Kept under `--storage.path` as it serializes ([`kept`]).
+    /// Kept under `--storage.path` as it serializes ([`crate::storage::targets`]).
     type Target: TargetKind
         + Clone
         + Debug
@@ -157,7 +151,8 @@ pub trait Collect: Sized + Debug + Send + Sync + 'static {
         + Send
         + Sync
         + 'static;
-    /// What one target's fetch yields; kept under `--storage.path` as it serializes ([`kept`]).
+    /// What one target's fetch yields; kept under `--storage.path` as it serializes
+    /// ([`crate::storage::targets`]).
     type Data: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
 
     /// The targets of the list at `field` (`<block>.<key>`), each checked; an empty list is

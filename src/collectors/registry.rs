@@ -14,12 +14,12 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, LabelValu
 
 use super::{
     Collect, Collector, CollectorName, Configured, Extra, Item, RawCollectors, RawTenantCollectors,
-    Refers, Revealed, Target, TargetData, TargetKind, kept, run,
+    Refers, Revealed, Target, TargetData, TargetKind, run,
 };
-use crate::collectors::kept::Kept;
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::settings::error::{ConfigError, invalid};
 use crate::settings::schedule::{self, CollectorBlock, FromBlock, Schedule};
+use crate::storage::targets::{Kept, settings_key};
 use crate::tenant::TenantName;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::{FailureReason, UpstreamError};
@@ -410,7 +410,7 @@ impl<A: Listed> ConfiguredOps for Configured<A> {
     }
 
     fn settings_key(&self) -> String {
-        kept::settings_key(&*self.settings)
+        settings_key(&*self.settings)
     }
 
     fn retain(&self, keep: &dyn Fn(&Target) -> bool) -> Collector {
@@ -597,7 +597,7 @@ impl Collector {
     }
 
     /// The settings as a key: equal for collectors that fetch each target alike (see
-    /// [`kept::settings_key`]).
+    /// [`settings_key`]).
     pub fn settings_key(&self) -> String {
         self.configured().settings_key()
     }

@@ -1,7 +1,8 @@
 //! Checkpoints: what the snapshot knows, kept under `--storage.path` so that a restart starts
-//! from it rather than from nothing. Per target, the last good data and when it was fetched,
-//! the last attempt's outcome and failure reason ([`Kept`]); per collector, what it was made
-//! under (its tenant, the tenant's provider and the collector's settings).
+//! from it rather than from nothing: `DIR/targets.json` ([`crate::storage::targets`]). Per
+//! target, the last good data and when it was fetched, the last attempt's outcome and failure
+//! reason ([`Kept`]); per collector, what it was made under (its tenant, the tenant's provider
+//! and the collector's settings).
 //!
 //! - **Written** on a timer and once at shutdown, by [`run`], on a blocking thread from a copy
 //!   of the snapshot (a pointer per collector), so that a scrape, a run or the shutdown never
@@ -17,23 +18,21 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
+use serde::Serialize;
 use serde::ser::SerializeSeq;
-use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use crate::collectors::kept::{Kept, KeptError, NO_SETTINGS_DIGEST_V1, settings_key};
 use crate::config::Config;
 use crate::engine::paces::{self, Pacers};
 use crate::engine::snapshot::{Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec};
 use crate::engine::store::Store;
 use crate::metrics::self_metrics::Telemetry;
-use crate::storage::{Bad, Dir, Found, Older, StorageError, Versioned};
+use crate::storage::targets::{Kept, KeptCollector, TARGETS, TargetsFile, TargetsIn, older};
+use crate::storage::{Dir, Found, StorageError};
 use crate::tenant::TenantName;
-
-/// The state file of the targets: `DIR/targets.json`.
-pub const TARGETS: &str = "targets";
+use crate::upstream::error::UpstreamError;
 
 /// How long the checkpoint at shutdown may take; past it the exporter exits and the previous
 /// checkpoint stays as it was (a write is whole or nothing).
@@ -44,7 +43,7 @@ pub const AT_SHUTDOWN: Duration = Duration::from_secs(3);
 struct Made {
     /// The tenant's provider: its base URL without userinfo, query or fragment.
     origin: String,
-    /// The collector's settings, as a key ([`crate::collectors::kept::settings_key`]).
+    /// The collector's settings, as a key ([`crate::storage::targets::settings_key`]).
     settings: String,
 }
 
@@ -72,21 +71,6 @@ impl Identity {
     }
 }
 
-/// The state file as written: borrowed from a snapshot, streamed to the file.
-#[derive(Serialize)]
-struct TargetsOut<'a> {
-    collectors: Vec<CollectorOut<'a>>,
-}
-
-#[derive(Serialize)]
-struct CollectorOut<'a> {
-    tenant: &'a str,
-    collector: &'static str,
-    origin: &'a str,
-    settings: &'a str,
-    targets: TargetList<'a>,
-}
-
 /// A collector's targets, each written as [`Kept`] with references into the snapshot.
 struct TargetList<'a>(&'a [Arc<TargetState>]);
 
@@ -101,40 +85,11 @@ impl Serialize for TargetList<'_> {
                 last_attempt: t.last_attempt,
                 last_success: t.last_success,
                 last_failure: t.last_failure,
-                last_error: t.last_error.as_ref().map(KeptError::of),
+                last_error: t.last_error.as_ref().map(UpstreamError::kept),
             })?;
         }
         seq.end()
     }
-}
-
-/// The format of the targets' state file: raised whenever its shape changes. Format 2 keys a
-/// collector by its settings' fields ([`crate::collectors::kept::settings_key`]); format 1 by a
-/// digest of their `Debug` text, which another build could change: its collectors without
-/// settings are taken back ([`older`]), the others dropped.
-const FORMAT: u32 = 2;
-
-impl Versioned for TargetsOut<'_> {
-    const VERSION: u32 = FORMAT;
-}
-
-/// The state file as read: each collector's targets left unparsed until its collector is known.
-#[derive(Deserialize)]
-struct TargetsIn {
-    collectors: Vec<CollectorIn>,
-}
-
-#[derive(Deserialize)]
-struct CollectorIn {
-    tenant: String,
-    collector: String,
-    origin: String,
-    settings: String,
-    targets: Box<RawValue>,
-}
-
-impl Versioned for TargetsIn {
-    const VERSION: u32 = FORMAT;
 }
 
 /// Writes `snapshot`'s configured collectors (those `identity` knows) to `dir`.
@@ -148,7 +103,7 @@ pub fn write(
         .iter()
         .filter_map(|(key, c)| {
             let made = identity.0.get(key)?;
-            Some(CollectorOut {
+            Some(KeptCollector {
                 tenant: c.tenant.as_str(),
                 collector: c.name.as_str(),
                 origin: &made.origin,
@@ -157,7 +112,7 @@ pub fn write(
             })
         })
         .collect();
-    dir.write(TARGETS, &TargetsOut { collectors })
+    dir.write(TARGETS, &TargetsFile { collectors })
 }
 
 /// What a restore found, for the log, the landing page and the series.
@@ -200,28 +155,9 @@ pub fn read(
     (out, report)
 }
 
-/// A targets file of an older format, in today's: format 1 had today's shape, with each
-/// collector's settings as a digest of their `Debug` text. A collector without settings had
-/// one digest, and is taken back under today's key for no settings; another's digest cannot be
-/// checked against today's settings, and its targets are dropped ([`take`] says why).
-fn older(file: &Older) -> Result<TargetsIn, Bad> {
-    if file.version != 1 {
-        return Err(file.refuse());
-    }
-    let mut targets: TargetsIn = file.decode()?;
-    for c in &mut targets.collectors {
-        c.settings = if c.settings == NO_SETTINGS_DIGEST_V1 {
-            settings_key(&())
-        } else {
-            String::new()
-        };
-    }
-    Ok(targets)
-}
-
 /// One kept collector's targets still configured, or why it is dropped.
 fn take(
-    c: CollectorIn,
+    c: KeptCollector<String, Box<RawValue>>,
     specs: &HashMap<CollectorKey, &CollectorSpec>,
     identity: &Identity,
     report: &mut SnapshotRestored,
@@ -247,14 +183,18 @@ fn take(
     if made.settings != c.settings {
         return Err("of a collector whose settings changed");
     }
-    let kept = name
-        .read_kept(c.targets.get())
-        .map_err(|_| "whose targets this version cannot read")?;
+    let unreadable = "whose targets this version cannot read";
+    let kept = name.read_kept(c.targets.get()).map_err(|_| unreadable)?;
     let configured: HashSet<_> = spec.targets.iter().collect();
     let mut targets = Vec::with_capacity(kept.len().min(spec.targets.len()));
+    let mut unconfigured = 0;
     for k in kept {
+        // A failure reason this version lacks makes the targets unreadable, as any other value.
+        let last_error = (k.last_error.as_ref())
+            .map(|e| UpstreamError::from_kept(e).ok_or(unreadable))
+            .transpose()?;
         if !configured.contains(&k.target) {
-            report.unconfigured_targets += 1;
+            unconfigured += 1;
             continue;
         }
         targets.push(TargetState {
@@ -264,11 +204,12 @@ fn take(
             last_attempt: k.last_attempt,
             last_success: k.last_success,
             last_failure: k.last_failure,
-            last_error: k.last_error.map(KeptError::into_error),
+            last_error,
             deferred: false,
             restored: true,
         });
     }
+    report.unconfigured_targets += unconfigured;
     Ok((key, targets))
 }
 

@@ -1,10 +1,8 @@
 //! The pacers' learned state under `--storage.path`: `DIR/pace.json`, a file of its own beside
-//! the targets' (`targets.json`), so that a bad one never costs the other. Per tenant, keyed by
-//! its name and its provider (the base URL without userinfo, query or fragment), what its pacer
-//! keeps ([`crate::upstream::pacer::kept`]): the learned pace of the token and of each
-//! endpoint, the pauses, outages and targets' own back-offs still in force. Never the token,
-//! nor anything made from it: a token changed across a restart starts from the old token's pace
-//! and learns the new one's from its answers.
+//! the targets' (`targets.json`), so that a bad one never costs the other; what it holds per
+//! tenant is [`crate::storage::pace`]'s to say. Never the token, nor anything made from it: a
+//! token changed across a restart starts from the old token's pace and learns the new one's
+//! from its answers.
 //!
 //! - **Written** with the targets by [`super::checkpoint::run`]: on the same timer and at
 //!   shutdown within the same bound, whole or nothing ([`Dir::write`]).
@@ -16,20 +14,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde::{Deserialize, Serialize};
-
 use crate::collectors::CollectorName;
 use crate::metrics::self_metrics::Telemetry;
-use crate::storage::{Dir, Found, StorageError, Versioned, WriteReport};
+use crate::storage::pace::{PACE, PaceFile, TenantPace};
+use crate::storage::{Dir, Found, StorageError, WriteReport};
 use crate::tenant::TenantName;
 use crate::upstream::pacer::Pacer;
-use crate::upstream::pacer::kept::KeptPacer;
-
-/// The state file of the paces: `DIR/pace.json`.
-pub const PACE: &str = "pace";
-
-/// The format of the paces' state file: raised whenever its shape changes.
-const FORMAT: u32 = 1;
 
 /// A tenant's pacer, with what it is kept under.
 #[derive(Clone, Debug)]
@@ -59,23 +49,6 @@ impl Pacers {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
-}
-
-/// The state file: one entry per tenant whose pacer holds something.
-#[derive(Debug, Serialize, Deserialize)]
-struct PaceFile {
-    tenants: Vec<TenantPace>,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct TenantPace {
-    tenant: String,
-    origin: String,
-    pace: KeptPacer,
-}
-
-impl Versioned for PaceFile {
-    const VERSION: u32 = FORMAT;
 }
 
 /// Writes what each of `pacers` keeps to `dir` (tenants whose pacer learned nothing left out).
@@ -175,7 +148,7 @@ mod tests {
 
     use super::*;
     use crate::storage::Problem;
-    use crate::upstream::pacer::kept::learned_endpoint;
+    use crate::storage::pace::{KeptPacer, learned_endpoint};
 
     fn held(tenant: &str, origin: &str) -> TenantPacer {
         let tenant = TenantName::parse(tenant).unwrap();

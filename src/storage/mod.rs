@@ -1,6 +1,9 @@
 //! The storage directory: the one module that owns the files the exporter keeps across a
-//! restart (issue 41's `--storage.path DIR`, as Alertmanager names it; not yet wired to a
-//! flag). Callers hand it plain data and take plain data back.
+//! restart (`--storage.path DIR`, as Alertmanager names it), their formats, their versions and
+//! the records kept in them: of each target in `DIR/targets.json` ([`targets`]), of each
+//! token's pacer in `DIR/pace.json` ([`pace`]). Callers hand it plain data and take plain data
+//! back: what to write when, and what to take back into the running config, is the engine's
+//! (`engine/checkpoint.rs`, `engine/paces.rs`).
 //!
 //! - [`Dir::open`] creates the directory (0700) if it is missing and locks it, so that two
 //!   exporters never share one (`lock.rs`); leftovers of a write a crash interrupted are
@@ -29,6 +32,8 @@ mod envelope;
 mod error;
 mod found;
 mod lock;
+pub mod pace;
+pub mod targets;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter};

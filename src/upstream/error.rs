@@ -8,13 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::trail::Trail;
+use crate::storage::targets::KeptError;
 
 /// Why an upstream call failed. A fixed set: alerts and dashboards can rely on it. Kept under
-/// `--storage.path` by its label value.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
+/// `--storage.path` by its label value ([`UpstreamError::kept`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FailureReason {
     /// No complete answer within `api.timeout` (or the collector's deadline).
     Timeout,
@@ -186,6 +184,23 @@ impl UpstreamError {
             _ => UpstreamError::from_status(status),
         }
     }
+
+    /// The failure as `--storage.path` keeps it: its reason by its label value, its detail
+    /// bounded; the trail stays with the process.
+    pub fn kept(&self) -> KeptError {
+        KeptError::new(self.reason.as_str(), &self.detail)
+    }
+
+    /// A kept failure as the snapshot holds it: with no trail, not deferred, and of the target's
+    /// own when the reason says so (a kept `rate_limited` waits as the token's, as a deferred
+    /// target does, until its next attempt). `None` for a reason this version lacks: its
+    /// collector's targets are then unreadable, as with any other value it cannot read.
+    pub fn from_kept(kept: &KeptError) -> Option<UpstreamError> {
+        let reason = FailureReason::ALL
+            .into_iter()
+            .find(|r| r.as_str() == kept.reason)?;
+        Some(UpstreamError::new(reason, kept.detail()))
+    }
 }
 
 #[cfg(test)]
@@ -245,6 +260,37 @@ mod tests {
             );
             assert_eq!(e.retry_after, None);
         }
+    }
+
+    #[test]
+    fn a_failure_keeps_its_reason_and_a_bounded_detail() {
+        use crate::storage::targets::MAX_DETAIL_BYTES;
+        let long = "é".repeat(MAX_DETAIL_BYTES);
+        let kept = UpstreamError::new(FailureReason::ServerError, long.clone()).kept();
+        assert!(kept.detail.len() <= MAX_DETAIL_BYTES);
+        assert!(kept.detail.chars().all(|c| c == 'é'));
+        let back = UpstreamError::from_kept(&kept).unwrap();
+        assert_eq!(back.reason, FailureReason::ServerError);
+        assert!(back.trail.is_none() && !back.deferred && !back.own);
+        // A file written by another hand is held to the same bound when read.
+        let read = KeptError {
+            detail: long,
+            ..kept.clone()
+        };
+        assert_eq!(UpstreamError::from_kept(&read).unwrap().detail, kept.detail);
+    }
+
+    #[test]
+    fn every_reason_is_kept_by_its_label_value() {
+        for reason in FailureReason::ALL {
+            let kept = UpstreamError::new(reason, "").kept();
+            let json = serde_json::to_string(&kept).unwrap();
+            assert_eq!(json, format!(r#"{{"reason":"{reason}","detail":""}}"#));
+            let read: KeptError = serde_json::from_str(&json).unwrap();
+            assert_eq!(UpstreamError::from_kept(&read).unwrap().reason, reason);
+        }
+        let unknown = KeptError::new("no_such_reason", "");
+        assert!(UpstreamError::from_kept(&unknown).is_none());
     }
 
     #[test]

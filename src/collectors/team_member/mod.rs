@@ -43,7 +43,7 @@ pub struct Settings {
     pub identity_labels: bool,
 }
 
-impl super::kept::KeyFields for Settings {
+impl crate::storage::targets::KeyFields for Settings {
     fn key_fields(&self) -> Vec<(&'static str, String)> {
         vec![("identity_labels", self.identity_labels.to_string())]
     }

@@ -54,7 +54,7 @@ pub struct Settings {
     pub top_domains: usize,
 }
 
-impl super::kept::KeyFields for Settings {
+impl crate::storage::targets::KeyFields for Settings {
     fn key_fields(&self) -> Vec<(&'static str, String)> {
         let mut fields = self.day.key_fields().to_vec();
         fields.push(("top_domains", self.top_domains.to_string()));

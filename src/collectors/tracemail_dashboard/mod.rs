@@ -79,7 +79,7 @@ pub struct Settings {
     pub limit: i32,
 }
 
-impl super::kept::KeyFields for Settings {
+impl crate::storage::targets::KeyFields for Settings {
     fn key_fields(&self) -> Vec<(&'static str, String)> {
         let mut fields = self.day.key_fields().to_vec();
         fields.push(("limit", self.limit.to_string()));

@@ -34,8 +34,8 @@ pub mod attribution;
 pub mod control;
 pub mod fit;
 pub mod headers;
-pub mod kept;
 pub mod outage;
+pub mod resume;
 pub mod retry_budget;
 pub mod shape;
 pub mod slow_start;
@@ -51,6 +51,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::settings::BreakerPolicy;
+use crate::storage::pace::{Clocks, KeptPacer};
 use crate::tenant::TenantName;
 use crate::upstream::breaker;
 use crate::upstream::endpoint::Endpoint;
@@ -467,17 +468,17 @@ impl Pacer {
     }
 
     /// What this pacer has learned and must still honour, to keep across a restart
-    /// ([`kept`]): plain data, instants as Unix times.
-    pub fn keep(&self) -> kept::KeptPacer {
-        self.lock().keep(clocks())
+    /// ([`resume`]): plain data, instants as Unix times.
+    pub fn keep(&self) -> KeptPacer {
+        self.lock().keep(Clocks::now())
     }
 
     /// Takes back what an earlier process of this token kept ([`Pacer::keep`]), before its
     /// first call: the paces start at their kept rate, the pauses, outages and back-offs still
     /// in force go on; `known` are the endpoints this version calls.
-    pub fn resume(&self, kept: &kept::KeptPacer, known: &[Endpoint]) -> kept::Resumed {
+    pub fn resume(&self, kept: &KeptPacer, known: &[Endpoint]) -> resume::Resumed {
         let mut s = self.lock();
-        let resumed = s.resume(kept, known, clocks());
+        let resumed = s.resume(kept, known, Clocks::now());
         s.wake_heads();
         self.publish(&s);
         resumed
@@ -567,17 +568,6 @@ impl Pacer {
             ),
             None => {}
         }
-    }
-}
-
-/// Both clocks, read together.
-fn clocks() -> kept::Clocks {
-    let unix_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, millis);
-    kept::Clocks {
-        now: Instant::now(),
-        unix_ms,
     }
 }
 

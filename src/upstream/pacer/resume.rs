@@ -1,160 +1,17 @@
-//! What a token's pacer keeps across a restart, as plain data: the pace learned from 429s (the
-//! token's and each endpoint's: the rate, its estimate and the rate known to work), the pauses
-//! the provider asked for that still run, each endpoint's outage with its next probe and
-//! whether its slow-start window was open, and the targets backing off on their own with when
-//! their back-off ends. Instants are written as Unix milliseconds and mapped back to the
-//! monotonic clock when taken back; whatever has ended by then is left out. Nothing here is
-//! secret: no token and nothing made from one (whoever keeps this keys it by the tenant's name
-//! and provider). No clock, no lock, no I/O: the instants are passed in ([`Clocks`]).
+//! Keeping a token's pacer across a restart: what its private state has learned and must still
+//! honour, filled into the records of `DIR/pace.json` ([`crate::storage::pace`]), and taken
+//! back from them before the first call, whatever has ended by then left out and the rest held
+//! to the pacer's bounds. No clock, no lock, no I/O: the instants are passed in ([`Clocks`]).
 
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
 use super::control::Curve;
 use super::state::State;
 use super::targets::MAX_TARGETS;
+use crate::storage::pace::{
+    Clocks, KeptBackoff, KeptCurve, KeptEndpoint, KeptOutage, KeptPace, KeptPacer, millis,
+};
 use crate::upstream::endpoint::Endpoint;
-
-/// The monotonic clock and the wall clock read at the same moment: an instant is kept as the
-/// Unix time it stands for.
-#[derive(Clone, Copy, Debug)]
-pub struct Clocks {
-    pub now: Instant,
-    /// Milliseconds since the Unix epoch at `now`.
-    pub unix_ms: u64,
-}
-
-impl Clocks {
-    fn unix(self, at: Instant) -> u64 {
-        if at >= self.now {
-            self.unix_ms.saturating_add(millis(at - self.now))
-        } else {
-            self.unix_ms.saturating_sub(millis(self.now - at))
-        }
-    }
-
-    /// The instant the Unix time `ms` stands for (`now` at the earliest for a past one that
-    /// the monotonic clock cannot go back to).
-    fn instant(self, ms: u64) -> Instant {
-        if ms >= self.unix_ms {
-            self.now
-                .checked_add(Duration::from_millis(ms - self.unix_ms))
-                .unwrap_or(self.now)
-        } else {
-            self.now
-                .checked_sub(Duration::from_millis(self.unix_ms - ms))
-                .unwrap_or(self.now)
-        }
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// What 429s taught one pace ([`Curve`]), requests per second.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct KeptCurve {
-    pub rate: f64,
-    pub estimate: f64,
-    pub known: f64,
-    pub confident: bool,
-    pub pause_seconds: f64,
-}
-
-/// One pace (the token's or an endpoint's): its learned curve, and the end of a pause in force.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct KeptPace {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub curve: Option<KeptCurve>,
-    /// When the pause the provider asked for ends (a `Retry-After` in full, or a spent
-    /// quota's reset), Unix milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paused_until_ms: Option<u64>,
-}
-
-impl KeptPace {
-    fn is_empty(&self) -> bool {
-        self.curve.is_none() && self.paused_until_ms.is_none()
-    }
-}
-
-/// An endpoint's outage in force, Unix milliseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeptOutage {
-    pub since_ms: u64,
-    pub next_probe_ms: u64,
-    pub cooldown_ms: u64,
-}
-
-/// One endpoint of the token.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct KeptEndpoint {
-    pub endpoint: String,
-    #[serde(default)]
-    pub pace: KeptPace,
-    /// Its slow-start window no longer limited anything.
-    #[serde(default)]
-    pub window_open: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outage: Option<KeptOutage>,
-}
-
-/// A target refused on its own, backing off alone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeptBackoff {
-    pub endpoint: String,
-    pub target: String,
-    /// When its back-off ends, Unix milliseconds.
-    pub until_ms: u64,
-    /// Its 429s in a row: the next back-off doubles from them.
-    pub refused: u32,
-}
-
-/// What one token's pacer keeps.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct KeptPacer {
-    #[serde(default)]
-    pub token: KeptPace,
-    #[serde(default)]
-    pub endpoints: Vec<KeptEndpoint>,
-    #[serde(default)]
-    pub backoffs: Vec<KeptBackoff>,
-}
-
-impl KeptPacer {
-    /// Whether it holds nothing worth keeping.
-    pub fn is_empty(&self) -> bool {
-        self.token.is_empty() && self.endpoints.is_empty() && self.backoffs.is_empty()
-    }
-}
-
-/// For tests: `endpoint` learned at `rate` a second (the estimate and the rate known to work
-/// the same, a confident one), its window open, paused until `paused_until_ms` if given.
-#[cfg(test)]
-pub(crate) fn learned_endpoint(
-    endpoint: &str,
-    rate: f64,
-    paused_until_ms: Option<u64>,
-) -> KeptEndpoint {
-    KeptEndpoint {
-        endpoint: endpoint.to_owned(),
-        pace: KeptPace {
-            curve: Some(KeptCurve {
-                rate,
-                estimate: rate,
-                known: rate,
-                confident: true,
-                pause_seconds: 0.0,
-            }),
-            paused_until_ms,
-        },
-        window_open: true,
-        outage: None,
-    }
-}
 
 /// What taking back a kept pacer did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -176,6 +33,7 @@ impl Resumed {
     }
 }
 
+/// What the pace `c` keeps at `clocks.now`: its learned curve, and the end of a pause in force.
 fn keep_pace(c: &super::control::Control, clocks: Clocks) -> KeptPace {
     KeptPace {
         curve: c.curve().map(|c| KeptCurve {
@@ -322,8 +180,11 @@ mod tests {
 
     use std::collections::BTreeMap;
 
+    use tokio::time::Instant;
+
     use super::*;
     use crate::settings::BreakerPolicy;
+    use crate::storage::pace::learned_endpoint;
     use crate::upstream::pacer::control::{Control, MAX_PAUSE};
     use crate::upstream::pacer::outage::Standing;
     use crate::upstream::pacer::shape::{MAX_TARGET_BACKOFF, Outcomes, Scope};

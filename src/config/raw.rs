@@ -20,11 +20,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) collectors: RawCollectors,
     /// One entry per management token; absent, `api` holds the one token.
-    #[serde(default)]
     pub(super) tenants: Option<Vec<RawTenant>>,
-    #[serde(default)]
     pub(super) probe: Option<RawProbe>,
-    #[serde(default)]
     pub(super) discovery: Option<RawDiscovery>,
 }
 
@@ -33,35 +30,23 @@ pub(super) struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTenant {
     pub(super) name: String,
-    #[serde(default)]
     pub(super) token_file: Option<PathBuf>,
     /// The name of an environment variable holding the token.
-    #[serde(default)]
     pub(super) token_env: Option<String>,
-    #[serde(default)]
     pub(super) base_url: Option<String>,
-    #[serde(default)]
     pub(super) concurrency: Option<usize>,
     /// Requests per second the provider's contract allows this token, at most.
-    #[serde(default)]
     pub(super) rate_limit: Option<f64>,
     /// The same, per endpoint: the tenant's own list replaces `api.endpoint_rate_limits`.
-    #[serde(default)]
     pub(super) endpoint_rate_limits: Option<std::collections::BTreeMap<String, f64>>,
     /// Prometheus' `http_client_config` keys: the way to the provider.
-    #[serde(default)]
     pub(super) proxy_url: Option<String>,
-    #[serde(default)]
     pub(super) no_proxy: Option<String>,
-    #[serde(default)]
     pub(super) proxy_from_environment: Option<bool>,
-    #[serde(default)]
     pub(super) tls_config: Option<RawTlsConfig>,
     #[serde(default)]
     pub(super) collectors: RawTenantCollectors,
-    #[serde(default)]
     pub(super) probe: Option<RawTenantProbe>,
-    #[serde(default)]
     pub(super) discovery: Option<RawDiscovery>,
 }
 

@@ -5,24 +5,18 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::fields::account_list;
-use super::{ConfigError, defaults, invalid, limits};
+use super::fields::{account_list, in_range};
+use super::{ConfigError, defaults, limits};
 
 /// What discovery follows; at the top level, every tenant's defaults.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawDiscovery {
-    #[serde(default)]
     pub(crate) accounts: Option<bool>,
-    #[serde(default)]
     pub(crate) domains: Option<bool>,
-    #[serde(default)]
     pub(crate) max_accounts: Option<usize>,
-    #[serde(default)]
     pub(crate) max_domains: Option<usize>,
-    #[serde(default)]
     pub(crate) allow: Option<Vec<i64>>,
-    #[serde(default)]
     pub(crate) deny: Option<Vec<i64>>,
 }
 
@@ -63,14 +57,12 @@ pub(crate) fn discovery(
         return Ok(defaults.clone());
     };
     let cap = |key: &str, value: Option<usize>, default: usize| {
-        let n = value.unwrap_or(default);
-        if n > limits::MAX_TARGETS {
-            return Err(invalid(
-                format!("{field}.{key}"),
-                format!("{n} is out of range: use 0 to {}", limits::MAX_TARGETS),
-            ));
-        }
-        Ok(n)
+        in_range(
+            format!("{field}.{key}"),
+            value.unwrap_or(default),
+            0..=limits::MAX_TARGETS,
+            format_args!("use 0 to {}", limits::MAX_TARGETS),
+        )
     };
     let ids = |key: &str, list: Option<Vec<i64>>| -> Result<Option<BTreeSet<i32>>, ConfigError> {
         list.map(|l| {

@@ -2,6 +2,8 @@
 //! time zones and date formats. Each message names the field and the fix.
 
 use std::collections::HashSet;
+use std::fmt;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use super::date_format::DateFormat;
@@ -55,6 +57,21 @@ impl Day {
     /// `now` in the zone.
     pub fn zoned(&self, now: jiff::Timestamp) -> jiff::Zoned {
         now.to_zoned(self.timezone.clone())
+    }
+}
+
+/// `value` if `range` holds it, else an error naming `field` and the value, then `fix`: how to
+/// write it (the range, what its low end means, an example).
+pub fn in_range<T: PartialOrd + fmt::Display>(
+    field: impl Into<String>,
+    value: T,
+    range: RangeInclusive<T>,
+    fix: impl fmt::Display,
+) -> Result<T, ConfigError> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(invalid(field, format!("{value} is out of range: {fix}")))
     }
 }
 

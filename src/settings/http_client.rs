@@ -30,15 +30,10 @@ const MAX_NO_PROXY_CHARS: usize = 4096;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTlsConfig {
-    #[serde(default)]
     ca_file: Option<PathBuf>,
-    #[serde(default)]
     cert_file: Option<PathBuf>,
-    #[serde(default)]
     key_file: Option<PathBuf>,
-    #[serde(default)]
     server_name: Option<String>,
-    #[serde(default)]
     min_version: Option<String>,
 }
 

@@ -5,22 +5,17 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::fields::account_list;
-use super::{ConfigError, defaults, invalid, limits};
+use super::fields::{account_list, in_range};
+use super::{ConfigError, defaults, limits};
 
 /// `/probe` settings; `max_targets` and `allow` are the defaults of every tenant.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawProbe {
-    #[serde(default)]
     pub(crate) idle_intervals: Option<u32>,
-    #[serde(default)]
     pub(crate) max_targets: Option<usize>,
-    #[serde(default)]
     pub(crate) new_per_interval: Option<usize>,
-    #[serde(default)]
     pub(crate) first_fetches: Option<usize>,
-    #[serde(default)]
     pub(crate) allow: Option<Vec<i64>>,
 }
 
@@ -28,13 +23,9 @@ pub(crate) struct RawProbe {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawTenantProbe {
-    #[serde(default)]
     pub(crate) max_targets: Option<usize>,
-    #[serde(default)]
     pub(crate) new_per_interval: Option<usize>,
-    #[serde(default)]
     pub(crate) first_fetches: Option<usize>,
-    #[serde(default)]
     pub(crate) allow: Option<Vec<i64>>,
 }
 
@@ -69,16 +60,12 @@ pub(crate) fn probe(raw: Option<RawProbe>) -> Result<(u32, ProbeConfig), ConfigE
     let Some(raw) = raw else {
         return Ok((defaults::PROBE_IDLE_INTERVALS, ProbeConfig::default()));
     };
-    let idle = raw.idle_intervals.unwrap_or(defaults::PROBE_IDLE_INTERVALS);
-    if !(1..=limits::MAX_IDLE_INTERVALS).contains(&idle) {
-        return Err(invalid(
-            "probe.idle_intervals",
-            format!(
-                "{idle} is out of range: use 1 to {}, e.g. 3",
-                limits::MAX_IDLE_INTERVALS
-            ),
-        ));
-    }
+    let idle = in_range(
+        "probe.idle_intervals",
+        raw.idle_intervals.unwrap_or(defaults::PROBE_IDLE_INTERVALS),
+        1..=limits::MAX_IDLE_INTERVALS,
+        format_args!("use 1 to {}, e.g. 3", limits::MAX_IDLE_INTERVALS),
+    )?;
     let settings = tenant_probe(
         "probe",
         RawTenantProbe {
@@ -99,36 +86,30 @@ pub(crate) fn tenant_probe(
     raw: RawTenantProbe,
     defaults: &ProbeConfig,
 ) -> Result<ProbeConfig, ConfigError> {
-    let max_targets = raw.max_targets.unwrap_or(defaults.max_targets);
-    if max_targets > limits::MAX_TARGETS {
-        return Err(invalid(
-            format!("{field}.max_targets"),
-            format!(
-                "{max_targets} is out of range: use 0 (no probe registers a target) to {}",
-                limits::MAX_TARGETS
-            ),
-        ));
-    }
-    let new_per_interval = raw.new_per_interval.unwrap_or(defaults.new_per_interval);
-    if new_per_interval > limits::MAX_TARGETS {
-        return Err(invalid(
-            format!("{field}.new_per_interval"),
-            format!(
-                "{new_per_interval} is out of range: use 0 (no probe registers a new account) to {}, e.g. 100",
-                limits::MAX_TARGETS
-            ),
-        ));
-    }
-    let first_fetches = raw.first_fetches.unwrap_or(defaults.first_fetches);
-    if !(1..=limits::MAX_FIRST_FETCHES).contains(&first_fetches) {
-        return Err(invalid(
-            format!("{field}.first_fetches"),
-            format!(
-                "{first_fetches} is out of range: use 1 to {}, e.g. 16",
-                limits::MAX_FIRST_FETCHES
-            ),
-        ));
-    }
+    let max_targets = in_range(
+        format!("{field}.max_targets"),
+        raw.max_targets.unwrap_or(defaults.max_targets),
+        0..=limits::MAX_TARGETS,
+        format_args!(
+            "use 0 (no probe registers a target) to {}",
+            limits::MAX_TARGETS
+        ),
+    )?;
+    let new_per_interval = in_range(
+        format!("{field}.new_per_interval"),
+        raw.new_per_interval.unwrap_or(defaults.new_per_interval),
+        0..=limits::MAX_TARGETS,
+        format_args!(
+            "use 0 (no probe registers a new account) to {}, e.g. 100",
+            limits::MAX_TARGETS
+        ),
+    )?;
+    let first_fetches = in_range(
+        format!("{field}.first_fetches"),
+        raw.first_fetches.unwrap_or(defaults.first_fetches),
+        1..=limits::MAX_FIRST_FETCHES,
+        format_args!("use 1 to {}, e.g. 16", limits::MAX_FIRST_FETCHES),
+    )?;
     let allow = match raw.allow {
         Some(ids) => Some(
             account_list(&format!("{field}.allow"), &ids, false)?

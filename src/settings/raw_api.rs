@@ -12,38 +12,27 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawApi {
     pub(crate) base_url: String,
-    #[serde(default)]
     pub(crate) token_file: Option<PathBuf>,
     #[serde(default, with = "humantime_serde")]
     pub(crate) timeout: Option<Duration>,
-    #[serde(default)]
     pub(crate) concurrency: Option<usize>,
     /// Requests per second the provider's contract allows each token, at most.
-    #[serde(default)]
     pub(crate) rate_limit: Option<f64>,
     /// Requests per second the provider's contract allows each token on one endpoint, at most.
-    #[serde(default)]
     pub(crate) endpoint_rate_limits: Option<std::collections::BTreeMap<String, f64>>,
-    #[serde(default)]
     pub(crate) max_response_bytes: Option<u64>,
-    #[serde(default)]
     pub(crate) max_retries: Option<u32>,
     #[serde(default, with = "humantime_serde")]
     pub(crate) retry_backoff: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
     pub(crate) retry_max_backoff: Option<Duration>,
-    #[serde(default)]
     pub(crate) circuit_breaker_failures: Option<u32>,
     #[serde(default, with = "humantime_serde")]
     pub(crate) circuit_breaker_cooldown: Option<Duration>,
     /// Prometheus' `http_client_config` keys: the way to the provider.
-    #[serde(default)]
     pub(crate) proxy_url: Option<String>,
-    #[serde(default)]
     pub(crate) no_proxy: Option<String>,
-    #[serde(default)]
     pub(crate) proxy_from_environment: Option<bool>,
-    #[serde(default)]
     pub(crate) tls_config: Option<super::http_client::RawTlsConfig>,
 }
 

@@ -72,9 +72,7 @@ macro_rules! collector_block {
         crate::settings::schedule::collector_block! {
             $(#[$meta])*
             pub struct $name {
-                #[serde(default)]
                 pub timezone: Option<String>,
-                #[serde(default)]
                 pub date_format: Option<String>,
                 $($fields)*
             }

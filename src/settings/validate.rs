@@ -10,7 +10,7 @@ use secrecy::SecretString;
 
 use crate::redact::{quote, redact_url};
 
-use super::fields::within;
+use super::fields::{in_range, within};
 use super::outside::Outside;
 use super::raw_api::RawApi;
 use super::{
@@ -250,29 +250,26 @@ pub(crate) fn api_settings(
 
 /// The largest answer read, in bytes.
 fn max_response_bytes(raw: Option<u64>) -> Result<u64, ConfigError> {
-    let max_response_bytes = raw.unwrap_or(defaults::MAX_RESPONSE_BYTES);
-    if !(limits::MIN_RESPONSE_BYTES..=limits::MAX_RESPONSE_BYTES).contains(&max_response_bytes) {
-        return Err(invalid(
-            "api.max_response_bytes",
-            format!(
-                "{max_response_bytes} is out of range: use {} to {} (256 MiB), for example 4194304",
-                limits::MIN_RESPONSE_BYTES,
-                limits::MAX_RESPONSE_BYTES
-            ),
-        ));
-    }
-    Ok(max_response_bytes)
+    in_range(
+        "api.max_response_bytes",
+        raw.unwrap_or(defaults::MAX_RESPONSE_BYTES),
+        limits::MIN_RESPONSE_BYTES..=limits::MAX_RESPONSE_BYTES,
+        format_args!(
+            "use {} to {} (256 MiB), for example 4194304",
+            limits::MIN_RESPONSE_BYTES,
+            limits::MAX_RESPONSE_BYTES
+        ),
+    )
 }
 
 /// How often and after what back-off a failed call is tried again.
 fn retry_policy(raw: &RawApi) -> Result<RetryPolicy, ConfigError> {
-    let max_retries = raw.max_retries.unwrap_or(defaults::MAX_RETRIES);
-    if max_retries > 10 {
-        return Err(invalid(
-            "api.max_retries",
-            format!("{max_retries} is out of range: use 0 to 10"),
-        ));
-    }
+    let max_retries = in_range(
+        "api.max_retries",
+        raw.max_retries.unwrap_or(defaults::MAX_RETRIES),
+        0..=10,
+        "use 0 to 10",
+    )?;
     let backoff = raw.retry_backoff.unwrap_or(defaults::RETRY_BACKOFF);
     let max_backoff = raw.retry_max_backoff.unwrap_or(defaults::RETRY_MAX_BACKOFF);
     within(
@@ -297,18 +294,16 @@ fn retry_policy(raw: &RawApi) -> Result<RetryPolicy, ConfigError> {
 
 /// When an endpoint's circuit opens, and for how long.
 fn breaker_policy(raw: &RawApi) -> Result<BreakerPolicy, ConfigError> {
-    let failures = raw
-        .circuit_breaker_failures
-        .unwrap_or(defaults::BREAKER_FAILURES);
-    if failures > limits::MAX_BREAKER_FAILURES {
-        return Err(invalid(
-            "api.circuit_breaker_failures",
-            format!(
-                "{failures} is out of range: use 0 (never open) to {}, for example 5",
-                limits::MAX_BREAKER_FAILURES
-            ),
-        ));
-    }
+    let failures = in_range(
+        "api.circuit_breaker_failures",
+        raw.circuit_breaker_failures
+            .unwrap_or(defaults::BREAKER_FAILURES),
+        0..=limits::MAX_BREAKER_FAILURES,
+        format_args!(
+            "use 0 (never open) to {}, for example 5",
+            limits::MAX_BREAKER_FAILURES
+        ),
+    )?;
     let cooldown = raw
         .circuit_breaker_cooldown
         .unwrap_or(defaults::BREAKER_COOLDOWN);
@@ -324,34 +319,30 @@ fn breaker_policy(raw: &RawApi) -> Result<BreakerPolicy, ConfigError> {
 
 /// Requests in flight at most, 1 to 256.
 pub(crate) fn concurrency(field: &str, raw: Option<usize>) -> Result<usize, ConfigError> {
-    let concurrency = raw.unwrap_or(defaults::CONCURRENCY);
-    if !(1..=256).contains(&concurrency) {
-        return Err(invalid(
-            field,
-            format!("{concurrency} is out of range: use 1 to 256"),
-        ));
-    }
-    Ok(concurrency)
+    in_range(
+        field,
+        raw.unwrap_or(defaults::CONCURRENCY),
+        1..=256,
+        "use 1 to 256",
+    )
 }
 
 /// A ceiling on requests per second, from `MIN_RATE_LIMIT` to `MAX_RATE_LIMIT`, if given.
 pub(crate) fn rate_limit(field: &str, raw: Option<f64>) -> Result<Option<f64>, ConfigError> {
-    match raw {
-        None => Ok(None),
-        Some(r)
-            if r.is_finite() && (limits::MIN_RATE_LIMIT..=limits::MAX_RATE_LIMIT).contains(&r) =>
-        {
-            Ok(Some(r))
-        }
-        Some(r) => Err(invalid(
+    // Neither NaN nor an infinity is in the range.
+    raw.map(|r| {
+        in_range(
             field,
-            format!(
-                "{r} is out of range: give the requests per second the provider allows the token, from {} to {}, e.g. 50 (or leave it out: the exporter learns the limit from the provider's answers)",
+            r,
+            limits::MIN_RATE_LIMIT..=limits::MAX_RATE_LIMIT,
+            format_args!(
+                "give the requests per second the provider allows the token, from {} to {}, e.g. 50 (or leave it out: the exporter learns the limit from the provider's answers)",
                 limits::MIN_RATE_LIMIT,
                 limits::MAX_RATE_LIMIT
             ),
-        )),
-    }
+        )
+    })
+    .transpose()
 }
 
 /// Ceilings per endpoint: each a [`rate_limit`], keyed by an endpoint's name (checked against

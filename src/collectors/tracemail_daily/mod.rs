@@ -19,9 +19,8 @@ use jiff::civil::Date;
 
 use super::run::Context;
 use super::{Collect, Encode, Extra, Item, Read, Revealed};
-use crate::settings::error::{ConfigError, invalid};
-use crate::settings::fields::Day;
-use crate::settings::fields::account_list;
+use crate::settings::error::ConfigError;
+use crate::settings::fields::{Day, account_list, in_range};
 use crate::settings::schedule::{FromBlock, collector_block};
 use crate::settings::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
@@ -40,7 +39,6 @@ collector_block! {
     /// domains are kept, and the account ids.
     pub struct Block {
         day;
-        #[serde(default)]
         pub top_domains: Option<i64>,
     }
     /// A tenant's accounts.
@@ -92,17 +90,16 @@ fn data(stats: DailyStats, domains: DomainsRank, today: Date) -> DailyData {
 
 impl FromBlock<Block> for Settings {
     fn from_block(raw: &Block, field: &str) -> Result<Self, ConfigError> {
-        let top = raw.top_domains.unwrap_or(defaults::TOP_DOMAINS);
-        if !limits::TOP_DOMAINS.contains(&top) {
-            return Err(invalid(
-                format!("{field}.top_domains"),
-                format!(
-                    "{top} is out of range: use {} to {}",
-                    limits::TOP_DOMAINS.start(),
-                    limits::TOP_DOMAINS.end()
-                ),
-            ));
-        }
+        let top = in_range(
+            format!("{field}.top_domains"),
+            raw.top_domains.unwrap_or(defaults::TOP_DOMAINS),
+            limits::TOP_DOMAINS,
+            format_args!(
+                "use {} to {}",
+                limits::TOP_DOMAINS.start(),
+                limits::TOP_DOMAINS.end()
+            ),
+        )?;
         Ok(Settings {
             day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
             top_domains: top as usize,

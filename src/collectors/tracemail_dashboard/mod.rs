@@ -20,8 +20,7 @@ use super::run::Context;
 use super::{Collect, Encode, Extra, Read, Refers, Revealed, TargetKind};
 use crate::redact::quote;
 use crate::settings::error::{ConfigError, invalid};
-use crate::settings::fields::Day;
-use crate::settings::fields::{account_ids, at_most};
+use crate::settings::fields::{Day, account_ids, at_most, in_range};
 use crate::settings::schedule::{FromBlock, collector_block};
 use crate::settings::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
@@ -54,9 +53,7 @@ impl fmt::Display for View {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawView {
-    #[serde(default)]
     pub account: Option<i64>,
-    #[serde(default)]
     pub domain: Option<String>,
 }
 
@@ -65,7 +62,6 @@ collector_block! {
     /// the top lists, and the filtered views.
     pub struct Block {
         day;
-        #[serde(default)]
         pub limit: Option<i64>,
     }
     /// A tenant's views.
@@ -178,17 +174,16 @@ pub fn body(settings: &Settings, view: &View, today: Date) -> Value {
 
 impl FromBlock<Block> for Settings {
     fn from_block(raw: &Block, field: &str) -> Result<Self, ConfigError> {
-        let limit = raw.limit.unwrap_or(defaults::TOP_LIMIT);
-        if !limits::TOP_LIMIT.contains(&limit) {
-            return Err(invalid(
-                format!("{field}.limit"),
-                format!(
-                    "{limit} is out of range: use {} to {}",
-                    limits::TOP_LIMIT.start(),
-                    limits::TOP_LIMIT.end()
-                ),
-            ));
-        }
+        let limit = in_range(
+            format!("{field}.limit"),
+            raw.limit.unwrap_or(defaults::TOP_LIMIT),
+            limits::TOP_LIMIT,
+            format_args!(
+                "use {} to {}",
+                limits::TOP_LIMIT.start(),
+                limits::TOP_LIMIT.end()
+            ),
+        )?;
         Ok(Settings {
             day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
             limit: limit as i32,

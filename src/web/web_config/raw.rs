@@ -10,43 +10,29 @@ use serde::Deserialize;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawWebConfig {
-    #[serde(default)]
     pub(super) tls_server_config: Option<RawTls>,
-    #[serde(default)]
     pub(super) http_server_config: Option<RawHttp>,
     /// user -> bcrypt hash; a plain map so that `Debug` never runs on it outside this module.
-    #[serde(default)]
     pub(super) basic_auth_users: Option<BTreeMap<String, Option<String>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTls {
-    #[serde(default)]
     pub(super) cert_file: Option<PathBuf>,
-    #[serde(default)]
     pub(super) key_file: Option<PathBuf>,
-    #[serde(default)]
     pub(super) client_auth_type: Option<String>,
-    #[serde(default)]
     pub(super) client_ca_file: Option<PathBuf>,
-    #[serde(default)]
     pub(super) cipher_suites: Option<Vec<String>>,
-    #[serde(default)]
     pub(super) curve_preferences: Option<Vec<String>>,
-    #[serde(default)]
     pub(super) min_version: Option<String>,
-    #[serde(default)]
     pub(super) max_version: Option<String>,
-    #[serde(default)]
     pub(super) prefer_server_cipher_suites: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawHttp {
-    #[serde(default)]
     pub(super) http2: Option<bool>,
-    #[serde(default)]
     pub(super) headers: Option<BTreeMap<String, String>>,
 }

@@ -60,6 +60,30 @@ pub fn gauges<'a, S: EncodeLabelSet + 'a>(
     Ok(())
 }
 
+/// A collector's gauge family without unit, its help followed by the refresh interval.
+pub fn refreshed_gauges<S: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    interval: Duration,
+    samples: &[(S, f64)],
+) -> fmt::Result {
+    let samples = samples.iter().map(|(l, v)| (l, *v));
+    gauges(enc, name, &refreshed(help, interval), None, samples)
+}
+
+/// [`refreshed_gauges`] of an info family or a state set's current state: each sample is 1.
+pub fn refreshed_ones<S: EncodeLabelSet>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    interval: Duration,
+    labels: &[S],
+) -> fmt::Result {
+    let samples = labels.iter().map(|l| (l, 1.0));
+    gauges(enc, name, &refreshed(help, interval), None, samples)
+}
+
 /// One counter family of const samples (the encoder adds `_total`), or nothing at all when it
 /// has none.
 pub fn counters<'a, S: EncodeLabelSet + 'a>(

@@ -7,7 +7,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEnc
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
+use crate::metrics::family::{GaugeTable, refreshed_ones, table};
 use crate::metrics::labels::{Borrowed, Owner, OwnerLabels, write_label};
 
 /// Plain gauges and timestamps: name, help (the source field is named), unit, value.
@@ -145,15 +145,12 @@ pub fn encode(
         .iter()
         .map(|(owner, _, record)| InfoLabels { owner, record })
         .collect();
-    gauges(
+    refreshed_ones(
         enc,
         "mailhost_delivery_account_info",
-        &refreshed(
-            "Descriptive labels of a Delivery account; the value is always 1.",
-            interval,
-        ),
-        None,
-        info.iter().map(|l| (l, 1.0)),
+        "Descriptive labels of a Delivery account; the value is always 1.",
+        interval,
+        &info,
     )
 }
 

@@ -7,7 +7,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
+use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones, table};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 
 /// The archive states always shown as a state set; any other state the API reports is shown too.
@@ -163,15 +163,12 @@ pub fn encode(
             }
         }
     }
-    gauges(
+    refreshed_gauges(
         enc,
         "mailhost_mailbox_archive_status",
-        &refreshed(
-            "Archiving state of the mailbox as a state set (archive_status): 1 on the current state, 0 on the others.",
-            interval,
-        ),
-        None,
-        archive.iter().map(|(l, v)| (l, *v)),
+        "Archiving state of the mailbox as a state set (archive_status): 1 on the current state, 0 on the others.",
+        interval,
+        &archive,
     )?;
     let info: Vec<MailboxInfoLabels> = mailboxes
         .iter()
@@ -183,15 +180,12 @@ pub fn encode(
             status: Value::from(&m.status),
         })
         .collect();
-    gauges(
+    refreshed_ones(
         enc,
         "mailhost_mailbox_info",
-        &refreshed(
-            "Descriptive labels of a mailbox; the value is always 1.",
-            interval,
-        ),
-        None,
-        info.iter().map(|l| (l, 1.0)),
+        "Descriptive labels of a mailbox; the value is always 1.",
+        interval,
+        &info,
     )
 }
 

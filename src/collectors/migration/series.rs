@@ -7,7 +7,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
+use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones, table};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 
 const GAUGES: &GaugeTable<Record> = &[
@@ -106,15 +106,12 @@ fn encode_accounts(
             state: Value::from(state),
         },
     );
-    gauges(
+    refreshed_gauges(
         enc,
         "mailhost_migration_accounts",
-        &refreshed(
-            "Accounts of the migration by state (accounts.<state>; the total is their sum).",
-            interval,
-        ),
-        None,
-        accounts.iter().map(|(l, v)| (l, *v)),
+        "Accounts of the migration by state (accounts.<state>; the total is their sum).",
+        interval,
+        &accounts,
     )
 }
 
@@ -134,15 +131,12 @@ fn encode_status(
             })
         })
         .collect();
-    gauges(
+    refreshed_ones(
         enc,
         "mailhost_migration_status",
-        &refreshed(
-            "The migration's status (status): 1 on the series of the current one.",
-            interval,
-        ),
-        None,
-        status.iter().map(|l| (l, 1.0)),
+        "The migration's status (status): 1 on the series of the current one.",
+        interval,
+        &status,
     )
 }
 
@@ -161,15 +155,12 @@ fn encode_other(
             key: Value::from(key),
         },
     );
-    gauges(
+    refreshed_gauges(
         enc,
         "mailhost_migration_aggregate",
-        &refreshed(
-            "Any other numeric leaf of the migration's aggregate statistics, by dotted path (depth 4 and 64 keys at most).",
-            interval,
-        ),
-        None,
-        other.iter().map(|(l, v)| (l, *v)),
+        "Any other numeric leaf of the migration's aggregate statistics, by dotted path (depth 4 and 64 keys at most).",
+        interval,
+        &other,
     )
 }
 

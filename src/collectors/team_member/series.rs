@@ -6,7 +6,7 @@ use std::time::Duration;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, gauges, refreshed, table};
+use crate::metrics::family::{GaugeTable, refreshed_ones, table};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 
 const GAUGES: &GaugeTable<Record> = &[
@@ -100,15 +100,12 @@ pub fn encode(
             }),
         })
         .collect();
-    gauges(
+    refreshed_ones(
         enc,
         "mailhost_team_member_info",
-        &refreshed(
-            "Descriptive labels of a team member (the name and email address only with identity_labels); the value is always 1.",
-            interval,
-        ),
-        None,
-        info.iter().map(|l| (l, 1.0)),
+        "Descriptive labels of a team member (the name and email address only with identity_labels); the value is always 1.",
+        interval,
+        &info,
     )
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 
 use super::DailyData;
-use crate::metrics::family::{gauges, refreshed};
+use crate::metrics::family::refreshed_gauges;
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::upstream::model::counts::Counts;
 
@@ -41,13 +41,7 @@ pub fn encode(
                 })
             })
             .collect();
-        gauges(
-            enc,
-            name,
-            &refreshed(help, interval),
-            None,
-            samples.iter().map(|(l, v)| (l, *v)),
-        )?;
+        refreshed_gauges(enc, name, help, interval, &samples)?;
     }
     let domains: Vec<(AccountDomainStatusLabels, f64)> = accounts
         .iter()
@@ -65,15 +59,12 @@ pub fn encode(
             })
         })
         .collect();
-    gauges(
+    refreshed_gauges(
         enc,
         "mailhost_delivery_domain_current_day_messages",
-        &refreshed(
-            "Messages of today per sending domain and outcome, for the account's top domains by volume (type=domains-rank).",
-            interval,
-        ),
-        None,
-        domains.iter().map(|(l, v)| (l, *v)),
+        "Messages of today per sending domain and outcome, for the account's top domains by volume (type=domains-rank).",
+        interval,
+        &domains,
     )
 }
 

@@ -8,7 +8,7 @@ use prometheus_client::registry::Unit;
 
 use super::model::Dashboard;
 use super::{DashboardData, View};
-use crate::metrics::family::{gauges, refreshed, single};
+use crate::metrics::family::{refreshed, refreshed_gauges, single};
 use crate::metrics::labels::{Owner, TenantLabel, Value, write_label};
 use crate::upstream::model::counts::Counts;
 
@@ -74,13 +74,7 @@ fn encode_by_status(
         ),
     ] {
         let samples = by_status(views, pick);
-        gauges(
-            enc,
-            name,
-            &refreshed(help, interval),
-            None,
-            samples.iter().map(|(l, v)| (l, *v)),
-        )?;
+        refreshed_gauges(enc, name, help, interval, &samples)?;
     }
     Ok(())
 }
@@ -104,15 +98,12 @@ fn encode_status_groups(
             })
         })
         .collect();
-    gauges(
+    refreshed_gauges(
         enc,
         "mailhost_tracemail_status_group_messages",
-        &refreshed(
-            "Messages of today by status group, from the dashboard's status_groups.",
-            interval,
-        ),
-        None,
-        groups.iter().map(|(l, v)| (l, *v)),
+        "Messages of today by status group, from the dashboard's status_groups.",
+        interval,
+        &groups,
     )
 }
 
@@ -135,15 +126,12 @@ fn encode_top_accounts(
             })
         })
         .collect();
-    gauges(
+    refreshed_gauges(
         enc,
         "mailhost_tracemail_top_account_messages",
-        &refreshed(
-            "Messages of today of the top sending Delivery accounts, from the dashboard's top lists.",
-            interval,
-        ),
-        None,
-        top.iter().map(|(l, v)| (l, *v)),
+        "Messages of today of the top sending Delivery accounts, from the dashboard's top lists.",
+        interval,
+        &top,
     )
 }
 

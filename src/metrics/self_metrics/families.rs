@@ -88,7 +88,10 @@ impl PacerSeries {
     /// One family: a sample per tenant that has one, unlabelled for the unnamed tenant.
     fn family<M: EncodeMetric>(
         encoder: &mut DescriptorEncoder,
-        (name, help, unit, kind): (&str, &str, Option<&Unit>, MetricType),
+        name: &str,
+        help: &str,
+        unit: Option<&Unit>,
+        kind: MetricType,
         samples: &[(&TenantName, M)],
     ) -> std::fmt::Result {
         if samples.is_empty() {
@@ -110,16 +113,17 @@ impl PacerSeries {
 }
 
 impl PacerSeries {
-    /// One family labelled by tenant (left out for the unnamed one) and endpoint.
+    /// One gauge family labelled by tenant (left out for the unnamed one) and endpoint.
     fn by_endpoint<M: EncodeMetric>(
         encoder: &mut DescriptorEncoder,
-        (name, help, kind): (&str, &str, MetricType),
+        name: &str,
+        help: &str,
         samples: Vec<(TenantEndpointLabels, M)>,
     ) -> std::fmt::Result {
         if samples.is_empty() {
             return Ok(());
         }
-        let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+        let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
         for (labels, sample) in &samples {
             sample.encode(metric.encode_family(labels)?)?;
         }
@@ -148,66 +152,48 @@ impl PacerSeries {
         };
         PacerSeries::by_endpoint(
             encoder,
-            (
-                "mailhost_api_pacer_endpoint_rate",
-                "Requests per second the provider allows one endpoint of the tenant's token on its own, as the pacer learned it from 429s that stayed on that endpoint, from that endpoint's rate-limit headers, or as endpoint_rate_limits sets it; absent while the endpoint is not limited on its own.",
-                MetricType::Gauge,
-            ),
+            "mailhost_api_pacer_endpoint_rate",
+            "Requests per second the provider allows one endpoint of the tenant's token on its own, as the pacer learned it from 429s that stayed on that endpoint, from that endpoint's rate-limit headers, or as endpoint_rate_limits sets it; absent while the endpoint is not limited on its own.",
             each()
                 .filter_map(|(l, p)| p.allowed.map(|r| (l, ConstGauge::new(r))))
                 .collect(),
         )?;
         PacerSeries::by_endpoint(
             encoder,
-            (
-                "mailhost_api_pacer_endpoint_paused",
-                "1 while the provider has paused one endpoint of the tenant's token (a burst of 429s with Retry-After there, or its stated quota used up until its reset), else 0.",
-                MetricType::Gauge,
-            ),
+            "mailhost_api_pacer_endpoint_paused",
+            "1 while the provider has paused one endpoint of the tenant's token (a burst of 429s with Retry-After there, or its stated quota used up until its reset), else 0.",
             each()
                 .map(|(l, p)| (l, ConstGauge::new(i64::from(p.paused))))
                 .collect(),
         )?;
         PacerSeries::by_endpoint(
             encoder,
-            (
-                "mailhost_api_endpoint_outage",
-                "1 while every call of one endpoint of the tenant's token fails (5xx without Retry-After, timeouts, refused connections, no answer between): its calls are paused and one probe asks after a cool-down that doubles while it fails; else 0.",
-                MetricType::Gauge,
-            ),
+            "mailhost_api_endpoint_outage",
+            "1 while every call of one endpoint of the tenant's token fails (5xx without Retry-After, timeouts, refused connections, no answer between): its calls are paused and one probe asks after a cool-down that doubles while it fails; else 0.",
             each()
                 .map(|(l, p)| (l, ConstGauge::new(i64::from(p.outage.is_some()))))
                 .collect(),
         )?;
         PacerSeries::by_endpoint(
             encoder,
-            (
-                "mailhost_api_endpoint_outage_since_timestamp_seconds",
-                "When the endpoint's outage began, in seconds since the epoch; absent while it answers.",
-                MetricType::Gauge,
-            ),
+            "mailhost_api_endpoint_outage_since_timestamp_seconds",
+            "When the endpoint's outage began, in seconds since the epoch; absent while it answers.",
             each()
                 .filter_map(|(l, p)| p.outage.map(|o| (l, ConstGauge::new(o.since))))
                 .collect(),
         )?;
         PacerSeries::by_endpoint(
             encoder,
-            (
-                "mailhost_api_endpoint_next_probe_timestamp_seconds",
-                "When the next probe of the endpoint's outage may go, in seconds since the epoch (in the past while a probe is on its way); absent while it answers.",
-                MetricType::Gauge,
-            ),
+            "mailhost_api_endpoint_next_probe_timestamp_seconds",
+            "When the next probe of the endpoint's outage may go, in seconds since the epoch (in the past while a probe is on its way); absent while it answers.",
             each()
                 .filter_map(|(l, p)| p.outage.map(|o| (l, ConstGauge::new(o.next_probe))))
                 .collect(),
         )?;
         PacerSeries::by_endpoint(
             encoder,
-            (
-                "mailhost_api_throttled_targets",
-                "Targets of the endpoint whose HTTP 429s are their own (refused again and again while their neighbours succeed): each backs off alone, fails rate_limited and keeps its values until max_age, and slows no one else.",
-                MetricType::Gauge,
-            ),
+            "mailhost_api_throttled_targets",
+            "Targets of the endpoint whose HTTP 429s are their own (refused again and again while their neighbours succeed): each backs off alone, fails rate_limited and keeps its values until max_age, and slows no one else.",
             each()
                 .map(|(l, p)| {
                     (
@@ -234,12 +220,10 @@ impl Collector for PacerSeries {
             .collect();
         PacerSeries::family(
             &mut encoder,
-            (
-                "mailhost_api_pacer_rate",
-                "Requests per second the provider allows the tenant's token, as its pacer learned it from HTTP 429 answers and rate-limit headers or as rate_limit sets it; absent while the provider has never limited the token.",
-                None,
-                MetricType::Gauge,
-            ),
+            "mailhost_api_pacer_rate",
+            "Requests per second the provider allows the tenant's token, as its pacer learned it from HTTP 429 answers and rate-limit headers or as rate_limit sets it; absent while the provider has never limited the token.",
+            None,
+            MetricType::Gauge,
             &rates,
         )?;
         let demands: Vec<_> = all
@@ -248,12 +232,10 @@ impl Collector for PacerSeries {
             .collect();
         PacerSeries::family(
             &mut encoder,
-            (
-                "mailhost_api_pacer_demand",
-                "Requests per second the tenant's collectors need to refresh every target once per interval; above mailhost_api_pacer_rate, targets are refreshed every few intervals, oldest first, and keep their values meanwhile.",
-                None,
-                MetricType::Gauge,
-            ),
+            "mailhost_api_pacer_demand",
+            "Requests per second the tenant's collectors need to refresh every target once per interval; above mailhost_api_pacer_rate, targets are refreshed every few intervals, oldest first, and keep their values meanwhile.",
+            None,
+            MetricType::Gauge,
             &demands,
         )?;
         let waits: Vec<_> = all
@@ -262,12 +244,10 @@ impl Collector for PacerSeries {
             .collect();
         PacerSeries::family(
             &mut encoder,
-            (
-                "mailhost_api_pacer_wait",
-                "Time the tenant's calls spent waiting for its pacer: the learned pace, and pauses the provider asked for.",
-                Some(&Unit::Seconds),
-                MetricType::Counter,
-            ),
+            "mailhost_api_pacer_wait",
+            "Time the tenant's calls spent waiting for its pacer: the learned pace, and pauses the provider asked for.",
+            Some(&Unit::Seconds),
+            MetricType::Counter,
             &waits,
         )?;
         let paused: Vec<_> = all
@@ -276,12 +256,10 @@ impl Collector for PacerSeries {
             .collect();
         PacerSeries::family(
             &mut encoder,
-            (
-                "mailhost_api_pacer_paused",
-                "1 while the provider has paused the tenant's token (a Retry-After, or a used-up quota until its reset), else 0.",
-                None,
-                MetricType::Gauge,
-            ),
+            "mailhost_api_pacer_paused",
+            "1 while the provider has paused the tenant's token (a Retry-After, or a used-up quota until its reset), else 0.",
+            None,
+            MetricType::Gauge,
             &paused,
         )
     }

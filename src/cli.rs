@@ -208,18 +208,30 @@ pub enum LogFormat {
     Json,
 }
 
-/// `--web.max-requests`: 0 (no limit) up to the most connections there may be.
-fn max_requests(s: &str) -> Result<usize, String> {
+/// A count within `range`; `note` says what its low end means, `example` what suits most setups.
+fn count_in(
+    s: &str,
+    range: std::ops::RangeInclusive<usize>,
+    note: &str,
+    example: usize,
+) -> Result<usize, String> {
     let n: usize = s
         .parse()
-        .map_err(|_| format!("{s:?} is not a whole number; use a count such as 40"))?;
-    if n > *MAX_CONNECTIONS_RANGE.end() {
+        .map_err(|_| format!("{s:?} is not a whole number; use a count such as {example}"))?;
+    if !range.contains(&n) {
         return Err(format!(
-            "{n} is outside 0 to {}; 0 means no limit, 40 suits most setups",
-            MAX_CONNECTIONS_RANGE.end()
+            "{n} is outside {} to {}; {note}{example} suits most setups",
+            range.start(),
+            range.end()
         ));
     }
     Ok(n)
+}
+
+/// `--web.max-requests`: 0 (no limit) up to the most connections there may be.
+fn max_requests(s: &str) -> Result<usize, String> {
+    let range = 0..=*MAX_CONNECTIONS_RANGE.end();
+    count_in(s, range, "0 means no limit, ", 40)
 }
 
 /// Longest `--web.telemetry-path`.
@@ -255,17 +267,7 @@ pub fn telemetry_path(s: &str) -> Result<String, String> {
 }
 
 fn max_connections(s: &str) -> Result<usize, String> {
-    let n: usize = s
-        .parse()
-        .map_err(|_| format!("{s:?} is not a whole number; use a count such as 512"))?;
-    if !MAX_CONNECTIONS_RANGE.contains(&n) {
-        return Err(format!(
-            "{n} is outside {} to {}; 512 suits most setups",
-            MAX_CONNECTIONS_RANGE.start(),
-            MAX_CONNECTIONS_RANGE.end()
-        ));
-    }
-    Ok(n)
+    count_in(s, MAX_CONNECTIONS_RANGE, "", 512)
 }
 
 fn duration_in(
@@ -338,18 +340,13 @@ pub fn parse() -> (Cli, CollectorSwitches) {
 
 /// The collector switches given in `matches`.
 pub fn switches(matches: &clap::ArgMatches) -> CollectorSwitches {
-    let given = |id: String| matches.get_flag(&id);
+    let given = |prefix: &str| {
+        let given = |n: &CollectorName| matches.get_flag(&format!("{prefix}{n}"));
+        CollectorName::ALL.iter().copied().filter(given).collect()
+    };
     CollectorSwitches {
-        on: CollectorName::ALL
-            .iter()
-            .copied()
-            .filter(|n| given(format!("collector.{n}")))
-            .collect(),
-        off: CollectorName::ALL
-            .iter()
-            .copied()
-            .filter(|n| given(format!("no-collector.{n}")))
-            .collect(),
+        on: given("collector."),
+        off: given("no-collector."),
     }
 }
 
@@ -357,12 +354,14 @@ pub fn switches(matches: &clap::ArgMatches) -> CollectorSwitches {
 mod tests {
     use super::*;
 
+    /// The command line of `--demo` and `args`.
+    fn parse(args: &[&str]) -> Result<Cli, String> {
+        Cli::try_parse_from([&["mailhost_exporter", "--demo"][..], args].concat())
+            .map_err(|e| e.to_string())
+    }
+
     #[test]
     fn connection_flags_out_of_range_are_refused_with_the_range() {
-        let parse = |args: &[&str]| {
-            Cli::try_parse_from([&["mailhost_exporter", "--demo"][..], args].concat())
-                .map_err(|e| e.to_string())
-        };
         let ok = parse(&[]).unwrap();
         assert_eq!(ok.max_connections, DEFAULT_MAX_CONNECTIONS);
         assert_eq!(ok.header_read_timeout, DEFAULT_HEADER_READ_TIMEOUT);
@@ -427,19 +426,12 @@ mod tests {
 
     #[test]
     fn max_requests_is_bounded_so_the_scrape_semaphore_can_hold_it() {
-        let parse = |v: &str| {
-            Cli::try_parse_from([
-                "mailhost_exporter",
-                "--demo",
-                &format!("--web.max-requests={v}"),
-            ])
-            .map(|c| c.max_requests)
-            .map_err(|e| e.to_string())
-        };
-        assert_eq!(parse("0"), Ok(0));
-        assert_eq!(parse("1048576"), Ok(1_048_576));
+        let max_requests =
+            |v: &str| parse(&[&format!("--web.max-requests={v}")]).map(|c| c.max_requests);
+        assert_eq!(max_requests("0"), Ok(0));
+        assert_eq!(max_requests("1048576"), Ok(1_048_576));
         for bad in ["1048577", "18446744073709551615", "-1", "many"] {
-            let e = parse(bad).unwrap_err();
+            let e = max_requests(bad).unwrap_err();
             assert!(
                 e.contains("is outside 0 to 1048576") || e.contains("is not a whole number"),
                 "{bad}: {e}"
@@ -449,10 +441,6 @@ mod tests {
 
     #[test]
     fn the_demo_rate_limit_takes_zero_or_a_rate_in_range() {
-        let parse = |args: &[&str]| {
-            Cli::try_parse_from([&["mailhost_exporter", "--demo"][..], args].concat())
-                .map_err(|e| e.to_string())
-        };
         assert_eq!(parse(&[]).unwrap().demo_rate_limit, DEFAULT_DEMO_RATE_LIMIT);
         assert_eq!(
             parse(&["--demo.rate-limit=0"]).unwrap().demo_rate_limit,

@@ -176,78 +176,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_empty_file_is_an_empty_config() {
-        for text in ["", "# nothing\n", "{}"] {
+    fn an_empty_file_or_tls_section_is_an_empty_config_served_as_plain_http() {
+        for text in ["", "# nothing\n", "{}", "tls_server_config: {}\n"] {
             let c = WebConfig::parse(text, Path::new(".")).unwrap();
             assert!(c.tls().is_none() && c.users().is_empty() && c.headers().is_empty());
         }
     }
 
     #[test]
-    fn an_empty_tls_section_means_plain_http() {
-        let c = WebConfig::parse("tls_server_config: {}\n", Path::new(".")).unwrap();
-        assert!(c.tls().is_none());
-    }
-
-    #[test]
-    fn tls_without_a_cert_file_names_the_field() {
-        let e = WebConfig::parse(
-            "tls_server_config:\n  client_auth_type: RequireAndVerifyClientCert\n",
-            Path::new("."),
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "tls_server_config.cert_file: is required when tls_server_config is set; point it at the server certificate (chain) in PEM"
-        );
-    }
-
-    #[test]
-    fn tls_versions_rustls_cannot_speak_as_a_maximum_are_refused() {
-        let e = WebConfig::parse(
-            "tls_server_config:\n  cert_file: a\n  key_file: b\n  max_version: TLS11\n",
-            Path::new("."),
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "tls_server_config.max_version: TLS10 and TLS11 are not supported; this exporter speaks TLS12 and TLS13: set max_version to TLS12 or TLS13"
-        );
-        let e = WebConfig::parse(
-            "tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS13\n  max_version: TLS12\n",
-            Path::new("."),
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "tls_server_config.min_version: TLS13 is above max_version TLS12; raise max_version or lower min_version"
-        );
-    }
-
-    #[test]
-    fn an_unknown_client_auth_type_is_refused() {
-        let e = WebConfig::parse(
-            "tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: Always\n",
-            Path::new("."),
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "tls_server_config.client_auth_type: \"Always\" is not a client auth type; use NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert"
-        );
-    }
-
-    #[test]
-    fn a_header_outside_the_toolkit_list_is_refused() {
-        let e = WebConfig::parse(
-            "http_server_config:\n  headers:\n    X-Foo: bar\n",
-            Path::new("."),
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "http_server_config.headers.X-Foo: this header cannot be configured; use one of Strict-Transport-Security, X-Content-Type-Options, X-Frame-Options, X-XSS-Protection, Content-Security-Policy"
-        );
+    fn a_bad_tls_or_header_setting_is_refused_naming_the_field_and_the_fix() {
+        let tls = "tls_server_config:\n  cert_file: a\n  key_file: b\n";
+        let cases = [
+            (
+                "tls_server_config:\n  client_auth_type: RequireAndVerifyClientCert\n".to_owned(),
+                "tls_server_config.cert_file: is required when tls_server_config is set; point it at the server certificate (chain) in PEM",
+            ),
+            // TLS versions rustls cannot speak are refused as a maximum.
+            (
+                format!("{tls}  max_version: TLS11\n"),
+                "tls_server_config.max_version: TLS10 and TLS11 are not supported; this exporter speaks TLS12 and TLS13: set max_version to TLS12 or TLS13",
+            ),
+            (
+                format!("{tls}  min_version: TLS13\n  max_version: TLS12\n"),
+                "tls_server_config.min_version: TLS13 is above max_version TLS12; raise max_version or lower min_version",
+            ),
+            (
+                format!("{tls}  min_version: TLS14\n"),
+                "tls_server_config.min_version: \"TLS14\" is not a TLS version; use TLS12 or TLS13",
+            ),
+            (
+                format!("{tls}  client_auth_type: Always\n"),
+                "tls_server_config.client_auth_type: \"Always\" is not a client auth type; use NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert",
+            ),
+            // A header outside the toolkit's list.
+            (
+                "http_server_config:\n  headers:\n    X-Foo: bar\n".to_owned(),
+                "http_server_config.headers.X-Foo: this header cannot be configured; use one of Strict-Transport-Security, X-Content-Type-Options, X-Frame-Options, X-XSS-Protection, Content-Security-Policy",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = WebConfig::parse(&text, Path::new(".")).unwrap_err();
+            assert_eq!(e.to_string(), want, "{text}");
+        }
     }
 
     #[test]
@@ -258,19 +228,6 @@ mod tests {
         assert!(
             shown.starts_with("basic_auth_users: invalid type"),
             "{shown}"
-        );
-    }
-
-    #[test]
-    fn an_unknown_tls_version_is_refused() {
-        let e = WebConfig::parse(
-            "tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS14\n",
-            Path::new("."),
-        )
-        .unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "tls_server_config.min_version: \"TLS14\" is not a TLS version; use TLS12 or TLS13"
         );
     }
 }

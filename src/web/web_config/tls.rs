@@ -127,25 +127,20 @@ fn certificates(
     let pem = read(path, field, what)?;
     let certs: Vec<_> = rustls_pemfile::certs(&mut pem.as_slice())
         .collect::<Result<_, _>>()
-        .map_err(|e| {
-            invalid(
-                format!("tls_server_config.{field}"),
-                format!(
-                    "{} is not valid PEM ({e}); point it at {what}",
-                    path.display()
-                ),
-            )
-        })?;
+        .map_err(|e| bad_pem(field, path, &format!("is not valid PEM ({e})"), what))?;
     if certs.is_empty() {
-        return Err(invalid(
-            format!("tls_server_config.{field}"),
-            format!(
-                "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----); point it at {what}",
-                path.display()
-            ),
-        ));
+        let problem = "holds no PEM certificate (-----BEGIN CERTIFICATE-----)";
+        return Err(bad_pem(field, path, problem, what));
     }
     Ok(certs)
+}
+
+/// The PEM file at `path`, named by `field`, is refused: `problem`, and what it should be.
+fn bad_pem(field: &str, path: &Path, problem: &str, what: &str) -> WebConfigError {
+    invalid(
+        format!("tls_server_config.{field}"),
+        format!("{} {problem}; point it at {what}", path.display()),
+    )
 }
 
 const CERT_WHAT: &str = "the server certificate (chain) in PEM";
@@ -157,20 +152,11 @@ fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, WebConfigError> {
     // Never quote the key's bytes: only the path and what is wrong.
     match rustls_pemfile::private_key(&mut pem.as_slice()) {
         Ok(Some(key)) => Ok(key),
-        Ok(None) => Err(invalid(
-            "tls_server_config.key_file",
-            format!(
-                "{} holds no PEM private key (PKCS#8, PKCS#1 or SEC1); point it at {KEY_WHAT}",
-                path.display()
-            ),
-        )),
-        Err(_) => Err(invalid(
-            "tls_server_config.key_file",
-            format!(
-                "{} is not valid PEM; point it at {KEY_WHAT}",
-                path.display()
-            ),
-        )),
+        Ok(None) => {
+            let problem = "holds no PEM private key (PKCS#8, PKCS#1 or SEC1)";
+            Err(bad_pem("key_file", path, problem, KEY_WHAT))
+        }
+        Err(_) => Err(bad_pem("key_file", path, "is not valid PEM", KEY_WHAT)),
     }
 }
 

@@ -92,11 +92,6 @@ impl Config {
             .fold(0usize, |sum, t| sum.saturating_add(t.api.concurrency))
     }
 
-    /// [`Config::load_switched`] without switches.
-    pub fn load_with_env_token(path: &Path) -> Result<Config, ConfigError> {
-        Self::load_switched(path, &CollectorSwitches::default())
-    }
-
     /// [`Config::load`] with [`TOKEN_ENV`] read from the environment now. This is the one place
     /// the exporter reads the token's variable: at start, for `--config.check` and on every
     /// reload (so a reload sees a rotated token); the token file is read by the validation.
@@ -390,15 +385,25 @@ mod tests {
     }
 
     #[test]
-    fn non_http_base_urls_are_refused() {
-        let text = GOOD.replace("https://api.example.net/", "ftp://x");
-        let e = Config::parse(&text, Some("t".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.starts_with("api.base_url: \"ftp://x\" is not an http(s) address"),
-            "{e}"
-        );
+    fn a_non_http_base_url_or_no_enabled_collector_is_refused() {
+        for (from, to, want) in [
+            (
+                "https://api.example.net/",
+                "ftp://x",
+                "api.base_url: \"ftp://x\" is not an http(s) address",
+            ),
+            // A disabled collector counts as absent.
+            (
+                "interval: 30s",
+                "enabled: false",
+                "collectors: no collector is enabled",
+            ),
+        ] {
+            let e = Config::parse(&GOOD.replace(from, to), Some("t".into()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(want), "{e}");
+        }
     }
 
     #[test]
@@ -519,15 +524,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("nested more than 64 deep"), "{e}");
-    }
-
-    #[test]
-    fn a_disabled_collector_counts_as_absent() {
-        let text = GOOD.replace("interval: 30s", "enabled: false");
-        let e = Config::parse(&text, Some("t".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("collectors: no collector is enabled"), "{e}");
     }
 
     fn switched(text: &str, on: &[CollectorName], off: &[CollectorName]) -> Result<Config, String> {

@@ -455,31 +455,23 @@ mod tests {
 
     #[test]
     fn the_tokens_not_listed_under_the_pace_table_are_counted_as_a_person_would() {
-        assert_eq!(
-            unlimited_tokens(1, 0, 0),
-            "The token is not rate-limited now."
-        );
-        assert_eq!(
-            unlimited_tokens(3, 0, 0),
-            "None of the 3 tokens is rate-limited now."
-        );
-        assert_eq!(unlimited_tokens(2, 2, 0), "");
-        assert_eq!(
-            unlimited_tokens(2, 1, 0),
-            "The other token is not rate-limited now."
-        );
-        assert_eq!(
-            unlimited_tokens(10, 3, 0),
-            "The other 7 tokens are not rate-limited now."
-        );
-        assert_eq!(
-            unlimited_tokens(150, 101, 1),
-            "The other 49 tokens are not rate-limited now. One more rate-limited token is not listed."
-        );
-        assert_eq!(
-            unlimited_tokens(120, 120, 20),
-            "20 more rate-limited tokens are not listed."
-        );
+        for ((tokens, limited, unlisted), want) in [
+            ((1, 0, 0), "The token is not rate-limited now."),
+            ((3, 0, 0), "None of the 3 tokens is rate-limited now."),
+            ((2, 2, 0), ""),
+            ((2, 1, 0), "The other token is not rate-limited now."),
+            ((10, 3, 0), "The other 7 tokens are not rate-limited now."),
+            (
+                (150, 101, 1),
+                "The other 49 tokens are not rate-limited now. One more rate-limited token is not listed.",
+            ),
+            (
+                (120, 120, 20),
+                "20 more rate-limited tokens are not listed.",
+            ),
+        ] {
+            assert_eq!(unlimited_tokens(tokens, limited, unlisted), want);
+        }
         assert!(!paces(&[]).contains("0 tokens"), "{}", paces(&[]));
     }
 }

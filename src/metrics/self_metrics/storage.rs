@@ -73,20 +73,28 @@ impl StorageSeries {
         self.lock().clone()
     }
 
-    fn one<M: EncodeMetric>(
+    /// A gauge without labels, left out while it has no sample.
+    fn gauge<M: EncodeMetric>(
         encoder: &mut DescriptorEncoder,
-        (name, help, unit, kind): (&str, &str, Option<&Unit>, MetricType),
+        name: &str,
+        help: &str,
+        unit: Option<&Unit>,
         sample: Option<M>,
     ) -> std::fmt::Result {
         match sample {
-            Some(sample) => sample.encode(encoder.encode_descriptor(name, help, unit, kind)?),
+            Some(sample) => {
+                sample.encode(encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?)
+            }
             None => Ok(()),
         }
     }
 
+    /// A counter with one sample per value of `label`.
     fn by_label(
         encoder: &mut DescriptorEncoder,
-        (name, help, label): (&str, &str, &str),
+        name: &str,
+        help: &str,
+        label: &str,
         samples: impl Iterator<Item = (&'static str, u64)>,
     ) -> std::fmt::Result {
         let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
@@ -104,77 +112,58 @@ impl Collector for StorageSeries {
         };
         let enc = &mut encoder;
         let seconds = Some(&Unit::Seconds);
-        Self::one(
+        Self::gauge(
             enc,
-            (
-                "mailhost_storage_checkpoint_duration",
-                "How long the last checkpoint of the storage directory (--storage.path) took, fsyncs included, whether it succeeded or not.",
-                seconds,
-                MetricType::Gauge,
-            ),
+            "mailhost_storage_checkpoint_duration",
+            "How long the last checkpoint of the storage directory (--storage.path) took, fsyncs included, whether it succeeded or not.",
+            seconds,
             f.checkpoint_seconds.map(ConstGauge::new),
         )?;
-        Self::one(
+        Self::gauge(
             enc,
-            (
-                "mailhost_storage_checkpoint",
-                "Size of the state the last successful checkpoint wrote.",
-                Some(&Unit::Bytes),
-                MetricType::Gauge,
-            ),
+            "mailhost_storage_checkpoint",
+            "Size of the state the last successful checkpoint wrote.",
+            Some(&Unit::Bytes),
             f.checkpoint_bytes
                 .map(|b| ConstGauge::new(i64::try_from(b).unwrap_or(i64::MAX))),
         )?;
-        Self::one(
+        Self::gauge(
             enc,
-            (
-                "mailhost_storage_last_checkpoint_success_timestamp",
-                "When a checkpoint of the storage directory last succeeded: a restart now restores what was known then.",
-                seconds,
-                MetricType::Gauge,
-            ),
+            "mailhost_storage_last_checkpoint_success_timestamp",
+            "When a checkpoint of the storage directory last succeeded: a restart now restores what was known then.",
+            seconds,
             f.last_success.map(ConstGauge::new),
         )?;
         Self::by_label(
             enc,
-            (
-                "mailhost_storage_checkpoint_failures",
-                "Checkpoints that failed, by cause (no_space, not_writable, vanished, too_large, encode, invalid_name, io); the previous state file stays as it was and the exporter goes on serving from memory.",
-                "cause",
-            ),
+            "mailhost_storage_checkpoint_failures",
+            "Checkpoints that failed, by cause (no_space, not_writable, vanished, too_large, encode, invalid_name, io); the previous state file stays as it was and the exporter goes on serving from memory.",
+            "cause",
             WriteCause::ALL
                 .iter()
                 .zip(f.failures)
                 .map(|(c, n)| (c.as_str(), n)),
         )?;
-        Self::one(
+        Self::gauge(
             enc,
-            (
-                "mailhost_storage_restore_duration",
-                "How long reading the storage directory and restoring what belongs to the current config took at start.",
-                seconds,
-                MetricType::Gauge,
-            ),
+            "mailhost_storage_restore_duration",
+            "How long reading the storage directory and restoring what belongs to the current config took at start.",
+            seconds,
             f.restore_seconds.map(ConstGauge::new),
         )?;
-        Self::one(
+        Self::gauge(
             enc,
-            (
-                "mailhost_storage_restored_paces",
-                "Tenants whose pacer started at the pace an earlier process learned (pace.json: the rate known to work, pauses and targets' own back-offs still in force), rather than from the configured rate or a slow start.",
-                None,
-                MetricType::Gauge,
-            ),
+            "mailhost_storage_restored_paces",
+            "Tenants whose pacer started at the pace an earlier process learned (pace.json: the rate known to work, pauses and targets' own back-offs still in force), rather than from the configured rate or a slow start.",
+            None,
             f.restored_paces
                 .map(|n| ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX))),
         )?;
         Self::by_label(
             enc,
-            (
-                "mailhost_storage_state_refused",
-                "State files refused at start, by problem (empty, truncated, corrupt, newer_version, older_version, too_large, unreadable): that part started cold; the warn line names the file and why.",
-                "problem",
-            ),
+            "mailhost_storage_state_refused",
+            "State files refused at start, by problem (empty, truncated, corrupt, newer_version, older_version, too_large, unreadable): that part started cold; the warn line names the file and why.",
+            "problem",
             Problem::ALL
                 .iter()
                 .zip(f.refused)

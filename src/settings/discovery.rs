@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::fields::{account_list, in_range};
+use super::fields::{account_list, in_bounds};
 use super::{ConfigError, defaults, limits};
 
 /// What discovery follows; at the top level, every tenant's defaults.
@@ -57,11 +57,10 @@ pub(crate) fn discovery(
         return Ok(defaults.clone());
     };
     let cap = |key: &str, value: Option<usize>, default: usize| {
-        in_range(
+        in_bounds(
             format!("{field}.{key}"),
             value.unwrap_or(default),
             0..=limits::MAX_TARGETS,
-            format_args!("use 0 to {}", limits::MAX_TARGETS),
         )
     };
     let ids = |key: &str, list: Option<Vec<i64>>| -> Result<Option<BTreeSet<i32>>, ConfigError> {

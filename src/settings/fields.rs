@@ -75,6 +75,16 @@ pub fn in_range<T: PartialOrd + fmt::Display>(
     }
 }
 
+/// [`in_range`] whose fix is the range itself.
+pub fn in_bounds<T: PartialOrd + fmt::Display>(
+    field: impl Into<String>,
+    value: T,
+    range: RangeInclusive<T>,
+) -> Result<T, ConfigError> {
+    let fix = format!("use {} to {}", range.start(), range.end());
+    in_range(field, value, range, fix)
+}
+
 /// Refuses a duration outside `min..=max`, naming the field, the bound and an example.
 pub fn within(
     field: &str,

@@ -86,23 +86,27 @@ pub(crate) fn tenant_probe(
     raw: RawTenantProbe,
     defaults: &ProbeConfig,
 ) -> Result<ProbeConfig, ConfigError> {
-    let max_targets = in_range(
-        format!("{field}.max_targets"),
-        raw.max_targets.unwrap_or(defaults.max_targets),
-        0..=limits::MAX_TARGETS,
-        format_args!(
-            "use 0 (no probe registers a target) to {}",
+    // Both counts run from 0 (`/probe` registers none) to the targets one exporter holds.
+    let count = |key: &str, value: usize, none: &str, example: &str| {
+        let fix = format!(
+            "use 0 (no probe registers {none}) to {}{example}",
             limits::MAX_TARGETS
-        ),
-    )?;
-    let new_per_interval = in_range(
-        format!("{field}.new_per_interval"),
-        raw.new_per_interval.unwrap_or(defaults.new_per_interval),
-        0..=limits::MAX_TARGETS,
-        format_args!(
-            "use 0 (no probe registers a new account) to {}, e.g. 100",
-            limits::MAX_TARGETS
-        ),
+        );
+        in_range(
+            format!("{field}.{key}"),
+            value,
+            0..=limits::MAX_TARGETS,
+            fix,
+        )
+    };
+    let max_targets = raw.max_targets.unwrap_or(defaults.max_targets);
+    let max_targets = count("max_targets", max_targets, "a target", "")?;
+    let new_per_interval = raw.new_per_interval.unwrap_or(defaults.new_per_interval);
+    let new_per_interval = count(
+        "new_per_interval",
+        new_per_interval,
+        "a new account",
+        ", e.g. 100",
     )?;
     let first_fetches = in_range(
         format!("{field}.first_fetches"),

@@ -10,7 +10,7 @@ use secrecy::SecretString;
 
 use crate::redact::{quote, redact_url};
 
-use super::fields::{in_range, within};
+use super::fields::{in_bounds, in_range, within};
 use super::outside::Outside;
 use super::raw_api::RawApi;
 use super::{
@@ -264,12 +264,8 @@ fn max_response_bytes(raw: Option<u64>) -> Result<u64, ConfigError> {
 
 /// How often and after what back-off a failed call is tried again.
 fn retry_policy(raw: &RawApi) -> Result<RetryPolicy, ConfigError> {
-    let max_retries = in_range(
-        "api.max_retries",
-        raw.max_retries.unwrap_or(defaults::MAX_RETRIES),
-        0..=10,
-        "use 0 to 10",
-    )?;
+    let max_retries = raw.max_retries.unwrap_or(defaults::MAX_RETRIES);
+    let max_retries = in_bounds("api.max_retries", max_retries, 0..=10)?;
     let backoff = raw.retry_backoff.unwrap_or(defaults::RETRY_BACKOFF);
     let max_backoff = raw.retry_max_backoff.unwrap_or(defaults::RETRY_MAX_BACKOFF);
     within(
@@ -319,12 +315,7 @@ fn breaker_policy(raw: &RawApi) -> Result<BreakerPolicy, ConfigError> {
 
 /// Requests in flight at most, 1 to 256.
 pub(crate) fn concurrency(field: &str, raw: Option<usize>) -> Result<usize, ConfigError> {
-    in_range(
-        field,
-        raw.unwrap_or(defaults::CONCURRENCY),
-        1..=256,
-        "use 1 to 256",
-    )
+    in_bounds(field, raw.unwrap_or(defaults::CONCURRENCY), 1..=256)
 }
 
 /// A ceiling on requests per second, from `MIN_RATE_LIMIT` to `MAX_RATE_LIMIT`, if given.

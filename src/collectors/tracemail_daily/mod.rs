@@ -20,7 +20,7 @@ use jiff::civil::Date;
 use super::run::Context;
 use super::{Collect, Encode, Extra, Item, Read, Revealed};
 use crate::settings::error::ConfigError;
-use crate::settings::fields::{Day, account_list, in_range};
+use crate::settings::fields::{Day, account_list, in_bounds};
 use crate::settings::schedule::{FromBlock, collector_block};
 use crate::settings::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
@@ -90,16 +90,8 @@ fn data(stats: DailyStats, domains: DomainsRank, today: Date) -> DailyData {
 
 impl FromBlock<Block> for Settings {
     fn from_block(raw: &Block, field: &str) -> Result<Self, ConfigError> {
-        let top = in_range(
-            format!("{field}.top_domains"),
-            raw.top_domains.unwrap_or(defaults::TOP_DOMAINS),
-            limits::TOP_DOMAINS,
-            format_args!(
-                "use {} to {}",
-                limits::TOP_DOMAINS.start(),
-                limits::TOP_DOMAINS.end()
-            ),
-        )?;
+        let top = raw.top_domains.unwrap_or(defaults::TOP_DOMAINS);
+        let top = in_bounds(format!("{field}.top_domains"), top, limits::TOP_DOMAINS)?;
         Ok(Settings {
             day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
             top_domains: top as usize,

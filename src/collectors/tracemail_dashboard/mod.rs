@@ -20,7 +20,7 @@ use super::run::Context;
 use super::{Collect, Encode, Extra, Read, Refers, Revealed, TargetKind};
 use crate::redact::quote;
 use crate::settings::error::{ConfigError, invalid};
-use crate::settings::fields::{Day, account_ids, at_most, in_range};
+use crate::settings::fields::{Day, account_ids, at_most, in_bounds};
 use crate::settings::schedule::{FromBlock, collector_block};
 use crate::settings::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
@@ -174,16 +174,8 @@ pub fn body(settings: &Settings, view: &View, today: Date) -> Value {
 
 impl FromBlock<Block> for Settings {
     fn from_block(raw: &Block, field: &str) -> Result<Self, ConfigError> {
-        let limit = in_range(
-            format!("{field}.limit"),
-            raw.limit.unwrap_or(defaults::TOP_LIMIT),
-            limits::TOP_LIMIT,
-            format_args!(
-                "use {} to {}",
-                limits::TOP_LIMIT.start(),
-                limits::TOP_LIMIT.end()
-            ),
-        )?;
+        let limit = raw.limit.unwrap_or(defaults::TOP_LIMIT);
+        let limit = in_bounds(format!("{field}.limit"), limit, limits::TOP_LIMIT)?;
         Ok(Settings {
             day: Day::from_keys(field, raw.timezone.clone(), raw.date_format.clone())?,
             limit: limit as i32,

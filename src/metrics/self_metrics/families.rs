@@ -110,9 +110,7 @@ impl PacerSeries {
         }
         Ok(())
     }
-}
 
-impl PacerSeries {
     /// One gauge family labelled by tenant (left out for the unnamed one) and endpoint.
     fn by_endpoint<M: EncodeMetric>(
         encoder: &mut DescriptorEncoder,

@@ -18,9 +18,13 @@ use super::{Finished, Handoff, RunPart, Store};
 use crate::engine::spec::{CollectorSpec, Target, TargetData};
 use crate::upstream::error::UpstreamError;
 
-/// Runs' ends waiting for the publisher, at most, and the most one publication takes (more go
-/// into the next). A run's end that does not fit waits, and its collector with it; a run's
-/// results are never held back (they wait in its tray, at most one per target of the run).
+/// Runs' ends waiting for the publisher, at most. A run's end that does not fit waits, and its
+/// collector with it; a run's results are never held back (they wait in its tray, at most one
+/// per target of the run). The publisher takes every end waiting into the batch it gathers, so
+/// that the runs of one tick (ten thousand tenants start together) cost one rendering, not one
+/// per [`QUEUE`] ends: a batch gathers for at most [`MAX_GAP`], and a collector hands over at
+/// most one end per run and runs at most once a second (`settings::limits::MIN_INTERVAL`), so a
+/// batch holds at most five ends per collector configured.
 const QUEUE: usize = 1024;
 
 /// The longest wait between a run's results and their publication, however long the last
@@ -82,6 +86,21 @@ struct Listed {
 impl Inbox {
     fn trays(&self) -> MutexGuard<'_, Listed> {
         self.trays.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a listed tray holds a result: a run's end may have taken what its tray held
+    /// since it was listed.
+    fn holds_results(&self) -> bool {
+        let mut listed = self.trays();
+        if listed
+            .trays
+            .iter()
+            .any(|shelf| !shelf.waiting().results.is_empty())
+        {
+            return true;
+        }
+        *listed = Listed::default();
+        false
     }
 
     /// Empties every tray listed: what each holds, as a part of its run.
@@ -155,13 +174,17 @@ impl Tray {
 
     /// A target's result landed: the store's from now on.
     pub fn put(&self, target: Target, result: Result<TargetData, UpstreamError>) {
-        let mut waiting = self.0.waiting();
-        waiting.results.push((target, result));
-        if let Some(home) = &self.0.home
-            && !waiting.listed
+        let list = {
+            let mut waiting = self.0.waiting();
+            waiting.results.push((target, result));
+            !std::mem::replace(&mut waiting.listed, true)
+        };
+        // Listed with the tray's lock let go: the publisher looks into trays while it holds the
+        // list's lock, never the other way round.
+        if list
+            && let Some(home) = &self.0.home
             && let Some(inbox) = home.inbox.upgrade()
         {
-            waiting.listed = true;
             let mut listed = inbox.trays();
             listed.trays.push(self.0.clone());
             listed.haste = listed.haste.max(Some(home.haste));
@@ -317,8 +340,8 @@ async fn publish(
                 None => return,
             },
             () = inbox.landed.notified() => {
-                // A wake left over from a tray the last publication emptied already.
-                if inbox.trays().trays.is_empty() {
+                // Trays whose runs' ends took what they held: nothing to publish.
+                if !inbox.holds_results() {
                     continue;
                 }
             }
@@ -326,9 +349,7 @@ async fn publish(
         let arrived = Instant::now();
         // Everything that arrives until then goes into this publication.
         loop {
-            while batch.ends.len() < QUEUE
-                && let Ok(run) = rx.try_recv()
-            {
+            while let Ok(run) = rx.try_recv() {
                 batch.take(run);
             }
             let haste = batch.haste(&inbox);
@@ -338,7 +359,7 @@ async fn publish(
             } else {
                 cadence.publish_at(arrived, haste)
             };
-            if Instant::now() >= at || batch.ends.len() >= QUEUE {
+            if Instant::now() >= at {
                 break;
             }
             tokio::select! {
@@ -357,6 +378,11 @@ async fn publish(
         // end already handed over by its run (an end takes what its tray held).
         let mut handoffs: Vec<Handoff> = ends.into_iter().map(Handoff::End).collect();
         handoffs.extend(inbox.take_parts());
+        if handoffs.is_empty() {
+            // Only trays that their runs' ends emptied: no rendering, and the rest still runs
+            // from the last one.
+            continue;
+        }
         let store = store.clone();
         let took = tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
@@ -512,12 +538,56 @@ mod tests {
     }
 
     #[test]
-    fn a_tray_of_its_own_is_never_listed_and_gives_everything_back() {
+    fn a_tray_of_its_own_has_no_publisher_and_gives_everything_back() {
         let tray = Tray::own();
         tray.put(Target::DeliveryAccount(1), Ok(data(1.0)));
         tray.put(Target::DeliveryAccount(2), Ok(data(2.0)));
-        assert!(!tray.0.waiting().listed);
+        assert!(tray.0.home.is_none());
         assert_eq!(tray.rest().len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tray_its_runs_end_emptied_costs_no_publication() {
+        // Ten thousand tenants of one account each: each run's one result lands in its tray
+        // and its end takes it at once. Publishing the emptied trays would render for nothing
+        // and cut the rest short (its length is the last rendering's).
+        let spec = accounts(&[1], Duration::from_secs(10));
+        let store = Store::new(std::slice::from_ref(&spec));
+        let before = *store.subscribe().borrow();
+        let shutdown = CancellationToken::new();
+        let (publisher, task) = Publisher::start(store.clone(), shutdown.clone());
+        let under_way = publisher.begin();
+        let polled = spec.clone();
+        let tray = publisher.tray(move || polled.clone(), true);
+        tray.put(Target::DeliveryAccount(1), Ok(data(5.0)));
+        let rest = tray.rest();
+        publisher
+            .apply_run(
+                Finished {
+                    spec,
+                    results: rest,
+                    duration: Duration::ZERO,
+                    urgent: false,
+                },
+                under_way,
+            )
+            .await;
+        tokio::time::sleep(MAX_GAP * 2).await;
+        assert_eq!(store.subscribe().borrow().wrapping_sub(before), 1);
+        assert!(shown(&store, 1).0);
+        assert!(
+            publisher.inbox.trays().trays.is_empty(),
+            "the emptied tray is let go"
+        );
+        // A tray listed and emptied by its run's end before the publisher looks: nothing to
+        // publish, and the list is let go.
+        tray.put(Target::DeliveryAccount(1), Ok(data(6.0)));
+        assert_eq!(publisher.inbox.trays().trays.len(), 1);
+        assert_eq!(tray.rest().len(), 1);
+        assert!(!publisher.inbox.holds_results());
+        assert!(publisher.inbox.trays().trays.is_empty());
+        shutdown.cancel();
+        task.await.unwrap();
     }
 
     #[test]

@@ -462,6 +462,19 @@ mod tests {
         let _ = shutdown;
     }
 
+    /// A run on schedule's end, with `results`.
+    fn on_schedule(
+        spec: CollectorSpec,
+        results: Vec<(Target, Result<TargetData, UpstreamError>)>,
+    ) -> Finished {
+        Finished {
+            spec,
+            results,
+            duration: Duration::ZERO,
+            urgent: false,
+        }
+    }
+
     /// Whether the published snapshot holds account `id`, and whether the collector has ended
     /// a run.
     fn shown(store: &Store, id: i32) -> (bool, bool) {
@@ -495,15 +508,7 @@ mod tests {
         assert_eq!(rest.len(), 1);
         assert!(tray.rest().is_empty());
         publisher
-            .apply_run(
-                Finished {
-                    spec,
-                    results: rest,
-                    duration: Duration::ZERO,
-                    urgent: false,
-                },
-                under_way,
-            )
+            .apply_run(on_schedule(spec, rest), under_way)
             .await;
         assert_eq!(shown(&store, 2), (true, true));
         assert!(!shown(&store, 3).0);
@@ -562,15 +567,7 @@ mod tests {
         tray.put(Target::DeliveryAccount(1), Ok(data(5.0)));
         let rest = tray.rest();
         publisher
-            .apply_run(
-                Finished {
-                    spec,
-                    results: rest,
-                    duration: Duration::ZERO,
-                    urgent: false,
-                },
-                under_way,
-            )
+            .apply_run(on_schedule(spec, rest), under_way)
             .await;
         tokio::time::sleep(MAX_GAP * 2).await;
         assert_eq!(store.subscribe().borrow().wrapping_sub(before), 1);
@@ -630,15 +627,7 @@ mod tests {
         task.await.unwrap();
         let under_way = publisher.begin();
         publisher
-            .apply_run(
-                Finished {
-                    spec,
-                    results: Vec::new(),
-                    duration: Duration::ZERO,
-                    urgent: false,
-                },
-                under_way,
-            )
+            .apply_run(on_schedule(spec, Vec::new()), under_way)
             .await;
     }
 }

@@ -383,6 +383,7 @@ async fn publish(
             // from the last one.
             continue;
         }
+        let (ends, parts) = (done.len(), handoffs.len() - done.len());
         let store = store.clone();
         let took = tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
@@ -397,6 +398,12 @@ async fn publish(
         for d in done {
             let _ = d.send(());
         }
+        tracing::debug!(
+            ends,
+            parts,
+            took_ms = took.as_millis() as u64,
+            "published the runs' ends and the trays' results that arrived together"
+        );
         cadence = Cadence {
             ended: Instant::now(),
             took,

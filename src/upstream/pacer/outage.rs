@@ -8,10 +8,10 @@
 //! says what its failure is evidence of:
 //!
 //! - a target whose last call succeeded ([`Standing::Good`]) failing now says the provider
-//!   changed: [`GOOD_TARGETS`] of them failing, with no answer between, is an outage at once;
+//!   changed: [`FAILING_TARGETS`] of them failing, with no answer between, is an outage at once;
 //! - a target never fetched yet ([`Standing::Unknown`], a cold start) says little on its own: a
-//!   broken shard may come first in the queue. [`MIN_TARGETS`] of them (with good ones) failing
-//!   with no answer for [`UNKNOWN_SPAN`] is an outage; healthy targets answer well within it;
+//!   broken shard may come first in the queue. As many of them (with good ones) failing with no
+//!   answer for [`UNKNOWN_SPAN`] is an outage; healthy targets answer well within it;
 //! - a target already failing before ([`Standing::Bad`]: its circuit has failures on record)
 //!   says nothing new, and never counts. While the endpoint is out, its calls are not even
 //!   queued, so a probe is always a call that may answer.
@@ -26,12 +26,12 @@ use tokio::time::Instant;
 
 use crate::upstream::cooldown::CoolDown;
 
-/// Distinct targets whose last call had succeeded that, failing one after another with no
-/// answer between, make an outage at once.
-pub const GOOD_TARGETS: usize = 3;
-/// Distinct targets, good or never fetched, failing with no answer between, that make an
-/// outage once their failures span [`UNKNOWN_SPAN`].
-pub const MIN_TARGETS: usize = 3;
+/// Distinct targets failing one after another with no answer between that make an outage: at
+/// once when their last calls had succeeded, once their failures span [`UNKNOWN_SPAN`] when
+/// some were never fetched. Three: one broken target, or two, is a target's trouble, not the
+/// endpoint's; what tells the two apart is the evidence each target's standing gives, and the
+/// span, not a different count.
+pub const FAILING_TARGETS: usize = 3;
 /// How long failures of targets never fetched must go on with no answer before they are an
 /// outage: at a cold start a broken shard may come first, and the healthy targets behind it
 /// answer well within this.
@@ -99,8 +99,8 @@ impl Down {
 /// Failures since the last answer, and the outage they made.
 #[derive(Clone, Debug, Default)]
 pub struct Outage {
-    /// Distinct failing targets since the last answer (hashes, at most [`MIN_TARGETS`] kept),
-    /// and of them those that were good (at most [`GOOD_TARGETS`]).
+    /// Distinct failing targets since the last answer (hashes, at most [`FAILING_TARGETS`]
+    /// kept), and of them those that were good (as many at most).
     failing: Vec<u64>,
     good: Vec<u64>,
     /// The first of those failures.
@@ -164,22 +164,22 @@ impl Outage {
             return Change::None;
         }
         let first = *self.first.get_or_insert(now);
-        if !self.failing.contains(&target) && self.failing.len() < MIN_TARGETS {
+        if !self.failing.contains(&target) && self.failing.len() < FAILING_TARGETS {
             self.failing.push(target);
         }
         if standing == Standing::Good
             && !self.good.contains(&target)
-            && self.good.len() < GOOD_TARGETS
+            && self.good.len() < FAILING_TARGETS
         {
             self.good.push(target);
         }
         let spanned = now.saturating_duration_since(first) >= UNKNOWN_SPAN;
-        if self.good.len() >= GOOD_TARGETS || (self.failing.len() >= MIN_TARGETS && spanned) {
-            let cooldown = FIRST_COOLDOWN.min(cap.max(FIRST_COOLDOWN));
+        if self.failing.len() >= FAILING_TARGETS && (self.good.len() >= FAILING_TARGETS || spanned)
+        {
             self.down = Some(Down {
                 since: now,
-                probe: CoolDown::new(now, cooldown, true),
-                cooldown,
+                probe: CoolDown::new(now, FIRST_COOLDOWN, true),
+                cooldown: FIRST_COOLDOWN,
             });
             self.forget();
             return Change::Entered;

@@ -5,10 +5,11 @@
 //!
 //! The demand comes as sources (a collector, by name) each with its calls per interval and the
 //! endpoints they are spread over. The fit is the worst overload `f` (demand over the allowed
-//! rate) of the token and of each endpoint: the fleet stops fitting above [`ENTER`] and fits
-//! again below [`LEAVE`]; each target is then refreshed every `ceil(f)` intervals, a period
-//! that moves only when `f` has clearly passed a whole number ([`MOVE_UP`], [`MOVE_DOWN`]), so a
-//! learned rate swinging by a few percent does not flip it. The operator is told once the new
+//! rate) of the token and of each endpoint: the fleet stops fitting once `f` passes 1 (it needs
+//! more than is allowed) and fits again once `f` is clearly below it; each target is then
+//! refreshed every `ceil(f)` intervals, a period that moves only when `f` has clearly passed a
+//! whole number. "Clearly" is one [`MARGIN`] each way, so a learned rate swinging by a few
+//! percent does not flip it. The operator is told once the new
 //! fit has held for the longest interval of the demand: the first runs, while the pacer still
 //! learns, say nothing they would take back.
 
@@ -19,14 +20,12 @@ use tokio::time::Instant;
 
 use crate::upstream::endpoint::Endpoint;
 
-/// The overload above which a fleet that fitted no longer does.
-pub const ENTER: f64 = 1.0;
-/// The overload below which a fleet that did not fit fits again.
-pub const LEAVE: f64 = 0.9;
-/// A refresh period of `k` intervals moves up once the overload passes `k` times this.
-pub const MOVE_UP: f64 = 1.05;
-/// ... and down once it falls below `k - 1` times this.
-pub const MOVE_DOWN: f64 = 0.95;
+/// The hysteresis, as a share of the whole number crossed: a refresh period of `k` intervals
+/// moves up once the overload passes `k (1 + MARGIN)`, and down once it falls below
+/// `(k - 1) (1 - MARGIN)`; a fleet over its limit fits again below `1 - MARGIN` (the same
+/// rule, `k` being 2). One band for every crossing: a learned rate swinging by a few percent
+/// around any whole number, 1 included, holds the fit as it is.
+pub const MARGIN: f64 = 0.05;
 
 /// What a source of demand (a collector) asks of the token: calls per run, once per interval.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,7 +127,7 @@ impl FleetFit {
     }
 
     /// The worst of demand over the token's allowed rate and, per endpoint, its demand over
-    /// its own: above [`ENTER`] the fleet does not fit.
+    /// its own: above 1 the fleet does not fit.
     pub fn overload(&self, token: Option<f64>, endpoint: impl Fn(Endpoint) -> Option<f64>) -> f64 {
         let mut worst = match token {
             Some(allowed) if allowed > 0.0 => self.demand() / allowed,
@@ -169,11 +168,12 @@ impl FleetFit {
     /// The fit for overload `f`, with hysteresis from the fit now.
     fn next(&self, f: f64) -> Fit {
         match self.fit {
-            Fit::Fits if f > ENTER => Fit::Over(f.ceil() as u64),
-            Fit::Over(_) if f < LEAVE => Fit::Fits,
+            // Past 1 the fleet needs more than is allowed: no margin, it does not fit.
+            Fit::Fits if f > 1.0 => Fit::Over(f.ceil() as u64),
+            Fit::Over(_) if f < 1.0 - MARGIN => Fit::Fits,
             Fit::Over(k) => {
                 let k = k as f64;
-                if f > k * MOVE_UP || f < (k - 1.0) * MOVE_DOWN {
+                if f > k * (1.0 + MARGIN) || f < (k - 1.0) * (1.0 - MARGIN) {
                     Fit::Over(f.ceil().max(2.0) as u64)
                 } else {
                     Fit::Over(k as u64)
@@ -272,7 +272,7 @@ mod tests {
         let t0 = Instant::now();
         let mut f = FleetFit::new(t0);
         f.set("delivery_account", demand(100, &[A]));
-        assert_eq!(f.check(t0, ENTER, Some(10.0)), None);
+        assert_eq!(f.check(t0, 1.0, Some(10.0)), None);
         assert_eq!(f.refresh_intervals(), None, "at the boundary it still fits");
         assert_eq!(f.check(t0, 2.5, Some(4.0)), None, "not told before it held");
         assert_eq!(f.refresh_intervals(), Some(3), "kept values follow at once");
@@ -296,9 +296,9 @@ mod tests {
         }
         f.check(t0 + Duration::from_secs(20), 3.2, None);
         assert_eq!(f.refresh_intervals(), Some(4));
-        f.check(t0 + Duration::from_secs(20), 0.95, None);
+        f.check(t0 + Duration::from_secs(20), 0.96, None);
         assert_eq!(f.refresh_intervals(), Some(2), "never below 2 while over");
-        f.check(t0 + Duration::from_secs(20), LEAVE - 0.01, None);
+        f.check(t0 + Duration::from_secs(20), 1.0 - MARGIN - 0.01, None);
         assert_eq!(f.refresh_intervals(), None);
         let told = f.check(t0 + Duration::from_secs(30), 0.5, Some(20.0));
         assert!(

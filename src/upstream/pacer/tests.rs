@@ -807,11 +807,11 @@ fn the_fit_flips_with_hysteresis_and_names_the_refresh_period() {
     assert_eq!(p.refresh_intervals(), None, "5 per second of 10 fits");
     p.set_demand("delivery_account", d(250));
     assert_eq!(p.refresh_intervals(), Some(3), "25 per second of 10");
-    p.set_demand("delivery_account", d(95));
+    p.set_demand("delivery_account", d(96));
     assert_eq!(
         p.refresh_intervals(),
         Some(2),
-        "9.5 per second: not yet below 0.9"
+        "9.6 per second: not yet below 0.95"
     );
     p.set_demand("delivery_account", d(80));
     assert_eq!(p.refresh_intervals(), None);

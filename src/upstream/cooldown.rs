@@ -5,7 +5,9 @@
 //! others go: after the cool-down, the probe of a circuit or an outage and the call after a
 //! pause, whose answer the others wait for; during it, the one call a tentative pause lets go
 //! at its pace to say whose the pause is. Plain state driven by explicit instants and the
-//! calls' sequence numbers: no clock, no lock, no I/O.
+//! calls' sequence numbers: no clock, no lock, no I/O. Here too the arithmetic of instants the
+//! client shares: an instant a wait from now that never panics ([`instant_after`]), and the
+//! instant nothing waits for ([`far`]), both a day out at most.
 
 use std::time::Duration;
 
@@ -15,6 +17,26 @@ use tokio::time::Instant;
 const NOBODY: u64 = u64::MAX;
 /// One call has to ask after the cool-down, and none has gone yet.
 const WAITING: u64 = u64::MAX - 1;
+
+/// A day: far enough that nothing waits for an instant this far away (every deadline, timeout,
+/// pause and cool-down is bounded well below it), and near enough that the clock reaches it.
+const A_DAY: Duration = Duration::from_secs(86_400);
+
+/// `from` plus `by`, saturating rather than panicking: a day from `from` when `by` would take
+/// the clock past its end (the config bounds every deadline and timeout far below that), and
+/// `from` itself when even a day would. The fallback is computed only when it is needed:
+/// `checked_add(by).unwrap_or(from + a_day)` evaluates the `+` first, and panics where it means
+/// not to.
+pub fn instant_after(from: Instant, by: Duration) -> Instant {
+    from.checked_add(by)
+        .or_else(|| from.checked_add(A_DAY))
+        .unwrap_or(from)
+}
+
+/// An instant nothing waits for: [`A_DAY`] from `now`, as far as the clock goes.
+pub fn far(now: Instant) -> Instant {
+    instant_after(now, A_DAY)
+}
 
 /// Calls held back until an instant, and the one call that asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +55,7 @@ impl CoolDown {
     /// callers bound `wait`, this only keeps the arithmetic from panicking); with `asks_after`,
     /// one call asks once it ends and the others wait for its answer.
     pub fn new(now: Instant, wait: Duration, asks_after: bool) -> Self {
-        CoolDown::until(later(now, wait), asks_after)
+        CoolDown::until(instant_after(now, wait), asks_after)
     }
 
     /// The same, until `until`.
@@ -134,17 +156,10 @@ impl CoolDown {
     /// The answer was another "not yet": cool down again for `wait` from `now`, and one call
     /// asks after it.
     pub fn again(&mut self, now: Instant, wait: Duration) {
-        self.until = later(now, wait);
+        self.until = instant_after(now, wait);
         self.after = WAITING;
         self.early = false;
     }
-}
-
-/// `now + wait`, or as far as the clock goes.
-fn later(now: Instant, wait: Duration) -> Instant {
-    now.checked_add(wait)
-        .or_else(|| now.checked_add(Duration::from_secs(86_400)))
-        .unwrap_or(now)
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod tls;
 pub mod trail;
 pub mod transport;
 
+pub use cooldown::instant_after;
 pub use decode::{Fields, first_resource, resources};
 
 use std::sync::Arc;
@@ -722,18 +723,6 @@ enum Attempt {
 /// The longest `Retry-After` kept: any deadline or back-off cap is far shorter, and a longer
 /// one (up to `u64::MAX` seconds) would overflow the `Instant` it is added to.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
-
-/// `from` plus `by`, saturating rather than panicking: a day from `from` when `by` would take
-/// the clock past its end (the config bounds every deadline and timeout far below that), and
-/// `from` itself when even a day would. The fallback is computed only when it is needed:
-/// `checked_add(by).unwrap_or(from + a_day)` evaluates the `+` first, and panics where it means
-/// not to.
-pub fn instant_after(from: Instant, by: Duration) -> Instant {
-    const A_DAY: Duration = Duration::from_secs(86_400);
-    from.checked_add(by)
-        .or_else(|| from.checked_add(A_DAY))
-        .unwrap_or(from)
-}
 
 /// How far `now` is from an hour before the end of the clock's range (the platform's), as far
 /// as `checked_add` goes: for tests of what saturates there.

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::upstream::cooldown::CoolDown;
+use crate::upstream::cooldown::{CoolDown, far};
 
 pub use super::headers::MAX_PAUSE;
 use super::headers::QuotaInfo;
@@ -571,8 +571,7 @@ impl Control {
         let mut at = now;
         // Until the call asking after a pause is answered (its answer wakes the others), or
         // the pause's end unless one call may go during it.
-        let far = now.checked_add(Duration::from_secs(86_400)).unwrap_or(now);
-        if let Some(until) = self.pause.and_then(|p| p.ready_at(far)) {
+        if let Some(until) = self.pause.and_then(|p| p.ready_at(far(now))) {
             at = at.max(until);
         }
         if let Some(b) = self.budget

@@ -19,6 +19,7 @@ use super::shape::Outcomes;
 use super::slow_start::SlowStart;
 use super::targets::Targets;
 use crate::settings::BreakerPolicy;
+use crate::upstream::cooldown::far;
 use crate::upstream::endpoint::Endpoint;
 
 /// The weight of the last answer in the average answer time: a fifth, so that one slow answer
@@ -31,8 +32,6 @@ const MARGIN_ANSWERS: f64 = 2.0;
 const MIN_MARGIN_SECS: f64 = 0.005;
 /// ...and at most this (a provider gone slow must not refuse every call of a short deadline).
 const MAX_MARGIN_SECS: f64 = 2.0;
-/// An instant nothing waits for: this far from now.
-const FAR: Duration = Duration::from_secs(86_400);
 
 /// When the target of a call was last fetched successfully (`None`: never): the older, the
 /// sooner its turn.
@@ -419,10 +418,4 @@ impl State {
         self.token.paused(now)
             || (!self.ways.is_empty() && self.ways.values().all(|w| w.control.paused(now)))
     }
-}
-
-/// Why a call was not admitted before its deadline.
-/// An instant far enough that nothing waits for it: a day from `now`.
-pub(super) fn far(now: Instant) -> Instant {
-    now.checked_add(FAR).unwrap_or(now)
 }

@@ -8,6 +8,7 @@ pub mod cooldown;
 pub mod decode;
 pub mod endpoint;
 pub mod error;
+pub mod first_turn;
 pub mod model;
 pub mod observe;
 pub mod pacer;
@@ -30,6 +31,7 @@ use breaker::CircuitKey;
 use endpoint::Endpoint;
 pub use endpoint::Route;
 use error::{FailureReason, UpstreamError};
+use first_turn::FirstTurn;
 use model::Model;
 use observe::Observer;
 use pacer::Pacer;
@@ -73,6 +75,8 @@ pub struct Client {
     tenant: TenantName,
     /// Where this client's calls write their steps: the trail of one target's poll.
     trail: Option<Recorder>,
+    /// Its target task's place among its run's tasks waiting for a first turn.
+    first_turn: Option<FirstTurn>,
 }
 
 impl Client {
@@ -104,6 +108,7 @@ impl Client {
             hold: pacer::shape::MAX_TARGET_BACKOFF,
             tenant,
             trail: None,
+            first_turn: None,
         })
     }
 
@@ -139,19 +144,15 @@ impl Client {
         }
     }
 
-    /// This client, for calls of a target last fetched at `rank` (`None`: never): among the
-    /// token's waiting calls, the oldest data goes first.
-    pub fn ranked(&self, rank: pacer::Rank) -> Client {
+    /// This client, for one target task of a collector run: its calls go among the token's
+    /// waiting calls by when the target was last fetched (`rank`, `None`: never; the oldest
+    /// data goes first), write their steps to `trail`, and the turn of the first of them, given
+    /// or refused, gives up the task's place among the run's tasks waiting for a first turn.
+    pub fn for_task(&self, rank: pacer::Rank, trail: Recorder, first_turn: FirstTurn) -> Client {
         Client {
             rank,
-            ..self.clone()
-        }
-    }
-
-    /// This client, with its calls' steps written to `trail`.
-    pub fn traced(&self, trail: Recorder) -> Client {
-        Client {
             trail: Some(trail),
+            first_turn: Some(first_turn),
             ..self.clone()
         }
     }
@@ -472,9 +473,11 @@ impl Client {
     ) -> Result<Body, Attempt> {
         let endpoint = key.0;
         let queued = Instant::now();
-        let permit = self
-            .turn(key, place, number, standing, retry, queued)
-            .await?;
+        let turn = self.turn(key, place, number, standing, retry, queued).await;
+        if let Some(first) = &self.first_turn {
+            first.had();
+        }
+        let permit = turn?;
         // A turn among the calls in flight of every tenant (the descriptor plan's cap): waiting
         // for one is waiting for a slot, as at the pacer.
         let Ok(connection) = self.transport.connection(self.deadline).await else {

@@ -9,10 +9,15 @@ use crate::metrics::Format;
 /// The work of one Delivery account collector over `ids` against the provider at `url`
 /// (interval 60 s, deadline 30 s), with a client as the exporter builds one.
 fn work_of(url: &str, ids: &[i32]) -> Work {
+    work_with(url, ids, "")
+}
+
+/// [`work_of`] with more lines under `api:` (`api`, each line indented and ending in a newline).
+fn work_with(url: &str, ids: &[i32], api: &str) -> Work {
     let ids: Vec<String> = ids.iter().map(i32::to_string).collect();
     let config = crate::config::Config::parse(
         &format!(
-            "api:\n  base_url: {url}\n  timeout: 20s\ncollectors:\n  delivery_account:\n    interval: 60s\n    deadline: 30s\n    accounts: [{}]\n",
+            "api:\n  base_url: {url}\n  timeout: 20s\n{api}collectors:\n  delivery_account:\n    interval: 60s\n    deadline: 30s\n    accounts: [{}]\n",
             ids.join(", ")
         ),
         Some("poller-token".to_owned()),
@@ -78,6 +83,64 @@ async fn an_idle_collector_task_stays_small() {
     drop(task);
     shutdown.cancel();
     publishing.await.unwrap();
+}
+
+#[test]
+fn a_run_starts_a_task_while_few_wait_for_a_first_turn_and_its_window_has_room() {
+    let room = run::Room::new(64);
+    assert_eq!((room.window, room.waiting), (1024, 128));
+    assert!(room.for_one_more(500, 127));
+    assert!(
+        !room.for_one_more(500, 128),
+        "twice the concurrency wait for a first turn: the next task waits"
+    );
+    assert!(
+        room.for_one_more(1023, 0),
+        "tasks that had their turn (in flight, waiting to retry) leave room up to the window"
+    );
+    assert!(!room.for_one_more(1024, 0));
+    assert!(
+        room.for_one_more(0, 0),
+        "none under way: a run never waits for nothing"
+    );
+    let large = run::Room::new(512);
+    assert_eq!((large.window, large.waiting), (2048, 1024));
+    let least = run::Room::new(0);
+    assert_eq!((least.window, least.waiting), (1024, 2));
+}
+
+#[tokio::test]
+async fn a_run_keeps_twice_the_concurrency_waiting_for_a_first_turn_not_its_whole_window() {
+    // A provider that takes every call and never answers: two calls in flight (concurrency 2)
+    // and, of the other 498 targets, four wait for a turn; the others are not started, so
+    // their fetches are not built (498 waited before, the whole window: ten tenants of 10,000
+    // accounts held 39 MB of fetches against 3.9 MB for one token of 100,000).
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            open.push(conn);
+        }
+    });
+    let ids: Vec<i32> = (1..=500).collect();
+    let work = work_with(&url, &ids, "  concurrency: 2\n");
+    let pacer = work.ctx.client.pacer().clone();
+    let run = tokio::spawn(async move { run_once(&work.ctx, &work.spec).await });
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while pacer.queued() < 4 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "{} calls queued", pacer.queued());
+    // Long enough for the run to start any task it would.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(pacer.queued(), 4);
+    run.abort();
+    held.abort();
 }
 
 /// Serves `sim` on a free loopback port until `shutdown` is cancelled; returns its URL.

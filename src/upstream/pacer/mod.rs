@@ -165,6 +165,12 @@ impl Pacer {
         &self.shared.tenant
     }
 
+    /// Calls waiting in a queue for their turn, of every endpoint.
+    #[cfg(test)]
+    pub(crate) fn queued(&self) -> usize {
+        self.lock().ways.values().map(|w| w.queue.len()).sum()
+    }
+
     /// Whether `other` is this very pacer (not one of the same tenant built anew).
     pub fn same(&self, other: &Pacer) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)

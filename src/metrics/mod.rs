@@ -389,6 +389,14 @@ fn seconds(ts: jiff::Timestamp) -> f64 {
     ts.as_millisecond() as f64 / 1000.0
 }
 
+/// Asserts that `text` holds every one of `lines`, naming the first missing one.
+#[cfg(test)]
+pub(crate) fn assert_holds(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.contains(line), "{line} missing in\n{text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,12 +487,13 @@ mod tests {
             .map(|l| l.split(",reason=").next().unwrap())
             .collect();
         assert_eq!(targets.len(), ids.len(), "one series per target");
-        assert!(text.contains(
-            "mailhost_target_failure_info{collector=\"delivery_account\",target=\"2\",reason=\"decode\"} 1.0"
-        ));
-        assert!(text.contains(
-            "mailhost_target_last_failure_timestamp_seconds{collector=\"delivery_account\",target=\"1\"} 1795334401.0"
-        ));
+        assert_holds(
+            &text,
+            &[
+                "mailhost_target_failure_info{collector=\"delivery_account\",target=\"2\",reason=\"decode\"} 1.0",
+                "mailhost_target_last_failure_timestamp_seconds{collector=\"delivery_account\",target=\"1\"} 1795334401.0",
+            ],
+        );
         // One success: its series goes, the others stay.
         snapshot.apply_run(&spec, answered(&[(2, 1.0)]), Duration::ZERO, t0);
         let text = render(&Arc::new(snapshot)).classic;

@@ -278,6 +278,7 @@ fn now_seconds() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::assert_holds;
     use crate::metrics::format::Format;
 
     fn classic(t: &Telemetry) -> String {
@@ -287,13 +288,10 @@ mod tests {
     #[test]
     fn failures_start_at_zero_for_every_reason() {
         let t = Telemetry::new(&[Endpoint::new("delivery_account")]);
-        let out = classic(&t);
-        for r in FailureReason::ALL {
-            let line = format!(
-                "mailhost_api_request_failures_total{{endpoint=\"delivery_account\",reason=\"{r}\"}} 0\n"
-            );
-            assert!(out.contains(&line), "{line} missing in\n{out}");
-        }
+        let lines = FailureReason::ALL.map(|r| {
+            format!("mailhost_api_request_failures_total{{endpoint=\"delivery_account\",reason=\"{r}\"}} 0\n")
+        });
+        assert_holds(&classic(&t), &lines.each_ref().map(String::as_str));
     }
 
     #[test]
@@ -309,16 +307,16 @@ mod tests {
             None,
             Duration::from_secs(20),
         );
-        let out = classic(&t);
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"0.25\",endpoint=\"delivery_account\"} 0\n"));
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"0.5\",endpoint=\"delivery_account\"} 1\n"));
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"+Inf\",endpoint=\"delivery_account\"} 2\n"));
-        assert!(out.contains(
-            "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"none\"} 1\n"
-        ));
-        assert!(out.contains(
-            "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n"
-        ));
+        assert_holds(
+            &classic(&t),
+            &[
+                "mailhost_api_request_duration_seconds_bucket{le=\"0.25\",endpoint=\"delivery_account\"} 0\n",
+                "mailhost_api_request_duration_seconds_bucket{le=\"0.5\",endpoint=\"delivery_account\"} 1\n",
+                "mailhost_api_request_duration_seconds_bucket{le=\"+Inf\",endpoint=\"delivery_account\"} 2\n",
+                "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"none\"} 1\n",
+                "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n",
+            ],
+        );
     }
 
     #[test]
@@ -370,15 +368,12 @@ mod tests {
         }
         let out = classic(&t);
         assert!(!out.contains("gone"), "{out}");
-        assert!(
-            out.contains(
-                "mailhost_probe_refused_total{tenant=\"kept\",reason=\"provider_refused\"} 1\n"
-            ),
-            "{out}"
-        );
-        assert!(
-            out.contains("mailhost_api_pacer_rate{tenant=\"kept\"} 2"),
-            "{out}"
+        assert_holds(
+            &out,
+            &[
+                "mailhost_probe_refused_total{tenant=\"kept\",reason=\"provider_refused\"} 1\n",
+                "mailhost_api_pacer_rate{tenant=\"kept\"} 2",
+            ],
         );
         // Configured again: its series come back, counters from zero.
         t.admit_tenants(std::slice::from_ref(&gone));

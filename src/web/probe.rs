@@ -68,11 +68,9 @@ pub(super) async fn probe(
         )
             .into_response();
     }
-    if let Some(refused) = refusal(probes.register(id, Instant::now()), id) {
-        state
-            .telemetry
-            .observe_probe_refused(&tenant, refused.reason);
-        return refused.response();
+    if let Some((reason, response)) = refusal(probes.register(id, Instant::now()), id) {
+        state.telemetry.observe_probe_refused(&tenant, reason);
+        return response;
     }
     // The account collectors that poll this account: the probe waits for them and no other.
     let polled_by = probes.polled_by(id);
@@ -125,30 +123,10 @@ fn debug_answer(state: &AppState, pairs: &[(String, String)]) -> Response {
     }
 }
 
-/// Why a probe is refused: the `reason` it is counted under, the status and text it is
-/// answered, and when to try again.
-struct Refused {
-    reason: &'static str,
-    status: StatusCode,
-    retry: Option<Duration>,
-    text: String,
-}
-
-impl Refused {
-    fn response(self) -> Response {
-        let mut response = (self.status, self.text).into_response();
-        if let Some(wait) = self.retry
-            && let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string())
-        {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        response
-    }
-}
-
-/// The refusal of a probe of account `id` that registered as `registration`; `None` when it
-/// is polled.
-fn refusal(registration: Registration, id: i32) -> Option<Refused> {
+/// The refusal of a probe of account `id` that registered as `registration`: the `reason` it
+/// is counted under and its answer (with when to try again, if it may); `None` when it is
+/// polled.
+fn refusal(registration: Registration, id: i32) -> Option<(&'static str, Response)> {
     let (reason, status, retry, text) = match registration {
         Registration::NotAllowed => (
             "not_allowed",
@@ -189,12 +167,13 @@ fn refusal(registration: Registration, id: i32) -> Option<Refused> {
         ),
         Registration::Configured | Registration::Known | Registration::Added => return None,
     };
-    Some(Refused {
-        reason,
-        status,
-        retry,
-        text,
-    })
+    let mut response = (status, text).into_response();
+    if let Some(wait) = retry
+        && let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string())
+    {
+        response.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    Some((reason, response))
 }
 
 /// A probe waiting for the first fetch of its account.

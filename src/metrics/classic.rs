@@ -78,26 +78,12 @@ impl Rewriter {
                 // OpenMetrics-only types (info, stateset, unknown, ...) have no classic peer.
                 _ => ("", "untyped"),
             };
-            let mut head = String::with_capacity(128);
-            if let Some(text) = self
-                .help
-                .take()
-                .and_then(|h| h.split_once(' ').map(|(_, t)| t.to_owned()))
-            {
-                head.push_str("# HELP ");
-                head.push_str(name);
-                head.push_str(suffix);
-                head.push(' ');
-                head.push_str(&classic_help(text.trim_end_matches('\n')));
-                head.push('\n');
+            let help = self.help.take();
+            if let Some((_, text)) = help.as_deref().and_then(|h| h.split_once(' ')) {
+                let text = classic_help(text.trim_end_matches('\n'));
+                out(&format!("# HELP {name}{suffix} {text}\n"));
             }
-            head.push_str("# TYPE ");
-            head.push_str(name);
-            head.push_str(suffix);
-            head.push(' ');
-            head.push_str(kind);
-            head.push('\n');
-            out(&head);
+            out(&format!("# TYPE {name}{suffix} {kind}\n"));
             self.counter = (kind == "counter").then(|| name.to_owned());
             return;
         }

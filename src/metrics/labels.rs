@@ -230,11 +230,23 @@ pub struct ProbeRefusedLabels {
     pub reason: &'static str,
 }
 
+/// Build facts for `mailhost_build_info` (and the landing page).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: &'static str,
     pub revision: &'static str,
     pub rustc_version: &'static str,
+}
+
+impl BuildLabels {
+    /// This build's.
+    pub fn current() -> Self {
+        BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: env!("MAILHOST_BUILD_REVISION"),
+            rustc_version: env!("MAILHOST_RUSTC_VERSION"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

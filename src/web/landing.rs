@@ -12,7 +12,8 @@ use jiff::Timestamp;
 
 use super::{AppState, html};
 use crate::engine::snapshot::{CollectorState, TargetState};
-use crate::metrics::self_metrics::{BuildInfo, PaceView};
+use crate::metrics::labels::BuildLabels;
+use crate::metrics::self_metrics::PaceView;
 
 /// Target rows shown per collector; the rest are counted, and are all on `/metrics`. A fleet
 /// of thousands must not make a page of megabytes, nor take long to build under the lock-free
@@ -46,7 +47,7 @@ pub async fn page(
     upstream: Option<Extension<SharedUpstream>>,
 ) -> Response {
     let prepared = state.store.prepared();
-    let build = BuildInfo::current();
+    let build = BuildLabels::current();
     let now = Timestamp::now();
     let path = esc(&state.telemetry_path);
     let mut collectors: Vec<_> = prepared.snapshot.collectors.values().collect();

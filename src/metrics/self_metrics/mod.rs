@@ -40,24 +40,6 @@ struct Inner {
     shapes_suppressed: bool,
 }
 
-/// Build facts for `mailhost_build_info`.
-#[derive(Clone, Debug)]
-pub struct BuildInfo {
-    pub version: &'static str,
-    pub revision: &'static str,
-    pub rustc_version: &'static str,
-}
-
-impl BuildInfo {
-    pub fn current() -> Self {
-        BuildInfo {
-            version: env!("CARGO_PKG_VERSION"),
-            revision: env!("MAILHOST_BUILD_REVISION"),
-            rustc_version: env!("MAILHOST_RUSTC_VERSION"),
-        }
-    }
-}
-
 pub struct Telemetry {
     metrics: SelfMetrics,
     /// Counts changes, so that a rendering of the self-metrics can be reused until the next
@@ -71,15 +53,7 @@ impl Telemetry {
     /// Counters of the given endpoints start at zero, so that `rate()` and alerts see them
     /// before the first failure.
     pub fn new(endpoints: &[Endpoint]) -> Self {
-        let build = BuildInfo::current();
-        let metrics = SelfMetrics::new(
-            BuildLabels {
-                version: build.version,
-                revision: build.revision,
-                rustc_version: build.rustc_version,
-            },
-            now_seconds(),
-        );
+        let metrics = SelfMetrics::new(BuildLabels::current(), now_seconds());
         metrics.ensure_endpoints(endpoints, &[TenantName::default()]);
         Telemetry {
             metrics,

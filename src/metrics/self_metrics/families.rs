@@ -35,10 +35,6 @@ use crate::upstream::observe::EndpointPace;
 /// Upper bounds of the request latency histogram, in seconds.
 pub const DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
-fn duration_histogram() -> Histogram {
-    Histogram::new(DURATION_BUCKETS)
-}
-
 /// Why `/probe` refuses an account: the `reason` of `mailhost_probe_refused_total`.
 pub const PROBE_REFUSALS: [&str; 5] = [
     "not_allowed",
@@ -275,7 +271,7 @@ impl SelfMetrics {
             retries: Family::default(),
             retries_refused: Family::default(),
             open_circuits: Family::default(),
-            durations: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
+            durations: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
             parse_problems: Family::default(),
             probe_refused: Family::default(),
             pacers: PacerSeries::default(),
@@ -383,18 +379,15 @@ impl SelfMetrics {
             for tenant in tenants {
                 let tenant = TenantLabel(tenant.clone());
                 for reason in FailureReason::ALL {
-                    let _ = self.failures.get_or_create(&FailureLabels {
+                    let labels = FailureLabels {
                         tenant: tenant.clone(),
                         endpoint,
                         reason,
-                    });
-                }
-                for reason in FailureReason::RETRIED {
-                    let _ = self.retries.get_or_create(&FailureLabels {
-                        tenant: tenant.clone(),
-                        endpoint,
-                        reason,
-                    });
+                    };
+                    let _ = self.failures.get_or_create(&labels);
+                    if FailureReason::RETRIED.contains(&reason) {
+                        let _ = self.retries.get_or_create(&labels);
+                    }
                 }
                 let labels = TenantEndpointLabels { tenant, endpoint };
                 let _ = self.retries_refused.get_or_create(&labels);

@@ -145,10 +145,6 @@ impl Users {
         self.inner.hashes.len()
     }
 
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.inner.hashes.keys().map(String::as_str)
-    }
-
     /// Whether `password` is right for `user`, for a client at an unknown address; see
     /// [`Users::check`].
     pub async fn verify(&self, user: &str, password: SecretSlice<u8>) -> bool {

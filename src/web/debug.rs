@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 
@@ -273,12 +273,8 @@ fn when(ts: Option<Timestamp>) -> String {
 }
 
 fn text(status: StatusCode, body: String) -> Response {
-    let mut response = (status, body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+    let content_type = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    (status, content_type, body).into_response()
 }
 
 #[cfg(test)]

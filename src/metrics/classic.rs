@@ -32,18 +32,14 @@ impl Rewriter {
     pub fn push(&mut self, piece: &str, out: &mut dyn FnMut(&str)) {
         let mut rest = piece;
         if !self.partial.is_empty() {
-            match rest.find('\n') {
-                None => {
-                    self.partial.push_str(rest);
-                    return;
-                }
-                Some(i) => {
-                    let mut line = std::mem::take(&mut self.partial);
-                    line.push_str(&rest[..=i]);
-                    self.line(&line, out);
-                    rest = &rest[i + 1..];
-                }
-            }
+            let Some(i) = rest.find('\n') else {
+                self.partial.push_str(rest);
+                return;
+            };
+            let mut line = std::mem::take(&mut self.partial);
+            line.push_str(&rest[..=i]);
+            self.line(&line, out);
+            rest = &rest[i + 1..];
         }
         for line in rest.split_inclusive('\n') {
             if line.ends_with('\n') {

@@ -287,16 +287,13 @@ mod tests {
         assert_eq!(requested(&pairs(&[])), Ok(false));
         assert_eq!(requested(&pairs(&[("debug", "true")])), Ok(true));
         assert_eq!(requested(&pairs(&[("debug", "0")])), Ok(false));
-        assert!(
-            requested(&pairs(&[("debug", "yes")]))
-                .unwrap_err()
-                .contains("not a boolean")
-        );
-        assert!(
-            requested(&pairs(&[("debug", "true"), ("debug", "true")]))
-                .unwrap_err()
-                .contains("more than once")
-        );
+        for (query, problem) in [
+            (vec![("debug", "yes")], "not a boolean"),
+            (vec![("debug", "true"), ("debug", "true")], "more than once"),
+        ] {
+            let e = requested(&pairs(&query)).unwrap_err();
+            assert!(e.contains(problem), "{query:?}: {e}");
+        }
     }
 
     #[test]

@@ -32,18 +32,14 @@ impl Rewriter {
     pub fn push(&mut self, piece: &str, out: &mut dyn FnMut(&str)) {
         let mut rest = piece;
         if !self.partial.is_empty() {
-            match rest.find('\n') {
-                None => {
-                    self.partial.push_str(rest);
-                    return;
-                }
-                Some(i) => {
-                    let mut line = std::mem::take(&mut self.partial);
-                    line.push_str(&rest[..=i]);
-                    self.line(&line, out);
-                    rest = &rest[i + 1..];
-                }
-            }
+            let Some(i) = rest.find('\n') else {
+                self.partial.push_str(rest);
+                return;
+            };
+            let mut line = std::mem::take(&mut self.partial);
+            line.push_str(&rest[..=i]);
+            self.line(&line, out);
+            rest = &rest[i + 1..];
         }
         for line in rest.split_inclusive('\n') {
             if line.ends_with('\n') {
@@ -78,26 +74,12 @@ impl Rewriter {
                 // OpenMetrics-only types (info, stateset, unknown, ...) have no classic peer.
                 _ => ("", "untyped"),
             };
-            let mut head = String::with_capacity(128);
-            if let Some(text) = self
-                .help
-                .take()
-                .and_then(|h| h.split_once(' ').map(|(_, t)| t.to_owned()))
-            {
-                head.push_str("# HELP ");
-                head.push_str(name);
-                head.push_str(suffix);
-                head.push(' ');
-                head.push_str(&classic_help(text.trim_end_matches('\n')));
-                head.push('\n');
+            let help = self.help.take();
+            if let Some((_, text)) = help.as_deref().and_then(|h| h.split_once(' ')) {
+                let text = classic_help(text.trim_end_matches('\n'));
+                out(&format!("# HELP {name}{suffix} {text}\n"));
             }
-            head.push_str("# TYPE ");
-            head.push_str(name);
-            head.push_str(suffix);
-            head.push(' ');
-            head.push_str(kind);
-            head.push('\n');
-            out(&head);
+            out(&format!("# TYPE {name}{suffix} {kind}\n"));
             self.counter = (kind == "counter").then(|| name.to_owned());
             return;
         }

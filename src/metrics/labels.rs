@@ -147,15 +147,6 @@ impl EncodeLabelValue for Code {
     }
 }
 
-/// A label value written as it is: a configured name, already checked.
-struct Unbounded<'a>(&'a str);
-
-impl EncodeLabelValue for Unbounded<'_> {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        encoder.write_str(self.0)
-    }
-}
-
 /// The `tenant` label: the tenant's name, or no label at all for the one tenant of a
 /// single-token config (whose series read as they did before tenants existed).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -166,7 +157,8 @@ impl EncodeLabelSet for TenantLabel {
         if self.0.is_default() {
             return Ok(());
         }
-        write_label(encoder, "tenant", &Unbounded(self.0.as_str()))
+        // A configured name, already checked: written as it is.
+        write_label(encoder, "tenant", &self.0.as_str())
     }
 }
 
@@ -230,11 +222,23 @@ pub struct ProbeRefusedLabels {
     pub reason: &'static str,
 }
 
+/// Build facts for `mailhost_build_info` (and the landing page).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: &'static str,
     pub revision: &'static str,
     pub rustc_version: &'static str,
+}
+
+impl BuildLabels {
+    /// This build's.
+    pub fn current() -> Self {
+        BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            revision: env!("MAILHOST_BUILD_REVISION"),
+            rustc_version: env!("MAILHOST_RUSTC_VERSION"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -301,29 +305,22 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped_and_bounded() {
-        let out = written(&[AccountLabels {
-            tenant: TenantLabel::default(),
-            account_id: Value::from("a\"b\\c\nd\te"),
-        }]);
-        assert!(out.contains(r#"x{account_id="a\"b\\c\nd e"} 1"#), "{out}");
-        let out = written(&[AccountLabels {
-            tenant: TenantLabel::default(),
-            account_id: Value::from("y".repeat(500)),
-        }]);
-        let long = out.lines().last().unwrap();
-        assert_eq!(
-            long,
-            format!("x{{account_id=\"{}…\"}} 1", "y".repeat(MAX_LABEL_VALUE_LEN))
-        );
         let exact = "é".repeat(MAX_LABEL_VALUE_LEN);
-        let out = written(&[AccountLabels {
-            tenant: TenantLabel::default(),
-            account_id: Value::from(exact.as_str()),
-        }]);
-        assert!(
-            out.contains(&format!("x{{account_id=\"{exact}\"}} 1")),
-            "{out}"
-        );
+        for (value, want) in [
+            ("a\"b\\c\nd\te".to_owned(), r#"a\"b\\c\nd e"#.to_owned()),
+            (
+                "y".repeat(500),
+                format!("{}…", "y".repeat(MAX_LABEL_VALUE_LEN)),
+            ),
+            (exact.clone(), exact),
+        ] {
+            let out = written(&[AccountLabels {
+                tenant: TenantLabel::default(),
+                account_id: Value::from(value),
+            }]);
+            let series = format!("x{{account_id=\"{want}\"}} 1");
+            assert_eq!(out.lines().last().unwrap(), series, "{out}");
+        }
     }
 
     /// One series of `OwnerLabels`, written as the collectors write borrowed label sets.

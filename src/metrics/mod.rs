@@ -67,9 +67,7 @@ pub fn sections(snapshot: &Snapshot) -> Vec<Section> {
 pub fn render(snapshot: &Arc<Snapshot>) -> Exposition {
     let mut whole = Exposition::default();
     for section in sections(snapshot) {
-        let part = render_section(snapshot, section);
-        whole.classic.push_str(&part.classic);
-        whole.openmetrics.push_str(&part.openmetrics);
+        stream_section(snapshot, section, &mut whole);
     }
     whole
 }
@@ -100,14 +98,7 @@ impl Sink for Exposition {
 /// time, so a section of a hundred megabytes is never held whole here (the store gzips the
 /// pieces as they come).
 pub fn stream_section(snapshot: &Arc<Snapshot>, section: Section, sink: &mut dyn Sink) {
-    encode(
-        SnapshotCollector {
-            snapshot: Arc::clone(snapshot),
-            section,
-            targets_only: false,
-        },
-        sink,
-    );
+    encode(snapshot, section, false, sink);
 }
 
 /// The answer of `/probe`: a snapshot holding one target (in each account collector of its
@@ -116,14 +107,7 @@ pub fn stream_section(snapshot: &Arc<Snapshot>, section: Section, sink: &mut dyn
 pub fn render_probe(snapshot: &Arc<Snapshot>) -> Exposition {
     let mut whole = Exposition::default();
     for section in sections(snapshot) {
-        encode(
-            SnapshotCollector {
-                snapshot: Arc::clone(snapshot),
-                section,
-                targets_only: true,
-            },
-            &mut whole,
-        );
+        encode(snapshot, section, true, &mut whole);
     }
     whole
 }
@@ -170,14 +154,14 @@ impl fmt::Write for Pieces<'_> {
     }
 }
 
-fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
-    // A collector's families written as text follow its other families.
-    let text = match collector.section {
-        Section::Collector(name) => Some((name, Arc::clone(&collector.snapshot))),
-        Section::Health => None,
-    };
+/// One section of `snapshot` into `sink` (`targets_only`: see [`SnapshotCollector`]).
+fn encode(snapshot: &Arc<Snapshot>, section: Section, targets_only: bool, sink: &mut dyn Sink) {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(collector));
+    registry.register_collector(Box::new(SnapshotCollector {
+        snapshot: Arc::clone(snapshot),
+        section,
+        targets_only,
+    }));
     let mut pieces = Pieces {
         buf: String::with_capacity(PIECE_BYTES + 1024),
         rewriter: classic::Rewriter::default(),
@@ -185,8 +169,9 @@ fn encode(collector: SnapshotCollector, sink: &mut dyn Sink) {
     };
     // Writing into the pieces cannot fail, and nothing in the collector fails on its own.
     let _ = encode_registry(&mut pieces, &registry);
-    if let Some((name, snapshot)) = text {
-        let _ = name.encode_text(items(&snapshot, name), &mut pieces);
+    // A collector's families written as text follow its other families.
+    if let Section::Collector(name) = section {
+        let _ = name.encode_text(items(snapshot, name), &mut pieces);
     }
     pieces.finish();
 }
@@ -389,6 +374,14 @@ fn seconds(ts: jiff::Timestamp) -> f64 {
     ts.as_millisecond() as f64 / 1000.0
 }
 
+/// Asserts that `text` holds every one of `lines`, naming the first missing one.
+#[cfg(test)]
+pub(crate) fn assert_holds(text: &str, lines: &[&str]) {
+    for line in lines {
+        assert!(text.contains(line), "{line} missing in\n{text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,12 +472,13 @@ mod tests {
             .map(|l| l.split(",reason=").next().unwrap())
             .collect();
         assert_eq!(targets.len(), ids.len(), "one series per target");
-        assert!(text.contains(
-            "mailhost_target_failure_info{collector=\"delivery_account\",target=\"2\",reason=\"decode\"} 1.0"
-        ));
-        assert!(text.contains(
-            "mailhost_target_last_failure_timestamp_seconds{collector=\"delivery_account\",target=\"1\"} 1795334401.0"
-        ));
+        assert_holds(
+            &text,
+            &[
+                "mailhost_target_failure_info{collector=\"delivery_account\",target=\"2\",reason=\"decode\"} 1.0",
+                "mailhost_target_last_failure_timestamp_seconds{collector=\"delivery_account\",target=\"1\"} 1795334401.0",
+            ],
+        );
         // One success: its series goes, the others stay.
         snapshot.apply_run(&spec, answered(&[(2, 1.0)]), Duration::ZERO, t0);
         let text = render(&Arc::new(snapshot)).classic;

@@ -57,69 +57,62 @@ impl ProcessFigures {
     /// `_total`), gauges alike in both.
     pub fn render(&self, format: Format) -> String {
         let mut out = String::with_capacity(1024);
-        let families: [(&str, &str, bool, Option<f64>); 7] = [
+        let families: [(&str, &str, &str, Option<f64>); 7] = [
             (
                 "process_cpu_seconds",
                 "Total user and system CPU time spent in seconds.",
-                true,
+                "counter",
                 self.cpu_seconds,
             ),
             (
                 "process_resident_memory_bytes",
                 "Resident memory size in bytes.",
-                false,
+                "gauge",
                 self.resident_bytes,
             ),
             (
                 "process_virtual_memory_bytes",
                 "Virtual memory size in bytes.",
-                false,
+                "gauge",
                 self.virtual_bytes,
             ),
             (
                 "process_open_fds",
                 "Number of open file descriptors.",
-                false,
+                "gauge",
                 self.open_fds,
             ),
             (
                 "process_max_fds",
                 "Maximum number of open file descriptors.",
-                false,
+                "gauge",
                 self.max_fds,
             ),
             (
                 "process_start_time_seconds",
                 "Start time of the process since unix epoch in seconds.",
-                false,
+                "gauge",
                 self.start_time_seconds,
             ),
             (
                 "process_threads",
                 "Number of OS threads in the process.",
-                false,
+                "gauge",
                 self.threads,
             ),
         ];
-        for (name, help, counter, value) in families {
+        for (name, help, kind, value) in families {
             let Some(value) = value.filter(|v| v.is_finite()) else {
                 continue;
             };
+            let total = if kind == "counter" { "_total" } else { "" };
+            // Classic text names a counter family with its `_total`, OpenMetrics without.
+            let family = if format == Format::Classic { total } else { "" };
             // Writing into a String cannot fail.
-            let _ = match (counter, format) {
-                (true, Format::OpenMetrics) => write!(
-                    out,
-                    "# HELP {name} {help}\n# TYPE {name} counter\n{name}_total {value:?}\n"
-                ),
-                (true, Format::Classic) => write!(
-                    out,
-                    "# HELP {name}_total {help}\n# TYPE {name}_total counter\n{name}_total {value:?}\n"
-                ),
-                (false, _) => write!(
-                    out,
-                    "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value:?}\n"
-                ),
-            };
+            let _ = write!(
+                out,
+                "# HELP {name}{family} {help}\n# TYPE {name}{family} {kind}\n{name}{total} {value:?}\n"
+            );
         }
         out
     }
@@ -181,6 +174,7 @@ fn parse_max_fds(text: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::assert_holds;
 
     #[test]
     fn stat_is_read_from_after_the_last_parenthesis_of_the_name() {
@@ -226,12 +220,13 @@ mod tests {
             ..ProcessFigures::default()
         };
         let classic = figures.render(Format::Classic);
-        assert!(
-            classic.contains(
-                "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.5\n"
-            )
+        assert_holds(
+            &classic,
+            &[
+                "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.5\n",
+                "# TYPE process_threads gauge\nprocess_threads 9.0\n",
+            ],
         );
-        assert!(classic.contains("# TYPE process_threads gauge\nprocess_threads 9.0\n"));
         assert!(!classic.contains("process_max_fds"));
         let om = figures.render(Format::OpenMetrics);
         assert!(om.contains("# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total 1.5\n"));

@@ -10,10 +10,8 @@ use std::hash::BuildHasher as _;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use axum::Router;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use base64::alphabet;
@@ -145,10 +143,6 @@ impl Users {
 
     pub fn len(&self) -> usize {
         self.inner.hashes.len()
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.inner.hashes.keys().map(String::as_str)
     }
 
     /// Whether `password` is right for `user`, for a client at an unknown address; see
@@ -391,22 +385,6 @@ fn decoy_hash(cost: u32) -> String {
     bcrypt::hash(seed, cost).unwrap_or_default()
 }
 
-/// Demands HTTP basic auth on every route of `router` (fallback included) when `users` is not
-/// empty: a 401 with `WWW-Authenticate: Basic realm="mailhost_exporter"` otherwise.
-pub fn require_basic_auth(router: Router, users: Users) -> Router {
-    if users.is_empty() {
-        return router;
-    }
-    router.layer(axum::middleware::from_fn_with_state(users, basic_auth))
-}
-
-async fn basic_auth(State(users): State<Users>, request: Request, next: Next) -> Response {
-    match authorize(&users, &request).await {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => refusal,
-    }
-}
-
 /// Checks the request's basic auth credentials against `users` (nothing to check when there
 /// are none); the refusal is a 401 with the challenge, or a 429 when this client has too many
 /// checks waiting already.
@@ -497,9 +475,6 @@ fn base64_decode(input: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::body::Body;
-    use axum::routing::get;
-    use tower::ServiceExt as _;
 
     fn users(pairs: &[(&str, &str)]) -> Users {
         Users::new(
@@ -591,13 +566,10 @@ mod tests {
         assert_eq!(u.failures_cached(), 2);
         // Answered from the cache: no bcrypt slot is taken even when none is free.
         let gate = u.inner.bcrypt.clone().unwrap();
-        let held: Vec<Permit> = {
-            let mut held = Vec::new();
-            for _ in 0..CONCURRENT_BCRYPT {
-                held.push(gate.enter(client_key(None)).await.unwrap());
-            }
-            held
-        };
+        let mut held = Vec::new();
+        for _ in 0..CONCURRENT_BCRYPT {
+            held.push(gate.enter(client_key(None)).await.unwrap());
+        }
         assert!(!u.verify("alice", secret("stale")).await);
         drop(held);
         assert!(u.verify("alice", secret("right")).await);
@@ -703,48 +675,5 @@ mod tests {
         }
         assert!(u.verify("alice", secret("right")).await);
         assert_eq!(u.cached(), 1);
-    }
-
-    #[tokio::test]
-    async fn every_route_and_the_fallback_demand_credentials() {
-        let app = require_basic_auth(
-            Router::new().route("/", get(|| async { "ok" })),
-            users(&[("alice", "pw")]),
-        );
-        for path in ["/", "/nowhere"] {
-            let r = app
-                .clone()
-                .oneshot(axum::http::Request::get(path).body(Body::empty()).unwrap())
-                .await
-                .unwrap();
-            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
-            assert_eq!(
-                r.headers()[header::WWW_AUTHENTICATE],
-                "Basic realm=\"mailhost_exporter\""
-            );
-        }
-        let r = app
-            .oneshot(
-                axum::http::Request::get("/")
-                    .header(header::AUTHORIZATION, "Basic YWxpY2U6cHc=")
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
-    }
-
-    #[tokio::test]
-    async fn no_users_means_no_auth() {
-        let app = require_basic_auth(
-            Router::new().route("/", get(|| async { "ok" })),
-            Users::default(),
-        );
-        let r = app
-            .oneshot(axum::http::Request::get("/").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
     }
 }

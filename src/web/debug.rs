@@ -12,7 +12,7 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use jiff::Timestamp;
 
@@ -273,12 +273,8 @@ fn when(ts: Option<Timestamp>) -> String {
 }
 
 fn text(status: StatusCode, body: String) -> Response {
-    let mut response = (status, body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+    let content_type = [(header::CONTENT_TYPE, "text/plain; charset=utf-8")];
+    (status, content_type, body).into_response()
 }
 
 #[cfg(test)]
@@ -291,16 +287,13 @@ mod tests {
         assert_eq!(requested(&pairs(&[])), Ok(false));
         assert_eq!(requested(&pairs(&[("debug", "true")])), Ok(true));
         assert_eq!(requested(&pairs(&[("debug", "0")])), Ok(false));
-        assert!(
-            requested(&pairs(&[("debug", "yes")]))
-                .unwrap_err()
-                .contains("not a boolean")
-        );
-        assert!(
-            requested(&pairs(&[("debug", "true"), ("debug", "true")]))
-                .unwrap_err()
-                .contains("more than once")
-        );
+        for (query, problem) in [
+            (vec![("debug", "yes")], "not a boolean"),
+            (vec![("debug", "true"), ("debug", "true")], "more than once"),
+        ] {
+            let e = requested(&pairs(&query)).unwrap_err();
+            assert!(e.contains(problem), "{query:?}: {e}");
+        }
     }
 
     #[test]

@@ -12,7 +12,8 @@ use jiff::Timestamp;
 
 use super::{AppState, html};
 use crate::engine::snapshot::{CollectorState, TargetState};
-use crate::metrics::self_metrics::{BuildInfo, PaceView};
+use crate::metrics::labels::BuildLabels;
+use crate::metrics::self_metrics::PaceView;
 
 /// Target rows shown per collector; the rest are counted, and are all on `/metrics`. A fleet
 /// of thousands must not make a page of megabytes, nor take long to build under the lock-free
@@ -46,7 +47,7 @@ pub async fn page(
     upstream: Option<Extension<SharedUpstream>>,
 ) -> Response {
     let prepared = state.store.prepared();
-    let build = BuildInfo::current();
+    let build = BuildLabels::current();
     let now = Timestamp::now();
     let path = esc(&state.telemetry_path);
     let mut collectors: Vec<_> = prepared.snapshot.collectors.values().collect();
@@ -186,7 +187,6 @@ fn target_rows(
     }
 }
 
-/// The line naming the upstream the exporter polls (its demo mode and shard, if any).
 /// What the storage directory (`--storage.path`) did: nothing when it is off.
 fn storage_line(figures: Option<crate::metrics::self_metrics::StorageFigures>) -> String {
     let Some(f) = figures else {
@@ -206,36 +206,34 @@ fn storage_line(figures: Option<crate::metrics::self_metrics::StorageFigures>) -
         );
     }
     if refused > 0 {
-        let _ = write!(
-            line,
-            "; the state file was refused at start and that start was cold (see the log)"
+        line.push_str(
+            "; the state file was refused at start and that start was cold (see the log)",
         );
     }
     line.push_str("</p>");
     line
 }
 
+/// The line naming the upstream the exporter polls (its demo mode and shard, if any).
 fn upstream_line(upstream: Option<Extension<SharedUpstream>>) -> String {
-    match upstream {
-        Some(Extension(u)) => {
-            let u = u.load();
-            let mode = if u.demo {
-                " (demo mode: the built-in simulator with a demo fleet; no real account is called)"
-            } else {
-                ""
-            };
-            let shard = if u.shard.count() > 1 {
-                format!(
-                    "; shard {} (<code>--shard</code>): only the configured targets whose hash falls in it",
-                    u.shard
-                )
-            } else {
-                String::new()
-            };
-            format!("<p>Polling <code>{}</code>{mode}{shard}</p>", esc(&u.url))
-        }
-        None => String::new(),
-    }
+    let Some(Extension(u)) = upstream else {
+        return String::new();
+    };
+    let u = u.load();
+    let mode = if u.demo {
+        " (demo mode: the built-in simulator with a demo fleet; no real account is called)"
+    } else {
+        ""
+    };
+    let shard = if u.shard.count() > 1 {
+        format!(
+            "; shard {} (<code>--shard</code>): only the configured targets whose hash falls in it",
+            u.shard
+        )
+    } else {
+        String::new()
+    };
+    format!("<p>Polling <code>{}</code>{mode}{shard}</p>", esc(&u.url))
 }
 
 /// The pace section: each tenant whose token or endpoints the provider limits, or with targets

@@ -136,10 +136,8 @@ async fn reload(State(state): State<AppState>) -> Response {
             .into_response();
     }
     let (tx, rx) = oneshot::channel();
-    if state.reload.send(tx).await.is_err() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
-    }
-    let Ok(answer) = rx.await else {
+    let sent = state.reload.send(tx).await.is_ok();
+    let Some(answer) = (if sent { rx.await.ok() } else { None }) else {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
     };
     let mut text = match &answer.config {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use crate::engine::poll_set::{PollSet, Registration};
@@ -31,48 +31,35 @@ const MARGIN: Duration = Duration::from_millis(500);
 /// Tenants named in the message of an unknown one, at most.
 const NAMED_TENANTS: usize = 10;
 
+/// A probe's answer; `Err` for a refusal, to return early with `?`.
 pub(super) async fn probe(
     State(state): State<AppState>,
     Query(pairs): Query<Vec<(String, String)>>,
     headers: HeaderMap,
-) -> Response {
+) -> Result<Response, Response> {
     let sets = &state.poll_sets;
-    match debug::requested(&pairs) {
-        Ok(false) => {}
-        Ok(true) => return debug_answer(&state, &pairs),
-        Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
+    if debug::requested(&pairs).map_err(bad_request)? {
+        return Ok(debug_answer(&state, &pairs));
     }
-    let (tenant, id) = match parse(&pairs, &|t| sets.get(t).is_some(), &|| sets.tenants()) {
-        Ok(t) => t,
-        Err(problem) => return (StatusCode::BAD_REQUEST, problem).into_response(),
-    };
-    let Some(probes) = state.poll_sets.get(&tenant) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            "the tenant is no longer configured\n",
-        )
-            .into_response();
-    };
+    let (tenant, id) =
+        parse(&pairs, &|t| sets.get(t).is_some(), &|| sets.tenants()).map_err(bad_request)?;
+    let probes = sets
+        .get(&tenant)
+        .ok_or_else(|| bad_request("the tenant is no longer configured\n".to_owned()))?;
     if !probes.takes_accounts() {
         let collectors: Vec<&str> = CollectorName::ALL
             .iter()
             .filter(|c| c.polls_accounts())
             .map(|c| c.as_str())
             .collect();
-        return (
-            StatusCode::BAD_REQUEST,
-            format!(
-                "neither {} is enabled: /probe serves Delivery accounts; enable one of them\n",
-                collectors.join(" nor ")
-            ),
-        )
-            .into_response();
+        return Err(bad_request(format!(
+            "neither {} is enabled: /probe serves Delivery accounts; enable one of them\n",
+            collectors.join(" nor ")
+        )));
     }
-    if let Some(refused) = refusal(probes.register(id, Instant::now()), id) {
-        state
-            .telemetry
-            .observe_probe_refused(&tenant, refused.reason);
-        return refused.response();
+    if let Some((reason, response)) = refusal(probes.register(id, Instant::now()), id) {
+        state.telemetry.observe_probe_refused(&tenant, reason);
+        return Err(response);
     }
     // The account collectors that poll this account: the probe waits for them and no other.
     let polled_by = probes.polled_by(id);
@@ -83,18 +70,12 @@ pub(super) async fn probe(
         let prepared = state.store.prepared();
         let (view, complete) = one_account(&prepared.snapshot, &tenant, id, &polled_by);
         if complete {
-            return answer(&view, format);
+            return Ok(answer(&view, format));
         }
-        match state.probe_waits.clone().try_acquire_owned() {
-            Ok(place) => place,
-            Err(_) => {
-                return (
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("too many probes are waiting for first fetches; account {id} is polled, and a later scrape will have it\n"),
-                )
-                    .into_response();
-            }
-        }
+        state.probe_waits.clone().try_acquire_owned().map_err(|_| {
+            let text = format!("too many probes are waiting for first fetches; account {id} is polled, and a later scrape will have it\n");
+            (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
+        })?
     };
     let first = FirstFetch {
         tenant: &tenant,
@@ -102,7 +83,11 @@ pub(super) async fn probe(
         polled_by: &polled_by,
         format,
     };
-    first.wait(&state, &probes, wait(&headers)).await
+    Ok(first.wait(&state, &probes, wait(&headers)).await)
+}
+
+fn bad_request(problem: String) -> Response {
+    (StatusCode::BAD_REQUEST, problem).into_response()
 }
 
 /// The debug view of a target (`debug=true`): reads the snapshot, registers nothing.
@@ -121,34 +106,14 @@ fn debug_answer(state: &AppState, pairs: &[(String, String)]) -> Response {
             &asked,
             &state.telemetry.paces(Some(&asked.tenant), 1),
         ),
-        Err(problem) => (StatusCode::BAD_REQUEST, problem).into_response(),
+        Err(problem) => bad_request(problem),
     }
 }
 
-/// Why a probe is refused: the `reason` it is counted under, the status and text it is
-/// answered, and when to try again.
-struct Refused {
-    reason: &'static str,
-    status: StatusCode,
-    retry: Option<Duration>,
-    text: String,
-}
-
-impl Refused {
-    fn response(self) -> Response {
-        let mut response = (self.status, self.text).into_response();
-        if let Some(wait) = self.retry
-            && let Ok(v) = HeaderValue::from_str(&wait.as_secs().max(1).to_string())
-        {
-            response.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        response
-    }
-}
-
-/// The refusal of a probe of account `id` that registered as `registration`; `None` when it
-/// is polled.
-fn refusal(registration: Registration, id: i32) -> Option<Refused> {
+/// The refusal of a probe of account `id` that registered as `registration`: the `reason` it
+/// is counted under and its answer (with when to try again, if it may); `None` when it is
+/// polled.
+fn refusal(registration: Registration, id: i32) -> Option<(&'static str, Response)> {
     let (reason, status, retry, text) = match registration {
         Registration::NotAllowed => (
             "not_allowed",
@@ -189,12 +154,8 @@ fn refusal(registration: Registration, id: i32) -> Option<Refused> {
         ),
         Registration::Configured | Registration::Known | Registration::Added => return None,
     };
-    Some(Refused {
-        reason,
-        status,
-        retry,
-        text,
-    })
+    let retry_after = retry.map(|wait| [(header::RETRY_AFTER, wait.as_secs().max(1).to_string())]);
+    Some((reason, (status, retry_after, text).into_response()))
 }
 
 /// A probe waiting for the first fetch of its account.
@@ -254,12 +215,7 @@ fn answer(view: &Snapshot, format: Format) -> Response {
     if format == Format::OpenMetrics {
         body.push_str(EOF);
     }
-    let mut response = body.into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(format.content_type()),
-    );
-    response
+    ([(header::CONTENT_TYPE, format.content_type())], body).into_response()
 }
 
 /// How a probe answers for an account the provider refused.
@@ -384,37 +340,36 @@ pub(super) fn tenant(
     } else {
         TenantName::parse(name).ok()
     };
-    match candidate.filter(|t| configured(t)) {
-        Some(t) => Ok(t),
-        None => {
-            let tenants = list();
-            let listed: Vec<&str> = tenants
-                .iter()
-                .take(NAMED_TENANTS)
-                .map(|t| t.as_str())
-                .collect();
-            let more = tenants.len().saturating_sub(NAMED_TENANTS);
-            let mut known = listed.join(", ");
-            if more > 0 {
-                known.push_str(&format!(" and {more} more"));
-            }
-            if name.is_empty() {
-                return Err(format!(
-                    "tenant is missing: this exporter has tenants ({known}); ask /probe?tenant=NAME&target={target}\n"
-                ));
-            }
-            Err(format!(
-                "tenant {} is not configured; configured tenants: {known}\n",
-                quote(name)
-            ))
-        }
+    if let Some(t) = candidate.filter(|t| configured(t)) {
+        return Ok(t);
     }
+    let tenants = list();
+    let listed: Vec<&str> = tenants
+        .iter()
+        .take(NAMED_TENANTS)
+        .map(|t| t.as_str())
+        .collect();
+    let more = tenants.len().saturating_sub(NAMED_TENANTS);
+    let mut known = listed.join(", ");
+    if more > 0 {
+        known.push_str(&format!(" and {more} more"));
+    }
+    if name.is_empty() {
+        return Err(format!(
+            "tenant is missing: this exporter has tenants ({known}); ask /probe?tenant=NAME&target={target}\n"
+        ));
+    }
+    Err(format!(
+        "tenant {} is not configured; configured tenants: {known}\n",
+        quote(name)
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::web::query_pairs as pairs;
+    use axum::http::HeaderValue;
 
     #[test]
     fn only_a_configured_tenant_and_an_int32_account_id_are_accepted() {

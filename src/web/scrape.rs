@@ -5,6 +5,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use arc_swap::ArcSwapOption;
 use axum::body::Body;
@@ -123,10 +124,11 @@ fn selection(
     Ok(Some(names))
 }
 
-/// The self-metrics tail of one format, as rendered at one generation of the counters.
+/// A tail of one format, plain and gzipped, and what it was made at: the generation of the
+/// self-metrics' counters, or when the `process_*` series were read.
 #[derive(Debug)]
-pub struct Tail {
-    generation: u64,
+pub struct Tail<M> {
+    made: M,
     pub plain: Bytes,
     pub gzip: Bytes,
 }
@@ -136,65 +138,65 @@ pub struct Tail {
 /// compress nothing; keyed by [`Telemetry::generation`], so a hit is never stale. Two entries.
 #[derive(Debug, Default)]
 pub struct TailCache {
-    slots: [ArcSwapOption<Tail>; 2],
+    slots: [ArcSwapOption<Tail<u64>>; 2],
     /// The `process_*` series of each format, and when they were read.
-    process: [ArcSwapOption<ProcessTail>; 2],
+    process: [ArcSwapOption<Tail<Instant>>; 2],
 }
 
 /// How long a reading of the `process_*` series is served again.
 const PROCESS_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The `process_*` series of one format, as read at one moment.
-#[derive(Debug)]
-pub struct ProcessTail {
-    read_at: std::time::Instant,
-    pub plain: Bytes,
-    pub gzip: Bytes,
+/// The tail in `slot` while `fresh` holds for what it was made at, else `render`'s text, made
+/// at `made`, which takes its place.
+fn cached<M>(
+    slot: &ArcSwapOption<Tail<M>>,
+    fresh: impl FnOnce(&M) -> bool,
+    made: impl FnOnce() -> M,
+    render: impl FnOnce() -> String,
+) -> Arc<Tail<M>> {
+    if let Some(tail) = slot.load_full()
+        && fresh(&tail.made)
+    {
+        return tail;
+    }
+    let plain = Bytes::from(render());
+    let tail = Arc::new(Tail {
+        made: made(),
+        gzip: gzip_member(&plain),
+        plain,
+    });
+    slot.store(Some(tail.clone()));
+    tail
+}
+
+fn slot(format: Format) -> usize {
+    match format {
+        Format::Classic => 0,
+        Format::OpenMetrics => 1,
+    }
 }
 
 impl TailCache {
     /// The `process_*` series in `format`, read again when the last reading is a second old.
-    pub fn process(&self, format: Format) -> Arc<ProcessTail> {
-        let slot = &self.process[match format {
-            Format::Classic => 0,
-            Format::OpenMetrics => 1,
-        }];
-        if let Some(tail) = slot.load_full()
-            && tail.read_at.elapsed() < PROCESS_TTL
-        {
-            return tail;
-        }
-        let plain = Bytes::from(ProcessFigures::read().render(format));
-        let tail = Arc::new(ProcessTail {
-            read_at: std::time::Instant::now(),
-            gzip: gzip_member(&plain),
-            plain,
-        });
-        slot.store(Some(tail.clone()));
-        tail
+    pub fn process(&self, format: Format) -> Arc<Tail<Instant>> {
+        cached(
+            &self.process[slot(format)],
+            |read_at| read_at.elapsed() < PROCESS_TTL,
+            Instant::now,
+            || ProcessFigures::read().render(format),
+        )
     }
 
-    pub fn get(&self, telemetry: &Telemetry, format: Format) -> Arc<Tail> {
-        let slot = &self.slots[match format {
-            Format::Classic => 0,
-            Format::OpenMetrics => 1,
-        }];
+    pub fn get(&self, telemetry: &Telemetry, format: Format) -> Arc<Tail<u64>> {
         // Read before rendering: a change made meanwhile moves the generation past this one,
         // so what is cached under it can only be as new or newer than it.
         let generation = telemetry.generation();
-        if let Some(tail) = slot.load_full()
-            && tail.generation == generation
-        {
-            return tail;
-        }
-        let plain = Bytes::from(telemetry.metrics().render(format));
-        let tail = Arc::new(Tail {
-            generation,
-            gzip: gzip_member(&plain),
-            plain,
-        });
-        slot.store(Some(tail.clone()));
-        tail
+        cached(
+            &self.slots[slot(format)],
+            |made| *made == generation,
+            || generation,
+            || telemetry.metrics().render(format),
+        )
     }
 }
 
@@ -336,6 +338,7 @@ impl http_body::Body for Chunks {
 mod tests {
     use super::*;
     use crate::upstream::observe::Observer as _;
+    use http_body::Body as _;
 
     fn accepts(values: &[&str]) -> bool {
         let mut h = HeaderMap::new();
@@ -412,9 +415,18 @@ mod tests {
         assert!(std::str::from_utf8(&om.plain).unwrap().ends_with("# EOF\n"));
     }
 
+    /// The frames of `body`, in order, until it ends.
+    fn frames(body: &mut Chunks) -> Vec<Bytes> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut frames = Vec::new();
+        while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut *body).poll_frame(&mut cx) {
+            frames.push(frame.into_data().unwrap());
+        }
+        frames
+    }
+
     #[test]
     fn a_body_of_chunks_has_an_exact_length_keeps_their_order_and_skips_empty_ones() {
-        use http_body::Body as _;
         let mut body = Chunks::new(vec![
             Part::Plain(Bytes::from_static(b"abc")),
             Part::Plain(Bytes::new()),
@@ -422,16 +434,7 @@ mod tests {
             Part::Plain(Bytes::from_static(b"f")),
         ]);
         assert_eq!(body.size_hint().exact(), Some(6));
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        let mut seen = Vec::new();
-        while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut body).poll_frame(&mut cx) {
-            seen.push(frame.into_data().unwrap());
-        }
-        assert_eq!(
-            seen,
-            ["abc", "de", "f"].map(|s| Bytes::from_static(s.as_bytes()))
-        );
+        assert_eq!(frames(&mut body), ["abc", "de", "f"].map(str::as_bytes));
         assert!(body.is_end_stream());
         let empty = Chunks::new(vec![Part::Plain(Bytes::new()), Part::Plain(Bytes::new())]);
         assert!(empty.is_end_stream());
@@ -440,7 +443,6 @@ mod tests {
 
     #[test]
     fn a_section_kept_only_gzipped_is_sent_inflated_in_frames_with_its_exact_length() {
-        use http_body::Body as _;
         let text: String = (0..40_000).map(|i| format!("line {i}\n")).collect();
         let gz = crate::engine::store::gzip_member(text.as_bytes());
         let mut body = Chunks::new(vec![
@@ -449,18 +451,10 @@ mod tests {
             Part::Plain(Bytes::from_static(b"tail\n")),
         ]);
         assert_eq!(body.size_hint().exact(), Some(text.len() as u64 + 10));
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
-        let mut out = Vec::new();
-        let mut frames = 0;
-        while let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut body).poll_frame(&mut cx) {
-            let data = frame.into_data().unwrap();
-            assert!(data.len() <= INFLATE_FRAME_BYTES);
-            out.extend_from_slice(&data);
-            frames += 1;
-        }
-        assert!(frames > 4, "{frames}");
-        assert_eq!(out, format!("head\n{text}tail\n").into_bytes());
+        let frames = frames(&mut body);
+        assert!(frames.iter().all(|f| f.len() <= INFLATE_FRAME_BYTES));
+        assert!(frames.len() > 4, "{}", frames.len());
+        assert_eq!(frames.concat(), format!("head\n{text}tail\n").into_bytes());
         assert!(body.is_end_stream());
     }
 

@@ -6,7 +6,7 @@
 use tokio::time::Instant;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
@@ -50,12 +50,10 @@ pub(super) async fn sd(State(state): State<AppState>, headers: HeaderMap) -> Res
     };
     let now = Instant::now();
     let tenants = state.poll_sets.tenants();
-    let mut known = Vec::new();
-    for tenant in &tenants {
-        if let Some(probes) = state.poll_sets.get(tenant) {
-            known.push((tenant, probes.known(now)));
-        }
-    }
+    let known: Vec<_> = tenants
+        .iter()
+        .filter_map(|tenant| Some((tenant, state.poll_sets.get(tenant)?.known(now))))
+        .collect();
     let groups: Vec<Group> = known
         .iter()
         .flat_map(|(tenant, accounts)| {
@@ -78,12 +76,7 @@ pub(super) async fn sd(State(state): State<AppState>, headers: HeaderMap) -> Res
         .collect();
     // Serialising plain structs of strings cannot fail.
     let body = serde_json::to_string(&groups).unwrap_or_else(|_| "[]".to_owned());
-    let mut response = body.into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// A host, or host:port, made only of what a host name, an IPv4 or a bracketed IPv6 address

@@ -553,6 +553,14 @@ impl<I> Tracked<I> {
     fn new(io: I, state: Arc<ConnState>, heads: bool) -> Tracked<I> {
         Tracked { io, state, heads }
     }
+
+    /// Bytes written are activity too (for HTTP/1).
+    fn wrote(&self, r: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+        if self.heads && matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.state.touch();
+        }
+        r
+    }
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Tracked<I> {
@@ -577,12 +585,8 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Tracked<I> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let this = &mut *self;
-        let r = Pin::new(&mut this.io).poll_write(cx, data);
-        if this.heads && matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            this.state.touch();
-        }
-        r
+        let r = Pin::new(&mut self.io).poll_write(cx, data);
+        self.wrote(r)
     }
 
     fn poll_write_vectored(
@@ -590,12 +594,8 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Tracked<I> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        let this = &mut *self;
-        let r = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
-        if this.heads && matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            this.state.touch();
-        }
-        r
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(r)
     }
 
     fn is_write_vectored(&self) -> bool {

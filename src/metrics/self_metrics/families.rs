@@ -35,10 +35,6 @@ use crate::upstream::observe::EndpointPace;
 /// Upper bounds of the request latency histogram, in seconds.
 pub const DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
-fn duration_histogram() -> Histogram {
-    Histogram::new(DURATION_BUCKETS)
-}
-
 /// Why `/probe` refuses an account: the `reason` of `mailhost_probe_refused_total`.
 pub const PROBE_REFUSALS: [&str; 5] = [
     "not_allowed",
@@ -86,19 +82,20 @@ impl PacerSeries {
     }
 
     /// One family: a sample per tenant that has one, unlabelled for the unnamed tenant.
-    fn family<M: EncodeMetric>(
+    fn family<'a, M: EncodeMetric>(
         encoder: &mut DescriptorEncoder,
         name: &str,
         help: &str,
         unit: Option<&Unit>,
         kind: MetricType,
-        samples: &[(&TenantName, M)],
+        samples: impl Iterator<Item = (&'a TenantName, M)>,
     ) -> std::fmt::Result {
+        let samples: Vec<_> = samples.collect();
         if samples.is_empty() {
             return Ok(());
         }
         let mut metric = encoder.encode_descriptor(name, help, unit, kind)?;
-        if let [(tenant, sample)] = samples
+        if let [(tenant, sample)] = samples.as_slice()
             && tenant.is_default()
         {
             return sample.encode(metric);
@@ -116,23 +113,24 @@ impl PacerSeries {
         encoder: &mut DescriptorEncoder,
         name: &str,
         help: &str,
-        samples: Vec<(TenantEndpointLabels, M)>,
+        samples: impl Iterator<Item = (TenantEndpointLabels, M)>,
     ) -> std::fmt::Result {
-        if samples.is_empty() {
+        let mut samples = samples.peekable();
+        if samples.peek().is_none() {
             return Ok(());
         }
         let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-        for (labels, sample) in &samples {
-            sample.encode(metric.encode_family(labels)?)?;
+        for (labels, sample) in samples {
+            sample.encode(metric.encode_family(&labels)?)?;
         }
         Ok(())
     }
 
     fn endpoint_families(
         encoder: &mut DescriptorEncoder,
-        all: &[(TenantName, PacerFigures)],
+        all: &BTreeMap<TenantName, PacerFigures>,
     ) -> std::fmt::Result {
-        let named = all.iter().any(|(t, _)| !t.is_default());
+        let named = all.keys().any(|t| !t.is_default());
         let each = || {
             all.iter()
                 .filter(move |(t, _)| !named || !t.is_default())
@@ -152,113 +150,83 @@ impl PacerSeries {
             encoder,
             "mailhost_api_pacer_endpoint_rate",
             "Requests per second the provider allows one endpoint of the tenant's token on its own, as the pacer learned it from 429s that stayed on that endpoint, from that endpoint's rate-limit headers, or as endpoint_rate_limits sets it; absent while the endpoint is not limited on its own.",
-            each()
-                .filter_map(|(l, p)| p.allowed.map(|r| (l, ConstGauge::new(r))))
-                .collect(),
+            each().filter_map(|(l, p)| p.allowed.map(|r| (l, ConstGauge::new(r)))),
         )?;
         PacerSeries::by_endpoint(
             encoder,
             "mailhost_api_pacer_endpoint_paused",
             "1 while the provider has paused one endpoint of the tenant's token (a burst of 429s with Retry-After there, or its stated quota used up until its reset), else 0.",
-            each()
-                .map(|(l, p)| (l, ConstGauge::new(i64::from(p.paused))))
-                .collect(),
+            each().map(|(l, p)| (l, ConstGauge::new(i64::from(p.paused)))),
         )?;
         PacerSeries::by_endpoint(
             encoder,
             "mailhost_api_endpoint_outage",
             "1 while every call of one endpoint of the tenant's token fails (5xx without Retry-After, timeouts, refused connections, no answer between): its calls are paused and one probe asks after a cool-down that doubles while it fails; else 0.",
-            each()
-                .map(|(l, p)| (l, ConstGauge::new(i64::from(p.outage.is_some()))))
-                .collect(),
+            each().map(|(l, p)| (l, ConstGauge::new(i64::from(p.outage.is_some())))),
         )?;
         PacerSeries::by_endpoint(
             encoder,
             "mailhost_api_endpoint_outage_since_timestamp_seconds",
             "When the endpoint's outage began, in seconds since the epoch; absent while it answers.",
-            each()
-                .filter_map(|(l, p)| p.outage.map(|o| (l, ConstGauge::new(o.since))))
-                .collect(),
+            each().filter_map(|(l, p)| p.outage.map(|o| (l, ConstGauge::new(o.since)))),
         )?;
         PacerSeries::by_endpoint(
             encoder,
             "mailhost_api_endpoint_next_probe_timestamp_seconds",
             "When the next probe of the endpoint's outage may go, in seconds since the epoch (in the past while a probe is on its way); absent while it answers.",
-            each()
-                .filter_map(|(l, p)| p.outage.map(|o| (l, ConstGauge::new(o.next_probe))))
-                .collect(),
+            each().filter_map(|(l, p)| p.outage.map(|o| (l, ConstGauge::new(o.next_probe)))),
         )?;
         PacerSeries::by_endpoint(
             encoder,
             "mailhost_api_throttled_targets",
             "Targets of the endpoint whose HTTP 429s are their own (refused again and again while their neighbours succeed): each backs off alone, fails rate_limited and keeps its values until max_age, and slows no one else.",
-            each()
-                .map(|(l, p)| {
-                    (
-                        l,
-                        ConstGauge::new(i64::try_from(p.backing_off).unwrap_or(i64::MAX)),
-                    )
-                })
-                .collect(),
+            each().map(|(l, p)| {
+                (
+                    l,
+                    ConstGauge::new(i64::try_from(p.backing_off).unwrap_or(i64::MAX)),
+                )
+            }),
         )
     }
 }
 
 impl Collector for PacerSeries {
     fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
-        let all: Vec<(TenantName, PacerFigures)> = self
-            .lock()
-            .iter()
-            .map(|(t, f)| (t.clone(), f.clone()))
-            .collect();
+        let all = self.lock().clone();
         PacerSeries::endpoint_families(&mut encoder, &all)?;
-        let rates: Vec<_> = all
-            .iter()
-            .filter_map(|(t, f)| f.allowed.map(|r| (t, ConstGauge::new(r))))
-            .collect();
         PacerSeries::family(
             &mut encoder,
             "mailhost_api_pacer_rate",
             "Requests per second the provider allows the tenant's token, as its pacer learned it from HTTP 429 answers and rate-limit headers or as rate_limit sets it; absent while the provider has never limited the token.",
             None,
             MetricType::Gauge,
-            &rates,
+            all.iter()
+                .filter_map(|(t, f)| f.allowed.map(|r| (t, ConstGauge::new(r)))),
         )?;
-        let demands: Vec<_> = all
-            .iter()
-            .map(|(t, f)| (t, ConstGauge::new(f.demand)))
-            .collect();
         PacerSeries::family(
             &mut encoder,
             "mailhost_api_pacer_demand",
             "Requests per second the tenant's collectors need to refresh every target once per interval; above mailhost_api_pacer_rate, targets are refreshed every few intervals, oldest first, and keep their values meanwhile.",
             None,
             MetricType::Gauge,
-            &demands,
+            all.iter().map(|(t, f)| (t, ConstGauge::new(f.demand))),
         )?;
-        let waits: Vec<_> = all
-            .iter()
-            .map(|(t, f)| (t, ConstCounter::new(f.waited)))
-            .collect();
         PacerSeries::family(
             &mut encoder,
             "mailhost_api_pacer_wait",
             "Time the tenant's calls spent waiting for its pacer: the learned pace, and pauses the provider asked for.",
             Some(&Unit::Seconds),
             MetricType::Counter,
-            &waits,
+            all.iter().map(|(t, f)| (t, ConstCounter::new(f.waited))),
         )?;
-        let paused: Vec<_> = all
-            .iter()
-            .map(|(t, f)| (t, ConstGauge::new(i64::from(f.paused))))
-            .collect();
         PacerSeries::family(
             &mut encoder,
             "mailhost_api_pacer_paused",
             "1 while the provider has paused the tenant's token (a Retry-After, or a used-up quota until its reset), else 0.",
             None,
             MetricType::Gauge,
-            &paused,
+            all.iter()
+                .map(|(t, f)| (t, ConstGauge::new(i64::from(f.paused)))),
         )
     }
 }
@@ -303,7 +271,7 @@ impl SelfMetrics {
             retries: Family::default(),
             retries_refused: Family::default(),
             open_circuits: Family::default(),
-            durations: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
+            durations: Family::new_with_constructor(|| Histogram::new(DURATION_BUCKETS)),
             parse_problems: Family::default(),
             probe_refused: Family::default(),
             pacers: PacerSeries::default(),
@@ -411,18 +379,15 @@ impl SelfMetrics {
             for tenant in tenants {
                 let tenant = TenantLabel(tenant.clone());
                 for reason in FailureReason::ALL {
-                    let _ = self.failures.get_or_create(&FailureLabels {
+                    let labels = FailureLabels {
                         tenant: tenant.clone(),
                         endpoint,
                         reason,
-                    });
-                }
-                for reason in FailureReason::RETRIED {
-                    let _ = self.retries.get_or_create(&FailureLabels {
-                        tenant: tenant.clone(),
-                        endpoint,
-                        reason,
-                    });
+                    };
+                    let _ = self.failures.get_or_create(&labels);
+                    if FailureReason::RETRIED.contains(&reason) {
+                        let _ = self.retries.get_or_create(&labels);
+                    }
                 }
                 let labels = TenantEndpointLabels { tenant, endpoint };
                 let _ = self.retries_refused.get_or_create(&labels);
@@ -641,6 +606,7 @@ impl SelfMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::assert_holds;
 
     fn metrics() -> SelfMetrics {
         let m = SelfMetrics::new(
@@ -663,17 +629,16 @@ mod tests {
         let m = metrics();
         m.request(Endpoint::new("delivery_account"), Some(200), 0.3);
         let out = m.render(Format::OpenMetrics);
-        assert!(out.contains(
-            "# HELP mailhost_api_requests Upstream API requests by endpoint and HTTP status code (none: no answer).\n\
-             # TYPE mailhost_api_requests counter\n\
-             mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n"
-        ), "{out}");
-        assert!(out.contains(
-            "# TYPE mailhost_api_request_duration_seconds histogram\n# UNIT mailhost_api_request_duration_seconds seconds\n"
-        ));
-        assert!(out.contains(
-            "mailhost_build_info{version=\"1.2.3\",revision=\"abc\",rustc_version=\"1.95.0\"} 1\n"
-        ));
+        assert_holds(
+            &out,
+            &[
+                "# HELP mailhost_api_requests Upstream API requests by endpoint and HTTP status code (none: no answer).\n\
+                 # TYPE mailhost_api_requests counter\n\
+                 mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n",
+                "# TYPE mailhost_api_request_duration_seconds histogram\n# UNIT mailhost_api_request_duration_seconds seconds\n",
+                "mailhost_build_info{version=\"1.2.3\",revision=\"abc\",rustc_version=\"1.95.0\"} 1\n",
+            ],
+        );
         assert!(out.ends_with("\n# EOF\n"));
         assert_eq!(out.matches("# EOF").count(), 1);
     }
@@ -682,15 +647,14 @@ mod tests {
     fn classic_text_names_counters_with_total_and_has_no_unit_or_eof() {
         let m = metrics();
         let out = m.render(Format::Classic);
-        assert!(out.contains(
-            "# HELP mailhost_api_request_failures_total Upstream API requests that failed, by endpoint and reason.\n\
-             # TYPE mailhost_api_request_failures_total counter\n"
-        ), "{out}");
-        assert!(
-            out.contains("# TYPE mailhost_config_last_reload_success_timestamp_seconds gauge\n")
-        );
-        assert!(
-            out.contains("mailhost_config_last_reload_success_timestamp_seconds 1795334400.0\n")
+        assert_holds(
+            &out,
+            &[
+                "# HELP mailhost_api_request_failures_total Upstream API requests that failed, by endpoint and reason.\n\
+                 # TYPE mailhost_api_request_failures_total counter\n",
+                "# TYPE mailhost_config_last_reload_success_timestamp_seconds gauge\n",
+                "mailhost_config_last_reload_success_timestamp_seconds 1795334400.0\n",
+            ],
         );
         assert!(!out.contains("# UNIT") && !out.contains("# EOF"));
         // Requests are counted per code only once one was made.
@@ -704,12 +668,14 @@ mod tests {
         m.set_pacer(&TenantName::default(), None, 4.5, false);
         m.pacer_wait(&TenantName::default(), 0.25);
         let out = m.render(Format::Classic);
-        assert!(out.contains("\nmailhost_api_pacer_demand 4.5\n"), "{out}");
-        assert!(
-            out.contains("\nmailhost_api_pacer_wait_seconds_total 0.25\n"),
-            "{out}"
+        assert_holds(
+            &out,
+            &[
+                "\nmailhost_api_pacer_demand 4.5\n",
+                "\nmailhost_api_pacer_wait_seconds_total 0.25\n",
+                "\nmailhost_api_pacer_paused 0\n",
+            ],
         );
-        assert!(out.contains("\nmailhost_api_pacer_paused 0\n"), "{out}");
         assert!(
             !out.contains("# TYPE mailhost_api_pacer_rate"),
             "unlimited: no rate\n{out}"
@@ -724,16 +690,14 @@ mod tests {
             !m.set_pacer(&acme, Some(12.5), 30.0, true),
             "nothing changed"
         );
-        let out = m.render(Format::OpenMetrics);
-        assert!(
-            out.contains("mailhost_api_pacer_rate{tenant=\"acme\"} 12.5\n"),
-            "{out}"
+        assert_holds(
+            &m.render(Format::OpenMetrics),
+            &[
+                "mailhost_api_pacer_rate{tenant=\"acme\"} 12.5\n",
+                "mailhost_api_pacer_paused{tenant=\"acme\"} 1\n",
+                "# TYPE mailhost_api_pacer_wait_seconds counter\n# UNIT mailhost_api_pacer_wait_seconds seconds\n",
+            ],
         );
-        assert!(
-            out.contains("mailhost_api_pacer_paused{tenant=\"acme\"} 1\n"),
-            "{out}"
-        );
-        assert!(out.contains("# TYPE mailhost_api_pacer_wait_seconds counter\n# UNIT mailhost_api_pacer_wait_seconds seconds\n"), "{out}");
         // Every series of the tenant, counters included, goes with it; the others stay.
         let endpoint = Endpoint::new("delivery_account");
         m.ensure_endpoints(&[endpoint], &[acme.clone(), beta.clone()]);
@@ -745,10 +709,8 @@ mod tests {
         m.remove_tenant(&acme, &[endpoint]);
         let out = m.render(Format::OpenMetrics);
         assert!(!out.contains("acme"), "{out}");
-        assert!(
-            out.contains("mailhost_api_request_failures_total{tenant=\"beta\",endpoint=\"delivery_account\",reason=\"timeout\"} 0\n"),
-            "{out}"
-        );
+        let failures = "mailhost_api_request_failures_total{tenant=\"TENANT\",endpoint=\"delivery_account\",reason=\"timeout\"} 0\n";
+        assert_holds(&out, &[&failures.replace("TENANT", "beta")]);
         // Written after its removal (a late probe, a late upstream answer): nothing comes back.
         m.probe_refused(&acme, PROBE_REFUSALS[4]);
         m.failure(&acme, endpoint, FailureReason::Timeout);
@@ -757,24 +719,23 @@ mod tests {
         // Back again: its counters start at zero.
         m.admit_tenants(std::slice::from_ref(&acme));
         m.ensure_endpoints(&[endpoint], std::slice::from_ref(&acme));
-        assert!(
-            m.render(Format::OpenMetrics).contains("mailhost_api_request_failures_total{tenant=\"acme\",endpoint=\"delivery_account\",reason=\"timeout\"} 0\n")
-        );
+        let out = m.render(Format::OpenMetrics);
+        assert_holds(&out, &[&failures.replace("TENANT", "acme")]);
     }
 
     #[test]
     fn a_refused_reload_keeps_the_time_of_the_last_good_one() {
         let m = metrics();
         m.reload(false, 1_800_000_000.0);
-        let out = m.render(Format::Classic);
-        assert!(out.contains("mailhost_config_last_reload_successful 0\n"));
-        assert!(
-            out.contains("mailhost_config_last_reload_success_timestamp_seconds 1795334400.0\n")
+        assert_holds(
+            &m.render(Format::Classic),
+            &[
+                "mailhost_config_last_reload_successful 0\n",
+                "mailhost_config_last_reload_success_timestamp_seconds 1795334400.0\n",
+            ],
         );
         m.reload(true, 1_800_000_000.0);
-        assert!(
-            m.render(Format::Classic)
-                .contains("mailhost_config_last_reload_successful 1\n")
-        );
+        let out = m.render(Format::Classic);
+        assert_holds(&out, &["mailhost_config_last_reload_successful 1\n"]);
     }
 }

@@ -40,24 +40,6 @@ struct Inner {
     shapes_suppressed: bool,
 }
 
-/// Build facts for `mailhost_build_info`.
-#[derive(Clone, Debug)]
-pub struct BuildInfo {
-    pub version: &'static str,
-    pub revision: &'static str,
-    pub rustc_version: &'static str,
-}
-
-impl BuildInfo {
-    pub fn current() -> Self {
-        BuildInfo {
-            version: env!("CARGO_PKG_VERSION"),
-            revision: env!("MAILHOST_BUILD_REVISION"),
-            rustc_version: env!("MAILHOST_RUSTC_VERSION"),
-        }
-    }
-}
-
 pub struct Telemetry {
     metrics: SelfMetrics,
     /// Counts changes, so that a rendering of the self-metrics can be reused until the next
@@ -71,15 +53,7 @@ impl Telemetry {
     /// Counters of the given endpoints start at zero, so that `rate()` and alerts see them
     /// before the first failure.
     pub fn new(endpoints: &[Endpoint]) -> Self {
-        let build = BuildInfo::current();
-        let metrics = SelfMetrics::new(
-            BuildLabels {
-                version: build.version,
-                revision: build.revision,
-                rustc_version: build.rustc_version,
-            },
-            now_seconds(),
-        );
+        let metrics = SelfMetrics::new(BuildLabels::current(), now_seconds());
         metrics.ensure_endpoints(endpoints, &[TenantName::default()]);
         Telemetry {
             metrics,
@@ -166,11 +140,6 @@ impl Telemetry {
     pub fn observe_probe_refused(&self, tenant: &TenantName, reason: &'static str) {
         self.metrics.probe_refused(tenant, reason);
         self.changed();
-    }
-
-    /// How many parse-problem shapes have been logged at warn level.
-    pub fn logged_shapes(&self) -> usize {
-        self.lock().logged.len()
     }
 }
 
@@ -278,6 +247,7 @@ fn now_seconds() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::assert_holds;
     use crate::metrics::format::Format;
 
     fn classic(t: &Telemetry) -> String {
@@ -287,13 +257,10 @@ mod tests {
     #[test]
     fn failures_start_at_zero_for_every_reason() {
         let t = Telemetry::new(&[Endpoint::new("delivery_account")]);
-        let out = classic(&t);
-        for r in FailureReason::ALL {
-            let line = format!(
-                "mailhost_api_request_failures_total{{endpoint=\"delivery_account\",reason=\"{r}\"}} 0\n"
-            );
-            assert!(out.contains(&line), "{line} missing in\n{out}");
-        }
+        let lines = FailureReason::ALL.map(|r| {
+            format!("mailhost_api_request_failures_total{{endpoint=\"delivery_account\",reason=\"{r}\"}} 0\n")
+        });
+        assert_holds(&classic(&t), &lines.each_ref().map(String::as_str));
     }
 
     #[test]
@@ -309,16 +276,16 @@ mod tests {
             None,
             Duration::from_secs(20),
         );
-        let out = classic(&t);
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"0.25\",endpoint=\"delivery_account\"} 0\n"));
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"0.5\",endpoint=\"delivery_account\"} 1\n"));
-        assert!(out.contains("mailhost_api_request_duration_seconds_bucket{le=\"+Inf\",endpoint=\"delivery_account\"} 2\n"));
-        assert!(out.contains(
-            "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"none\"} 1\n"
-        ));
-        assert!(out.contains(
-            "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n"
-        ));
+        assert_holds(
+            &classic(&t),
+            &[
+                "mailhost_api_request_duration_seconds_bucket{le=\"0.25\",endpoint=\"delivery_account\"} 0\n",
+                "mailhost_api_request_duration_seconds_bucket{le=\"0.5\",endpoint=\"delivery_account\"} 1\n",
+                "mailhost_api_request_duration_seconds_bucket{le=\"+Inf\",endpoint=\"delivery_account\"} 2\n",
+                "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"none\"} 1\n",
+                "mailhost_api_requests_total{endpoint=\"delivery_account\",code=\"200\"} 1\n",
+            ],
+        );
     }
 
     #[test]
@@ -331,7 +298,7 @@ mod tests {
             // The same path again is neither logged at warn level nor kept twice.
             t.parse_problem(Endpoint::new("tracemail_dashboard"), &path, "string \"x\"");
         }
-        assert_eq!(t.logged_shapes(), MAX_LOGGED_SHAPES);
+        assert_eq!(t.lock().logged.len(), MAX_LOGGED_SHAPES);
         assert!(t.lock().shapes_suppressed);
         let out = classic(&t);
         assert!(
@@ -370,15 +337,12 @@ mod tests {
         }
         let out = classic(&t);
         assert!(!out.contains("gone"), "{out}");
-        assert!(
-            out.contains(
-                "mailhost_probe_refused_total{tenant=\"kept\",reason=\"provider_refused\"} 1\n"
-            ),
-            "{out}"
-        );
-        assert!(
-            out.contains("mailhost_api_pacer_rate{tenant=\"kept\"} 2"),
-            "{out}"
+        assert_holds(
+            &out,
+            &[
+                "mailhost_probe_refused_total{tenant=\"kept\",reason=\"provider_refused\"} 1\n",
+                "mailhost_api_pacer_rate{tenant=\"kept\"} 2",
+            ],
         );
         // Configured again: its series come back, counters from zero.
         t.admit_tenants(std::slice::from_ref(&gone));

@@ -174,6 +174,10 @@ impl WebConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Body;
+    use axum::http::{StatusCode, header};
+    use axum::routing::get;
+    use tower::ServiceExt as _;
 
     #[test]
     fn an_empty_file_or_tls_section_is_an_empty_config_served_as_plain_http() {
@@ -229,5 +233,49 @@ mod tests {
             shown.starts_with("basic_auth_users: invalid type"),
             "{shown}"
         );
+    }
+
+    /// A router of one route behind the web config `yaml`, as the server applies it.
+    fn app(yaml: &str) -> Router {
+        WebConfig::parse(yaml, Path::new("."))
+            .unwrap()
+            .apply(Router::new().route("/", get(|| async { "ok" })))
+    }
+
+    #[tokio::test]
+    async fn every_route_and_the_fallback_demand_credentials() {
+        let hash = bcrypt::hash("pw", 4).unwrap();
+        let app = app(&format!("basic_auth_users:\n  alice: {hash}\n"));
+        for path in ["/", "/nowhere"] {
+            let r = app
+                .clone()
+                .oneshot(axum::http::Request::get(path).body(Body::empty()).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
+            assert_eq!(
+                r.headers()[header::WWW_AUTHENTICATE],
+                "Basic realm=\"mailhost_exporter\""
+            );
+        }
+        let r = app
+            .oneshot(
+                axum::http::Request::get("/")
+                    .header(header::AUTHORIZATION, "Basic YWxpY2U6cHc=")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn no_users_means_no_auth() {
+        let r = app("")
+            .oneshot(axum::http::Request::get("/").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
     }
 }

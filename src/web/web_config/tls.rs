@@ -1,7 +1,6 @@
 //! TLS: certificates and keys, versions, cipher suites, curves and client certificates, named as
 //! in Go's `crypto/tls` so one file works for every exporter.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -46,12 +45,6 @@ impl ClientAuth {
             self,
             ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert
         )
-    }
-}
-
-impl fmt::Display for ClientAuth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
     }
 }
 
@@ -354,7 +347,7 @@ fn client_ca_path(
     if client_auth.verifies() && ca_path.is_none() {
         return Err(invalid(
             "tls_server_config.client_ca_file",
-            format!("is required when client_auth_type is {client_auth}; point it at {CA_WHAT}"),
+            format!("is required when client_auth_type is {client_auth:?}; point it at {CA_WHAT}"),
         ));
     }
     if ca_path.is_some() && client_auth == ClientAuth::NoClientCert {
@@ -490,24 +483,16 @@ fn client_verifier(
 /// Why the key cannot serve the certificate. The key of another certificate is the usual slip,
 /// so it gets its own message and fix.
 fn unusable_key(e: rustls::Error, key_path: &Path, cert_path: &Path) -> WebConfigError {
-    match e {
-        rustls::Error::InconsistentKeys(_) => invalid(
-            "tls_server_config.key_file",
-            format!(
-                "the key in {} does not match the certificate in {}; use the key the certificate was issued for",
-                key_path.display(),
-                cert_path.display()
-            ),
+    let (key, cert) = (key_path.display(), cert_path.display());
+    let problem = match e {
+        rustls::Error::InconsistentKeys(_) => format!(
+            "the key in {key} does not match the certificate in {cert}; use the key the certificate was issued for"
         ),
-        other => invalid(
-            "tls_server_config.key_file",
-            format!(
-                "cannot use the key in {} with the certificate in {} ({other}); use an RSA, ECDSA or Ed25519 key that matches the certificate",
-                key_path.display(),
-                cert_path.display()
-            ),
+        other => format!(
+            "cannot use the key in {key} with the certificate in {cert} ({other}); use an RSA, ECDSA or Ed25519 key that matches the certificate"
         ),
-    }
+    };
+    invalid("tls_server_config.key_file", problem)
 }
 
 /// `RequestClientCert` and `RequireAnyClientCert`: a client certificate is asked for (or

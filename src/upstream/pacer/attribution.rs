@@ -375,14 +375,8 @@ mod tests {
     /// Admits a call of `target` at `now`, of `standing`.
     fn send(s: &mut State, target: &TargetKey, standing: Standing, now: Instant) -> Sent {
         let call = Call {
-            target,
-            urgent: false,
-            rank: None,
-            place: None,
-            deadline: None,
             standing,
-            behind: false,
-            first: true,
+            ..Call::of(target)
         };
         match s.enter(&call, now) {
             Entry::Granted(g) => g.sent,
@@ -480,14 +474,9 @@ mod tests {
         assert!(learned.changed);
         // A failing target's call is not even queued while the endpoint is out.
         let bad = Call {
-            target: &targets[0],
-            urgent: false,
-            rank: None,
-            place: None,
-            deadline: None,
             standing: Standing::Bad,
             behind: true,
-            first: true,
+            ..Call::of(&targets[0])
         };
         let refused = s
             .before_queue(&bad, t1)

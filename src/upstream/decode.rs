@@ -256,9 +256,9 @@ struct Picked<'b> {
     lengths: &'static [&'static str],
 }
 
-/// Everything but an object goes to the plain pruned visitor.
+/// Every scalar goes to the plain pruned visitor `self.$field`.
 macro_rules! delegate_scalars {
-    ($field:ident) => {
+    ($field:tt) => {
         fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
             self.$field.visit_bool(v).map(Into::into)
         }
@@ -353,24 +353,7 @@ impl<'de> Visitor<'de> for Length<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array")
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Sized, E> {
-        self.0.visit_bool(v).map(Into::into)
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Sized, E> {
-        self.0.visit_i64(v).map(Into::into)
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Sized, E> {
-        self.0.visit_u64(v).map(Into::into)
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Sized, E> {
-        self.0.visit_f64(v).map(Into::into)
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Sized, E> {
-        self.0.visit_str(v).map(Into::into)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Sized, E> {
-        self.0.visit_unit().map(Into::into)
-    }
+    delegate_scalars!(0);
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Sized, A::Error> {
         self.0.visit_map(map).map(Into::into)
     }
@@ -394,26 +377,27 @@ enum Found<T> {
     NotObject,
 }
 
-/// Skips a whole value of the wrong type; every `visit_*` answers `WrongType`.
-macro_rules! wrong_type {
-    () => {
+/// A scalar where something else was expected: every scalar `visit_*` answers `$found`
+/// (`None`, the wrong type, for a member; `Found::NotObject` for a body).
+macro_rules! scalars_answer {
+    ($found:expr) => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
     };
 }
@@ -438,7 +422,7 @@ impl<'de> Visitor<'de> for Resources<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of records")
     }
-    wrong_type!();
+    scalars_answer!(None);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(None)
@@ -491,24 +475,7 @@ where
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
+    scalars_answer!(Found::NotObject);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Found::NotObject)
@@ -548,7 +515,7 @@ impl<'de> Visitor<'de> for Aggregate<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
     }
-    wrong_type!();
+    scalars_answer!(None);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(None)

@@ -73,14 +73,14 @@ pub fn read(headers: &HeaderMap, now_unix: u64) -> QuotaInfo {
             .and_then(leading_number)
             .map(|n| reset_delay(n, now_unix));
         info.limit = info.limit.or(limit);
-        info.remaining = min_opt(info.remaining, remaining);
-        info.reset = max_opt(info.reset, reset);
+        info.remaining = either(info.remaining, remaining, u64::min);
+        info.reset = either(info.reset, reset, Duration::max);
     }
     if let Some(value) = field("ratelimit") {
         let (remaining, reset) = current(value, now_unix);
         // The most restrictive of the fields: the fewest requests left, the furthest reset.
-        info.remaining = min_opt(info.remaining, remaining);
-        info.reset = max_opt(info.reset, reset);
+        info.remaining = either(info.remaining, remaining, u64::min);
+        info.reset = either(info.reset, reset, Duration::max);
     }
     if let Some(value) = field("ratelimit-policy") {
         info.policy = policy(value);
@@ -88,16 +88,10 @@ pub fn read(headers: &HeaderMap, now_unix: u64) -> QuotaInfo {
     info
 }
 
-fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+/// `a` and `b` combined by `f` when both are known, else whichever is.
+pub(super) fn either<T>(a: Option<T>, b: Option<T>, f: impl FnOnce(T, T) -> T) -> Option<T> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-fn max_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
+        (Some(a), Some(b)) => Some(f(a, b)),
         (a, b) => a.or(b),
     }
 }

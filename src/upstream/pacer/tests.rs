@@ -254,6 +254,14 @@ async fn answered(p: &Pacer, endpoint: Endpoint, target: &str, outcome: Outcome)
     answer(p, &permit, &target, outcome)
 }
 
+/// Calls of `n` targets of `endpoint`, named `prefix` and a number, each answered at once with
+/// success.
+async fn successes(p: &Pacer, endpoint: Endpoint, prefix: &str, n: usize) {
+    for i in 0..n {
+        answered(p, endpoint, &format!("{prefix}{i}"), Outcome::Success).await;
+    }
+}
+
 const RETRY_3S: Outcome = Outcome::Throttled(Some(Duration::from_secs(3)));
 
 /// Why a call of `target` of [`E`] is refused within `within`.
@@ -270,9 +278,7 @@ async fn refused(p: &Pacer, target: &str, within: Duration) -> Denied {
 #[tokio::test(start_paused = true)]
 async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_only_its_call() {
     let p = pacer(4, None);
-    for i in 0..20 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 20).await;
     // A first lone 429, nothing known yet: its call waits, its next answer decides, and
     // its Retry-After pauses the endpoint, briefly, until a call of it succeeds.
     let on_its_way = admit(&p, false, None, None, None).await.unwrap();
@@ -289,9 +295,7 @@ async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_onl
     assert!(refused_a.backing_off && !refused_a.own, "{refused_a:?}");
     assert_eq!(refused_a.told, Some(Duration::from_secs(3)));
     tokio::time::advance(Duration::from_secs(3)).await;
-    for i in 0..20 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 20).await;
     // Refused again while its neighbours succeed: its own, and no one else pauses.
     assert!(matches!(
         answered(&p, E, "a", RETRY_3S).await,
@@ -329,9 +333,7 @@ async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_onl
 #[tokio::test(start_paused = true)]
 async fn a_lone_retry_after_with_no_call_on_its_way_lets_one_call_ask_whose_it_is() {
     let p = pacer(4, None);
-    for i in 0..40 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 40).await;
     // Nothing on its way when the lone 429 comes back (answers come at once): one call
     // goes at once to ask, and its success lifts the pause.
     assert_eq!(answered(&p, E, "a", RETRY_3S).await, Charged::Undecided);
@@ -343,9 +345,7 @@ async fn a_lone_retry_after_with_no_call_on_its_way_lets_one_call_ask_whose_it_i
     answer(&p, &asking, &key("t"), Outcome::Success);
     assert_eq!(p.resumes_at(), None, "its success lifted the pause");
     // Refused too, the pause holds for everyone else until its end.
-    for i in 0..40 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 40).await;
     tokio::time::advance(Duration::from_secs(4)).await;
     assert_eq!(answered(&p, E, "b", RETRY_3S).await, Charged::Undecided);
     let asking = admit(&p, false, None, None, None).await.unwrap();
@@ -362,9 +362,7 @@ async fn a_lone_retry_after_with_no_call_on_its_way_lets_one_call_ask_whose_it_i
 async fn a_target_refused_again_and_again_backs_off_alone_and_slows_no_one() {
     let p = pacer(4, None);
     for round in 0..5 {
-        for i in 0..20 {
-            answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-        }
+        successes(&p, E, "ok", 20).await;
         let charged = answered(&p, E, "bad", RETRY_3S).await;
         if round == 0 {
             assert_eq!(charged, Charged::Undecided, "one 429 says nothing yet");
@@ -382,9 +380,7 @@ async fn a_target_refused_again_and_again_backs_off_alone_and_slows_no_one() {
     assert_eq!(p.backing_off(10).len(), 0, "its wait is over");
     // Its own 429s cut nothing more: the others go at once.
     let t = Instant::now();
-    for i in 0..20 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 20).await;
     assert!(Instant::now() - t <= Duration::from_millis(200));
     assert!(p.endpoints()[0].allowed >= rate_after_first, "no cut");
     // Refused again: it backs off, and says so at its deadline.
@@ -425,9 +421,7 @@ async fn a_limit_that_stays_on_one_endpoint_paces_that_endpoint_only() {
     assert_eq!(paces["delivery_account"], None, "{paces:?}");
     // The free endpoint's calls go at once, however slow the limited one is.
     let t = Instant::now();
-    for i in 0..50 {
-        answered(&p, E, &format!("a{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "a", 50).await;
     assert_eq!(Instant::now(), t);
     // Two endpoints behind one limited route, refused together while a third goes on
     // freely: each is slowed on its own, not the token.
@@ -475,20 +469,14 @@ async fn an_endpoint_ceiling_from_the_config_paces_that_endpoint_only() {
     );
     let stats = Endpoint::new("tracemail_daily");
     let t = Instant::now();
-    for i in 0..5 {
-        answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
-    }
+    successes(&p, stats, "s", 5).await;
     assert!(Instant::now() - t >= Duration::from_millis(1500));
     let t = Instant::now();
-    for i in 0..50 {
-        answered(&p, E, &format!("a{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "a", 50).await;
     assert_eq!(Instant::now(), t);
     p.configure(8, None, BTreeMap::new());
     let t = Instant::now();
-    for i in 0..5 {
-        answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
-    }
+    successes(&p, stats, "s", 5).await;
     assert!(
         Instant::now() - t <= Duration::from_millis(500),
         "lifted by a reload"

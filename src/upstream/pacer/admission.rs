@@ -162,12 +162,11 @@ impl State {
         // first run after its back-off.
         if b.own || call.deadline.is_some_and(|d| b.until >= d) {
             return Err(Denied {
-                paced: false,
                 backing_off: true,
                 own: b.own,
                 left: b.until.saturating_duration_since(now),
                 told: b.told,
-                outage: None,
+                ..Denied::paced(false)
             });
         }
         Ok(Some(b.until))

@@ -247,11 +247,9 @@ impl Pacer {
                 }
             };
             let timer = async {
-                match (wait_until, call.deadline) {
-                    (Some(a), Some(d)) => tokio::time::sleep_until(a.min(d)).await,
-                    (Some(a), None) => tokio::time::sleep_until(a).await,
-                    (None, Some(d)) => tokio::time::sleep_until(d).await,
-                    (None, None) => std::future::pending().await,
+                match wait_until.into_iter().chain(call.deadline).min() {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {

@@ -134,15 +134,22 @@ fn cut(s: &str) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", &s[..end]))
 }
 
+/// A seed that is its own visitor, handed the value by `$method`.
+macro_rules! seed_visits_itself {
+    ($seed:ty, $method:ident) => {
+        impl<'de> DeserializeSeed<'de> for $seed {
+            type Value = <Self as Visitor<'de>>::Value;
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.$method(self)
+            }
+        }
+    };
+}
+
 /// A member name, borrowed from the body when it has no escapes, cut when long.
 struct Key;
 
-impl<'de> DeserializeSeed<'de> for Key {
-    type Value = Cow<'de, str>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
-    }
-}
+seed_visits_itself!(Key, deserialize_str);
 
 impl<'de> Visitor<'de> for Key {
     type Value = Cow<'de, str>;
@@ -163,12 +170,7 @@ struct Pruned<'b> {
     depth: usize,
 }
 
-impl<'de> DeserializeSeed<'de> for Pruned<'_> {
-    type Value = Value;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_visits_itself!(Pruned<'_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Pruned<'_> {
     type Value = Value;
@@ -341,12 +343,7 @@ impl From<Value> for Sized {
 
 struct Length<'b>(Pruned<'b>);
 
-impl<'de> DeserializeSeed<'de> for Length<'_> {
-    type Value = Sized;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Sized, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_visits_itself!(Length<'_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Length<'_> {
     type Value = Sized;
@@ -410,12 +407,7 @@ struct Resources<'b> {
     first_only: bool,
 }
 
-impl<'de> DeserializeSeed<'de> for Resources<'_> {
-    type Value = Option<Vec<Value>>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_visits_itself!(Resources<'_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Resources<'_> {
     type Value = Option<Vec<Value>>;
@@ -503,12 +495,7 @@ where
 /// The `aggregate` member: an object, or `None`.
 struct Aggregate<'b>(&'b mut Budget);
 
-impl<'de> DeserializeSeed<'de> for Aggregate<'_> {
-    type Value = Option<Value>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_visits_itself!(Aggregate<'_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Aggregate<'_> {
     type Value = Option<Value>;

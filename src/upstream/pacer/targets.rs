@@ -469,20 +469,17 @@ mod tests {
         let mut t = Targets::new(POLICY);
         let now = Instant::now();
         let h = Outcomes::of(100, 0);
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Undecided,
-            "one 429 says nothing yet"
-        );
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Target(now + MIN_TARGET_BACKOFF)
-        );
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Target(now + MIN_TARGET_BACKOFF * 2),
-            "doubling"
-        );
+        for (scope, why) in [
+            (Scope::Undecided, "one 429 says nothing yet"),
+            (
+                Scope::Target(now + MIN_TARGET_BACKOFF),
+                "refused again: its own",
+            ),
+            (Scope::Target(now + MIN_TARGET_BACKOFF * 2), "doubling"),
+        ] {
+            let throttled = t.throttled(&key("7"), &h, now, now, None, CAP);
+            assert_eq!(throttled, scope, "{why}");
+        }
         assert_eq!(t.own(E), 1);
         assert!(t.backing_off(&key("7"), now).is_some_and(|b| b.own));
         assert_eq!(t.list_own(now, 10).len(), 1);

@@ -128,6 +128,15 @@ impl Arrivals {
         tokio::task::yield_now().await;
     }
 
+    /// Spawns call `i`, a plain one of [`admit`].
+    async fn spawn_plain(&mut self, i: u32) {
+        self.spawn(
+            i,
+            |p| async move { admit(&p, false, None, None, None).await },
+        )
+        .await;
+    }
+
     /// The order the calls went in, once every one has.
     async fn order(self) -> Vec<u32> {
         for t in self.tasks {
@@ -143,12 +152,7 @@ async fn urgent_calls_go_first_then_the_oldest_data_then_the_order_of_arrival() 
     let first = admit(&p, false, None, None, None).await.unwrap();
     let mut calls = Arrivals::new(&p);
     for i in 0..5 {
-        calls
-            .spawn(
-                i,
-                |p| async move { admit(&p, false, None, None, None).await },
-            )
-            .await;
+        calls.spawn_plain(i).await;
     }
     // Targets fetched before (ranked): after the ones never fetched, oldest first.
     let t0 = Instant::now();
@@ -215,12 +219,7 @@ async fn a_call_back_after_a_429_keeps_its_place_among_equals() {
     let held = admit(&p, false, None, None, None).await.unwrap();
     let mut calls = Arrivals::new(&p);
     for i in 0..3 {
-        calls
-            .spawn(
-                i,
-                |p| async move { admit(&p, false, None, None, None).await },
-            )
-            .await;
+        calls.spawn_plain(i).await;
     }
     // The first call comes back (its answer was 429): it goes before the later ones.
     let back = move |p: Pacer| async move { admit(&p, false, None, Some(place), None).await };

@@ -229,12 +229,9 @@ impl Outage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::cooldown::at as ms;
 
     const CAP: Duration = Duration::from_secs(60);
-
-    fn ms(t0: Instant, ms: u64) -> Instant {
-        t0 + Duration::from_millis(ms)
-    }
 
     #[test]
     fn three_good_targets_failing_with_no_answer_between_are_an_outage_at_once() {

@@ -93,14 +93,11 @@ impl RetryBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::cooldown::at;
 
     #[test]
     fn the_window_counts_over_the_documented_span() {
         assert_eq!(Counts::span(), WINDOW);
-    }
-
-    fn at(t0: Instant, ms: u64) -> Instant {
-        t0 + Duration::from_millis(ms)
     }
 
     #[test]

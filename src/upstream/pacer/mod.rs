@@ -460,8 +460,7 @@ impl Pacer {
 
     /// Each endpoint's pace as it stands, for the landing page.
     pub fn endpoints(&self) -> Vec<EndpointPace> {
-        let s = self.lock();
-        endpoint_paces(&s, Instant::now())
+        endpoint_paces(&self.lock(), Instant::now())
     }
 
     /// At most `limit` targets backing off on their own now: endpoint, target, until when,

@@ -402,13 +402,10 @@ async fn a_limit_that_stays_on_one_endpoint_paces_that_endpoint_only() {
         answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
     }
     // Refused in a row: undecided until four in a row make a burst.
-    let charged: Vec<_> = {
-        let mut v = Vec::new();
-        for i in 0..5 {
-            v.push(answered(&p, stats, &format!("s{i}"), Outcome::Throttled(None)).await);
-        }
-        v
-    };
+    let mut charged = Vec::new();
+    for i in 0..5 {
+        charged.push(answered(&p, stats, &format!("s{i}"), Outcome::Throttled(None)).await);
+    }
     use Charged::{Endpoint as Ep, Token, Undecided as U};
     assert_eq!(charged, [U, U, U, U, Ep]);
     let paces: BTreeMap<_, _> = p

@@ -239,14 +239,11 @@ mod tests {
                 policy: None,
             }
         );
-        let epoch = read(&headers(&[("x-ratelimit-reset", "1800000045")]), NOW);
-        assert_eq!(epoch.reset, Some(Duration::from_secs(45)));
-        let past = read(&headers(&[("x-ratelimit-reset", "1700000000")]), NOW);
-        assert_eq!(
-            past.reset,
-            Some(Duration::ZERO),
-            "a reset in the past is now"
-        );
+        // A Unix time: 45 s from now, and one in the past, which is now.
+        for (reset, secs) in [("1800000045", 45), ("1700000000", 0)] {
+            let info = read(&headers(&[("x-ratelimit-reset", reset)]), NOW);
+            assert_eq!(info.reset, Some(Duration::from_secs(secs)), "{reset}");
+        }
     }
 
     #[test]

@@ -169,12 +169,7 @@ fn current(value: &str, now_unix: u64) -> (Option<u64>, Option<Duration>) {
             .param("t")
             .and_then(leading_number)
             .map(|n| reset_delay(n, now_unix));
-        let fewer = match (remaining, best.0) {
-            (Some(r), Some(b)) => r < b,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if fewer {
+        if remaining.is_some_and(|r| best.0.is_none_or(|b| r < b)) {
             best = (remaining, reset);
         }
     }

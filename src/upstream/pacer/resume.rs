@@ -253,10 +253,8 @@ mod tests {
     }
 
     fn close(a: Option<f64>, b: Option<f64>) -> bool {
-        match (a, b) {
-            (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
-            _ => false,
-        }
+        a.zip(b)
+            .is_some_and(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0))
     }
 
     #[test]

@@ -174,19 +174,16 @@ mod tests {
 
     #[test]
     fn only_failures_that_say_the_call_is_broken_count_and_only_with_the_breaker_on() {
-        for reason in [
-            FailureReason::Timeout,
-            FailureReason::Connect,
-            FailureReason::ServerError,
+        use FailureReason::*;
+        for (reason, broken) in [
+            (Timeout, true),
+            (Connect, true),
+            (ServerError, true),
+            (NotFound, false),
+            (RateLimited, false),
+            (Decode, false),
         ] {
-            assert!(counts(Err(reason), POLICY), "{reason:?}");
-        }
-        for reason in [
-            FailureReason::NotFound,
-            FailureReason::RateLimited,
-            FailureReason::Decode,
-        ] {
-            assert!(!counts(Err(reason), POLICY), "{reason:?}");
+            assert_eq!(counts(Err(reason), POLICY), broken, "{reason:?}");
         }
         assert!(!counts(Ok(()), POLICY));
         let off = BreakerPolicy {

@@ -162,13 +162,15 @@ impl CoolDown {
     }
 }
 
+/// `ms` milliseconds after `t0`: the instants of the tests of these plain states.
+#[cfg(test)]
+pub(crate) fn at(t0: Instant, ms: u64) -> Instant {
+    t0 + Duration::from_millis(ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(t0: Instant, ms: u64) -> Instant {
-        t0 + Duration::from_millis(ms)
-    }
 
     #[test]
     fn after_the_cool_down_one_call_asks_and_the_others_wait_for_its_answer() {

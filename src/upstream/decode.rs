@@ -134,15 +134,22 @@ fn cut(s: &str) -> Cow<'_, str> {
     Cow::Owned(format!("{}…", &s[..end]))
 }
 
+/// A seed that is its own visitor, handed the value by `$method`.
+macro_rules! seed_visits_itself {
+    ($seed:ty, $method:ident) => {
+        impl<'de> DeserializeSeed<'de> for $seed {
+            type Value = <Self as Visitor<'de>>::Value;
+            fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.$method(self)
+            }
+        }
+    };
+}
+
 /// A member name, borrowed from the body when it has no escapes, cut when long.
 struct Key;
 
-impl<'de> DeserializeSeed<'de> for Key {
-    type Value = Cow<'de, str>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_str(self)
-    }
-}
+seed_visits_itself!(Key, deserialize_str);
 
 impl<'de> Visitor<'de> for Key {
     type Value = Cow<'de, str>;
@@ -163,12 +170,7 @@ struct Pruned<'b> {
     depth: usize,
 }
 
-impl<'de> DeserializeSeed<'de> for Pruned<'_> {
-    type Value = Value;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_visits_itself!(Pruned<'_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Pruned<'_> {
     type Value = Value;
@@ -256,9 +258,9 @@ struct Picked<'b> {
     lengths: &'static [&'static str],
 }
 
-/// Everything but an object goes to the plain pruned visitor.
+/// Every scalar goes to the plain pruned visitor `self.$field`.
 macro_rules! delegate_scalars {
-    ($field:ident) => {
+    ($field:tt) => {
         fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
             self.$field.visit_bool(v).map(Into::into)
         }
@@ -341,36 +343,14 @@ impl From<Value> for Sized {
 
 struct Length<'b>(Pruned<'b>);
 
-impl<'de> DeserializeSeed<'de> for Length<'_> {
-    type Value = Sized;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Sized, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_visits_itself!(Length<'_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Length<'_> {
     type Value = Sized;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array")
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Sized, E> {
-        self.0.visit_bool(v).map(Into::into)
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Sized, E> {
-        self.0.visit_i64(v).map(Into::into)
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Sized, E> {
-        self.0.visit_u64(v).map(Into::into)
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Sized, E> {
-        self.0.visit_f64(v).map(Into::into)
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Sized, E> {
-        self.0.visit_str(v).map(Into::into)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Sized, E> {
-        self.0.visit_unit().map(Into::into)
-    }
+    delegate_scalars!(0);
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Sized, A::Error> {
         self.0.visit_map(map).map(Into::into)
     }
@@ -394,26 +374,27 @@ enum Found<T> {
     NotObject,
 }
 
-/// Skips a whole value of the wrong type; every `visit_*` answers `WrongType`.
-macro_rules! wrong_type {
-    () => {
+/// A scalar where something else was expected: every scalar `visit_*` answers `$found`
+/// (`None`, the wrong type, for a member; `Found::NotObject` for a body).
+macro_rules! scalars_answer {
+    ($found:expr) => {
         fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
         fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-            Ok(None)
+            Ok($found)
         }
     };
 }
@@ -426,19 +407,14 @@ struct Resources<'b> {
     first_only: bool,
 }
 
-impl<'de> DeserializeSeed<'de> for Resources<'_> {
-    type Value = Option<Vec<Value>>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_visits_itself!(Resources<'_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Resources<'_> {
     type Value = Option<Vec<Value>>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an array of records")
     }
-    wrong_type!();
+    scalars_answer!(None);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(None)
@@ -491,24 +467,7 @@ where
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Found::NotObject)
-    }
+    scalars_answer!(Found::NotObject);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Found::NotObject)
@@ -536,19 +495,14 @@ where
 /// The `aggregate` member: an object, or `None`.
 struct Aggregate<'b>(&'b mut Budget);
 
-impl<'de> DeserializeSeed<'de> for Aggregate<'_> {
-    type Value = Option<Value>;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
+seed_visits_itself!(Aggregate<'_>, deserialize_any);
 
 impl<'de> Visitor<'de> for Aggregate<'_> {
     type Value = Option<Value>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
     }
-    wrong_type!();
+    scalars_answer!(None);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(None)

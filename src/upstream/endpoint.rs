@@ -80,20 +80,18 @@ impl Endpoint {
     /// `GET` of this endpoint's route template with `params` in its `{...}` in order, and the
     /// query the template states.
     pub fn get(self, params: &[&str]) -> Route {
-        let (path, query) = self.fill(params);
-        Route::get(path).query(query)
+        self.fill(params, None)
     }
 
     /// `POST` of this endpoint's route template with a JSON body (a read: the dashboard is asked
     /// for with a body).
     pub fn post(self, params: &[&str], body: Value) -> Route {
-        let (path, query) = self.fill(params);
-        Route::post(path, body).query(query)
+        self.fill(params, Some(body))
     }
 
     /// The template's path with `params` in its `{...}` in order (a missing one left empty),
-    /// and its query pairs.
-    fn fill(self, params: &[&str]) -> (String, Vec<(&'static str, &'static str)>) {
+    /// its query pairs, and `body`.
+    fn fill(self, params: &[&str], body: Option<Value>) -> Route {
         let template = self.route();
         let target = template.split_once(' ').map_or(template, |(_, t)| t);
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
@@ -111,7 +109,11 @@ impl Endpoint {
             .split('&')
             .filter_map(|pair| pair.split_once('='))
             .collect();
-        (out, query)
+        Route {
+            path: out,
+            query,
+            body,
+        }
     }
 }
 
@@ -125,32 +127,9 @@ pub struct Route {
     pub(super) body: Option<Value>,
 }
 
+#[cfg(test)]
 impl Route {
-    /// `GET path`.
-    fn get(path: String) -> Route {
-        Route {
-            path,
-            query: Vec::new(),
-            body: None,
-        }
-    }
-
-    /// `POST path` with a JSON body (a read: the dashboard is asked for with a body).
-    fn post(path: String, body: Value) -> Route {
-        Route {
-            path,
-            query: Vec::new(),
-            body: Some(body),
-        }
-    }
-
-    /// This route with a fixed query.
-    fn query(self, query: Vec<(&'static str, &'static str)>) -> Route {
-        Route { query, ..self }
-    }
-
     /// The method, path and query, as a template reads (for tests).
-    #[cfg(test)]
     pub fn describe(&self) -> String {
         let method = if self.body.is_some() { "POST" } else { "GET" };
         let query: Vec<String> = self.query.iter().map(|(k, v)| format!("{k}={v}")).collect();

@@ -143,20 +143,18 @@ impl UpstreamError {
     /// reason. For 401 and 403 the detail says where the token comes from, since a wrong token
     /// is the first thing a new user meets; the token itself is never quoted.
     pub fn from_status(status: u16) -> UpstreamError {
-        let (reason, detail) = match status {
-            401 => (
-                FailureReason::Unauthorized,
-                "HTTP 401: the provider refused the token (check api.token_file or MAILHOST_API_TOKEN)"
-                    .to_owned(),
-            ),
-            403 => (
-                FailureReason::Forbidden,
-                "HTTP 403: the token may not see this resource".to_owned(),
-            ),
-            404 => (FailureReason::NotFound, "HTTP 404".to_owned()),
-            429 => (FailureReason::RateLimited, "HTTP 429".to_owned()),
-            500..=599 => (FailureReason::ServerError, format!("HTTP {status}")),
-            _ => (FailureReason::ClientError, format!("HTTP {status}")),
+        let reason = match status {
+            401 => FailureReason::Unauthorized,
+            403 => FailureReason::Forbidden,
+            404 => FailureReason::NotFound,
+            429 => FailureReason::RateLimited,
+            500..=599 => FailureReason::ServerError,
+            _ => FailureReason::ClientError,
+        };
+        let detail = match status {
+            401 => "HTTP 401: the provider refused the token (check api.token_file or MAILHOST_API_TOKEN)".to_owned(),
+            403 => "HTTP 403: the token may not see this resource".to_owned(),
+            _ => format!("HTTP {status}"),
         };
         UpstreamError::new(reason, detail)
     }

@@ -400,12 +400,7 @@ impl Client {
         let retry = &self.api.retry;
         let wait = backoff(retry.backoff, retry.max_backoff, retries);
         let resume = Instant::now().checked_add(wait);
-        let past_deadline = match (self.deadline, resume) {
-            (_, None) => true,
-            (Some(d), Some(resume)) => resume >= d,
-            (None, Some(_)) => false,
-        };
-        if past_deadline {
+        if resume.is_none_or(|resume| self.deadline.is_some_and(|d| resume >= d)) {
             return Err(UpstreamError {
                 detail: format!("{}; no time left to retry", e.detail),
                 ..e.clone()
@@ -536,8 +531,7 @@ impl Client {
         retry: bool,
         queued: Instant,
     ) -> Result<pacer::Permit, Attempt> {
-        let endpoint = key.0;
-        let denied = match self
+        let permit = self
             .pacer
             .admit(pacer::Call {
                 target: key,
@@ -552,16 +546,9 @@ impl Client {
                 first: number == 1,
             })
             .await
-        {
-            Ok(p) => {
-                *place = Some(p.place());
-                return Ok(p);
-            }
-            Err(denied) => denied,
-        };
-        Err(Attempt::NotSent(
-            self.no_turn(endpoint, number, queued, denied),
-        ))
+            .map_err(|denied| Attempt::NotSent(self.no_turn(key.0, number, queued, denied)))?;
+        *place = Some(permit.place());
+        Ok(permit)
     }
 
     /// The error of a call the pacer gave no turn, by why: an outage, its target's own
@@ -923,19 +910,13 @@ mod tests {
     #[test]
     fn back_off_doubles_with_jitter_and_is_capped() {
         let (first, max) = (Duration::from_millis(100), Duration::from_millis(350));
-        for _ in 0..100 {
-            let once = backoff(first, max, 0);
-            assert!(
-                once >= Duration::from_millis(50) && once <= Duration::from_millis(100),
-                "{once:?}"
-            );
-            let second = backoff(first, max, 1);
-            assert!(
-                second >= Duration::from_millis(100) && second <= Duration::from_millis(200),
-                "{second:?}"
-            );
-            let capped = backoff(first, max, 10);
-            assert!(capped <= Duration::from_millis(350), "{capped:?}");
+        // Retries 0 and 1 within half and all of 100 and 200 ms; retry 10 capped at 350 ms.
+        for (attempt, low, high) in [(0, 50, 100), (1, 100, 200), (10, 0, 350)] {
+            for _ in 0..100 {
+                let wait = backoff(first, max, attempt);
+                let within = Duration::from_millis(low)..=Duration::from_millis(high);
+                assert!(within.contains(&wait), "{attempt}: {wait:?}");
+            }
         }
     }
 

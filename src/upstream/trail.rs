@@ -134,13 +134,14 @@ impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Step::CircuitOpen { route } => {
-                write!(f, "{}: not called, the target's circuit is open", route)
+                write!(f, "{route}: not called, the target's circuit is open")
             }
-            Step::RetryRefused { route } => write!(
-                f,
-                "{}: not retried, the endpoint's retry budget is spent",
-                route
-            ),
+            Step::RetryRefused { route } => {
+                write!(
+                    f,
+                    "{route}: not retried, the endpoint's retry budget is spent"
+                )
+            }
             Step::Attempt {
                 route,
                 number,
@@ -150,7 +151,7 @@ impl fmt::Display for Step {
                 failure,
                 retry_after,
             } => {
-                write!(f, "{} attempt {number}", route)?;
+                write!(f, "{route} attempt {number}")?;
                 if *waited >= Duration::from_millis(1) {
                     write!(f, " (waited {} for its turn)", secs(*waited))?;
                 }
@@ -163,8 +164,7 @@ impl fmt::Display for Step {
                 reason,
             } => write!(
                 f,
-                "{} attempt {number}: not sent after waiting {} for a turn ({reason})",
-                route,
+                "{route} attempt {number}: not sent after waiting {} for a turn ({reason})",
                 secs(*waited)
             ),
             Step::BackingOff {
@@ -175,14 +175,10 @@ impl fmt::Display for Step {
                 own,
             } => write_backing_off(f, route, *number, *left, *retry_after, *own),
             Step::Backoff { wait } => write!(f, "back-off {} before the next attempt", secs(*wait)),
-            Step::Field { route, path, found } => write!(
-                f,
-                "{}: field {path} could not be read, found {found}",
-                route
-            ),
-            Step::Unreadable { route, detail } => {
-                write!(f, "{}: answer unreadable: {detail}", route)
+            Step::Field { route, path, found } => {
+                write!(f, "{route}: field {path} could not be read, found {found}")
             }
+            Step::Unreadable { route, detail } => write!(f, "{route}: answer unreadable: {detail}"),
             Step::Circuit {
                 route,
                 consecutive_failures,
@@ -256,8 +252,7 @@ fn write_circuit(
     let state = if open { "open" } else { "closed" };
     write!(
         f,
-        "{}: circuit {state}, {consecutive_failures} consecutive failures",
-        route
+        "{route}: circuit {state}, {consecutive_failures} consecutive failures"
     )
 }
 

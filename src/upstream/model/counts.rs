@@ -206,42 +206,14 @@ mod tests {
     fn counts_come_from_flat_listed_or_nested_shapes() {
         let mut p = Vec::new();
         let want = c(&[("bounced", 2.0), ("delivered", 5.0)]);
-        assert_eq!(
-            counts(
-                &json!({"delivered": 5, "bounced": "2", "total": 7}),
-                "x",
-                &mut p
-            )
-            .map(sorted),
-            want
-        );
-        assert_eq!(
-            counts(
-                &json!([{"status": "delivered", "count": 5}, {"status": "bounced", "count": "2"}]),
-                "x",
-                &mut p
-            )
-            .map(sorted),
-            want
-        );
-        assert_eq!(
-            counts(
-                &json!({"date": "d", "statuses": {"delivered": 5, "bounced": 2}}),
-                "x",
-                &mut p
-            )
-            .map(sorted),
-            want
-        );
-        assert_eq!(
-            counts(
-                &json!({"delivered": {"count": 5}, "bounced": {"value": 2}}),
-                "x",
-                &mut p
-            )
-            .map(sorted),
-            want
-        );
+        for shape in [
+            json!({"delivered": 5, "bounced": "2", "total": 7}),
+            json!([{"status": "delivered", "count": 5}, {"status": "bounced", "count": "2"}]),
+            json!({"date": "d", "statuses": {"delivered": 5, "bounced": 2}}),
+            json!({"delivered": {"count": 5}, "bounced": {"value": 2}}),
+        ] {
+            assert_eq!(counts(&shape, "x", &mut p).map(sorted), want, "{shape}");
+        }
         assert!(p.is_empty(), "{p:?}");
     }
 

@@ -146,38 +146,40 @@ impl<'a> Reader<'a> {
         self.object.get(key).filter(|v| !v.is_null())
     }
 
-    /// A finite number, from a JSON number or a numeric string. Missing, null or an empty
-    /// string give `None` quietly; anything else unreadable is a problem.
-    pub fn number(&mut self, key: &str) -> Option<f64> {
+    /// The value of `key` as `parse` reads it: missing or null give `None` quietly, a value
+    /// `parse` cannot read is a problem.
+    fn read<T>(&mut self, key: &str, parse: impl FnOnce(&Value) -> Option<T>) -> Option<T> {
         let v = self.get(key)?;
-        if v.as_str().is_some_and(|s| s.trim().is_empty()) {
-            return None;
-        }
-        // Beyond exact range a number is noise, not a code or a figure.
-        let parsed = as_number(v).filter(|x| x.abs() <= MAX_EXACT);
+        let parsed = parse(v);
         if parsed.is_none() {
             self.problem(key, v);
         }
         parsed
+    }
+
+    /// [`Reader::read`], an empty string giving `None` quietly too.
+    fn read_filled<T>(&mut self, key: &str, parse: impl FnOnce(&Value) -> Option<T>) -> Option<T> {
+        if self.get(key)?.as_str().is_some_and(|s| s.trim().is_empty()) {
+            return None;
+        }
+        self.read(key, parse)
+    }
+
+    /// A finite number, from a JSON number or a numeric string. Missing, null or an empty
+    /// string give `None` quietly; anything else unreadable is a problem.
+    pub fn number(&mut self, key: &str) -> Option<f64> {
+        // Beyond exact range a number is noise, not a code or a figure.
+        self.read_filled(key, |v| as_number(v).filter(|x| x.abs() <= MAX_EXACT))
     }
 
     /// A count (see [`as_count`]): a negative or out-of-range number is a problem.
     pub fn count(&mut self, key: &str) -> Option<f64> {
-        let v = self.get(key)?;
-        if v.as_str().is_some_and(|s| s.trim().is_empty()) {
-            return None;
-        }
-        let parsed = as_count(v);
-        if parsed.is_none() {
-            self.problem(key, v);
-        }
-        parsed
+        self.read_filled(key, as_count)
     }
 
     /// A boolean from `true`/`false`, `0`/`1` or their string forms.
     pub fn boolean(&mut self, key: &str) -> Option<bool> {
-        let v = self.get(key)?;
-        let parsed = match v {
+        self.read(key, |v| match v {
             Value::Bool(b) => Some(*b),
             Value::Number(n) => match n.as_f64() {
                 Some(0.0) => Some(false),
@@ -190,44 +192,26 @@ impl<'a> Reader<'a> {
                 _ => None,
             },
             _ => None,
-        };
-        if parsed.is_none() {
-            self.problem(key, v);
-        }
-        parsed
+        })
     }
 
     /// A string; numbers and booleans are accepted as their text.
     pub fn string(&mut self, key: &str) -> Option<String> {
-        let v = self.get(key)?;
-        match v {
+        self.read(key, |v| match v {
             Value::String(s) => Some(s.clone()),
             Value::Number(n) => Some(n.to_string()),
             Value::Bool(b) => Some(b.to_string()),
-            _ => {
-                self.problem(key, v);
-                None
-            }
-        }
+            _ => None,
+        })
     }
 
     /// A point in time as Unix seconds; see [`parse_timestamp`] for the forms accepted.
     pub fn timestamp(&mut self, key: &str) -> Option<f64> {
-        let v = self.get(key)?;
-        if let Value::String(s) = v
-            && s.trim().is_empty()
-        {
-            return None;
-        }
-        let parsed = match v {
+        self.read_filled(key, |v| match v {
             Value::Number(n) => n.as_f64().and_then(epoch),
             Value::String(s) => parse_timestamp(s),
             _ => None,
-        };
-        if parsed.is_none() {
-            self.problem(key, v);
-        }
-        parsed
+        })
     }
 
     /// A list of short texts: an array of strings (numbers taken as their text), or one string
@@ -271,14 +255,7 @@ impl<'a> Reader<'a> {
         {
             return Some(usize::try_from(n).unwrap_or(usize::MAX));
         }
-        let v = self.get(key)?;
-        match v {
-            Value::Array(a) => Some(a.len()),
-            _ => {
-                self.problem(key, v);
-                None
-            }
-        }
+        self.read(key, |v| v.as_array().map(Vec::len))
     }
 }
 

@@ -39,6 +39,24 @@ pub struct Call<'a> {
     pub first: bool,
 }
 
+#[cfg(test)]
+impl<'a> Call<'a> {
+    /// A first call of `target` with nothing known of it: not urgent, no rank, no place, no
+    /// deadline. Tests set what they need on top.
+    pub(super) fn of(target: &'a TargetKey) -> Call<'a> {
+        Call {
+            target,
+            urgent: false,
+            rank: None,
+            place: None,
+            deadline: None,
+            standing: Standing::Unknown,
+            behind: false,
+            first: true,
+        }
+    }
+}
+
 /// Why a call was not admitted before its deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Denied {
@@ -144,12 +162,11 @@ impl State {
         // first run after its back-off.
         if b.own || call.deadline.is_some_and(|d| b.until >= d) {
             return Err(Denied {
-                paced: false,
                 backing_off: true,
                 own: b.own,
                 left: b.until.saturating_duration_since(now),
                 told: b.told,
-                outage: None,
+                ..Denied::paced(false)
             });
         }
         Ok(Some(b.until))
@@ -379,14 +396,8 @@ mod tests {
 
     fn call(target: &TargetKey, deadline: Option<Instant>) -> Call<'_> {
         Call {
-            target,
-            urgent: false,
-            rank: None,
-            place: None,
             deadline,
-            standing: Standing::Unknown,
-            behind: false,
-            first: true,
+            ..Call::of(target)
         }
     }
 

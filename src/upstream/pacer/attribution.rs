@@ -375,14 +375,8 @@ mod tests {
     /// Admits a call of `target` at `now`, of `standing`.
     fn send(s: &mut State, target: &TargetKey, standing: Standing, now: Instant) -> Sent {
         let call = Call {
-            target,
-            urgent: false,
-            rank: None,
-            place: None,
-            deadline: None,
             standing,
-            behind: false,
-            first: true,
+            ..Call::of(target)
         };
         match s.enter(&call, now) {
             Entry::Granted(g) => g.sent,
@@ -425,37 +419,24 @@ mod tests {
     #[test]
     fn bursts_on_two_endpoints_within_the_token_span_are_the_token_s_unless_one_is_free() {
         let t0 = Instant::now();
-        let mut s = state(t0);
-        s.way(E, t0);
-        s.way(F, t0);
-        let first = s.charge(E, t0, t0, None, Shown::Burst);
-        assert_eq!(first.charged, Charged::Endpoint);
-        let t1 = t0 + TOKEN_SPAN / 2;
-        assert_eq!(
-            s.charge(F, t1, t1, None, Shown::Burst).charged,
-            Charged::Token
-        );
-
-        // With a third endpoint going on freely, bursts elsewhere are those endpoints' own.
-        let mut s = state(t0);
-        s.way(E, t0);
-        s.way(F, t0);
-        s.way(G, t0).last_success = Some(t0);
-        s.charge(E, t0, t0, None, Shown::Burst);
-        assert_eq!(
-            s.charge(F, t1, t1, None, Shown::Burst).charged,
-            Charged::Endpoint
-        );
-
-        // Past the span, a burst is its endpoint's again.
-        let mut s = state(t0);
-        s.way(F, t0);
-        s.charge(E, t0, t0, None, Shown::Burst);
-        let t2 = t0 + TOKEN_SPAN * 2;
-        assert_eq!(
-            s.charge(F, t2, t2, None, Shown::Burst).charged,
-            Charged::Endpoint
-        );
+        // A burst on E, then one on F: the token's within the span; with a third endpoint
+        // going on freely, those endpoints' own; past the span, F's again.
+        for (free, at, charged) in [
+            (false, t0 + TOKEN_SPAN / 2, Charged::Token),
+            (true, t0 + TOKEN_SPAN / 2, Charged::Endpoint),
+            (false, t0 + TOKEN_SPAN * 2, Charged::Endpoint),
+        ] {
+            let mut s = state(t0);
+            s.way(E, t0);
+            s.way(F, t0);
+            if free {
+                s.way(G, t0).last_success = Some(t0);
+            }
+            let first = s.charge(E, t0, t0, None, Shown::Burst);
+            assert_eq!(first.charged, Charged::Endpoint);
+            let then = s.charge(F, at, at, None, Shown::Burst);
+            assert_eq!(then.charged, charged, "free: {free}, at {:?}", at - t0);
+        }
     }
 
     #[test]
@@ -480,14 +461,9 @@ mod tests {
         assert!(learned.changed);
         // A failing target's call is not even queued while the endpoint is out.
         let bad = Call {
-            target: &targets[0],
-            urgent: false,
-            rank: None,
-            place: None,
-            deadline: None,
             standing: Standing::Bad,
             behind: true,
-            first: true,
+            ..Call::of(&targets[0])
         };
         let refused = s
             .before_queue(&bad, t1)

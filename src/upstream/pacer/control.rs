@@ -36,7 +36,7 @@ use tokio::time::Instant;
 use crate::upstream::cooldown::{CoolDown, far};
 
 pub use super::headers::MAX_PAUSE;
-use super::headers::QuotaInfo;
+use super::headers::{QuotaInfo, either};
 
 /// The lowest rate learned from 429s: one call every five seconds still notices a lifted limit.
 pub const MIN_RATE: f64 = 0.2;
@@ -445,7 +445,7 @@ impl Control {
 
     /// The rate calls are paced at, requests per second; `None` when unlimited.
     pub fn rate(&self) -> Option<f64> {
-        min_opt(self.learned_rate(), self.ceiling)
+        either(self.learned_rate(), self.ceiling, f64::min)
     }
 
     /// The rate 429s have taught, the ceiling left aside.
@@ -535,7 +535,7 @@ impl Control {
 
     /// The rate the provider allows as far as the pacer knows: learned, stated or configured.
     pub fn allowed(&self) -> Option<f64> {
-        min_opt(self.rate(), self.stated)
+        either(self.rate(), self.stated, f64::min)
     }
 
     /// Whether the provider has asked for a pause that is still running at `now`: a
@@ -852,13 +852,6 @@ impl Control {
     /// When the running pause ends, if one runs at `now`.
     pub fn resumes_at(&self, now: Instant) -> Option<Instant> {
         self.paused(now).then(|| self.ready_at(now))
-    }
-}
-
-fn min_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
     }
 }
 

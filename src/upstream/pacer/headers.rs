@@ -73,14 +73,14 @@ pub fn read(headers: &HeaderMap, now_unix: u64) -> QuotaInfo {
             .and_then(leading_number)
             .map(|n| reset_delay(n, now_unix));
         info.limit = info.limit.or(limit);
-        info.remaining = min_opt(info.remaining, remaining);
-        info.reset = max_opt(info.reset, reset);
+        info.remaining = either(info.remaining, remaining, u64::min);
+        info.reset = either(info.reset, reset, Duration::max);
     }
     if let Some(value) = field("ratelimit") {
         let (remaining, reset) = current(value, now_unix);
         // The most restrictive of the fields: the fewest requests left, the furthest reset.
-        info.remaining = min_opt(info.remaining, remaining);
-        info.reset = max_opt(info.reset, reset);
+        info.remaining = either(info.remaining, remaining, u64::min);
+        info.reset = either(info.reset, reset, Duration::max);
     }
     if let Some(value) = field("ratelimit-policy") {
         info.policy = policy(value);
@@ -88,16 +88,10 @@ pub fn read(headers: &HeaderMap, now_unix: u64) -> QuotaInfo {
     info
 }
 
-fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+/// `a` and `b` combined by `f` when both are known, else whichever is.
+pub(super) fn either<T>(a: Option<T>, b: Option<T>, f: impl FnOnce(T, T) -> T) -> Option<T> {
     match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-fn max_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
+        (Some(a), Some(b)) => Some(f(a, b)),
         (a, b) => a.or(b),
     }
 }
@@ -175,12 +169,7 @@ fn current(value: &str, now_unix: u64) -> (Option<u64>, Option<Duration>) {
             .param("t")
             .and_then(leading_number)
             .map(|n| reset_delay(n, now_unix));
-        let fewer = match (remaining, best.0) {
-            (Some(r), Some(b)) => r < b,
-            (Some(_), None) => true,
-            (None, _) => false,
-        };
-        if fewer {
+        if remaining.is_some_and(|r| best.0.is_none_or(|b| r < b)) {
             best = (remaining, reset);
         }
     }
@@ -245,14 +234,11 @@ mod tests {
                 policy: None,
             }
         );
-        let epoch = read(&headers(&[("x-ratelimit-reset", "1800000045")]), NOW);
-        assert_eq!(epoch.reset, Some(Duration::from_secs(45)));
-        let past = read(&headers(&[("x-ratelimit-reset", "1700000000")]), NOW);
-        assert_eq!(
-            past.reset,
-            Some(Duration::ZERO),
-            "a reset in the past is now"
-        );
+        // A Unix time: 45 s from now, and one in the past, which is now.
+        for (reset, secs) in [("1800000045", 45), ("1700000000", 0)] {
+            let info = read(&headers(&[("x-ratelimit-reset", reset)]), NOW);
+            assert_eq!(info.reset, Some(Duration::from_secs(secs)), "{reset}");
+        }
     }
 
     #[test]

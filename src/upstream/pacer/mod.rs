@@ -247,11 +247,9 @@ impl Pacer {
                 }
             };
             let timer = async {
-                match (wait_until, call.deadline) {
-                    (Some(a), Some(d)) => tokio::time::sleep_until(a.min(d)).await,
-                    (Some(a), None) => tokio::time::sleep_until(a).await,
-                    (None, Some(d)) => tokio::time::sleep_until(d).await,
-                    (None, None) => std::future::pending().await,
+                match wait_until.into_iter().chain(call.deadline).min() {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {
@@ -462,8 +460,7 @@ impl Pacer {
 
     /// Each endpoint's pace as it stands, for the landing page.
     pub fn endpoints(&self) -> Vec<EndpointPace> {
-        let s = self.lock();
-        endpoint_paces(&s, Instant::now())
+        endpoint_paces(&self.lock(), Instant::now())
     }
 
     /// At most `limit` targets backing off on their own now: endpoint, target, until when,

@@ -229,34 +229,24 @@ impl Outage {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::upstream::cooldown::at as ms;
 
     const CAP: Duration = Duration::from_secs(60);
-
-    fn ms(t0: Instant, ms: u64) -> Instant {
-        t0 + Duration::from_millis(ms)
-    }
 
     #[test]
     fn three_good_targets_failing_with_no_answer_between_are_an_outage_at_once() {
         let t0 = Instant::now();
         let mut o = Outage::default();
-        assert_eq!(
-            o.failed(ms(t0, 10), t0, 1, Standing::Good, 1, CAP),
-            Change::None
-        );
-        // The same target again is not a second witness.
-        assert_eq!(
-            o.failed(ms(t0, 20), t0, 1, Standing::Good, 2, CAP),
-            Change::None
-        );
-        assert_eq!(
-            o.failed(ms(t0, 30), t0, 2, Standing::Good, 3, CAP),
-            Change::None
-        );
-        assert_eq!(
-            o.failed(ms(t0, 40), t0, 3, Standing::Good, 4, CAP),
-            Change::Entered
-        );
+        for (at, target, seq, change) in [
+            (10, 1, 1, Change::None),
+            // The same target again is not a second witness.
+            (20, 1, 2, Change::None),
+            (30, 2, 3, Change::None),
+            (40, 3, 4, Change::Entered),
+        ] {
+            let failed = o.failed(ms(t0, at), t0, target, Standing::Good, seq, CAP);
+            assert_eq!(failed, change, "failure {seq}");
+        }
         let d = o.down().unwrap();
         assert_eq!(d.since, ms(t0, 40));
         assert_eq!(d.next_probe(), ms(t0, 40) + FIRST_COOLDOWN);
@@ -353,17 +343,9 @@ mod tests {
                 o.failed(now, now, 99, Standing::Good, 99, CAP),
                 Change::None
             );
-            assert_eq!(
-                o.failed(
-                    now + Duration::from_millis(50),
-                    now,
-                    5,
-                    Standing::Good,
-                    seq,
-                    CAP
-                ),
-                Change::ProbeFailed
-            );
+            let answered = now + Duration::from_millis(50);
+            let failed = o.failed(answered, now, 5, Standing::Good, seq, CAP);
+            assert_eq!(failed, Change::ProbeFailed);
             cooldowns.push(o.down().unwrap().cooldown.as_secs());
         }
         assert_eq!(cooldowns, [2, 4, 8, 16, 20, 20, 20, 20, 20, 20]);

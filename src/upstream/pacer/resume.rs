@@ -234,10 +234,7 @@ mod tests {
                 .failed(at, at, target, Standing::Good, seq, Duration::from_secs(60));
         }
         assert!(w.outage.down().is_some());
-        let mut neighbours = Outcomes::default();
-        for _ in 0..100 {
-            neighbours.success();
-        }
+        let neighbours = Outcomes::of(100, 0);
         let key = (E, "1001".to_owned());
         let cap = Duration::from_secs(300);
         s.targets.throttled(&key, &neighbours, at, at, None, cap);
@@ -250,11 +247,14 @@ mod tests {
         (s, kept)
     }
 
+    /// What a resume took back: rates, pauses, outages, back-offs, and what it dropped.
+    fn counts(r: Resumed) -> [usize; 5] {
+        [r.rates, r.pauses, r.outages, r.backoffs, r.dropped]
+    }
+
     fn close(a: Option<f64>, b: Option<f64>) -> bool {
-        match (a, b) {
-            (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(1.0),
-            _ => false,
-        }
+        a.zip(b)
+            .is_some_and(|(a, b)| (a - b).abs() <= 1e-9 * a.abs().max(1.0))
     }
 
     #[test]
@@ -271,16 +271,7 @@ mod tests {
         };
         let mut next = fresh(later);
         let resumed = next.resume(&read, &KNOWN, clocks);
-        assert_eq!(
-            resumed,
-            Resumed {
-                rates: 2,
-                pauses: 1,
-                outages: 1,
-                backoffs: 1,
-                dropped: 0
-            }
-        );
+        assert_eq!(counts(resumed), [2, 1, 1, 1, 0]);
         // At the learned rate at once, not above it, and no slow start.
         assert!(s.token.rate().is_some());
         assert!(
@@ -326,16 +317,7 @@ mod tests {
                 unix_ms: WALL + 40_000,
             },
         );
-        assert_eq!(
-            resumed,
-            Resumed {
-                rates: 2,
-                pauses: 0,
-                outages: 0,
-                backoffs: 0,
-                dropped: 3
-            }
-        );
+        assert_eq!(counts(resumed), [2, 0, 0, 0, 3]);
         assert!(!next.token.paused(later));
         assert!(next.down(E).is_none());
         assert_eq!(next.targets.own(E), 0);
@@ -382,16 +364,7 @@ mod tests {
         };
         let mut s = fresh(now);
         let resumed = s.resume(&kept, &KNOWN, clocks);
-        assert_eq!(
-            resumed,
-            Resumed {
-                rates: 1,
-                pauses: 1,
-                outages: 0,
-                backoffs: 1,
-                dropped: 4
-            }
-        );
+        assert_eq!(counts(resumed), [1, 1, 0, 1, 4]);
         assert_eq!(s.ways.len(), 1);
         assert!(close(s.ways[&E].control.rate(), Some(7.0)));
         assert_eq!(s.token.rate(), None);

@@ -127,6 +127,21 @@ impl Outcomes {
     }
 }
 
+#[cfg(test)]
+impl Outcomes {
+    /// `ok` successes, then `throttled` first 429s.
+    pub(super) fn of(ok: u32, throttled: u32) -> Outcomes {
+        let mut h = Outcomes::default();
+        for _ in 0..ok {
+            h.success();
+        }
+        for _ in 0..throttled {
+            h.throttled(true);
+        }
+        h
+    }
+}
+
 /// The last [`HISTORY`] outcomes, a bit each.
 #[derive(Clone, Copy, Debug, Default)]
 struct Ring {

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::control::Control;
 use super::fit::FleetFit;
+use super::headers::either;
 use super::outage::{self, Outage};
 use super::retry_budget::RetryBudget;
 use super::shape::Outcomes;
@@ -399,10 +400,7 @@ impl State {
             .map(|w| w.control.allowed())
             .sum::<Option<f64>>()
             .filter(|_| !self.ways.is_empty());
-        match (self.token.allowed(), sum) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        either(self.token.allowed(), sum, f64::min)
     }
 
     /// Demand over the allowed rate, the worst of the token's and of each endpoint's: above 1

@@ -349,10 +349,7 @@ mod tests {
 
     /// Refused twice while the endpoint's other calls go through: its own.
     fn refuse(b: &mut Targets, target: &str, t: Instant) {
-        let mut h = Outcomes::default();
-        for _ in 0..100 {
-            h.success();
-        }
+        let h = Outcomes::of(100, 0);
         b.throttled(&key(target), &h, t, t, None, CAP);
         b.throttled(&key(target), &h, t, t, None, CAP);
     }
@@ -453,17 +450,6 @@ mod tests {
 
     const E: Endpoint = Endpoint::new("delivery_account");
 
-    fn history(ok: u32, throttled: u32) -> Outcomes {
-        let mut h = Outcomes::default();
-        for _ in 0..ok {
-            h.success();
-        }
-        for _ in 0..throttled {
-            h.throttled(true);
-        }
-        h
-    }
-
     /// `ok` successes and `throttled` first 429s, the 429s spread evenly among them.
     fn spread(ok: u32, throttled: u32) -> Outcomes {
         let mut h = Outcomes::default();
@@ -482,21 +468,18 @@ mod tests {
     fn a_target_refused_twice_while_its_neighbours_succeed_is_refused_on_its_own() {
         let mut t = Targets::new(POLICY);
         let now = Instant::now();
-        let h = history(100, 0);
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Undecided,
-            "one 429 says nothing yet"
-        );
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Target(now + MIN_TARGET_BACKOFF)
-        );
-        assert_eq!(
-            t.throttled(&key("7"), &h, now, now, None, CAP),
-            Scope::Target(now + MIN_TARGET_BACKOFF * 2),
-            "doubling"
-        );
+        let h = Outcomes::of(100, 0);
+        for (scope, why) in [
+            (Scope::Undecided, "one 429 says nothing yet"),
+            (
+                Scope::Target(now + MIN_TARGET_BACKOFF),
+                "refused again: its own",
+            ),
+            (Scope::Target(now + MIN_TARGET_BACKOFF * 2), "doubling"),
+        ] {
+            let throttled = t.throttled(&key("7"), &h, now, now, None, CAP);
+            assert_eq!(throttled, scope, "{why}");
+        }
         assert_eq!(t.own(E), 1);
         assert!(t.backing_off(&key("7"), now).is_some_and(|b| b.own));
         assert_eq!(t.list_own(now, 10).len(), 1);
@@ -514,7 +497,7 @@ mod tests {
         let mut t = Targets::new(POLICY);
         let sent = Instant::now();
         let now = sent + Duration::from_millis(50);
-        let h = history(100, 0);
+        let h = Outcomes::of(100, 0);
         let ra = Some(Duration::from_secs(1));
         assert_eq!(
             t.throttled(&key("7"), &h, now, sent, ra, CAP),
@@ -549,7 +532,7 @@ mod tests {
         );
         assert_eq!(t.succeeded(&key("8")), None, "already charged");
         // Six first 429s among the last sixteen answers: a spent limit, shared at once.
-        let mut spent = history(100, 0);
+        let mut spent = Outcomes::of(100, 0);
         for _ in 0..6 {
             spent.throttled(true);
         }
@@ -611,7 +594,7 @@ mod tests {
     fn a_back_off_follows_retry_after_and_never_outlives_the_values() {
         let mut t = Targets::new(POLICY);
         let now = Instant::now();
-        let h = history(100, 0);
+        let h = Outcomes::of(100, 0);
         let ra = Some(Duration::from_secs(30));
         assert_eq!(
             t.throttled(&key("7"), &h, now, now, ra, CAP),
@@ -633,12 +616,8 @@ mod tests {
             t.throttled(&key("7"), &h, now, now, huge, Duration::from_secs(86_400)),
             Scope::Target(now + MAX_TARGET_BACKOFF)
         );
-        let mut h2 = Outcomes::default();
-        for _ in 0..100 {
-            h2.success();
-        }
         for _ in 0..40 {
-            t.throttled(&key("8"), &h2, now, now, None, CAP);
+            t.throttled(&key("8"), &h, now, now, None, CAP);
         }
         assert!(
             t.backing_off(&key("8"), now).unwrap().until <= now + CAP,
@@ -650,7 +629,7 @@ mod tests {
     fn stale_targets_are_forgotten_and_the_map_is_bounded() {
         let mut t = Targets::new(POLICY);
         let now = Instant::now();
-        let h = history(100, 0);
+        let h = Outcomes::of(100, 0);
         t.throttled(&key("gone"), &h, now, now, None, CAP);
         t.throttled(&key("gone"), &h, now, now, None, CAP);
         assert_eq!(t.own(E), 1);

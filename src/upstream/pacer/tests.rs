@@ -40,16 +40,18 @@ async fn admit(
 ) -> Result<Permit, Denied> {
     let target = key("t");
     p.admit(Call {
-        target: &target,
         urgent,
         rank,
         place,
         deadline,
-        standing: Standing::Unknown,
-        behind: false,
-        first: true,
+        ..Call::of(&target)
     })
     .await
+}
+
+/// The answer `outcome` to `permit`'s call of `target`, with no quota fields.
+fn answer(p: &Pacer, permit: &Permit, target: &TargetKey, outcome: Outcome) -> Charged {
+    p.observe(permit, target, outcome, &QuotaInfo::default(), HOLD)
 }
 
 #[tokio::test(start_paused = true)]
@@ -96,42 +98,80 @@ async fn a_ceiling_spaces_calls_and_refuses_at_once_what_cannot_go_before_the_de
     );
 }
 
+/// Calls spawned one after another while the pacer's slots are held, each writing its number
+/// once admitted: the order they go in.
+struct Arrivals {
+    p: Pacer,
+    order: Arc<Mutex<Vec<u32>>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Arrivals {
+    fn new(p: &Pacer) -> Arrivals {
+        Arrivals {
+            p: p.clone(),
+            order: Arc::default(),
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Spawns call `i`, made by `call`, and lets it reach its queue.
+    async fn spawn<F>(&mut self, i: u32, call: impl FnOnce(Pacer) -> F + Send + 'static)
+    where
+        F: std::future::Future<Output = Result<Permit, Denied>> + Send,
+    {
+        let (p, order) = (self.p.clone(), self.order.clone());
+        self.tasks.push(tokio::spawn(async move {
+            let _permit = call(p).await.unwrap();
+            order.lock().unwrap().push(i);
+        }));
+        tokio::task::yield_now().await;
+    }
+
+    /// Spawns call `i`, a plain one of [`admit`].
+    async fn spawn_plain(&mut self, i: u32) {
+        self.spawn(
+            i,
+            |p| async move { admit(&p, false, None, None, None).await },
+        )
+        .await;
+    }
+
+    /// The order the calls went in, once every one has.
+    async fn order(self) -> Vec<u32> {
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+        std::mem::take(&mut *self.order.lock().unwrap())
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn urgent_calls_go_first_then_the_oldest_data_then_the_order_of_arrival() {
     let p = pacer(1, Some(10.0));
     let first = admit(&p, false, None, None, None).await.unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
+    let mut calls = Arrivals::new(&p);
     for i in 0..5 {
-        let (p, order) = (p.clone(), order.clone());
-        tasks.push(tokio::spawn(async move {
-            let _permit = admit(&p, false, None, None, None).await.unwrap();
-            order.lock().unwrap().push(i);
-        }));
-        tokio::task::yield_now().await;
+        calls.spawn_plain(i).await;
     }
     // Targets fetched before (ranked): after the ones never fetched, oldest first.
     let t0 = Instant::now();
     for (i, age) in [(10, 5), (11, 9), (12, 1)] {
-        let (p, order) = (p.clone(), order.clone());
         let rank = Some(t0 - Duration::from_secs(age));
-        tasks.push(tokio::spawn(async move {
-            let _permit = admit(&p, false, rank, None, None).await.unwrap();
-            order.lock().unwrap().push(i);
-        }));
-        tokio::task::yield_now().await;
+        calls
+            .spawn(i, move |p| async move {
+                admit(&p, false, rank, None, None).await
+            })
+            .await;
     }
-    let (p2, order2) = (p.clone(), order.clone());
-    tasks.push(tokio::spawn(async move {
-        let _permit = admit(&p2, true, None, None, None).await.unwrap();
-        order2.lock().unwrap().push(99);
-    }));
-    tokio::task::yield_now().await;
+    calls
+        .spawn(
+            99,
+            |p| async move { admit(&p, true, None, None, None).await },
+        )
+        .await;
     drop(first);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(*order.lock().unwrap(), vec![99, 0, 1, 2, 3, 4, 11, 10, 12]);
+    assert_eq!(calls.order().await, vec![99, 0, 1, 2, 3, 4, 11, 10, 12]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -140,8 +180,7 @@ async fn calls_of_failing_targets_and_retries_wait_behind_those_of_healthy_targe
     // healthy ones, and still go after them.
     let p = pacer(1, None);
     let first = admit(&p, false, None, None, None).await.unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
+    let mut calls = Arrivals::new(&p);
     let t0 = Instant::now();
     for (i, behind, rank) in [
         (1, true, None),
@@ -150,35 +189,25 @@ async fn calls_of_failing_targets_and_retries_wait_behind_those_of_healthy_targe
         (4, false, Some(t0 - Duration::from_secs(5))),
         (5, true, None),
     ] {
-        let (p, order) = (p.clone(), order.clone());
-        tasks.push(tokio::spawn(async move {
+        let standing = if behind {
+            Standing::Bad
+        } else {
+            Standing::Good
+        };
+        let call = move |p: Pacer| async move {
             let target = key(&format!("t{i}"));
-            let _permit = p
-                .admit(Call {
-                    target: &target,
-                    urgent: false,
-                    rank,
-                    place: None,
-                    deadline: None,
-                    standing: if behind {
-                        Standing::Bad
-                    } else {
-                        Standing::Good
-                    },
-                    behind,
-                    first: true,
-                })
-                .await
-                .unwrap();
-            order.lock().unwrap().push(i);
-        }));
-        tokio::task::yield_now().await;
+            let call = Call {
+                rank,
+                standing,
+                behind,
+                ..Call::of(&target)
+            };
+            p.admit(call).await
+        };
+        calls.spawn(i, call).await;
     }
     drop(first);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(*order.lock().unwrap(), vec![4, 3, 1, 5, 2]);
+    assert_eq!(calls.order().await, vec![4, 3, 1, 5, 2]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -187,29 +216,16 @@ async fn a_call_back_after_a_429_keeps_its_place_among_equals() {
     let first = admit(&p, false, None, None, None).await.unwrap();
     let place = first.place();
     drop(first);
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut tasks = Vec::new();
     let held = admit(&p, false, None, None, None).await.unwrap();
+    let mut calls = Arrivals::new(&p);
     for i in 0..3 {
-        let (p, order) = (p.clone(), order.clone());
-        tasks.push(tokio::spawn(async move {
-            let _permit = admit(&p, false, None, None, None).await.unwrap();
-            order.lock().unwrap().push(i);
-        }));
-        tokio::task::yield_now().await;
+        calls.spawn_plain(i).await;
     }
     // The first call comes back (its answer was 429): it goes before the later ones.
-    let (p2, order2) = (p.clone(), order.clone());
-    tasks.push(tokio::spawn(async move {
-        let _permit = admit(&p2, false, None, Some(place), None).await.unwrap();
-        order2.lock().unwrap().push(99);
-    }));
-    tokio::task::yield_now().await;
+    let back = move |p: Pacer| async move { admit(&p, false, None, Some(place), None).await };
+    calls.spawn(99, back).await;
     drop(held);
-    for t in tasks {
-        t.await.unwrap();
-    }
-    assert_eq!(*order.lock().unwrap(), vec![99, 0, 1, 2]);
+    assert_eq!(calls.order().await, vec![99, 0, 1, 2]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -218,13 +234,7 @@ async fn a_paced_call_is_not_started_when_its_deadline_leaves_no_time_for_an_ans
     let permit = admit(&p, false, None, None, None).await.unwrap();
     // Answers take 300 ms.
     tokio::time::advance(Duration::from_millis(300)).await;
-    p.observe(
-        &permit,
-        &key("t"),
-        Outcome::Success,
-        &QuotaInfo::default(),
-        HOLD,
-    );
+    answer(&p, &permit, &key("t"), Outcome::Success);
     drop(permit);
     // The next turn is now, but only 100 ms are left: not started, deferred.
     let d = Instant::now() + Duration::from_millis(100);
@@ -239,20 +249,16 @@ async fn a_paced_call_is_not_started_when_its_deadline_leaves_no_time_for_an_ans
 /// A call of `target` on `endpoint`, answered with `outcome` at once.
 async fn answered(p: &Pacer, endpoint: Endpoint, target: &str, outcome: Outcome) -> Charged {
     let target = (endpoint, target.to_owned());
-    let permit = p
-        .admit(Call {
-            target: &target,
-            urgent: false,
-            rank: None,
-            place: None,
-            deadline: None,
-            standing: Standing::Unknown,
-            behind: false,
-            first: true,
-        })
-        .await
-        .unwrap();
-    p.observe(&permit, &target, outcome, &QuotaInfo::default(), HOLD)
+    let permit = p.admit(Call::of(&target)).await.unwrap();
+    answer(p, &permit, &target, outcome)
+}
+
+/// Calls of `n` targets of `endpoint`, named `prefix` and a number, each answered at once with
+/// success.
+async fn successes(p: &Pacer, endpoint: Endpoint, prefix: &str, n: usize) {
+    for i in 0..n {
+        answered(p, endpoint, &format!("{prefix}{i}"), Outcome::Success).await;
+    }
 }
 
 const RETRY_3S: Outcome = Outcome::Throttled(Some(Duration::from_secs(3)));
@@ -260,14 +266,8 @@ const RETRY_3S: Outcome = Outcome::Throttled(Some(Duration::from_secs(3)));
 /// Why a call of `target` of [`E`] is refused within `within`.
 async fn refused(p: &Pacer, target: &str, within: Duration) -> Denied {
     p.admit(Call {
-        target: &key(target),
-        urgent: false,
-        rank: None,
-        place: None,
         deadline: Some(Instant::now() + within),
-        standing: Standing::Unknown,
-        behind: false,
-        first: true,
+        ..Call::of(&key(target))
     })
     .await
     .err()
@@ -277,17 +277,14 @@ async fn refused(p: &Pacer, target: &str, within: Duration) -> Denied {
 #[tokio::test(start_paused = true)]
 async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_only_its_call() {
     let p = pacer(4, None);
-    for i in 0..20 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 20).await;
     // A first lone 429, nothing known yet: its call waits, its next answer decides, and
     // its Retry-After pauses the endpoint, briefly, until a call of it succeeds.
     let on_its_way = admit(&p, false, None, None, None).await.unwrap();
     assert_eq!(answered(&p, E, "a", RETRY_3S).await, Charged::Undecided);
     let resumes = p.resumes_at().expect("paused tentatively");
     assert!(resumes - Instant::now() <= shape::MAX_LONE_PAUSE);
-    let ok = Outcome::Success;
-    p.observe(&on_its_way, &key("t"), ok, &QuotaInfo::default(), HOLD);
+    answer(&p, &on_its_way, &key("t"), Outcome::Success);
     assert_eq!(
         p.resumes_at(),
         None,
@@ -297,9 +294,7 @@ async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_onl
     assert!(refused_a.backing_off && !refused_a.own, "{refused_a:?}");
     assert_eq!(refused_a.told, Some(Duration::from_secs(3)));
     tokio::time::advance(Duration::from_secs(3)).await;
-    for i in 0..20 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 20).await;
     // Refused again while its neighbours succeed: its own, and no one else pauses.
     assert!(matches!(
         answered(&p, E, "a", RETRY_3S).await,
@@ -322,7 +317,7 @@ async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_onl
     let t = Instant::now();
     let _next = admit(&p, false, None, None, None).await.unwrap();
     assert!(Instant::now() - t >= Duration::from_secs(3));
-    p.observe(&_next, &key("t"), RETRY_3S, &QuotaInfo::default(), HOLD);
+    answer(&p, &_next, &key("t"), RETRY_3S);
     for t in ["f", "g"] {
         answered(&p, E, t, RETRY_3S).await;
     }
@@ -337,9 +332,7 @@ async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_onl
 #[tokio::test(start_paused = true)]
 async fn a_lone_retry_after_with_no_call_on_its_way_lets_one_call_ask_whose_it_is() {
     let p = pacer(4, None);
-    for i in 0..40 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 40).await;
     // Nothing on its way when the lone 429 comes back (answers come at once): one call
     // goes at once to ask, and its success lifts the pause.
     assert_eq!(answered(&p, E, "a", RETRY_3S).await, Charged::Undecided);
@@ -348,22 +341,14 @@ async fn a_lone_retry_after_with_no_call_on_its_way_lets_one_call_ask_whose_it_i
     let asking = admit(&p, false, None, None, None).await.unwrap();
     assert_eq!(Instant::now(), t, "the asking call goes at once");
     assert!(p.resumes_at().is_some(), "one call asks, not every call");
-    p.observe(
-        &asking,
-        &key("t"),
-        Outcome::Success,
-        &QuotaInfo::default(),
-        HOLD,
-    );
+    answer(&p, &asking, &key("t"), Outcome::Success);
     assert_eq!(p.resumes_at(), None, "its success lifted the pause");
     // Refused too, the pause holds for everyone else until its end.
-    for i in 0..40 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 40).await;
     tokio::time::advance(Duration::from_secs(4)).await;
     assert_eq!(answered(&p, E, "b", RETRY_3S).await, Charged::Undecided);
     let asking = admit(&p, false, None, None, None).await.unwrap();
-    p.observe(&asking, &key("c"), RETRY_3S, &QuotaInfo::default(), HOLD);
+    answer(&p, &asking, &key("c"), RETRY_3S);
     let t = Instant::now();
     let _next = admit(&p, false, None, None, None).await.unwrap();
     assert!(
@@ -376,9 +361,7 @@ async fn a_lone_retry_after_with_no_call_on_its_way_lets_one_call_ask_whose_it_i
 async fn a_target_refused_again_and_again_backs_off_alone_and_slows_no_one() {
     let p = pacer(4, None);
     for round in 0..5 {
-        for i in 0..20 {
-            answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-        }
+        successes(&p, E, "ok", 20).await;
         let charged = answered(&p, E, "bad", RETRY_3S).await;
         if round == 0 {
             assert_eq!(charged, Charged::Undecided, "one 429 says nothing yet");
@@ -396,9 +379,7 @@ async fn a_target_refused_again_and_again_backs_off_alone_and_slows_no_one() {
     assert_eq!(p.backing_off(10).len(), 0, "its wait is over");
     // Its own 429s cut nothing more: the others go at once.
     let t = Instant::now();
-    for i in 0..20 {
-        answered(&p, E, &format!("ok{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "ok", 20).await;
     assert!(Instant::now() - t <= Duration::from_millis(200));
     assert!(p.endpoints()[0].allowed >= rate_after_first, "no cut");
     // Refused again: it backs off, and says so at its deadline.
@@ -421,13 +402,10 @@ async fn a_limit_that_stays_on_one_endpoint_paces_that_endpoint_only() {
         answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
     }
     // Refused in a row: undecided until four in a row make a burst.
-    let charged: Vec<_> = {
-        let mut v = Vec::new();
-        for i in 0..5 {
-            v.push(answered(&p, stats, &format!("s{i}"), Outcome::Throttled(None)).await);
-        }
-        v
-    };
+    let mut charged = Vec::new();
+    for i in 0..5 {
+        charged.push(answered(&p, stats, &format!("s{i}"), Outcome::Throttled(None)).await);
+    }
     use Charged::{Endpoint as Ep, Token, Undecided as U};
     assert_eq!(charged, [U, U, U, U, Ep]);
     let paces: BTreeMap<_, _> = p
@@ -439,9 +417,7 @@ async fn a_limit_that_stays_on_one_endpoint_paces_that_endpoint_only() {
     assert_eq!(paces["delivery_account"], None, "{paces:?}");
     // The free endpoint's calls go at once, however slow the limited one is.
     let t = Instant::now();
-    for i in 0..50 {
-        answered(&p, E, &format!("a{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "a", 50).await;
     assert_eq!(Instant::now(), t);
     // Two endpoints behind one limited route, refused together while a third goes on
     // freely: each is slowed on its own, not the token.
@@ -489,20 +465,14 @@ async fn an_endpoint_ceiling_from_the_config_paces_that_endpoint_only() {
     );
     let stats = Endpoint::new("tracemail_daily");
     let t = Instant::now();
-    for i in 0..5 {
-        answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
-    }
+    successes(&p, stats, "s", 5).await;
     assert!(Instant::now() - t >= Duration::from_millis(1500));
     let t = Instant::now();
-    for i in 0..50 {
-        answered(&p, E, &format!("a{i}"), Outcome::Success).await;
-    }
+    successes(&p, E, "a", 50).await;
     assert_eq!(Instant::now(), t);
     p.configure(8, None, BTreeMap::new());
     let t = Instant::now();
-    for i in 0..5 {
-        answered(&p, stats, &format!("s{i}"), Outcome::Success).await;
-    }
+    successes(&p, stats, "s", 5).await;
     assert!(
         Instant::now() - t <= Duration::from_millis(500),
         "lifted by a reload"
@@ -554,14 +524,8 @@ async fn cold_start(
             loop {
                 let permit = p
                     .admit(Call {
-                        target: &target,
-                        urgent: false,
-                        rank: None,
                         place,
-                        deadline: None,
-                        standing: Standing::Unknown,
-                        behind: false,
-                        first: true,
+                        ..Call::of(&target)
                     })
                     .await
                     .unwrap();
@@ -582,7 +546,7 @@ async fn cold_start(
                 } else {
                     Outcome::Throttled(None)
                 };
-                p.observe(&permit, &target, outcome, &QuotaInfo::default(), HOLD);
+                answer(&p, &permit, &target, outcome);
                 if ok {
                     return;
                 }
@@ -658,14 +622,9 @@ async fn broken_fleet(
             let mut place = None;
             loop {
                 let call = Call {
-                    target: &target,
-                    urgent: false,
-                    rank: None,
                     place,
                     deadline: Some(deadline),
-                    standing: Standing::Unknown,
-                    behind: false,
-                    first: true,
+                    ..Call::of(&target)
                 };
                 let permit = match p.admit(call).await {
                     Ok(permit) => permit,
@@ -683,7 +642,7 @@ async fn broken_fleet(
                 } else {
                     Outcome::Success
                 };
-                let charged = p.observe(&permit, &target, outcome, &QuotaInfo::default(), HOLD);
+                let charged = answer(&p, &permit, &target, outcome);
                 if !broken {
                     return Some(Instant::now());
                 }
@@ -761,16 +720,19 @@ async fn a_dropped_waiter_passes_its_turn_on() {
     assert_eq!(s.in_flight, 0);
 }
 
+/// What a collector needs of [`E`]: `calls` calls every `secs` seconds.
+fn demand(calls: u64, secs: u64) -> Option<Demand> {
+    Some(Demand {
+        calls,
+        interval: Duration::from_secs(secs),
+        endpoints: &[E],
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_operator_is_told_of_a_fit_once_it_has_held_for_an_interval() {
     let p = pacer(1, Some(10.0));
-    let d = |calls| {
-        Some(Demand {
-            calls,
-            interval: Duration::from_secs(30),
-            endpoints: &[E],
-        })
-    };
+    let d = |calls| demand(calls, 30);
     p.set_demand("delivery_account", d(600));
     assert_eq!(p.refresh_intervals(), Some(2), "kept values follow at once");
     assert_eq!(
@@ -796,13 +758,7 @@ async fn the_operator_is_told_of_a_fit_once_it_has_held_for_an_interval() {
 #[test]
 fn the_fit_flips_with_hysteresis_and_names_the_refresh_period() {
     let p = pacer(1, Some(10.0));
-    let d = |calls| {
-        Some(Demand {
-            calls,
-            interval: Duration::from_secs(10),
-            endpoints: &[E],
-        })
-    };
+    let d = |calls| demand(calls, 10);
     p.set_demand("delivery_account", d(50));
     assert_eq!(p.refresh_intervals(), None, "5 per second of 10 fits");
     p.set_demand("delivery_account", d(250));

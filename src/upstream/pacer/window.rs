@@ -79,10 +79,7 @@ impl<const K: usize, const SLOT_MS: u64> Window<K, SLOT_MS> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn at(t0: Instant, ms: u64) -> Instant {
-        t0 + Duration::from_millis(ms)
-    }
+    use crate::upstream::cooldown::at;
 
     #[test]
     fn events_count_for_the_span_and_are_forgotten_slot_by_slot_after_it() {

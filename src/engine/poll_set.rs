@@ -23,6 +23,7 @@ use crate::collectors::{Extra, Refers};
 use crate::config::Config;
 use crate::engine::signal::Bell;
 use crate::engine::spec::{CollectorName, CollectorSpec, Target};
+use crate::engine::unpoisoned;
 use crate::settings::{DiscoveryConfig, ProbeConfig};
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
@@ -153,10 +154,7 @@ impl PollSets {
     /// Takes a (re)loaded config: each tenant's settings, idle times and configured targets.
     /// The targets of tenants that stay are kept, trimmed to a smaller cap or allow-list.
     pub fn reconfigure(&self, config: &Config, specs: &[CollectorSpec]) {
-        let mut tenants = self
-            .tenants
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tenants = unpoisoned(self.tenants.write());
         let mut next = BTreeMap::new();
         for t in &config.tenants {
             let idle = |interval: Option<Duration>| {
@@ -223,21 +221,12 @@ impl PollSets {
     }
 
     pub fn get(&self, tenant: &TenantName) -> Option<Arc<PollSet>> {
-        self.tenants
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(tenant)
-            .cloned()
+        unpoisoned(self.tenants.read()).get(tenant).cloned()
     }
 
     /// The configured tenants' names, in order.
     pub fn tenants(&self) -> Vec<TenantName> {
-        self.tenants
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
+        unpoisoned(self.tenants.read()).keys().cloned().collect()
     }
 }
 
@@ -324,9 +313,7 @@ impl PollSet {
 
     /// Nothing panics under this lock; if something did, the sets are still valid ones.
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        unpoisoned(self.inner.lock())
     }
 
     fn notify(&self) {

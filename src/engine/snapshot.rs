@@ -9,6 +9,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
+use crate::engine::unpoisoned;
 use crate::settings::Schedule;
 use crate::tenant::TenantName;
 use crate::upstream::error::{FailureReason, UpstreamError};
@@ -136,6 +137,9 @@ const INDEXED_FROM: usize = 16;
 /// that is not the tip and adds a target takes an index of its own first, as does a copy that
 /// forgets targets. Without it every change to a collector copied the index, 65 bytes a target
 /// (8.5 MB at 100,000): a first run's parts had one beside the published one all the way through.
+///
+/// Nothing panics while the index is locked but an allocation; a poisoned index is still whole
+/// up to its last insertion (and a tip whose push did not happen is no tip: it reindexes).
 #[derive(Debug, Default)]
 struct Index {
     at: HashMap<Target, usize>,
@@ -174,7 +178,7 @@ impl CollectorState {
         let Some(index) = &self.index else {
             return self.targets.iter().find(|t| t.target == *target);
         };
-        let i = *lock_read(index).at.get(target)?;
+        let i = *unpoisoned(index.read()).at.get(target)?;
         // A position the tip added past this copy's end is not this copy's.
         self.targets.get(i).filter(|t| t.target == *target)
     }
@@ -217,7 +221,7 @@ impl CollectorState {
         if self.targets.capacity() - self.targets.len() < missing {
             self.targets.reserve_exact(missing);
             if let Some(index) = &self.index {
-                let mut index = lock_write(index);
+                let mut index = unpoisoned(index.write());
                 if index.len == self.targets.len() {
                     index.at.reserve(missing);
                 }
@@ -243,7 +247,7 @@ impl CollectorState {
             }
             Some(index) => {
                 {
-                    let mut index = lock_write(index);
+                    let mut index = unpoisoned(index.write());
                     if index.len == at {
                         if let Some(&i) = index.at.get(&target) {
                             return i;
@@ -298,20 +302,6 @@ impl CollectorState {
             len: self.targets.len(),
         })));
     }
-}
-
-/// Nothing panics while the index is locked but an allocation; a poisoned index is still whole
-/// up to its last insertion (and a tip whose push did not happen is no tip: it reindexes).
-fn lock_read(index: &RwLock<Index>) -> std::sync::RwLockReadGuard<'_, Index> {
-    index
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lock_write(index: &RwLock<Index>) -> std::sync::RwLockWriteGuard<'_, Index> {
-    index
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Every collector's state, by collector then tenant. Plain values: rendering reads it, nothing

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::engine::snapshot::{CollectorState, Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
+use crate::engine::unpoisoned;
 use crate::metrics::{self, Format, Section};
 use crate::upstream::error::UpstreamError;
 
@@ -368,10 +369,7 @@ impl Store {
     /// sections that changed rendered again and the others shared. When this returns, every
     /// change made before the call is published (by this call, or by the one it waited for).
     fn publish_pending(&self) {
-        let _turn = self
-            .publishing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _turn = unpoisoned(self.publishing.lock());
         let pending = std::mem::take(&mut *self.pending());
         if !pending.any {
             return;
@@ -385,9 +383,7 @@ impl Store {
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        unpoisoned(self.pending.lock())
     }
 
     /// Expires what is older than `max_age` now and publishes if anything went; returns when
@@ -410,9 +406,7 @@ impl Store {
     /// (each target's result is applied to it whole): keep serving it rather than failing every
     /// later run.
     fn lock(&self) -> std::sync::MutexGuard<'_, Snapshot> {
-        self.snapshot
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        unpoisoned(self.snapshot.lock())
     }
 
     /// Takes the targets an earlier process kept (see [`Snapshot::restore`]), expires what is

@@ -62,12 +62,8 @@ impl Work {
         let mut targets = self.spec.targets.clone();
         if let Some(set) = &self.poll_set {
             let configured: HashSet<&Target> = self.spec.targets.iter().collect();
-            let extra: Vec<Target> = set
-                .targets(self.spec.name, now)
-                .into_iter()
-                .filter(|t| !configured.contains(t))
-                .collect();
-            targets.extend(extra);
+            let extra = set.targets(self.spec.name, now).into_iter();
+            targets.extend(extra.filter(|t| !configured.contains(t)));
         }
         targets
     }
@@ -237,10 +233,7 @@ impl Poller {
             .cloned()
             .collect();
         for name in gone {
-            if let Some(r) = self.running.remove(&name) {
-                r.stop.cancel();
-                let _ = r.task.await;
-            }
+            self.stop(&name).await;
         }
         {
             let store = self.store.clone();
@@ -261,11 +254,16 @@ impl Poller {
                 r.plan.send(w);
                 continue;
             }
-            if let Some(r) = self.running.remove(&key) {
-                r.stop.cancel();
-                let _ = r.task.await;
-            }
+            self.stop(&key).await;
             self.spawn(w);
+        }
+    }
+
+    /// Stops the collector `key`, if it runs, and waits until it has.
+    async fn stop(&mut self, key: &CollectorKey) {
+        if let Some(r) = self.running.remove(key) {
+            r.stop.cancel();
+            let _ = r.task.await;
         }
     }
 
@@ -777,20 +775,17 @@ impl Loop {
         let progressed = deferred.len() < results.len();
         // An endpoint in an outage is asked again at its next probe: a catch-up run then has
         // its calls waiting for it, so that values come back as soon as the provider does.
-        let resumes = match (pacer.resumes_at(), pacer.next_probe_at()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let resumes = pacer
+            .resumes_at()
+            .into_iter()
+            .chain(pacer.next_probe_at())
+            .min();
+        let catch_up_at = if progressed {
+            resumes
+        } else {
+            let gap = Instant::now() + MIN_CATCH_UP_GAP;
+            Some(resumes.map_or(gap, |at| at.max(gap)))
         };
-        let mut catch_up_at = resumes.map(|at| {
-            if progressed {
-                at
-            } else {
-                at.max(Instant::now() + MIN_CATCH_UP_GAP)
-            }
-        });
-        if !progressed {
-            catch_up_at.get_or_insert(Instant::now() + MIN_CATCH_UP_GAP);
-        }
         // Both wait for the token, not for a fault of their own.
         self.backlog.extend(deferred);
         self.backlog.extend(

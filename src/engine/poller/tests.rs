@@ -153,6 +153,39 @@ async fn serve(sim: &mailhost_sim::Simulator, shutdown: &CancellationToken) -> S
     url
 }
 
+/// A simulator whose token `poller-token` sees the accounts `ids`.
+fn sim_of(ids: &[i32]) -> mailhost_sim::Simulator {
+    use mailhost_sim::{AccountSeed, ManagementToken, SimConfig, Simulator};
+    Simulator::new(SimConfig {
+        management_tokens: vec![ManagementToken {
+            token: "poller-token".to_owned(),
+            accounts: Some(ids.to_vec()),
+        }],
+        accounts: ids.iter().copied().map(AccountSeed::with_id).collect(),
+        ..SimConfig::default()
+    })
+}
+
+/// The work of each tenant's Delivery account collector over its accounts against `url`, with
+/// `each` applied to it, and a store that knows them all.
+fn tenants_of(
+    url: &str,
+    tenants: &[(&str, &[i32])],
+    each: impl Fn(&mut Work),
+) -> (Vec<Plan>, Arc<Store>) {
+    let work: Vec<Work> = tenants
+        .iter()
+        .map(|(tenant, ids)| {
+            let mut w = work_of(url, ids);
+            w.spec.tenant = crate::tenant::TenantName::parse(tenant).unwrap();
+            each(&mut w);
+            w
+        })
+        .collect();
+    let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
+    (work.into_iter().map(Arc::new).collect(), Store::new(&specs))
+}
+
 /// A poller of one Delivery account collector over `ids` against `sim`; stops when
 /// `shutdown` is cancelled.
 async fn poller_of(
@@ -200,33 +233,16 @@ pub(super) fn hand_over_hook(spec: &CollectorSpec) {
 
 #[tokio::test]
 async fn a_collector_whose_loop_panics_is_started_again_and_the_others_go_on() {
-    use mailhost_sim::{AccountSeed, ManagementToken, SimConfig, Simulator};
-    let sim = Simulator::new(SimConfig {
-        management_tokens: vec![ManagementToken {
-            token: "poller-token".to_owned(),
-            accounts: Some(vec![1, 2, 3, 4]),
-        }],
-        accounts: (1..=4).map(AccountSeed::with_id).collect(),
-        ..SimConfig::default()
-    });
+    let sim = sim_of(&[1, 2, 3, 4]);
     let shutdown = CancellationToken::new();
     let url = serve(&sim, &shutdown).await;
     // Two tenants polled every second; the loop of the first panics at its first hand-over.
     let (panics, steady) = ("restart-panics", "restart-steady");
-    let work: Vec<Work> = [(panics, [1, 2]), (steady, [3, 4])]
-        .into_iter()
-        .map(|(tenant, ids)| {
-            let mut w = work_of(&url, &ids);
-            w.spec.tenant = crate::tenant::TenantName::parse(tenant).unwrap();
-            w.spec.schedule.interval = Duration::from_secs(1);
-            w.spec.schedule.deadline = Duration::from_millis(800);
-            w
-        })
-        .collect();
+    let (work, store) = tenants_of(&url, &[(panics, &[1, 2]), (steady, &[3, 4])], |w| {
+        w.spec.schedule.interval = Duration::from_secs(1);
+        w.spec.schedule.deadline = Duration::from_millis(800);
+    });
     PANIC_AT_HAND_OVER.lock().unwrap().push(panics.to_owned());
-    let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
-    let store = Store::new(&specs);
-    let work = work.into_iter().map(Arc::new).collect();
     let poller = Poller::start(work, store.clone(), shutdown.clone());
     let mut publications = store.subscribe();
     let state = |tenant: &str| -> CollectorState {
@@ -297,16 +313,9 @@ fn published(store: &Store) -> CollectorState {
 
 #[tokio::test]
 async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends() {
-    use mailhost_sim::{AccountSeed, FaultSpec, ManagementToken, Route, SimConfig, Simulator};
+    use mailhost_sim::{FaultSpec, Route};
     let ids: Vec<i32> = (1..=20).collect();
-    let sim = Simulator::new(SimConfig {
-        management_tokens: vec![ManagementToken {
-            token: "poller-token".to_owned(),
-            accounts: Some(ids.clone()),
-        }],
-        accounts: ids.iter().copied().map(AccountSeed::with_id).collect(),
-        ..SimConfig::default()
-    });
+    let sim = sim_of(&ids);
     // Account 20 answers after 6 s: the run is under way until then.
     let slow = Duration::from_secs(6);
     sim.set_fault(
@@ -373,15 +382,8 @@ async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends(
 
 #[tokio::test]
 async fn a_first_run_waits_for_a_place_while_another_holds_it() {
-    use mailhost_sim::{AccountSeed, FaultSpec, ManagementToken, Route, SimConfig, Simulator};
-    let sim = Simulator::new(SimConfig {
-        management_tokens: vec![ManagementToken {
-            token: "poller-token".to_owned(),
-            accounts: Some(vec![1, 2]),
-        }],
-        accounts: [1, 2].into_iter().map(AccountSeed::with_id).collect(),
-        ..SimConfig::default()
-    });
+    use mailhost_sim::{FaultSpec, Route};
+    let sim = sim_of(&[1, 2]);
     // Each account answers after 2 s: each tenant's first run is under way that long.
     sim.set_fault(
         Route::DeliveryAccountGet,
@@ -393,18 +395,8 @@ async fn a_first_run_waits_for_a_place_while_another_holds_it() {
     let shutdown = CancellationToken::new();
     let url = serve(&sim, &shutdown).await;
     // Two tenants of one account each, and one place for first runs.
-    let work: Vec<Work> = [("a", 1), ("b", 2)]
-        .into_iter()
-        .map(|(tenant, id)| {
-            let mut w = work_of(&url, &[id]);
-            w.spec.tenant = crate::tenant::TenantName::parse(tenant).unwrap();
-            w
-        })
-        .collect();
-    let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
-    let store = Store::new(&specs);
+    let (work, store) = tenants_of(&url, &[("a", &[1]), ("b", &[2])], |_| {});
     let started = Instant::now();
-    let work = work.into_iter().map(Arc::new).collect();
     let poller = Poller::with_places(work, store.clone(), shutdown.clone(), 1);
     let mut publications = store.subscribe();
     let runs = |store: &Store| -> Vec<CollectorState> {

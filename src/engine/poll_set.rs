@@ -274,6 +274,16 @@ fn keep_newest<K: Clone + Eq + std::hash::Hash>(seen: &mut Seen<K>, cap: usize) 
     *seen = by_age.into_iter().collect();
 }
 
+/// Sees `key` (again) at `now`, a new one only while `seen` holds fewer than `cap`; whether it
+/// was new.
+fn see<K: Eq + std::hash::Hash>(seen: &mut Seen<K>, key: K, now: Instant, cap: usize) -> bool {
+    if let Some(at) = seen.get_mut(&key) {
+        *at = now;
+        return false;
+    }
+    seen.len() < cap && seen.insert(key, now).is_none()
+}
+
 /// The entries seen within `idle` of `now`; the others are forgotten.
 fn live<K: Clone + Ord + std::hash::Hash>(
     seen: &mut Seen<K>,
@@ -471,15 +481,8 @@ impl PollSet {
                 {
                     continue;
                 }
-                let full = inner.discovered.len() >= inner.discovery.max_accounts;
-                match inner.discovered.get_mut(&id) {
-                    Some(at) => *at = now,
-                    None if !full => {
-                        inner.discovered.insert(id, now);
-                        added = true;
-                    }
-                    None => {}
-                }
+                let cap = inner.discovery.max_accounts;
+                added |= see(&mut inner.discovered, id, now, cap);
             }
             added
         };
@@ -504,15 +507,8 @@ impl PollSet {
                 if inner.configured_domains.contains(&name) {
                     continue;
                 }
-                let full = inner.domains.len() >= inner.discovery.max_domains;
-                match inner.domains.get_mut(&name) {
-                    Some(at) => *at = now,
-                    None if !full => {
-                        inner.domains.insert(name, now);
-                        added = true;
-                    }
-                    None => {}
-                }
+                let cap = inner.discovery.max_domains;
+                added |= see(&mut inner.domains, name, now, cap);
             }
             added
         };
@@ -655,13 +651,19 @@ mod tests {
         sets.get(&TenantName::parse("a").unwrap()).unwrap()
     }
 
-    #[test]
-    fn a_probe_registers_once_within_the_cap_and_allow_list_and_leaves_when_idle() {
-        let (config, specs) =
-            config("probe:\n  idle_intervals: 2\n  max_targets: 2\n  allow: [1, 5, 6, 7]\n");
+    /// The poll sets of [`config`] with `extra`, and tenant `a`'s.
+    fn sets_of(extra: &str) -> (PollSets, Arc<PollSet>) {
+        let (config, specs) = config(extra);
         let sets = PollSets::default();
         sets.reconfigure(&config, &specs);
         let a = tenant_a(&sets);
+        (sets, a)
+    }
+
+    #[test]
+    fn a_probe_registers_once_within_the_cap_and_allow_list_and_leaves_when_idle() {
+        let (sets, a) =
+            sets_of("probe:\n  idle_intervals: 2\n  max_targets: 2\n  allow: [1, 5, 6, 7]\n");
         assert!(a.takes_accounts());
         let t0 = Instant::now();
         let mut added = a.subscribe();
@@ -702,10 +704,7 @@ mod tests {
 
     #[test]
     fn a_reload_keeps_registrations_within_the_new_cap_and_allow_list() {
-        let (first, specs) = config("");
-        let sets = PollSets::default();
-        sets.reconfigure(&first, &specs);
-        let a = tenant_a(&sets);
+        let (sets, a) = sets_of("");
         let t0 = Instant::now();
         for (i, id) in [10, 11, 12, 13].into_iter().enumerate() {
             assert_eq!(
@@ -725,12 +724,9 @@ mod tests {
 
     #[test]
     fn discovery_follows_the_lists_within_allow_deny_and_caps_and_a_404_removes() {
-        let (config, specs) = config(
+        let (_sets, a) = sets_of(
             "discovery:\n  accounts: true\n  domains: true\n  max_accounts: 3\n  max_domains: 2\n  deny: [4]\n",
         );
-        let sets = PollSets::default();
-        sets.reconfigure(&config, &specs);
-        let a = tenant_a(&sets);
         let t0 = Instant::now();
         // 1 is configured, 4 denied, -3 is no id; 5, 6 and 7 fill the cap of 3, 8 waits.
         a.discover_accounts([1, 4, -3, 5, 6, 7, 8], t0);
@@ -786,11 +782,8 @@ mod tests {
 
     #[test]
     fn strangers_cost_a_bounded_number_of_new_accounts_and_refused_ids_are_answered_from_a_cache() {
-        let (config, specs) =
-            config("probe:\n  max_targets: 20\n  new_per_interval: 5\n  first_fetches: 3\n");
-        let sets = PollSets::default();
-        sets.reconfigure(&config, &specs);
-        let a = tenant_a(&sets);
+        let (_sets, a) =
+            sets_of("probe:\n  max_targets: 20\n  new_per_interval: 5\n  first_fetches: 3\n");
         let t0 = Instant::now();
         // Three first fetches in flight at most.
         for id in 100..103 {
@@ -847,10 +840,7 @@ mod tests {
 
     #[test]
     fn a_probe_waits_only_for_the_collectors_that_poll_its_account() {
-        let (config, specs) = config("");
-        let sets = PollSets::default();
-        sets.reconfigure(&config, &specs);
-        let a = tenant_a(&sets);
+        let (_sets, a) = sets_of("");
         // 1 is configured in delivery_account only; a probed account is polled by both.
         assert_eq!(a.polled_by(1), [CollectorName::DeliveryAccount]);
         assert_eq!(a.register(7, Instant::now()), Registration::Added);
@@ -866,10 +856,7 @@ mod tests {
 
     #[test]
     fn nothing_is_discovered_unless_asked() {
-        let (config, specs) = config("");
-        let sets = PollSets::default();
-        sets.reconfigure(&config, &specs);
-        let a = tenant_a(&sets);
+        let (_sets, a) = sets_of("");
         let t0 = Instant::now();
         a.discover_accounts([5], t0);
         a.discover_domains(["news.example"], t0);

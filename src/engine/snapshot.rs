@@ -558,6 +558,22 @@ mod tests {
         (CollectorName::DeliveryAccount, TenantName::default())
     }
 
+    /// `spec` while the fleet does not fit: values are kept for 80 s, not max_age's 30 s.
+    fn waiting(spec: CollectorSpec) -> CollectorSpec {
+        CollectorSpec {
+            keep_for: Some(Duration::from_secs(80)),
+            ..spec
+        }
+    }
+
+    /// A target the run deferred: the tenant's rate limit gave it no turn.
+    fn deferred() -> UpstreamError {
+        UpstreamError {
+            deferred: true,
+            ..err(FailureReason::RateLimited)
+        }
+    }
+
     /// Whether account `id` of `c` holds values (it must be known).
     fn has_data(c: &CollectorState, id: i32) -> bool {
         c.target(&Target::DeliveryAccount(id))
@@ -687,10 +703,7 @@ mod tests {
         let t0 = at(0);
         let key = key();
         s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
-        let waiting = CollectorSpec {
-            keep_for: Some(Duration::from_secs(80)),
-            ..spec()
-        };
+        let waiting = waiting(spec());
         let own = UpstreamError {
             own: true,
             ..err(FailureReason::RateLimited)
@@ -721,19 +734,12 @@ mod tests {
         let key = key();
         s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
         // The fleet does not fit: values are kept for 80 s instead of max_age's 30 s.
-        let waiting = CollectorSpec {
-            keep_for: Some(Duration::from_secs(80)),
-            ..spec()
-        };
-        let deferred = UpstreamError {
-            deferred: true,
-            ..err(FailureReason::RateLimited)
-        };
+        let waiting = waiting(spec());
         let t1 = at(20);
         s.apply_run(
             &waiting,
             vec![
-                failed(1, deferred.clone()),
+                failed(1, deferred()),
                 failed(2, err(FailureReason::ServerError)),
             ],
             Duration::ZERO,
@@ -798,15 +804,8 @@ mod tests {
         assert!(s.ready());
         // A part never touches what the last run's end decided: how long values are kept
         // while the fleet does not fit, and the deferred count.
-        let waiting = CollectorSpec {
-            keep_for: Some(Duration::from_secs(80)),
-            ..three.clone()
-        };
-        let deferred = UpstreamError {
-            deferred: true,
-            ..err(FailureReason::RateLimited)
-        };
-        s.apply_run(&waiting, vec![failed(3, deferred)], Duration::ZERO, t1);
+        let waiting = waiting(three.clone());
+        s.apply_run(&waiting, vec![failed(3, deferred())], Duration::ZERO, t1);
         s.apply_part(&three, answered(&[(1, 6.0)]), at(5));
         let c = &s.collectors[&key];
         assert_eq!(c.keep_for, Some(Duration::from_secs(80)));

@@ -437,17 +437,8 @@ mod tests {
             let under_way = publisher.begin();
             runs.spawn(async move {
                 let id = spec.targets[0].clone();
-                publisher
-                    .apply_run(
-                        Finished {
-                            spec,
-                            results: vec![(id, Ok(data(7.0)))],
-                            duration: Duration::ZERO,
-                            urgent: false,
-                        },
-                        under_way,
-                    )
-                    .await
+                let run = on_schedule(spec, vec![(id, Ok(data(7.0)))]);
+                publisher.apply_run(run, under_way).await
             });
         }
         runs.join_all().await;

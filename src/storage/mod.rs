@@ -153,13 +153,9 @@ impl Dir {
             self.next_temp.fetch_add(1, Ordering::Relaxed)
         ));
         let written_at = jiff::Timestamp::now();
-        let bytes = match write_temp(&temp, data, written_at, limit) {
-            Ok(bytes) => bytes,
-            Err(failure) => {
-                let _ = fs::remove_file(&temp);
-                return Err(failure.into_error(target, limit));
-            }
-        };
+        let bytes = write_temp(&temp, &target, data, written_at, limit).inspect_err(|_| {
+            let _ = fs::remove_file(&temp);
+        })?;
         if let Err(e) = fs::rename(&temp, &target) {
             let _ = fs::remove_file(&temp);
             return Err(StorageError::write(target, WriteCause::of(&e), Some(&e)));
@@ -272,51 +268,37 @@ fn remove_leftovers(dir: &Path) -> io::Result<usize> {
     Ok(removed)
 }
 
-/// Why a temporary file could not be written.
-enum TempFailure {
-    Io(io::Error),
-    TooLarge,
-    Encode(serde_json::Error),
-}
-
-impl TempFailure {
-    fn into_error(self, target: PathBuf, limit: u64) -> StorageError {
-        match self {
-            TempFailure::Io(e) => StorageError::write(target, WriteCause::of(&e), Some(&e)),
-            TempFailure::TooLarge => StorageError::write(
-                target,
-                WriteCause::TooLarge,
-                Some(&format!("more than {}", bytes_in_words(limit))),
-            ),
-            TempFailure::Encode(e) => StorageError::write(target, WriteCause::Encode, Some(&e)),
-        }
-    }
-}
-
-/// Writes `data` in its envelope to the new file `temp` (0600), and fsyncs it: its size.
+/// Writes `data` in its envelope to the new file `temp` (0600), and fsyncs it: its size. A
+/// failure is a failed write of `target`.
 fn write_temp<T: Serialize + Versioned>(
     temp: &Path,
+    target: &Path,
     data: &T,
     written_at: jiff::Timestamp,
     limit: u64,
-) -> Result<u64, TempFailure> {
-    let file = create_new(temp).map_err(TempFailure::Io)?;
+) -> Result<u64, StorageError> {
+    let failed = |cause, source: &dyn std::fmt::Display| {
+        StorageError::write(target.to_owned(), cause, Some(source))
+    };
+    let io = |e: io::Error| failed(WriteCause::of(&e), &e);
+    let file = create_new(temp).map_err(io)?;
     let mut out = envelope::Bounded::new(BufWriter::new(file), limit);
     if let Err(e) = envelope::encode(&mut out, data, written_at) {
         return Err(if out.exceeded {
-            TempFailure::TooLarge
+            let bound = format!("more than {}", bytes_in_words(limit));
+            failed(WriteCause::TooLarge, &bound)
         } else if e.is_io() {
-            TempFailure::Io(io::Error::from(e))
+            io(io::Error::from(e))
         } else {
-            TempFailure::Encode(e)
+            failed(WriteCause::Encode, &e)
         });
     }
     let bytes = out.written;
     let file = out
         .into_inner()
         .into_inner()
-        .map_err(|e| TempFailure::Io(e.into_error()))?;
-    file.sync_all().map_err(TempFailure::Io)?;
+        .map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
     Ok(bytes)
 }
 

@@ -505,6 +505,12 @@ impl Store {
     pub fn prepared(&self) -> Arc<Prepared> {
         self.prepared.load_full()
     }
+
+    /// The published body in the classic format, as text (without self-metrics).
+    #[cfg(test)]
+    pub fn classic_text(&self) -> String {
+        String::from_utf8(self.prepared().body(Format::Classic).to_vec()).unwrap()
+    }
 }
 
 /// A collector's finished run, on its way to the store, with the results of its targets that no

@@ -4,7 +4,6 @@ use super::log::Failures;
 use super::*;
 
 use crate::engine::snapshot::CollectorState;
-use crate::metrics::Format;
 
 /// The work of one Delivery account collector over `ids` against the provider at `url`
 /// (interval 60 s, deadline 30 s), with a client as the exporter builds one.
@@ -246,14 +245,8 @@ async fn a_collector_whose_loop_panics_is_started_again_and_the_others_go_on() {
     let poller = Poller::start(work, store.clone(), shutdown.clone());
     let mut publications = store.subscribe();
     let state = |tenant: &str| -> CollectorState {
-        let prepared = store.prepared();
-        let state = prepared
-            .snapshot
-            .collectors
-            .values()
-            .find(|c| c.tenant.as_str() == tenant)
-            .unwrap();
-        (**state).clone()
+        let mut states = published_states(&store).into_iter();
+        states.find(|c| c.tenant.as_str() == tenant).unwrap()
     };
     let calls = |id: i32| sim.hits(&format!("/api/delivery/accounts/{id}"));
     // Both collectors make runs after the panic: the panicked one started again (its first
@@ -290,7 +283,7 @@ async fn a_collector_whose_loop_panics_is_started_again_and_the_others_go_on() {
         "the other one went on"
     );
     assert!(store.prepared().snapshot.ready());
-    let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
+    let body = store.classic_text();
     for (tenant, n) in [(panics, 1), (steady, 0)] {
         let line = format!(
             "mailhost_collector_restarts_total{{tenant=\"{tenant}\",collector=\"delivery_account\"}} {n}\n"
@@ -304,11 +297,15 @@ async fn a_collector_whose_loop_panics_is_started_again_and_the_others_go_on() {
         .expect("the poller stopped");
 }
 
+/// The published state of each collector.
+fn published_states(store: &Store) -> Vec<CollectorState> {
+    let collectors = store.prepared().snapshot.collectors.clone();
+    collectors.values().map(|c| (**c).clone()).collect()
+}
+
 /// The published state of the one collector.
 fn published(store: &Store) -> CollectorState {
-    let prepared = store.prepared();
-    let state = prepared.snapshot.collectors.values().next().unwrap();
-    (**state).clone()
+    published_states(store).remove(0)
 }
 
 #[tokio::test]
@@ -350,7 +347,7 @@ async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends(
     let c = published(&store);
     assert!(c.last_run.is_none() && fetched(&c) == 19);
     assert!(c.target(&Target::DeliveryAccount(20)).is_none());
-    let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
+    let body = store.classic_text();
     assert!(
         body.contains("mailhost_delivery_remaining_messages{account_id=\"1\"}"),
         "{body}"
@@ -400,14 +397,8 @@ async fn a_first_run_waits_for_a_place_while_another_holds_it() {
     let poller = Poller::with_places(work, store.clone(), shutdown.clone(), 1);
     let mut publications = store.subscribe();
     let runs = |store: &Store| -> Vec<CollectorState> {
-        let prepared = store.prepared();
-        let mut runs: Vec<CollectorState> = prepared
-            .snapshot
-            .collectors
-            .values()
-            .filter(|c| c.last_run.is_some())
-            .map(|c| (**c).clone())
-            .collect();
+        let mut runs = published_states(store);
+        runs.retain(|c| c.last_run.is_some());
         runs.sort_by_key(|c| c.last_run.map(|r| r.finished));
         runs
     };

@@ -416,7 +416,6 @@ mod tests {
     use super::*;
     use crate::collectors::delivery_account::fixtures::remaining as data;
     use crate::engine::spec::fixtures::accounts;
-    use crate::metrics::Format;
     use crate::tenant::TenantName;
 
     #[tokio::test]
@@ -443,7 +442,7 @@ mod tests {
         }
         runs.join_all().await;
         // Every run is published by the time its collector is told...
-        let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
+        let body = store.classic_text();
         let shown = body
             .lines()
             .filter(|l| l.starts_with("mailhost_delivery_remaining_messages{"))

@@ -767,16 +767,11 @@ mod tests {
             ],
             t0,
         );
+        use crate::collectors::tracemail_dashboard::View;
+        let view = |d: &str| Target::TracemailDashboard(View::Domain(d.into()));
         assert_eq!(
             a.targets(CollectorName::TracemailDashboard, t0),
-            [
-                Target::TracemailDashboard(crate::collectors::tracemail_dashboard::View::Domain(
-                    "news.example".into()
-                )),
-                Target::TracemailDashboard(crate::collectors::tracemail_dashboard::View::Domain(
-                    "x.example".into()
-                ))
-            ]
+            [view("news.example"), view("x.example")]
         );
     }
 

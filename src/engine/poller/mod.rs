@@ -702,17 +702,8 @@ impl Loop {
         latest.keep_for = keep_for(&latest, pacer.refresh_intervals(), waited);
         #[cfg(test)]
         tests::hand_over_hook(&latest);
-        self.publisher
-            .hand_over(
-                Finished {
-                    spec: latest,
-                    results: tray.rest(),
-                    duration: started.elapsed(),
-                    urgent: publish_soon,
-                },
-                under_way,
-            )
-            .await;
+        let end = end_of(latest, &tray, started, publish_soon);
+        self.publisher.hand_over(end, under_way).await;
         Some(())
     }
 
@@ -873,18 +864,20 @@ fn side_run(
         };
         work.learn(&results);
         let latest = plan.borrow().polled(Instant::now());
-        publisher
-            .hand_over(
-                Finished {
-                    spec: latest,
-                    results: tray.rest(),
-                    duration: started.elapsed(),
-                    urgent: true,
-                },
-                under_way,
-            )
-            .await;
+        let end = end_of(latest, &tray, started, true);
+        publisher.hand_over(end, under_way).await;
     });
+}
+
+/// The end of a run begun at `started`, of the collector as `spec` has it: the results its
+/// `tray` still holds.
+fn end_of(spec: CollectorSpec, tray: &Tray, started: Instant, urgent: bool) -> Finished {
+    Finished {
+        spec,
+        results: tray.rest(),
+        duration: started.elapsed(),
+        urgent,
+    }
 }
 
 /// The tray of a run of the collector whose latest plan `plan` is; `refresh`: of targets that

@@ -481,14 +481,7 @@ fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_
 
     let t0 = Instant::now();
     let mut turns = Turns::default();
-    let ok = |id| {
-        (
-            Target::DeliveryAccount(id),
-            Ok(crate::collectors::delivery_account::fixtures::remaining(
-                1.0,
-            )),
-        )
-    };
+    let ok = |id| crate::collectors::delivery_account::fixtures::answered(&[(id, 1.0)]).remove(0);
     let waiting = |id, e: UpstreamError| (Target::DeliveryAccount(id), Err(e));
     assert_eq!(turns.learn(&[ok(1), ok(2), ok(3)], t0), None);
     let deferred = UpstreamError {

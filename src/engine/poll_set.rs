@@ -436,15 +436,10 @@ impl PollSet {
         }
         for &(id, reason) in refused {
             if inner.probed.remove(&id).is_some() {
-                if inner.refused.len() >= MAX_REFUSED {
-                    let oldest = inner
-                        .refused
-                        .iter()
-                        .min_by_key(|(_, (at, _))| *at)
-                        .map(|(k, _)| *k);
-                    if let Some(oldest) = oldest {
-                        inner.refused.remove(&oldest);
-                    }
+                if inner.refused.len() >= MAX_REFUSED
+                    && let Some((&oldest, _)) = inner.refused.iter().min_by_key(|(_, (at, _))| *at)
+                {
+                    inner.refused.remove(&oldest);
                 }
                 inner.refused.insert(id, (now, reason));
             }

@@ -239,20 +239,14 @@ impl Prepared {
     /// The whole prepared body of `format`, without self-metrics and without `# EOF` (a copy:
     /// for tests and tools, never for scrapes).
     pub fn body(&self, format: Format) -> Bytes {
-        let mut out = Vec::new();
-        for part in self.parts(format, |_| true) {
-            out.extend_from_slice(&part.plain());
-        }
-        Bytes::from(out)
+        let parts: Vec<Bytes> = self.parts(format, |_| true).map(Encoded::plain).collect();
+        Bytes::from(parts.concat())
     }
 
     /// [`Prepared::body`] as a gzip stream of one member per section.
     pub fn gzip(&self, format: Format) -> Bytes {
-        let mut out = Vec::new();
-        for part in self.parts(format, |_| true) {
-            out.extend_from_slice(&part.gzip);
-        }
-        Bytes::from(out)
+        let parts: Vec<&[u8]> = self.parts(format, |_| true).map(|p| &p.gzip[..]).collect();
+        Bytes::from(parts.concat())
     }
 }
 

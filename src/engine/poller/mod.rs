@@ -78,28 +78,18 @@ impl Work {
         };
         let now = Instant::now();
         let (mut ok, mut failed, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+        use FailureReason::{Forbidden, NotFound};
         for (target, result) in results {
-            if let Some(id) = target.account_id() {
-                match result {
-                    Ok(_) => ok.push(id),
-                    Err(e)
-                        if matches!(
-                            e.reason,
-                            FailureReason::NotFound | FailureReason::Forbidden
-                        ) =>
-                    {
-                        refused.push((id, e.reason));
-                    }
-                    // Not tried: its first fetch has not ended.
-                    Err(e) if e.deferred => {}
-                    Err(_) => failed.push(id),
+            match (target.account_id(), result) {
+                (Some(id), Ok(_)) => ok.push(id),
+                (Some(id), Err(e)) if matches!(e.reason, NotFound | Forbidden) => {
+                    refused.push((id, e.reason));
                 }
-            }
-            if let Err(e) = result
-                && e.reason == FailureReason::NotFound
-                && target.account_id().is_none()
-            {
-                set.forget(target, now)
+                // Not tried: its first fetch has not ended.
+                (Some(_), Err(e)) if e.deferred => {}
+                (Some(id), Err(_)) => failed.push(id),
+                (None, Err(e)) if e.reason == NotFound => set.forget(target, now),
+                (None, _) => {}
             }
         }
         set.record(&ok, &failed, &refused, now);

@@ -237,12 +237,7 @@ impl Inner {
         let probe = &self.probe;
         self.probed
             .retain(|id, _| probe.allow.as_ref().is_none_or(|a| a.contains(id)));
-        if self.probed.len() > probe.max_targets {
-            let mut by_age: Vec<(i32, Probed)> = self.probed.drain().collect();
-            by_age.sort_by_key(|(_, p)| std::cmp::Reverse(p.seen));
-            by_age.truncate(probe.max_targets);
-            self.probed = by_age.into_iter().collect();
-        }
+        keep_newest(&mut self.probed, probe.max_targets, |p| p.seen);
         let d = &self.discovery;
         if !d.accounts {
             self.discovered.clear();
@@ -251,8 +246,8 @@ impl Inner {
             self.domains.clear();
         }
         self.discovered.retain(|id, _| d.takes(*id));
-        keep_newest(&mut self.discovered, d.max_accounts);
-        keep_newest(&mut self.domains, d.max_domains);
+        keep_newest(&mut self.discovered, d.max_accounts, |at| *at);
+        keep_newest(&mut self.domains, d.max_domains, |at| *at);
     }
 }
 
@@ -263,15 +258,19 @@ impl DiscoveryConfig {
     }
 }
 
-/// Keeps the `cap` most recently seen entries.
-fn keep_newest<K: Clone + Eq + std::hash::Hash>(seen: &mut Seen<K>, cap: usize) {
-    if seen.len() <= cap {
+/// Keeps the `cap` entries most recently seen, as `seen` reads when.
+fn keep_newest<K: Eq + std::hash::Hash, V>(
+    map: &mut HashMap<K, V>,
+    cap: usize,
+    seen: impl Fn(&V) -> Instant,
+) {
+    if map.len() <= cap {
         return;
     }
-    let mut by_age: Vec<(K, Instant)> = seen.iter().map(|(k, at)| (k.clone(), *at)).collect();
-    by_age.sort_by_key(|(_, at)| std::cmp::Reverse(*at));
+    let mut by_age: Vec<(K, V)> = map.drain().collect();
+    by_age.sort_by_key(|(_, v)| std::cmp::Reverse(seen(v)));
     by_age.truncate(cap);
-    *seen = by_age.into_iter().collect();
+    *map = by_age.into_iter().collect();
 }
 
 /// Sees `key` (again) at `now`, a new one only while `seen` holds fewer than `cap`; whether it
@@ -549,19 +548,12 @@ impl PollSet {
             let from = if p.confirmed { p.seen } else { p.since };
             now.saturating_duration_since(from) <= *probe_idle
         });
-        let mut probed: Vec<(i32, bool)> =
-            probed.iter().map(|(id, p)| (*id, p.confirmed)).collect();
-        probed.sort_unstable();
-        let discovered = live(discovered, *accounts_idle, now);
-        let mut all: Vec<(i32, Source, bool)> = probed
-            .into_iter()
-            .map(|(id, confirmed)| (id, Source::Probe, confirmed))
-            .chain(
-                discovered
-                    .into_iter()
-                    .map(|id| (id, Source::Discovered, true)),
-            )
-            .collect();
+        let probed = probed
+            .iter()
+            .map(|(id, p)| (*id, Source::Probe, p.confirmed));
+        let discovered = live(discovered, *accounts_idle, now).into_iter();
+        let discovered = discovered.map(|id| (id, Source::Discovered, true));
+        let mut all: Vec<(i32, Source, bool)> = probed.chain(discovered).collect();
         // Probed before discovered for an account that is both: one entry each.
         all.sort_unstable_by_key(|(id, source, _)| (*id, *source));
         all.dedup_by_key(|(id, ..)| *id);

@@ -345,8 +345,7 @@ impl Turns {
                 Err(e) if e.deferred || (e.reason == FailureReason::RateLimited && !e.own) => {
                     self.failing.remove(target);
                     if let Some(at) = self.fetched.get(target) {
-                        let w = now.saturating_duration_since(*at);
-                        waited = Some(waited.map_or(w, |m| m.max(w)));
+                        waited = waited.max(Some(now.saturating_duration_since(*at)));
                     }
                 }
                 Err(_) => {

@@ -336,55 +336,51 @@ impl PollSet {
 
     /// A probe of account `id` at `now`.
     pub fn register(&self, id: i32, now: Instant) -> Registration {
-        let outcome = {
-            let mut inner = self.lock();
-            if inner.configured.contains(&id) {
-                return Registration::Configured;
-            }
-            if let Some(p) = inner.probed.get_mut(&id) {
-                p.seen = now;
-                return Registration::Known;
-            }
-            if inner.probe.allow.as_ref().is_some_and(|a| !a.contains(&id)) {
-                return Registration::NotAllowed;
-            }
-            let ttl = inner.account_interval;
-            if let Some((at, reason)) = inner.refused.get(&id).copied() {
-                if now.saturating_duration_since(at) < ttl {
-                    return Registration::Refused(reason);
-                }
-                inner.refused.remove(&id);
-            }
-            if inner.probed.len() >= inner.probe.max_targets {
-                return Registration::Full;
-            }
-            let (start, count) = inner.window;
-            let elapsed = now.saturating_duration_since(start);
-            if elapsed >= ttl {
-                inner.window = (now, 0);
-            } else if count >= inner.probe.new_per_interval {
-                return Registration::TooManyNew(ttl - elapsed);
-            }
-            let in_flight = inner.probed.values().filter(|p| !p.attempted).count();
-            if in_flight >= inner.probe.first_fetches {
-                return Registration::TooManyFirstFetches;
-            }
-            inner.window.1 += 1;
-            inner.probed.insert(
-                id,
-                Probed {
-                    since: now,
-                    seen: now,
-                    attempted: false,
-                    confirmed: false,
-                },
-            );
-            Registration::Added
-        };
-        if outcome == Registration::Added {
-            self.notify();
+        let mut inner = self.lock();
+        if inner.configured.contains(&id) {
+            return Registration::Configured;
         }
-        outcome
+        if let Some(p) = inner.probed.get_mut(&id) {
+            p.seen = now;
+            return Registration::Known;
+        }
+        if inner.probe.allow.as_ref().is_some_and(|a| !a.contains(&id)) {
+            return Registration::NotAllowed;
+        }
+        let ttl = inner.account_interval;
+        if let Some((at, reason)) = inner.refused.get(&id).copied() {
+            if now.saturating_duration_since(at) < ttl {
+                return Registration::Refused(reason);
+            }
+            inner.refused.remove(&id);
+        }
+        if inner.probed.len() >= inner.probe.max_targets {
+            return Registration::Full;
+        }
+        let (start, count) = inner.window;
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed >= ttl {
+            inner.window = (now, 0);
+        } else if count >= inner.probe.new_per_interval {
+            return Registration::TooManyNew(ttl - elapsed);
+        }
+        let in_flight = inner.probed.values().filter(|p| !p.attempted).count();
+        if in_flight >= inner.probe.first_fetches {
+            return Registration::TooManyFirstFetches;
+        }
+        inner.window.1 += 1;
+        inner.probed.insert(
+            id,
+            Probed {
+                since: now,
+                seen: now,
+                attempted: false,
+                confirmed: false,
+            },
+        );
+        drop(inner);
+        self.notify();
+        Registration::Added
     }
 
     /// Why the provider refused `id` (404 or 403), if it did within the last interval.
@@ -459,27 +455,25 @@ impl PollSet {
     /// Accounts the dashboard's top lists named: each passing the allow and deny lists is
     /// (again) seen now, new ones up to `discovery.max_accounts`.
     pub fn discover_accounts(&self, ids: impl IntoIterator<Item = i32>, now: Instant) {
-        let added = {
-            let mut inner = self.lock();
-            if !inner.discovery.accounts {
-                return;
+        let mut inner = self.lock();
+        if !inner.discovery.accounts {
+            return;
+        }
+        let idle = inner.accounts_idle;
+        live(&mut inner.gone, idle, now);
+        let mut added = false;
+        for id in ids {
+            if id <= 0
+                || inner.configured.contains(&id)
+                || !inner.discovery.takes(id)
+                || inner.gone.contains_key(&id)
+            {
+                continue;
             }
-            let idle = inner.accounts_idle;
-            live(&mut inner.gone, idle, now);
-            let mut added = false;
-            for id in ids {
-                if id <= 0
-                    || inner.configured.contains(&id)
-                    || !inner.discovery.takes(id)
-                    || inner.gone.contains_key(&id)
-                {
-                    continue;
-                }
-                let cap = inner.discovery.max_accounts;
-                added |= see(&mut inner.discovered, id, now, cap);
-            }
-            added
-        };
+            let cap = inner.discovery.max_accounts;
+            added |= see(&mut inner.discovered, id, now, cap);
+        }
+        drop(inner);
         if added {
             self.notify();
         }
@@ -488,24 +482,22 @@ impl PollSet {
     /// Sending domains the daily statistics named: each (again) seen now as a dashboard view,
     /// new ones up to `discovery.max_domains`; names that are not domain names are skipped.
     pub fn discover_domains<'a>(&self, names: impl IntoIterator<Item = &'a str>, now: Instant) {
-        let added = {
-            let mut inner = self.lock();
-            if !inner.discovery.domains {
-                return;
+        let mut inner = self.lock();
+        if !inner.discovery.domains {
+            return;
+        }
+        let mut added = false;
+        for name in names
+            .into_iter()
+            .filter_map(crate::upstream::model::names::domain_name)
+        {
+            if inner.configured_domains.contains(&name) {
+                continue;
             }
-            let mut added = false;
-            for name in names
-                .into_iter()
-                .filter_map(crate::upstream::model::names::domain_name)
-            {
-                if inner.configured_domains.contains(&name) {
-                    continue;
-                }
-                let cap = inner.discovery.max_domains;
-                added |= see(&mut inner.domains, name, now, cap);
-            }
-            added
-        };
+            let cap = inner.discovery.max_domains;
+            added |= see(&mut inner.domains, name, now, cap);
+        }
+        drop(inner);
         if added {
             self.notify();
         }

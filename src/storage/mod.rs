@@ -66,7 +66,6 @@ const TEMP_SUFFIX: &str = ".tmp";
 pub struct Dir {
     path: PathBuf,
     lock: lock::Lock,
-    leftovers_removed: usize,
     /// Numbers temporary files, so that two writes at once never share one.
     next_temp: AtomicU64,
 }
@@ -90,14 +89,13 @@ impl Dir {
     pub fn open(path: &Path) -> Result<Dir, StorageError> {
         create(path)?;
         let lock = lock::Lock::take(path)?;
-        let leftovers_removed = remove_leftovers(path).map_err(|source| StorageError::Open {
+        remove_leftovers(path).map_err(|source| StorageError::Open {
             path: path.to_owned(),
             source,
         })?;
         Ok(Dir {
             path: path.to_owned(),
             lock,
-            leftovers_removed,
             next_temp: AtomicU64::new(0),
         })
     }
@@ -110,11 +108,6 @@ impl Dir {
     /// that did not end cleanly (a crash, SIGKILL, an OOM kill).
     pub fn took_over(&self) -> Option<&Holder> {
         self.lock.took_over()
-    }
-
-    /// Temporary files of interrupted writes that [`Dir::open`] removed.
-    pub fn leftovers_removed(&self) -> usize {
-        self.leftovers_removed
     }
 
     /// The file the state `name` is kept in: `DIR/NAME.json`.
@@ -251,21 +244,16 @@ fn create(path: &Path) -> Result<(), StorageError> {
 
 /// Removes the temporary files of writes a crash interrupted: with the lock held, no write is
 /// under way. One that cannot be removed stays, and is never read.
-fn remove_leftovers(dir: &Path) -> io::Result<usize> {
-    let mut removed = 0;
+fn remove_leftovers(dir: &Path) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('.')
-            && name.ends_with(TEMP_SUFFIX)
-            && entry.file_type()?.is_file()
-            && fs::remove_file(entry.path()).is_ok()
-        {
-            removed += 1;
+        if name.starts_with('.') && name.ends_with(TEMP_SUFFIX) && entry.file_type()?.is_file() {
+            let _ = fs::remove_file(entry.path());
         }
     }
-    Ok(removed)
+    Ok(())
 }
 
 /// Writes `data` in its envelope to the new file `temp` (0600), and fsyncs it: its size. A
@@ -485,7 +473,6 @@ mod tests {
 
         let dir = Dir::open(tmp.path()).unwrap();
         assert_eq!(dir.took_over().and_then(|h| h.pid), Some(4242));
-        assert_eq!(dir.leftovers_removed(), 1);
         assert!(!leftover.exists());
         assert_eq!(current(dir.read::<Paces>("paces")).data, paces(50.0));
         assert_eq!(listing(tmp.path()), [LOCK_FILE, "paces.json"]);

@@ -573,11 +573,6 @@ impl PollSet {
         }
     }
 
-    /// Probed accounts registered now (live or not yet pruned).
-    pub fn registered(&self) -> usize {
-        self.lock().probed.len()
-    }
-
     /// Every account this process knows for the tenant, with where it comes from: configured
     /// ones, then live discovered ones and probed ones fetched successfully at least once, each
     /// in id order. A probed id that never succeeded is not listed: `/sd` must not turn a

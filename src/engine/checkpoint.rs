@@ -15,7 +15,7 @@
 //!   (a tenant, collector or target that leaves the config leaves the next checkpoint).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
@@ -24,6 +24,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::engine::Latest;
 use crate::engine::paces::{self, Pacers};
 use crate::engine::snapshot::{Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec};
@@ -254,25 +255,7 @@ pub fn restore(
 }
 
 /// What the checkpoints are made under, changed by a reload.
-#[derive(Clone, Default)]
-pub struct Current(Arc<Mutex<Arc<Identity>>>);
-
-impl Current {
-    pub fn new(identity: Identity) -> Self {
-        Current(Arc::new(Mutex::new(Arc::new(identity))))
-    }
-
-    pub fn set(&self, identity: Identity) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(identity);
-    }
-
-    fn get(&self) -> Arc<Identity> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
+pub type Current = Latest<Identity>;
 
 /// Writes a checkpoint every `every` until `shutdown`, then one last within [`AT_SHUTDOWN`].
 /// A failed checkpoint is logged (one line, naming the file and the cause) and counted; the

@@ -35,15 +35,12 @@ impl<K: Hash + Eq, V> FewMap<K, V> {
         self.get(key).is_some()
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         match self {
             FewMap::Few(list) => list.len(),
             FewMap::Many(map) => map.len(),
         }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Sets `key` to `value`; returns the value it had.
@@ -111,14 +108,6 @@ impl<K: Hash + Eq> FewSet<K> {
     pub fn insert(&mut self, key: K) -> bool {
         self.0.insert(key, ()).is_none()
     }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 impl<K: Hash + Eq> FromIterator<K> for FewSet<K> {
@@ -167,10 +156,10 @@ mod tests {
         };
         assert_eq!(list.capacity(), 1);
         let set: FewSet<u8> = [1, 2, 1, 3, 2].into_iter().collect();
-        assert_eq!(set.len(), 3);
+        assert_eq!(set.0.len(), 3);
         assert!(set.contains(&3) && !set.contains(&4));
         let many: FewSet<u32> = (0..100).chain(0..100).collect();
-        assert_eq!(many.len(), 100);
+        assert_eq!(many.0.len(), 100);
         assert!(many.contains(&99));
     }
 }

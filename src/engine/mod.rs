@@ -19,3 +19,30 @@ pub mod signal;
 pub mod snapshot;
 pub mod spec;
 pub mod store;
+
+use std::sync::{Arc, LockResult, Mutex, PoisonError};
+
+/// What a lock guards, whether or not a panic poisoned it: nothing in the engine panics while it
+/// holds a lock, and what each lock guards is still whole if something did (each says why).
+pub(crate) fn unpoisoned<G>(locked: LockResult<G>) -> G {
+    locked.unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A value a reload replaces whole, read as a pointer to the latest: what the checkpoints are
+/// made under ([`checkpoint::Current`]), the configured tenants' pacers ([`paces::Pacers`]).
+#[derive(Clone, Debug, Default)]
+pub struct Latest<T>(Arc<Mutex<Arc<T>>>);
+
+impl<T> Latest<T> {
+    pub fn new(value: T) -> Self {
+        Latest(Arc::new(Mutex::new(Arc::new(value))))
+    }
+
+    pub fn set(&self, value: T) {
+        *unpoisoned(self.0.lock()) = Arc::new(value);
+    }
+
+    pub(crate) fn get(&self) -> Arc<T> {
+        unpoisoned(self.0.lock()).clone()
+    }
+}

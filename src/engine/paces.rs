@@ -12,9 +12,9 @@
 //!   restored all the same.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::collectors::CollectorName;
+use crate::engine::Latest;
 use crate::metrics::self_metrics::Telemetry;
 use crate::storage::pace::{PACE, PaceFile, TenantPace};
 use crate::storage::{Dir, Found, StorageError, WriteReport};
@@ -31,25 +31,7 @@ pub struct TenantPacer {
 }
 
 /// The configured tenants' pacers, changed by a reload.
-#[derive(Clone, Debug, Default)]
-pub struct Pacers(Arc<Mutex<Arc<Vec<TenantPacer>>>>);
-
-impl Pacers {
-    pub fn new(held: Vec<TenantPacer>) -> Self {
-        Pacers(Arc::new(Mutex::new(Arc::new(held))))
-    }
-
-    pub fn set(&self, held: Vec<TenantPacer>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(held);
-    }
-
-    pub(super) fn get(&self) -> Arc<Vec<TenantPacer>> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
+pub type Pacers = Latest<Vec<TenantPacer>>;
 
 /// Writes what each of `pacers` keeps to `dir` (tenants whose pacer learned nothing left out).
 pub fn write(dir: &Dir, pacers: &[TenantPacer]) -> Result<WriteReport, StorageError> {
@@ -145,6 +127,7 @@ pub fn restore(dir: &Dir, pacers: &[TenantPacer], telemetry: &Telemetry) -> Pace
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
     use super::*;
     use crate::storage::Problem;

@@ -23,6 +23,7 @@ use crate::collectors::{Extra, Refers};
 use crate::config::Config;
 use crate::engine::signal::Bell;
 use crate::engine::spec::{CollectorName, CollectorSpec, Target};
+use crate::engine::unpoisoned;
 use crate::settings::{DiscoveryConfig, ProbeConfig};
 use crate::tenant::TenantName;
 use crate::upstream::error::FailureReason;
@@ -153,10 +154,7 @@ impl PollSets {
     /// Takes a (re)loaded config: each tenant's settings, idle times and configured targets.
     /// The targets of tenants that stay are kept, trimmed to a smaller cap or allow-list.
     pub fn reconfigure(&self, config: &Config, specs: &[CollectorSpec]) {
-        let mut tenants = self
-            .tenants
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tenants = unpoisoned(self.tenants.write());
         let mut next = BTreeMap::new();
         for t in &config.tenants {
             let idle = |interval: Option<Duration>| {
@@ -223,21 +221,12 @@ impl PollSets {
     }
 
     pub fn get(&self, tenant: &TenantName) -> Option<Arc<PollSet>> {
-        self.tenants
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(tenant)
-            .cloned()
+        unpoisoned(self.tenants.read()).get(tenant).cloned()
     }
 
     /// The configured tenants' names, in order.
     pub fn tenants(&self) -> Vec<TenantName> {
-        self.tenants
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .cloned()
-            .collect()
+        unpoisoned(self.tenants.read()).keys().cloned().collect()
     }
 }
 
@@ -248,12 +237,7 @@ impl Inner {
         let probe = &self.probe;
         self.probed
             .retain(|id, _| probe.allow.as_ref().is_none_or(|a| a.contains(id)));
-        if self.probed.len() > probe.max_targets {
-            let mut by_age: Vec<(i32, Probed)> = self.probed.drain().collect();
-            by_age.sort_by_key(|(_, p)| std::cmp::Reverse(p.seen));
-            by_age.truncate(probe.max_targets);
-            self.probed = by_age.into_iter().collect();
-        }
+        keep_newest(&mut self.probed, probe.max_targets, |p| p.seen);
         let d = &self.discovery;
         if !d.accounts {
             self.discovered.clear();
@@ -262,8 +246,8 @@ impl Inner {
             self.domains.clear();
         }
         self.discovered.retain(|id, _| d.takes(*id));
-        keep_newest(&mut self.discovered, d.max_accounts);
-        keep_newest(&mut self.domains, d.max_domains);
+        keep_newest(&mut self.discovered, d.max_accounts, |at| *at);
+        keep_newest(&mut self.domains, d.max_domains, |at| *at);
     }
 }
 
@@ -274,15 +258,29 @@ impl DiscoveryConfig {
     }
 }
 
-/// Keeps the `cap` most recently seen entries.
-fn keep_newest<K: Clone + Eq + std::hash::Hash>(seen: &mut Seen<K>, cap: usize) {
-    if seen.len() <= cap {
+/// Keeps the `cap` entries most recently seen, as `seen` reads when.
+fn keep_newest<K: Eq + std::hash::Hash, V>(
+    map: &mut HashMap<K, V>,
+    cap: usize,
+    seen: impl Fn(&V) -> Instant,
+) {
+    if map.len() <= cap {
         return;
     }
-    let mut by_age: Vec<(K, Instant)> = seen.iter().map(|(k, at)| (k.clone(), *at)).collect();
-    by_age.sort_by_key(|(_, at)| std::cmp::Reverse(*at));
+    let mut by_age: Vec<(K, V)> = map.drain().collect();
+    by_age.sort_by_key(|(_, v)| std::cmp::Reverse(seen(v)));
     by_age.truncate(cap);
-    *seen = by_age.into_iter().collect();
+    *map = by_age.into_iter().collect();
+}
+
+/// Sees `key` (again) at `now`, a new one only while `seen` holds fewer than `cap`; whether it
+/// was new.
+fn see<K: Eq + std::hash::Hash>(seen: &mut Seen<K>, key: K, now: Instant, cap: usize) -> bool {
+    if let Some(at) = seen.get_mut(&key) {
+        *at = now;
+        return false;
+    }
+    seen.len() < cap && seen.insert(key, now).is_none()
 }
 
 /// The entries seen within `idle` of `now`; the others are forgotten.
@@ -324,9 +322,7 @@ impl PollSet {
 
     /// Nothing panics under this lock; if something did, the sets are still valid ones.
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        unpoisoned(self.inner.lock())
     }
 
     fn notify(&self) {
@@ -340,55 +336,51 @@ impl PollSet {
 
     /// A probe of account `id` at `now`.
     pub fn register(&self, id: i32, now: Instant) -> Registration {
-        let outcome = {
-            let mut inner = self.lock();
-            if inner.configured.contains(&id) {
-                return Registration::Configured;
-            }
-            if let Some(p) = inner.probed.get_mut(&id) {
-                p.seen = now;
-                return Registration::Known;
-            }
-            if inner.probe.allow.as_ref().is_some_and(|a| !a.contains(&id)) {
-                return Registration::NotAllowed;
-            }
-            let ttl = inner.account_interval;
-            if let Some((at, reason)) = inner.refused.get(&id).copied() {
-                if now.saturating_duration_since(at) < ttl {
-                    return Registration::Refused(reason);
-                }
-                inner.refused.remove(&id);
-            }
-            if inner.probed.len() >= inner.probe.max_targets {
-                return Registration::Full;
-            }
-            let (start, count) = inner.window;
-            let elapsed = now.saturating_duration_since(start);
-            if elapsed >= ttl {
-                inner.window = (now, 0);
-            } else if count >= inner.probe.new_per_interval {
-                return Registration::TooManyNew(ttl - elapsed);
-            }
-            let in_flight = inner.probed.values().filter(|p| !p.attempted).count();
-            if in_flight >= inner.probe.first_fetches {
-                return Registration::TooManyFirstFetches;
-            }
-            inner.window.1 += 1;
-            inner.probed.insert(
-                id,
-                Probed {
-                    since: now,
-                    seen: now,
-                    attempted: false,
-                    confirmed: false,
-                },
-            );
-            Registration::Added
-        };
-        if outcome == Registration::Added {
-            self.notify();
+        let mut inner = self.lock();
+        if inner.configured.contains(&id) {
+            return Registration::Configured;
         }
-        outcome
+        if let Some(p) = inner.probed.get_mut(&id) {
+            p.seen = now;
+            return Registration::Known;
+        }
+        if inner.probe.allow.as_ref().is_some_and(|a| !a.contains(&id)) {
+            return Registration::NotAllowed;
+        }
+        let ttl = inner.account_interval;
+        if let Some((at, reason)) = inner.refused.get(&id).copied() {
+            if now.saturating_duration_since(at) < ttl {
+                return Registration::Refused(reason);
+            }
+            inner.refused.remove(&id);
+        }
+        if inner.probed.len() >= inner.probe.max_targets {
+            return Registration::Full;
+        }
+        let (start, count) = inner.window;
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed >= ttl {
+            inner.window = (now, 0);
+        } else if count >= inner.probe.new_per_interval {
+            return Registration::TooManyNew(ttl - elapsed);
+        }
+        let in_flight = inner.probed.values().filter(|p| !p.attempted).count();
+        if in_flight >= inner.probe.first_fetches {
+            return Registration::TooManyFirstFetches;
+        }
+        inner.window.1 += 1;
+        inner.probed.insert(
+            id,
+            Probed {
+                since: now,
+                seen: now,
+                attempted: false,
+                confirmed: false,
+            },
+        );
+        drop(inner);
+        self.notify();
+        Registration::Added
     }
 
     /// Why the provider refused `id` (404 or 403), if it did within the last interval.
@@ -439,15 +431,10 @@ impl PollSet {
         }
         for &(id, reason) in refused {
             if inner.probed.remove(&id).is_some() {
-                if inner.refused.len() >= MAX_REFUSED {
-                    let oldest = inner
-                        .refused
-                        .iter()
-                        .min_by_key(|(_, (at, _))| *at)
-                        .map(|(k, _)| *k);
-                    if let Some(oldest) = oldest {
-                        inner.refused.remove(&oldest);
-                    }
+                if inner.refused.len() >= MAX_REFUSED
+                    && let Some((&oldest, _)) = inner.refused.iter().min_by_key(|(_, (at, _))| *at)
+                {
+                    inner.refused.remove(&oldest);
                 }
                 inner.refused.insert(id, (now, reason));
             }
@@ -468,34 +455,25 @@ impl PollSet {
     /// Accounts the dashboard's top lists named: each passing the allow and deny lists is
     /// (again) seen now, new ones up to `discovery.max_accounts`.
     pub fn discover_accounts(&self, ids: impl IntoIterator<Item = i32>, now: Instant) {
-        let added = {
-            let mut inner = self.lock();
-            if !inner.discovery.accounts {
-                return;
+        let mut inner = self.lock();
+        if !inner.discovery.accounts {
+            return;
+        }
+        let idle = inner.accounts_idle;
+        live(&mut inner.gone, idle, now);
+        let mut added = false;
+        for id in ids {
+            if id <= 0
+                || inner.configured.contains(&id)
+                || !inner.discovery.takes(id)
+                || inner.gone.contains_key(&id)
+            {
+                continue;
             }
-            let idle = inner.accounts_idle;
-            live(&mut inner.gone, idle, now);
-            let mut added = false;
-            for id in ids {
-                if id <= 0
-                    || inner.configured.contains(&id)
-                    || !inner.discovery.takes(id)
-                    || inner.gone.contains_key(&id)
-                {
-                    continue;
-                }
-                let full = inner.discovered.len() >= inner.discovery.max_accounts;
-                match inner.discovered.get_mut(&id) {
-                    Some(at) => *at = now,
-                    None if !full => {
-                        inner.discovered.insert(id, now);
-                        added = true;
-                    }
-                    None => {}
-                }
-            }
-            added
-        };
+            let cap = inner.discovery.max_accounts;
+            added |= see(&mut inner.discovered, id, now, cap);
+        }
+        drop(inner);
         if added {
             self.notify();
         }
@@ -504,31 +482,22 @@ impl PollSet {
     /// Sending domains the daily statistics named: each (again) seen now as a dashboard view,
     /// new ones up to `discovery.max_domains`; names that are not domain names are skipped.
     pub fn discover_domains<'a>(&self, names: impl IntoIterator<Item = &'a str>, now: Instant) {
-        let added = {
-            let mut inner = self.lock();
-            if !inner.discovery.domains {
-                return;
+        let mut inner = self.lock();
+        if !inner.discovery.domains {
+            return;
+        }
+        let mut added = false;
+        for name in names
+            .into_iter()
+            .filter_map(crate::upstream::model::names::domain_name)
+        {
+            if inner.configured_domains.contains(&name) {
+                continue;
             }
-            let mut added = false;
-            for name in names
-                .into_iter()
-                .filter_map(crate::upstream::model::names::domain_name)
-            {
-                if inner.configured_domains.contains(&name) {
-                    continue;
-                }
-                let full = inner.domains.len() >= inner.discovery.max_domains;
-                match inner.domains.get_mut(&name) {
-                    Some(at) => *at = now,
-                    None if !full => {
-                        inner.domains.insert(name, now);
-                        added = true;
-                    }
-                    None => {}
-                }
-            }
-            added
-        };
+            let cap = inner.discovery.max_domains;
+            added |= see(&mut inner.domains, name, now, cap);
+        }
+        drop(inner);
         if added {
             self.notify();
         }
@@ -571,19 +540,12 @@ impl PollSet {
             let from = if p.confirmed { p.seen } else { p.since };
             now.saturating_duration_since(from) <= *probe_idle
         });
-        let mut probed: Vec<(i32, bool)> =
-            probed.iter().map(|(id, p)| (*id, p.confirmed)).collect();
-        probed.sort_unstable();
-        let discovered = live(discovered, *accounts_idle, now);
-        let mut all: Vec<(i32, Source, bool)> = probed
-            .into_iter()
-            .map(|(id, confirmed)| (id, Source::Probe, confirmed))
-            .chain(
-                discovered
-                    .into_iter()
-                    .map(|id| (id, Source::Discovered, true)),
-            )
-            .collect();
+        let probed = probed
+            .iter()
+            .map(|(id, p)| (*id, Source::Probe, p.confirmed));
+        let discovered = live(discovered, *accounts_idle, now).into_iter();
+        let discovered = discovered.map(|id| (id, Source::Discovered, true));
+        let mut all: Vec<(i32, Source, bool)> = probed.chain(discovered).collect();
         // Probed before discovered for an account that is both: one entry each.
         all.sort_unstable_by_key(|(id, source, _)| (*id, *source));
         all.dedup_by_key(|(id, ..)| *id);
@@ -609,11 +571,6 @@ impl PollSet {
                 .collect(),
             Extra::None => Vec::new(),
         }
-    }
-
-    /// Probed accounts registered now (live or not yet pruned).
-    pub fn registered(&self) -> usize {
-        self.lock().probed.len()
     }
 
     /// Every account this process knows for the tenant, with where it comes from: configured
@@ -668,13 +625,19 @@ mod tests {
         sets.get(&TenantName::parse("a").unwrap()).unwrap()
     }
 
-    #[test]
-    fn a_probe_registers_once_within_the_cap_and_allow_list_and_leaves_when_idle() {
-        let (config, specs) =
-            config("probe:\n  idle_intervals: 2\n  max_targets: 2\n  allow: [1, 5, 6, 7]\n");
+    /// The poll sets of [`config`] with `extra`, and tenant `a`'s.
+    fn sets_of(extra: &str) -> (PollSets, Arc<PollSet>) {
+        let (config, specs) = config(extra);
         let sets = PollSets::default();
         sets.reconfigure(&config, &specs);
         let a = tenant_a(&sets);
+        (sets, a)
+    }
+
+    #[test]
+    fn a_probe_registers_once_within_the_cap_and_allow_list_and_leaves_when_idle() {
+        let (sets, a) =
+            sets_of("probe:\n  idle_intervals: 2\n  max_targets: 2\n  allow: [1, 5, 6, 7]\n");
         assert!(a.takes_accounts());
         let t0 = Instant::now();
         let mut added = a.subscribe();
@@ -715,10 +678,7 @@ mod tests {
 
     #[test]
     fn a_reload_keeps_registrations_within_the_new_cap_and_allow_list() {
-        let (first, specs) = config("");
-        let sets = PollSets::default();
-        sets.reconfigure(&first, &specs);
-        let a = tenant_a(&sets);
+        let (sets, a) = sets_of("");
         let t0 = Instant::now();
         for (i, id) in [10, 11, 12, 13].into_iter().enumerate() {
             assert_eq!(
@@ -738,12 +698,9 @@ mod tests {
 
     #[test]
     fn discovery_follows_the_lists_within_allow_deny_and_caps_and_a_404_removes() {
-        let (config, specs) = config(
+        let (_sets, a) = sets_of(
             "discovery:\n  accounts: true\n  domains: true\n  max_accounts: 3\n  max_domains: 2\n  deny: [4]\n",
         );
-        let sets = PollSets::default();
-        sets.reconfigure(&config, &specs);
-        let a = tenant_a(&sets);
         let t0 = Instant::now();
         // 1 is configured, 4 denied, -3 is no id; 5, 6 and 7 fill the cap of 3, 8 waits.
         a.discover_accounts([1, 4, -3, 5, 6, 7, 8], t0);
@@ -784,26 +741,18 @@ mod tests {
             ],
             t0,
         );
+        use crate::collectors::tracemail_dashboard::View;
+        let view = |d: &str| Target::TracemailDashboard(View::Domain(d.into()));
         assert_eq!(
             a.targets(CollectorName::TracemailDashboard, t0),
-            [
-                Target::TracemailDashboard(crate::collectors::tracemail_dashboard::View::Domain(
-                    "news.example".into()
-                )),
-                Target::TracemailDashboard(crate::collectors::tracemail_dashboard::View::Domain(
-                    "x.example".into()
-                ))
-            ]
+            [view("news.example"), view("x.example")]
         );
     }
 
     #[test]
     fn strangers_cost_a_bounded_number_of_new_accounts_and_refused_ids_are_answered_from_a_cache() {
-        let (config, specs) =
-            config("probe:\n  max_targets: 20\n  new_per_interval: 5\n  first_fetches: 3\n");
-        let sets = PollSets::default();
-        sets.reconfigure(&config, &specs);
-        let a = tenant_a(&sets);
+        let (_sets, a) =
+            sets_of("probe:\n  max_targets: 20\n  new_per_interval: 5\n  first_fetches: 3\n");
         let t0 = Instant::now();
         // Three first fetches in flight at most.
         for id in 100..103 {
@@ -860,10 +809,7 @@ mod tests {
 
     #[test]
     fn a_probe_waits_only_for_the_collectors_that_poll_its_account() {
-        let (config, specs) = config("");
-        let sets = PollSets::default();
-        sets.reconfigure(&config, &specs);
-        let a = tenant_a(&sets);
+        let (_sets, a) = sets_of("");
         // 1 is configured in delivery_account only; a probed account is polled by both.
         assert_eq!(a.polled_by(1), [CollectorName::DeliveryAccount]);
         assert_eq!(a.register(7, Instant::now()), Registration::Added);
@@ -879,10 +825,7 @@ mod tests {
 
     #[test]
     fn nothing_is_discovered_unless_asked() {
-        let (config, specs) = config("");
-        let sets = PollSets::default();
-        sets.reconfigure(&config, &specs);
-        let a = tenant_a(&sets);
+        let (_sets, a) = sets_of("");
         let t0 = Instant::now();
         a.discover_accounts([5], t0);
         a.discover_domains(["news.example"], t0);

@@ -9,6 +9,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
+use crate::engine::unpoisoned;
 use crate::settings::Schedule;
 use crate::tenant::TenantName;
 use crate::upstream::error::{FailureReason, UpstreamError};
@@ -136,6 +137,9 @@ const INDEXED_FROM: usize = 16;
 /// that is not the tip and adds a target takes an index of its own first, as does a copy that
 /// forgets targets. Without it every change to a collector copied the index, 65 bytes a target
 /// (8.5 MB at 100,000): a first run's parts had one beside the published one all the way through.
+///
+/// Nothing panics while the index is locked but an allocation; a poisoned index is still whole
+/// up to its last insertion (and a tip whose push did not happen is no tip: it reindexes).
 #[derive(Debug, Default)]
 struct Index {
     at: HashMap<Target, usize>,
@@ -174,7 +178,7 @@ impl CollectorState {
         let Some(index) = &self.index else {
             return self.targets.iter().find(|t| t.target == *target);
         };
-        let i = *lock_read(index).at.get(target)?;
+        let i = *unpoisoned(index.read()).at.get(target)?;
         // A position the tip added past this copy's end is not this copy's.
         self.targets.get(i).filter(|t| t.target == *target)
     }
@@ -217,7 +221,7 @@ impl CollectorState {
         if self.targets.capacity() - self.targets.len() < missing {
             self.targets.reserve_exact(missing);
             if let Some(index) = &self.index {
-                let mut index = lock_write(index);
+                let mut index = unpoisoned(index.write());
                 if index.len == self.targets.len() {
                     index.at.reserve(missing);
                 }
@@ -243,7 +247,7 @@ impl CollectorState {
             }
             Some(index) => {
                 {
-                    let mut index = lock_write(index);
+                    let mut index = unpoisoned(index.write());
                     if index.len == at {
                         if let Some(&i) = index.at.get(&target) {
                             return i;
@@ -298,20 +302,6 @@ impl CollectorState {
             len: self.targets.len(),
         })));
     }
-}
-
-/// Nothing panics while the index is locked but an allocation; a poisoned index is still whole
-/// up to its last insertion (and a tip whose push did not happen is no tip: it reindexes).
-fn lock_read(index: &RwLock<Index>) -> std::sync::RwLockReadGuard<'_, Index> {
-    index
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lock_write(index: &RwLock<Index>) -> std::sync::RwLockWriteGuard<'_, Index> {
-    index
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Every collector's state, by collector then tenant. Plain values: rendering reads it, nothing
@@ -543,6 +533,8 @@ mod tests {
     use crate::collectors::delivery_account::fixtures::answered;
     use crate::engine::spec::fixtures::accounts;
 
+    type Landed = (Target, Result<TargetData, UpstreamError>);
+
     fn spec() -> CollectorSpec {
         accounts(&[1, 2], Duration::from_secs(10))
     }
@@ -551,10 +543,49 @@ mod tests {
         UpstreamError::new(reason, "test")
     }
 
+    /// Account `id` failed with `e`.
+    fn failed(id: i32, e: UpstreamError) -> Landed {
+        (Target::DeliveryAccount(id), Err(e))
+    }
+
+    /// The time the tests start at, plus `secs` seconds.
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_000_000 + secs).unwrap()
+    }
+
+    /// The key of the one collector of [`spec`] and [`accounts`].
+    fn key() -> CollectorKey {
+        (CollectorName::DeliveryAccount, TenantName::default())
+    }
+
+    /// `spec` while the fleet does not fit: values are kept for 80 s, not max_age's 30 s.
+    fn waiting(spec: CollectorSpec) -> CollectorSpec {
+        CollectorSpec {
+            keep_for: Some(Duration::from_secs(80)),
+            ..spec
+        }
+    }
+
+    /// A target the run deferred: the tenant's rate limit gave it no turn.
+    fn deferred() -> UpstreamError {
+        UpstreamError {
+            deferred: true,
+            ..err(FailureReason::RateLimited)
+        }
+    }
+
+    /// Whether account `id` of `c` holds values (it must be known).
+    fn has_data(c: &CollectorState, id: i32) -> bool {
+        c.target(&Target::DeliveryAccount(id))
+            .unwrap()
+            .data
+            .is_some()
+    }
+
     #[test]
     fn copies_of_a_collector_share_one_index_and_each_finds_only_its_own_targets() {
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
-        let key = (CollectorName::DeliveryAccount, TenantName::default());
+        let t0 = at(0);
+        let key = key();
         // 16 targets (the index's least) and then 1 to 5 more.
         let ids: Vec<i32> = (1..=21).collect();
         let spec = accounts(&ids[..19], Duration::from_secs(10));
@@ -585,13 +616,7 @@ mod tests {
         assert!(!shared(forked, new));
         assert!(found(forked, 1) && found(forked, 19) && !found(forked, 17));
         assert!(!found(new, 19) && found(new, 17));
-        assert!(
-            forked
-                .target(&Target::DeliveryAccount(19))
-                .unwrap()
-                .data
-                .is_some()
-        );
+        assert!(has_data(forked, 19));
         // A copy that forgets targets takes its own index (none, below 16); the others keep
         // theirs.
         let mut fewer = working.clone();
@@ -624,7 +649,7 @@ mod tests {
 
     #[test]
     fn a_small_collector_finds_its_targets_without_an_index_and_a_large_one_with_it() {
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let t0 = at(0);
         let ids: Vec<i32> = (1..=40).collect();
         for n in [1, INDEXED_FROM - 1, INDEXED_FROM, 40] {
             let spec = accounts(&ids[..n], Duration::from_secs(10));
@@ -634,7 +659,7 @@ mod tests {
                 ids[..n].iter().rev().map(|&id| (id, id.into())).collect();
             s.apply_run(&spec, answered(&values), Duration::ZERO, t0);
             s.apply_run(&spec, answered(&values[..1]), Duration::ZERO, t0);
-            let c = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())];
+            let c = &s.collectors[&key()];
             assert_eq!(c.targets.len(), n);
             assert_eq!(c.index.is_some(), n >= INDEXED_FROM, "{n} targets");
             for &id in &ids[..n] {
@@ -653,98 +678,69 @@ mod tests {
     #[test]
     fn a_failing_target_keeps_its_values_until_max_age() {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let t0 = at(0);
         s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
-        let t1 = t0 + jiff::SignedDuration::from_secs(20);
+        let t1 = at(20);
         s.apply_run(
             &spec(),
-            vec![(
-                Target::DeliveryAccount(1),
-                Err(err(FailureReason::ServerError)),
-            )],
+            vec![failed(1, err(FailureReason::ServerError))],
             Duration::ZERO,
             t1,
         );
         s.expire(t1);
-        let c = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())];
+        let c = &s.collectors[&key()];
         assert!(c.targets[0].data.is_some());
         assert!(!c.last_run.unwrap().success);
-        let t2 = t0 + jiff::SignedDuration::from_secs(31);
+        let t2 = at(31);
         s.expire(t2);
-        assert!(
-            s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets[0]
-                .data
-                .is_none()
-        );
+        assert!(s.collectors[&key()].targets[0].data.is_none());
     }
 
     #[test]
     fn a_target_that_met_the_tokens_429_waits_as_a_deferred_one_and_one_refused_on_its_own_does_not()
      {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
-        let key = (CollectorName::DeliveryAccount, TenantName::default());
+        let t0 = at(0);
+        let key = key();
         s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
-        let waiting = CollectorSpec {
-            keep_for: Some(Duration::from_secs(80)),
-            ..spec()
-        };
+        let waiting = waiting(spec());
         let own = UpstreamError {
             own: true,
             ..err(FailureReason::RateLimited)
         };
         s.apply_run(
             &waiting,
-            vec![
-                (
-                    Target::DeliveryAccount(1),
-                    Err(err(FailureReason::RateLimited)),
-                ),
-                (Target::DeliveryAccount(2), Err(own)),
-            ],
+            vec![failed(1, err(FailureReason::RateLimited)), failed(2, own)],
             Duration::ZERO,
-            t0 + jiff::SignedDuration::from_secs(20),
+            at(20),
         );
         // At 40 s: past max_age (30 s), within the fleet's wait (80 s).
-        s.expire(t0 + jiff::SignedDuration::from_secs(40));
+        s.expire(at(40));
         let c = &s.collectors[&key];
-        let data = |id| {
-            c.target(&Target::DeliveryAccount(id))
-                .unwrap()
-                .data
-                .is_some()
-        };
         assert!(
-            data(1),
+            has_data(c, 1),
             "a shared 429 and no turn left: it waits for the token"
         );
-        assert!(!data(2), "its own 429s: max_age, as any failure of its own");
+        assert!(
+            !has_data(c, 2),
+            "its own 429s: max_age, as any failure of its own"
+        );
     }
 
     #[test]
     fn a_deferred_target_stays_as_it_was_and_keeps_its_values_while_the_fleet_does_not_fit() {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
-        let key = (CollectorName::DeliveryAccount, TenantName::default());
+        let t0 = at(0);
+        let key = key();
         s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
         // The fleet does not fit: values are kept for 80 s instead of max_age's 30 s.
-        let waiting = CollectorSpec {
-            keep_for: Some(Duration::from_secs(80)),
-            ..spec()
-        };
-        let deferred = UpstreamError {
-            deferred: true,
-            ..err(FailureReason::RateLimited)
-        };
-        let t1 = t0 + jiff::SignedDuration::from_secs(20);
+        let waiting = waiting(spec());
+        let t1 = at(20);
         s.apply_run(
             &waiting,
             vec![
-                (Target::DeliveryAccount(1), Err(deferred.clone())),
-                (
-                    Target::DeliveryAccount(2),
-                    Err(err(FailureReason::ServerError)),
-                ),
+                failed(1, deferred()),
+                failed(2, err(FailureReason::ServerError)),
             ],
             Duration::ZERO,
             t1,
@@ -756,53 +752,30 @@ mod tests {
         assert!(one.deferred && one.last_ok == Some(true) && one.last_error.is_none());
         assert_eq!(one.last_attempt, Some(t0), "not tried, so not attempted");
         // At 40 s the failing account's values are past max_age; the waiting one's are not.
-        s.expire(t0 + jiff::SignedDuration::from_secs(40));
+        s.expire(at(40));
         let c = &s.collectors[&key];
-        assert!(
-            c.target(&Target::DeliveryAccount(1))
-                .unwrap()
-                .data
-                .is_some()
-        );
-        assert!(
-            c.target(&Target::DeliveryAccount(2))
-                .unwrap()
-                .data
-                .is_none()
-        );
-        s.expire(t0 + jiff::SignedDuration::from_secs(81));
+        assert!(has_data(c, 1));
+        assert!(!has_data(c, 2));
+        s.expire(at(81));
         let c = &s.collectors[&key];
-        assert!(
-            c.target(&Target::DeliveryAccount(1))
-                .unwrap()
-                .data
-                .is_none()
-        );
+        assert!(!has_data(c, 1));
         // Its turn comes: tried again, it is no longer deferred.
-        s.apply_run(
-            &waiting,
-            answered(&[(1, 4.0)]),
-            Duration::ZERO,
-            t0 + jiff::SignedDuration::from_secs(82),
-        );
+        s.apply_run(&waiting, answered(&[(1, 4.0)]), Duration::ZERO, at(82));
         assert_eq!(s.collectors[&key].deferred, 0);
     }
 
     #[test]
     fn a_part_of_a_run_shows_its_targets_at_once_and_leaves_the_runs_own_series_to_its_end() {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
-        let key = (CollectorName::DeliveryAccount, TenantName::default());
+        let t0 = at(0);
+        let key = key();
         let three = accounts(&[1, 2, 3], Duration::from_secs(10));
         // A first run under way: account 1 answered, 2 failed, 3 is still being fetched.
         s.apply_part(
             &three,
             vec![
                 answered(&[(1, 5.0)]).remove(0),
-                (
-                    Target::DeliveryAccount(2),
-                    Err(err(FailureReason::ServerError)),
-                ),
+                failed(2, err(FailureReason::ServerError)),
             ],
             t0,
         );
@@ -816,7 +789,7 @@ mod tests {
         assert!(c.last_run.is_none() && c.last_success.is_none());
         assert!(!s.ready(), "readiness waits for the first run's end");
         // Its end brings the rest; the failure of the part counts in the run's outcome.
-        let t1 = t0 + jiff::SignedDuration::from_secs(4);
+        let t1 = at(4);
         s.apply_run(&three, answered(&[(3, 7.0)]), Duration::from_secs(4), t1);
         let c = &s.collectors[&key];
         let run = c.last_run.unwrap();
@@ -827,34 +800,13 @@ mod tests {
             Some(t0),
             "applied once, with its part"
         );
-        assert!(
-            c.target(&Target::DeliveryAccount(3))
-                .unwrap()
-                .data
-                .is_some()
-        );
+        assert!(has_data(c, 3));
         assert!(s.ready());
         // A part never touches what the last run's end decided: how long values are kept
         // while the fleet does not fit, and the deferred count.
-        let waiting = CollectorSpec {
-            keep_for: Some(Duration::from_secs(80)),
-            ..three.clone()
-        };
-        let deferred = UpstreamError {
-            deferred: true,
-            ..err(FailureReason::RateLimited)
-        };
-        s.apply_run(
-            &waiting,
-            vec![(Target::DeliveryAccount(3), Err(deferred))],
-            Duration::ZERO,
-            t1,
-        );
-        s.apply_part(
-            &three,
-            answered(&[(1, 6.0)]),
-            t1 + jiff::SignedDuration::from_secs(1),
-        );
+        let waiting = waiting(three.clone());
+        s.apply_run(&waiting, vec![failed(3, deferred())], Duration::ZERO, t1);
+        s.apply_part(&three, answered(&[(1, 6.0)]), at(5));
         let c = &s.collectors[&key];
         assert_eq!(c.keep_for, Some(Duration::from_secs(80)));
         assert_eq!(c.deferred, 1);
@@ -864,12 +816,11 @@ mod tests {
     #[test]
     fn a_run_of_some_targets_leaves_the_others_as_they_were() {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let t0 = at(0);
         s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
-        let t1 = t0 + jiff::SignedDuration::from_secs(5);
+        let t1 = at(5);
         s.apply_run(&spec(), answered(&[(2, 7.0)]), Duration::ZERO, t1);
-        let targets =
-            &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets;
+        let targets = &s.collectors[&key()].targets;
         assert_eq!(targets.len(), 2);
         let one = targets
             .iter()
@@ -882,17 +833,17 @@ mod tests {
     #[test]
     fn expiry_says_when_the_next_value_goes_and_fails_a_success_that_old() {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let t0 = at(0);
         s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
-        let (changed, next) = s.expire(t0 + jiff::SignedDuration::from_secs(10));
+        let (changed, next) = s.expire(at(10));
         assert!(!changed);
-        assert_eq!(next, Some(t0 + jiff::SignedDuration::from_secs(30)));
+        assert_eq!(next, Some(at(30)));
         // No run finished since (a stuck collector): at max_age the values go, and the target
         // no longer claims success.
         let (changed, next) = s.expire(t0 + jiff::SignedDuration::from_millis(30_001));
         assert!(changed);
         assert_eq!(next, None);
-        let t = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets[0];
+        let t = &s.collectors[&key()].targets[0];
         assert!(t.data.is_none());
         assert_eq!(t.last_ok, Some(false));
         assert_eq!(
@@ -904,7 +855,7 @@ mod tests {
     #[test]
     fn a_clock_that_goes_back_expires_nothing() {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let t0 = at(0);
         s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
         let (changed, _) = s.expire(Timestamp::from_second(0).unwrap());
         assert!(!changed);
@@ -915,18 +866,15 @@ mod tests {
     #[test]
     fn not_found_drops_values_at_once() {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let t0 = at(0);
         s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
         s.apply_run(
             &spec(),
-            vec![(
-                Target::DeliveryAccount(1),
-                Err(err(FailureReason::NotFound)),
-            )],
+            vec![failed(1, err(FailureReason::NotFound))],
             Duration::ZERO,
             t0,
         );
-        let t = &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets[0];
+        let t = &s.collectors[&key()].targets[0];
         assert!(t.data.is_none());
         assert_eq!(t.last_success, Some(t0));
     }
@@ -934,13 +882,12 @@ mod tests {
     #[test]
     fn a_target_no_longer_configured_is_forgotten() {
         let mut s = Snapshot::default();
-        let t0 = Timestamp::from_second(1_000_000).unwrap();
+        let t0 = at(0);
         s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
         let mut reloaded = spec();
         reloaded.targets = vec![Target::DeliveryAccount(2)];
         s.apply_run(&reloaded, answered(&[(2, 6.0)]), Duration::ZERO, t0);
-        let targets =
-            &s.collectors[&(CollectorName::DeliveryAccount, TenantName::default())].targets;
+        let targets = &s.collectors[&key()].targets;
         assert_eq!(targets.len(), 1);
         assert_eq!(targets[0].target, Target::DeliveryAccount(2));
     }

@@ -17,6 +17,7 @@ use tokio::sync::watch;
 
 use crate::engine::snapshot::{CollectorState, Snapshot, TargetState};
 use crate::engine::spec::{CollectorKey, CollectorName, CollectorSpec, Target, TargetData};
+use crate::engine::unpoisoned;
 use crate::metrics::{self, Format, Section};
 use crate::upstream::error::UpstreamError;
 
@@ -238,20 +239,14 @@ impl Prepared {
     /// The whole prepared body of `format`, without self-metrics and without `# EOF` (a copy:
     /// for tests and tools, never for scrapes).
     pub fn body(&self, format: Format) -> Bytes {
-        let mut out = Vec::new();
-        for part in self.parts(format, |_| true) {
-            out.extend_from_slice(&part.plain());
-        }
-        Bytes::from(out)
+        let parts: Vec<Bytes> = self.parts(format, |_| true).map(Encoded::plain).collect();
+        Bytes::from(parts.concat())
     }
 
     /// [`Prepared::body`] as a gzip stream of one member per section.
     pub fn gzip(&self, format: Format) -> Bytes {
-        let mut out = Vec::new();
-        for part in self.parts(format, |_| true) {
-            out.extend_from_slice(&part.gzip);
-        }
-        Bytes::from(out)
+        let parts: Vec<&[u8]> = self.parts(format, |_| true).map(|p| &p.gzip[..]).collect();
+        Bytes::from(parts.concat())
     }
 }
 
@@ -368,10 +363,7 @@ impl Store {
     /// sections that changed rendered again and the others shared. When this returns, every
     /// change made before the call is published (by this call, or by the one it waited for).
     fn publish_pending(&self) {
-        let _turn = self
-            .publishing
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _turn = unpoisoned(self.publishing.lock());
         let pending = std::mem::take(&mut *self.pending());
         if !pending.any {
             return;
@@ -385,9 +377,7 @@ impl Store {
     }
 
     fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        unpoisoned(self.pending.lock())
     }
 
     /// Expires what is older than `max_age` now and publishes if anything went; returns when
@@ -410,9 +400,7 @@ impl Store {
     /// (each target's result is applied to it whole): keep serving it rather than failing every
     /// later run.
     fn lock(&self) -> std::sync::MutexGuard<'_, Snapshot> {
-        self.snapshot
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        unpoisoned(self.snapshot.lock())
     }
 
     /// Takes the targets an earlier process kept (see [`Snapshot::restore`]), expires what is
@@ -510,6 +498,12 @@ impl Store {
 
     pub fn prepared(&self) -> Arc<Prepared> {
         self.prepared.load_full()
+    }
+
+    /// The published body in the classic format, as text (without self-metrics).
+    #[cfg(test)]
+    pub fn classic_text(&self) -> String {
+        String::from_utf8(self.prepared().body(Format::Classic).to_vec()).unwrap()
     }
 }
 

@@ -33,19 +33,6 @@ pub enum ReadOutcome<T> {
     Bad(Bad),
 }
 
-impl<T> ReadOutcome<T> {
-    /// For a reader with no older format to convert: the current data (`None` for no file), or
-    /// the file refused, an older format included ([`Older::refuse`]).
-    pub fn current_only(self) -> Result<Option<Stored<T>>, Bad> {
-        match self {
-            ReadOutcome::Missing => Ok(None),
-            ReadOutcome::Current(stored) => Ok(Some(stored)),
-            ReadOutcome::Older(older) => Err(older.refuse()),
-            ReadOutcome::Bad(bad) => Err(bad),
-        }
-    }
-}
-
 /// The data of a file of the current format.
 #[derive(Debug, PartialEq)]
 pub struct Stored<T> {

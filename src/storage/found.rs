@@ -44,11 +44,10 @@ impl Found {
             ReadOutcome::Bad(bad) => Err(bad),
         };
         match read {
-            Ok(Some((written_at, data))) => {
-                found.written_at = Some(written_at);
-                (found, Some(data))
+            Ok(read) => {
+                found.written_at = read.as_ref().map(|(written_at, _)| *written_at);
+                (found, read.map(|(_, data)| data))
             }
-            Ok(None) => (found, None),
             Err(bad) => {
                 found.refused = Some((bad.problem, bad.to_string()));
                 (found, None)

@@ -60,14 +60,9 @@ impl Holder {
     }
 
     fn text(&self) -> String {
-        let mut out = String::new();
-        if let Some(pid) = self.pid {
-            out.push_str(&format!("pid {pid}\n"));
-        }
-        if let Some(since) = self.since {
-            out.push_str(&format!("since {since}\n"));
-        }
-        out
+        let pid = self.pid.map(|pid| format!("pid {pid}\n"));
+        let since = self.since.map(|since| format!("since {since}\n"));
+        pid.unwrap_or_default() + &since.unwrap_or_default()
     }
 }
 

@@ -66,7 +66,6 @@ const TEMP_SUFFIX: &str = ".tmp";
 pub struct Dir {
     path: PathBuf,
     lock: lock::Lock,
-    leftovers_removed: usize,
     /// Numbers temporary files, so that two writes at once never share one.
     next_temp: AtomicU64,
 }
@@ -90,14 +89,13 @@ impl Dir {
     pub fn open(path: &Path) -> Result<Dir, StorageError> {
         create(path)?;
         let lock = lock::Lock::take(path)?;
-        let leftovers_removed = remove_leftovers(path).map_err(|source| StorageError::Open {
+        remove_leftovers(path).map_err(|source| StorageError::Open {
             path: path.to_owned(),
             source,
         })?;
         Ok(Dir {
             path: path.to_owned(),
             lock,
-            leftovers_removed,
             next_temp: AtomicU64::new(0),
         })
     }
@@ -110,11 +108,6 @@ impl Dir {
     /// that did not end cleanly (a crash, SIGKILL, an OOM kill).
     pub fn took_over(&self) -> Option<&Holder> {
         self.lock.took_over()
-    }
-
-    /// Temporary files of interrupted writes that [`Dir::open`] removed.
-    pub fn leftovers_removed(&self) -> usize {
-        self.leftovers_removed
     }
 
     /// The file the state `name` is kept in: `DIR/NAME.json`.
@@ -153,13 +146,9 @@ impl Dir {
             self.next_temp.fetch_add(1, Ordering::Relaxed)
         ));
         let written_at = jiff::Timestamp::now();
-        let bytes = match write_temp(&temp, data, written_at, limit) {
-            Ok(bytes) => bytes,
-            Err(failure) => {
-                let _ = fs::remove_file(&temp);
-                return Err(failure.into_error(target, limit));
-            }
-        };
+        let bytes = write_temp(&temp, &target, data, written_at, limit).inspect_err(|_| {
+            let _ = fs::remove_file(&temp);
+        })?;
         if let Err(e) = fs::rename(&temp, &target) {
             let _ = fs::remove_file(&temp);
             return Err(StorageError::write(target, WriteCause::of(&e), Some(&e)));
@@ -255,68 +244,49 @@ fn create(path: &Path) -> Result<(), StorageError> {
 
 /// Removes the temporary files of writes a crash interrupted: with the lock held, no write is
 /// under way. One that cannot be removed stays, and is never read.
-fn remove_leftovers(dir: &Path) -> io::Result<usize> {
-    let mut removed = 0;
+fn remove_leftovers(dir: &Path) -> io::Result<()> {
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with('.')
-            && name.ends_with(TEMP_SUFFIX)
-            && entry.file_type()?.is_file()
-            && fs::remove_file(entry.path()).is_ok()
-        {
-            removed += 1;
+        if name.starts_with('.') && name.ends_with(TEMP_SUFFIX) && entry.file_type()?.is_file() {
+            let _ = fs::remove_file(entry.path());
         }
     }
-    Ok(removed)
+    Ok(())
 }
 
-/// Why a temporary file could not be written.
-enum TempFailure {
-    Io(io::Error),
-    TooLarge,
-    Encode(serde_json::Error),
-}
-
-impl TempFailure {
-    fn into_error(self, target: PathBuf, limit: u64) -> StorageError {
-        match self {
-            TempFailure::Io(e) => StorageError::write(target, WriteCause::of(&e), Some(&e)),
-            TempFailure::TooLarge => StorageError::write(
-                target,
-                WriteCause::TooLarge,
-                Some(&format!("more than {}", bytes_in_words(limit))),
-            ),
-            TempFailure::Encode(e) => StorageError::write(target, WriteCause::Encode, Some(&e)),
-        }
-    }
-}
-
-/// Writes `data` in its envelope to the new file `temp` (0600), and fsyncs it: its size.
+/// Writes `data` in its envelope to the new file `temp` (0600), and fsyncs it: its size. A
+/// failure is a failed write of `target`.
 fn write_temp<T: Serialize + Versioned>(
     temp: &Path,
+    target: &Path,
     data: &T,
     written_at: jiff::Timestamp,
     limit: u64,
-) -> Result<u64, TempFailure> {
-    let file = create_new(temp).map_err(TempFailure::Io)?;
+) -> Result<u64, StorageError> {
+    let failed = |cause, source: &dyn std::fmt::Display| {
+        StorageError::write(target.to_owned(), cause, Some(source))
+    };
+    let io = |e: io::Error| failed(WriteCause::of(&e), &e);
+    let file = create_new(temp).map_err(io)?;
     let mut out = envelope::Bounded::new(BufWriter::new(file), limit);
     if let Err(e) = envelope::encode(&mut out, data, written_at) {
         return Err(if out.exceeded {
-            TempFailure::TooLarge
+            let bound = format!("more than {}", bytes_in_words(limit));
+            failed(WriteCause::TooLarge, &bound)
         } else if e.is_io() {
-            TempFailure::Io(io::Error::from(e))
+            io(io::Error::from(e))
         } else {
-            TempFailure::Encode(e)
+            failed(WriteCause::Encode, &e)
         });
     }
     let bytes = out.written;
     let file = out
         .into_inner()
         .into_inner()
-        .map_err(|e| TempFailure::Io(e.into_error()))?;
-    file.sync_all().map_err(TempFailure::Io)?;
+        .map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
     Ok(bytes)
 }
 
@@ -503,7 +473,6 @@ mod tests {
 
         let dir = Dir::open(tmp.path()).unwrap();
         assert_eq!(dir.took_over().and_then(|h| h.pid), Some(4242));
-        assert_eq!(dir.leftovers_removed(), 1);
         assert!(!leftover.exists());
         assert_eq!(current(dir.read::<Paces>("paces")).data, paces(50.0));
         assert_eq!(listing(tmp.path()), [LOCK_FILE, "paces.json"]);
@@ -690,25 +659,15 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = Dir::open(tmp.path()).unwrap();
         let long = "x".repeat(MAX_NAME_CHARS + 1);
-        for name in [
-            "",
-            "../escape",
-            "a/b",
-            ".paces.json.1-1.tmp",
-            "lock.json",
-            &long,
-        ] {
-            if name == "lock.json" {
-                // `lock` is a name like another: its file is `lock.json`, not the lock.
-                dir.write("lock", &paces(1.0)).unwrap();
-                continue;
-            }
+        for name in ["", "../escape", "a/b", ".paces.json.1-1.tmp", &long] {
             let e = dir.write(name, &paces(1.0)).unwrap_err();
             assert_eq!(e.cause(), Some(WriteCause::InvalidName), "{name}: {e}");
             let refused = bad(dir.read::<Paces>(name));
             assert_eq!(refused.problem, Problem::Unreadable, "{name}");
             assert!(refused.detail.contains("not a state name"), "{refused}");
         }
+        // `lock` is a name like another: its file is `lock.json`, not the lock.
+        dir.write("lock", &paces(1.0)).unwrap();
         assert!(tmp.path().join("lock.json").exists());
         assert_eq!(listing(tmp.path()), [LOCK_FILE, "lock.json"]);
         assert!(!tmp.path().parent().unwrap().join("escape.json").exists());

@@ -16,14 +16,9 @@ pub(super) fn log_run<T>(
     results: &[(Target, Result<T, UpstreamError>)],
     started: Instant,
 ) {
-    let failed = results
-        .iter()
-        .filter(|(_, r)| r.as_ref().is_err_and(|e| !e.deferred))
-        .count();
-    let deferred = results
-        .iter()
-        .filter(|(_, r)| r.as_ref().is_err_and(|e| e.deferred))
-        .count();
+    let errors = results.iter().filter_map(|(_, r)| r.as_ref().err());
+    let deferred = errors.clone().filter(|e| e.deferred).count();
+    let failed = errors.count() - deferred;
     tracing::debug!(
         tenant = spec.tenant.as_str(),
         collector = spec.name.as_str(),
@@ -62,23 +57,16 @@ pub(super) struct Warnings {
 impl Warnings {
     pub(super) fn say(&mut self, spec: &CollectorSpec, failures: Vec<Failures>, now: Instant) {
         for failure in failures {
-            let entry = self.last.entry(failure.reason);
-            let held_back = match entry {
-                std::collections::hash_map::Entry::Occupied(mut e) => {
-                    let (at, held) = e.get_mut();
-                    if now.saturating_duration_since(*at) < spec.schedule.interval {
-                        *held += failure.count;
-                        continue;
-                    }
-                    let held_back = *held;
-                    *e.get_mut() = (now, 0);
-                    held_back
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert((now, 0));
-                    0
-                }
-            };
+            if let Some((at, held)) = self.last.get_mut(&failure.reason)
+                && now.saturating_duration_since(*at) < spec.schedule.interval
+            {
+                *held += failure.count;
+                continue;
+            }
+            let held_back = self
+                .last
+                .insert(failure.reason, (now, 0))
+                .map_or(0, |(_, held)| held);
             tracing::warn!(
                 tenant = spec.tenant.as_str(),
                 collector = spec.name.as_str(),
@@ -119,21 +107,17 @@ pub(super) fn summarize_failures<T>(
         if e.deferred {
             continue;
         }
-        let i = match out.iter().position(|(f, _)| f.reason == e.reason) {
-            Some(i) => i,
-            None => {
-                out.push((
-                    Failures {
-                        reason: e.reason,
-                        count: 0,
-                        examples: String::new(),
-                        detail: e.detail.clone(),
-                    },
-                    Vec::new(),
-                ));
-                out.len() - 1
-            }
-        };
+        let i = out.iter().position(|(f, _)| f.reason == e.reason);
+        let i = i.unwrap_or_else(|| {
+            let first = Failures {
+                reason: e.reason,
+                count: 0,
+                examples: String::new(),
+                detail: e.detail.clone(),
+            };
+            out.push((first, Vec::new()));
+            out.len() - 1
+        });
         let (failures, named) = &mut out[i];
         failures.count += 1;
         if named.len() < MAX_NAMED_TARGETS {

@@ -62,12 +62,8 @@ impl Work {
         let mut targets = self.spec.targets.clone();
         if let Some(set) = &self.poll_set {
             let configured: HashSet<&Target> = self.spec.targets.iter().collect();
-            let extra: Vec<Target> = set
-                .targets(self.spec.name, now)
-                .into_iter()
-                .filter(|t| !configured.contains(t))
-                .collect();
-            targets.extend(extra);
+            let extra = set.targets(self.spec.name, now).into_iter();
+            targets.extend(extra.filter(|t| !configured.contains(t)));
         }
         targets
     }
@@ -82,28 +78,18 @@ impl Work {
         };
         let now = Instant::now();
         let (mut ok, mut failed, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+        use FailureReason::{Forbidden, NotFound};
         for (target, result) in results {
-            if let Some(id) = target.account_id() {
-                match result {
-                    Ok(_) => ok.push(id),
-                    Err(e)
-                        if matches!(
-                            e.reason,
-                            FailureReason::NotFound | FailureReason::Forbidden
-                        ) =>
-                    {
-                        refused.push((id, e.reason));
-                    }
-                    // Not tried: its first fetch has not ended.
-                    Err(e) if e.deferred => {}
-                    Err(_) => failed.push(id),
+            match (target.account_id(), result) {
+                (Some(id), Ok(_)) => ok.push(id),
+                (Some(id), Err(e)) if matches!(e.reason, NotFound | Forbidden) => {
+                    refused.push((id, e.reason));
                 }
-            }
-            if let Err(e) = result
-                && e.reason == FailureReason::NotFound
-                && target.account_id().is_none()
-            {
-                set.forget(target, now)
+                // Not tried: its first fetch has not ended.
+                (Some(_), Err(e)) if e.deferred => {}
+                (Some(id), Err(_)) => failed.push(id),
+                (None, Err(e)) if e.reason == NotFound => set.forget(target, now),
+                (None, _) => {}
             }
         }
         set.record(&ok, &failed, &refused, now);
@@ -237,10 +223,7 @@ impl Poller {
             .cloned()
             .collect();
         for name in gone {
-            if let Some(r) = self.running.remove(&name) {
-                r.stop.cancel();
-                let _ = r.task.await;
-            }
+            self.stop(&name).await;
         }
         {
             let store = self.store.clone();
@@ -261,11 +244,16 @@ impl Poller {
                 r.plan.send(w);
                 continue;
             }
-            if let Some(r) = self.running.remove(&key) {
-                r.stop.cancel();
-                let _ = r.task.await;
-            }
+            self.stop(&key).await;
             self.spawn(w);
+        }
+    }
+
+    /// Stops the collector `key`, if it runs, and waits until it has.
+    async fn stop(&mut self, key: &CollectorKey) {
+        if let Some(r) = self.running.remove(key) {
+            r.stop.cancel();
+            let _ = r.task.await;
         }
     }
 
@@ -357,8 +345,7 @@ impl Turns {
                 Err(e) if e.deferred || (e.reason == FailureReason::RateLimited && !e.own) => {
                     self.failing.remove(target);
                     if let Some(at) = self.fetched.get(target) {
-                        let w = now.saturating_duration_since(*at);
-                        waited = Some(waited.map_or(w, |m| m.max(w)));
+                        waited = waited.max(Some(now.saturating_duration_since(*at)));
                     }
                 }
                 Err(_) => {
@@ -704,17 +691,8 @@ impl Loop {
         latest.keep_for = keep_for(&latest, pacer.refresh_intervals(), waited);
         #[cfg(test)]
         tests::hand_over_hook(&latest);
-        self.publisher
-            .hand_over(
-                Finished {
-                    spec: latest,
-                    results: tray.rest(),
-                    duration: started.elapsed(),
-                    urgent: publish_soon,
-                },
-                under_way,
-            )
-            .await;
+        let end = end_of(latest, &tray, started, publish_soon);
+        self.publisher.hand_over(end, under_way).await;
         Some(())
     }
 
@@ -777,20 +755,17 @@ impl Loop {
         let progressed = deferred.len() < results.len();
         // An endpoint in an outage is asked again at its next probe: a catch-up run then has
         // its calls waiting for it, so that values come back as soon as the provider does.
-        let resumes = match (pacer.resumes_at(), pacer.next_probe_at()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let resumes = pacer
+            .resumes_at()
+            .into_iter()
+            .chain(pacer.next_probe_at())
+            .min();
+        let catch_up_at = if progressed {
+            resumes
+        } else {
+            let gap = Instant::now() + MIN_CATCH_UP_GAP;
+            Some(resumes.map_or(gap, |at| at.max(gap)))
         };
-        let mut catch_up_at = resumes.map(|at| {
-            if progressed {
-                at
-            } else {
-                at.max(Instant::now() + MIN_CATCH_UP_GAP)
-            }
-        });
-        if !progressed {
-            catch_up_at.get_or_insert(Instant::now() + MIN_CATCH_UP_GAP);
-        }
         // Both wait for the token, not for a fault of their own.
         self.backlog.extend(deferred);
         self.backlog.extend(
@@ -878,18 +853,20 @@ fn side_run(
         };
         work.learn(&results);
         let latest = plan.borrow().polled(Instant::now());
-        publisher
-            .hand_over(
-                Finished {
-                    spec: latest,
-                    results: tray.rest(),
-                    duration: started.elapsed(),
-                    urgent: true,
-                },
-                under_way,
-            )
-            .await;
+        let end = end_of(latest, &tray, started, true);
+        publisher.hand_over(end, under_way).await;
     });
+}
+
+/// The end of a run begun at `started`, of the collector as `spec` has it: the results its
+/// `tray` still holds.
+fn end_of(spec: CollectorSpec, tray: &Tray, started: Instant, urgent: bool) -> Finished {
+    Finished {
+        spec,
+        results: tray.rest(),
+        duration: started.elapsed(),
+        urgent,
+    }
 }
 
 /// The tray of a run of the collector whose latest plan `plan` is; `refresh`: of targets that

@@ -180,19 +180,18 @@ async fn fetch_by_deadline(
 ) -> (usize, Result<TargetData, UpstreamError>) {
     // The client stops its calls at the deadline; this only guards against a collector that
     // would keep working after it.
-    let result =
-        match tokio::time::timeout_at(until.checked_add(DEADLINE_GRACE).unwrap_or(until), fetch)
-            .await
-        {
-            Ok(r) => r,
-            Err(_) => Err(UpstreamError::new(
+    let cut_at = until.checked_add(DEADLINE_GRACE).unwrap_or(until);
+    let result = tokio::time::timeout_at(cut_at, fetch)
+        .await
+        .unwrap_or_else(|_| {
+            Err(UpstreamError::new(
                 FailureReason::Timeout,
                 format!(
                     "collector deadline of {} reached",
                     humantime::format_duration(deadline)
                 ),
-            )),
-        };
+            ))
+        });
     let result = result.map_err(|e| UpstreamError {
         trail: Some(Arc::new(trail.finish())),
         ..e

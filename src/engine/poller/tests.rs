@@ -4,7 +4,6 @@ use super::log::Failures;
 use super::*;
 
 use crate::engine::snapshot::CollectorState;
-use crate::metrics::Format;
 
 /// The work of one Delivery account collector over `ids` against the provider at `url`
 /// (interval 60 s, deadline 30 s), with a client as the exporter builds one.
@@ -153,6 +152,39 @@ async fn serve(sim: &mailhost_sim::Simulator, shutdown: &CancellationToken) -> S
     url
 }
 
+/// A simulator whose token `poller-token` sees the accounts `ids`.
+fn sim_of(ids: &[i32]) -> mailhost_sim::Simulator {
+    use mailhost_sim::{AccountSeed, ManagementToken, SimConfig, Simulator};
+    Simulator::new(SimConfig {
+        management_tokens: vec![ManagementToken {
+            token: "poller-token".to_owned(),
+            accounts: Some(ids.to_vec()),
+        }],
+        accounts: ids.iter().copied().map(AccountSeed::with_id).collect(),
+        ..SimConfig::default()
+    })
+}
+
+/// The work of each tenant's Delivery account collector over its accounts against `url`, with
+/// `each` applied to it, and a store that knows them all.
+fn tenants_of(
+    url: &str,
+    tenants: &[(&str, &[i32])],
+    each: impl Fn(&mut Work),
+) -> (Vec<Plan>, Arc<Store>) {
+    let work: Vec<Work> = tenants
+        .iter()
+        .map(|(tenant, ids)| {
+            let mut w = work_of(url, ids);
+            w.spec.tenant = crate::tenant::TenantName::parse(tenant).unwrap();
+            each(&mut w);
+            w
+        })
+        .collect();
+    let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
+    (work.into_iter().map(Arc::new).collect(), Store::new(&specs))
+}
+
 /// A poller of one Delivery account collector over `ids` against `sim`; stops when
 /// `shutdown` is cancelled.
 async fn poller_of(
@@ -200,44 +232,21 @@ pub(super) fn hand_over_hook(spec: &CollectorSpec) {
 
 #[tokio::test]
 async fn a_collector_whose_loop_panics_is_started_again_and_the_others_go_on() {
-    use mailhost_sim::{AccountSeed, ManagementToken, SimConfig, Simulator};
-    let sim = Simulator::new(SimConfig {
-        management_tokens: vec![ManagementToken {
-            token: "poller-token".to_owned(),
-            accounts: Some(vec![1, 2, 3, 4]),
-        }],
-        accounts: (1..=4).map(AccountSeed::with_id).collect(),
-        ..SimConfig::default()
-    });
+    let sim = sim_of(&[1, 2, 3, 4]);
     let shutdown = CancellationToken::new();
     let url = serve(&sim, &shutdown).await;
     // Two tenants polled every second; the loop of the first panics at its first hand-over.
     let (panics, steady) = ("restart-panics", "restart-steady");
-    let work: Vec<Work> = [(panics, [1, 2]), (steady, [3, 4])]
-        .into_iter()
-        .map(|(tenant, ids)| {
-            let mut w = work_of(&url, &ids);
-            w.spec.tenant = crate::tenant::TenantName::parse(tenant).unwrap();
-            w.spec.schedule.interval = Duration::from_secs(1);
-            w.spec.schedule.deadline = Duration::from_millis(800);
-            w
-        })
-        .collect();
+    let (work, store) = tenants_of(&url, &[(panics, &[1, 2]), (steady, &[3, 4])], |w| {
+        w.spec.schedule.interval = Duration::from_secs(1);
+        w.spec.schedule.deadline = Duration::from_millis(800);
+    });
     PANIC_AT_HAND_OVER.lock().unwrap().push(panics.to_owned());
-    let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
-    let store = Store::new(&specs);
-    let work = work.into_iter().map(Arc::new).collect();
     let poller = Poller::start(work, store.clone(), shutdown.clone());
     let mut publications = store.subscribe();
     let state = |tenant: &str| -> CollectorState {
-        let prepared = store.prepared();
-        let state = prepared
-            .snapshot
-            .collectors
-            .values()
-            .find(|c| c.tenant.as_str() == tenant)
-            .unwrap();
-        (**state).clone()
+        let mut states = published_states(&store).into_iter();
+        states.find(|c| c.tenant.as_str() == tenant).unwrap()
     };
     let calls = |id: i32| sim.hits(&format!("/api/delivery/accounts/{id}"));
     // Both collectors make runs after the panic: the panicked one started again (its first
@@ -274,7 +283,7 @@ async fn a_collector_whose_loop_panics_is_started_again_and_the_others_go_on() {
         "the other one went on"
     );
     assert!(store.prepared().snapshot.ready());
-    let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
+    let body = store.classic_text();
     for (tenant, n) in [(panics, 1), (steady, 0)] {
         let line = format!(
             "mailhost_collector_restarts_total{{tenant=\"{tenant}\",collector=\"delivery_account\"}} {n}\n"
@@ -288,25 +297,22 @@ async fn a_collector_whose_loop_panics_is_started_again_and_the_others_go_on() {
         .expect("the poller stopped");
 }
 
+/// The published state of each collector.
+fn published_states(store: &Store) -> Vec<CollectorState> {
+    let collectors = store.prepared().snapshot.collectors.clone();
+    collectors.values().map(|c| (**c).clone()).collect()
+}
+
 /// The published state of the one collector.
 fn published(store: &Store) -> CollectorState {
-    let prepared = store.prepared();
-    let state = prepared.snapshot.collectors.values().next().unwrap();
-    (**state).clone()
+    published_states(store).remove(0)
 }
 
 #[tokio::test]
 async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends() {
-    use mailhost_sim::{AccountSeed, FaultSpec, ManagementToken, Route, SimConfig, Simulator};
+    use mailhost_sim::{FaultSpec, Route};
     let ids: Vec<i32> = (1..=20).collect();
-    let sim = Simulator::new(SimConfig {
-        management_tokens: vec![ManagementToken {
-            token: "poller-token".to_owned(),
-            accounts: Some(ids.clone()),
-        }],
-        accounts: ids.iter().copied().map(AccountSeed::with_id).collect(),
-        ..SimConfig::default()
-    });
+    let sim = sim_of(&ids);
     // Account 20 answers after 6 s: the run is under way until then.
     let slow = Duration::from_secs(6);
     sim.set_fault(
@@ -341,7 +347,7 @@ async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends(
     let c = published(&store);
     assert!(c.last_run.is_none() && fetched(&c) == 19);
     assert!(c.target(&Target::DeliveryAccount(20)).is_none());
-    let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
+    let body = store.classic_text();
     assert!(
         body.contains("mailhost_delivery_remaining_messages{account_id=\"1\"}"),
         "{body}"
@@ -373,15 +379,8 @@ async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends(
 
 #[tokio::test]
 async fn a_first_run_waits_for_a_place_while_another_holds_it() {
-    use mailhost_sim::{AccountSeed, FaultSpec, ManagementToken, Route, SimConfig, Simulator};
-    let sim = Simulator::new(SimConfig {
-        management_tokens: vec![ManagementToken {
-            token: "poller-token".to_owned(),
-            accounts: Some(vec![1, 2]),
-        }],
-        accounts: [1, 2].into_iter().map(AccountSeed::with_id).collect(),
-        ..SimConfig::default()
-    });
+    use mailhost_sim::{FaultSpec, Route};
+    let sim = sim_of(&[1, 2]);
     // Each account answers after 2 s: each tenant's first run is under way that long.
     sim.set_fault(
         Route::DeliveryAccountGet,
@@ -393,29 +392,13 @@ async fn a_first_run_waits_for_a_place_while_another_holds_it() {
     let shutdown = CancellationToken::new();
     let url = serve(&sim, &shutdown).await;
     // Two tenants of one account each, and one place for first runs.
-    let work: Vec<Work> = [("a", 1), ("b", 2)]
-        .into_iter()
-        .map(|(tenant, id)| {
-            let mut w = work_of(&url, &[id]);
-            w.spec.tenant = crate::tenant::TenantName::parse(tenant).unwrap();
-            w
-        })
-        .collect();
-    let specs: Vec<CollectorSpec> = work.iter().map(|w| w.spec.clone()).collect();
-    let store = Store::new(&specs);
+    let (work, store) = tenants_of(&url, &[("a", &[1]), ("b", &[2])], |_| {});
     let started = Instant::now();
-    let work = work.into_iter().map(Arc::new).collect();
     let poller = Poller::with_places(work, store.clone(), shutdown.clone(), 1);
     let mut publications = store.subscribe();
     let runs = |store: &Store| -> Vec<CollectorState> {
-        let prepared = store.prepared();
-        let mut runs: Vec<CollectorState> = prepared
-            .snapshot
-            .collectors
-            .values()
-            .filter(|c| c.last_run.is_some())
-            .map(|c| (**c).clone())
-            .collect();
+        let mut runs = published_states(store);
+        runs.retain(|c| c.last_run.is_some());
         runs.sort_by_key(|c| c.last_run.map(|r| r.finished));
         runs
     };
@@ -498,14 +481,7 @@ fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_
 
     let t0 = Instant::now();
     let mut turns = Turns::default();
-    let ok = |id| {
-        (
-            Target::DeliveryAccount(id),
-            Ok(crate::collectors::delivery_account::fixtures::remaining(
-                1.0,
-            )),
-        )
-    };
+    let ok = |id| crate::collectors::delivery_account::fixtures::answered(&[(id, 1.0)]).remove(0);
     let waiting = |id, e: UpstreamError| (Target::DeliveryAccount(id), Err(e));
     assert_eq!(turns.learn(&[ok(1), ok(2), ok(3)], t0), None);
     let deferred = UpstreamError {

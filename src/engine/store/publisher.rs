@@ -416,7 +416,6 @@ mod tests {
     use super::*;
     use crate::collectors::delivery_account::fixtures::remaining as data;
     use crate::engine::spec::fixtures::accounts;
-    use crate::metrics::Format;
     use crate::tenant::TenantName;
 
     #[tokio::test]
@@ -437,22 +436,13 @@ mod tests {
             let under_way = publisher.begin();
             runs.spawn(async move {
                 let id = spec.targets[0].clone();
-                publisher
-                    .apply_run(
-                        Finished {
-                            spec,
-                            results: vec![(id, Ok(data(7.0)))],
-                            duration: Duration::ZERO,
-                            urgent: false,
-                        },
-                        under_way,
-                    )
-                    .await
+                let run = on_schedule(spec, vec![(id, Ok(data(7.0)))]);
+                publisher.apply_run(run, under_way).await
             });
         }
         runs.join_all().await;
         // Every run is published by the time its collector is told...
-        let body = String::from_utf8(store.prepared().body(Format::Classic).to_vec()).unwrap();
+        let body = store.classic_text();
         let shown = body
             .lines()
             .filter(|l| l.starts_with("mailhost_delivery_remaining_messages{"))

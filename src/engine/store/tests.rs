@@ -64,6 +64,19 @@ fn a_body_past_the_kept_size_is_kept_only_gzipped_and_reads_back_whole() {
     assert!(encode(Some(&small), &["x 1\n"]).identity.is_some());
 }
 
+/// Whether `before` and `after` share the rendering of `section`.
+fn shared(before: &Prepared, after: &Prepared, section: Section) -> bool {
+    let of = |p: &Prepared| {
+        p.sections
+            .iter()
+            .find(|(s, _)| *s == section)
+            .unwrap()
+            .1
+            .clone()
+    };
+    Arc::ptr_eq(&of(before), &of(after))
+}
+
 /// A store of two tenants' collectors, the second of a tenant named `gone`.
 fn kept_and_gone() -> (CollectorSpec, CollectorSpec, Arc<Store>) {
     let kept = spec();
@@ -79,18 +92,18 @@ fn kept_and_gone() -> (CollectorSpec, CollectorSpec, Arc<Store>) {
 fn a_run_of_a_collector_a_reload_removed_brings_nothing_back() {
     let (kept, gone, store) = kept_and_gone();
     store.apply_run(&gone, answered(&[(1, 5.0)]), Duration::ZERO);
-    let tenant = |body: Bytes| String::from_utf8_lossy(&body).contains("tenant=\"gone\"");
-    assert!(tenant(store.prepared().body(Format::Classic)));
+    let tenant = |store: &Store| store.classic_text().contains("tenant=\"gone\"");
+    assert!(tenant(&store));
     store.reconfigure(std::slice::from_ref(&kept));
-    assert!(!tenant(store.prepared().body(Format::Classic)));
+    assert!(!tenant(&store));
     // The run that ended before its collector was stopped, applied after the reload.
     store.apply_run(&gone, answered(&[(1, 6.0)]), Duration::ZERO);
-    assert!(!tenant(store.prepared().body(Format::Classic)));
+    assert!(!tenant(&store));
     assert!(!store.lock().collectors.contains_key(&gone.key()));
     // The collector still configured goes on.
     store.apply_run(&kept, answered(&[(1, 7.0)]), Duration::ZERO);
-    let body = store.prepared().body(Format::Classic);
-    assert!(String::from_utf8_lossy(&body).contains(" 7"), "{body:?}");
+    let body = store.classic_text();
+    assert!(body.contains(" 7"), "{body:?}");
 }
 
 #[test]
@@ -102,11 +115,8 @@ fn a_part_of_a_run_is_published_at_once_and_one_of_a_collector_a_reload_removed_
             results: answered(&[(1, left)]),
         })
     };
-    let body = |store: &Store| {
-        String::from_utf8_lossy(&store.prepared().body(Format::Classic)).into_owned()
-    };
     store.apply(vec![part(&kept, 5.0)]);
-    let shown = body(&store);
+    let shown = store.classic_text();
     assert!(
         shown.contains("mailhost_delivery_remaining_messages{account_id=\"1\"} 5"),
         "{shown}"
@@ -119,40 +129,28 @@ fn a_part_of_a_run_is_published_at_once_and_one_of_a_collector_a_reload_removed_
     // after the reload: dropped, as a run's end would be.
     store.reconfigure(std::slice::from_ref(&kept));
     store.apply(vec![part(&gone, 6.0)]);
-    assert!(!body(&store).contains("tenant=\"gone\""));
+    assert!(!store.classic_text().contains("tenant=\"gone\""));
     assert!(!store.lock().collectors.contains_key(&gone.key()));
 }
 
 #[test]
 fn a_restart_is_counted_from_zero_published_at_once_and_leaves_with_its_tenant() {
     let (kept, gone, store) = kept_and_gone();
-    let body = |store: &Store| {
-        String::from_utf8_lossy(&store.prepared().body(Format::Classic)).into_owned()
-    };
     let kept_line = "mailhost_collector_restarts_total{collector=\"delivery_account\"}";
     let gone_line =
         "mailhost_collector_restarts_total{tenant=\"gone\",collector=\"delivery_account\"}";
-    let shown = body(&store);
+    let shown = store.classic_text();
     assert!(shown.contains("# TYPE mailhost_collector_restarts_total counter\n"));
     assert!(shown.contains(&format!("{kept_line} 0\n")), "{shown}");
     assert!(shown.contains(&format!("{gone_line} 0\n")), "{shown}");
     let before = store.prepared();
     store.restarted(&gone.key());
-    let shown = body(&store);
+    let shown = store.classic_text();
     assert!(shown.contains(&format!("{gone_line} 1\n")), "{shown}");
     assert!(shown.contains(&format!("{kept_line} 0\n")), "{shown}");
     // Only the health section is rendered again.
     let after = store.prepared();
-    let own = Section::Collector(gone.name);
-    let section = |p: &Prepared| {
-        p.sections
-            .iter()
-            .find(|(s, _)| *s == own)
-            .unwrap()
-            .1
-            .clone()
-    };
-    assert!(Arc::ptr_eq(&section(&before), &section(&after)));
+    assert!(shared(&before, &after, Section::Collector(gone.name)));
     // A collector whose loop panicked before its first run ended does not hold readiness
     // back; one that has not run yet still does.
     assert!(!store.prepared().snapshot.ready());
@@ -161,7 +159,7 @@ fn a_restart_is_counted_from_zero_published_at_once_and_leaves_with_its_tenant()
     // Gone with its tenant, and a late restart of its loop brings nothing back.
     store.reconfigure(std::slice::from_ref(&kept));
     store.restarted(&gone.key());
-    let shown = body(&store);
+    let shown = store.classic_text();
     assert!(!shown.contains("tenant=\"gone\""), "{shown}");
     assert!(shown.contains(&format!("{kept_line} 0\n")), "{shown}");
 }
@@ -179,27 +177,12 @@ fn a_run_renders_its_own_section_and_the_health_one_and_shares_the_rest() {
         })),
     );
     let store = Store::new(&[delivery.clone(), migration.clone()]);
-    let section = |p: &Prepared, s: Section| {
-        p.sections
-            .iter()
-            .find(|(x, _)| *x == s)
-            .map(|(_, f)| f.clone())
-            .unwrap()
-    };
     let before = store.prepared();
     store.apply_run(&delivery, answered(&[(1, 5.0)]), Duration::ZERO);
     let after = store.prepared();
-    let other = Section::Collector(migration.name);
-    assert!(Arc::ptr_eq(
-        &section(&before, other),
-        &section(&after, other)
-    ));
-    let own = Section::Collector(delivery.name);
-    assert!(!Arc::ptr_eq(&section(&before, own), &section(&after, own)));
-    assert!(!Arc::ptr_eq(
-        &section(&before, Section::Health),
-        &section(&after, Section::Health)
-    ));
+    assert!(shared(&before, &after, Section::Collector(migration.name)));
+    assert!(!shared(&before, &after, Section::Collector(delivery.name)));
+    assert!(!shared(&before, &after, Section::Health));
     // What is shared is what a full render gives.
     let fresh = Prepared::render((*after.snapshot).clone());
     assert_eq!(after.body(Format::Classic), fresh.body(Format::Classic));

@@ -21,7 +21,8 @@ use prometheus_client::encoding::DescriptorEncoder;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::metrics::labels::Owner;
+use crate::metrics::family::{GaugeTable, table};
+use crate::metrics::labels::{Owner, OwnerLabels};
 use crate::settings::error::ConfigError;
 use crate::settings::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
 use crate::storage::targets::KeyFields;
@@ -229,6 +230,22 @@ where
     A::Data: Model<Params = ()>,
 {
     read_body::<A::Data>(body(bodies, 0), &())
+}
+
+/// The families of `rows` for `items`, each labelled by its owner: `tenant` and the target's
+/// label value as `key` (`account_id`, `mailbox`, ...), borrowed from the items.
+pub fn owned_table<T, D>(
+    enc: &mut DescriptorEncoder,
+    rows: &GaugeTable<D>,
+    key: &'static str,
+    interval: Duration,
+    items: &[(Owner, &T, &D)],
+) -> fmt::Result {
+    let labelled: Vec<(OwnerLabels, &D)> = items
+        .iter()
+        .map(|(owner, _, data)| (OwnerLabels { owner, key }, *data))
+        .collect();
+    table(enc, rows, interval, &labelled)
 }
 
 /// How a collector writes its series (`series::encode` of each collector).

@@ -7,7 +7,8 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones, table};
+use crate::collectors::owned_table;
+use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 
 const GAUGES: &GaugeTable<Record> = &[
@@ -63,17 +64,7 @@ pub fn encode(
     interval: Duration,
     migrations: &Migrations<'_>,
 ) -> fmt::Result {
-    let items: Vec<(MigrationLabels, &Record)> = migrations
-        .iter()
-        .map(|(code, _, m)| {
-            let labels = MigrationLabels {
-                tenant: code.tenant.clone(),
-                migration: code.id.clone(),
-            };
-            (labels, *m)
-        })
-        .collect();
-    table(enc, GAUGES, interval, &items)?;
+    owned_table(enc, GAUGES, "migration", interval, migrations)?;
     encode_accounts(enc, interval, migrations)?;
     encode_status(enc, interval, migrations)?;
     encode_other(enc, interval, migrations)
@@ -162,13 +153,6 @@ fn encode_other(
         interval,
         &other,
     )
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]

@@ -420,28 +420,18 @@ impl App {
                     ..config
                 }
             });
-        let config = match loaded {
-            Ok(c) => c,
-            Err(e) => {
-                telemetry.observe_reload(false);
-                tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
-                return Err(e);
-            }
+        let refused = |e: String| {
+            telemetry.observe_reload(false);
+            tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
+            e
         };
+        let config = loaded.map_err(refused)?;
         let Plan { specs, endpoints } = plan(&config);
         log_shard(&config, &specs);
         // Every client first: a tenant whose client cannot be built refuses the whole reload
         // before anything has changed.
-        let tenants = match tenant_clients(&config, &self.tenants, &telemetry, &self.transport)
-            .map_err(|e| e.to_string())
-        {
-            Ok(t) => t,
-            Err(e) => {
-                telemetry.observe_reload(false);
-                tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
-                return Err(e);
-            }
-        };
+        let tenants = tenant_clients(&config, &self.tenants, &telemetry, &self.transport)
+            .map_err(|e| refused(e.to_string()))?;
         // The reload cannot be refused any more: the new tenants' series may be written (their
         // pacers' first figures were dropped while it could; `configure` publishes them again).
         telemetry.admit_tenants(&tenant_names(&config));

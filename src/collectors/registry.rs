@@ -72,6 +72,26 @@ macro_rules! collectors {
             fn ops(self) -> &'static dyn registry::Ops {
                 match self { $(Self::$Collect => &$module::$Collect,)+ }
             }
+
+            /// The config key and the `collector` label value.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$Collect => <$module::$Collect as registry::Listed>::KEY,)+ }
+            }
+
+            /// The upstream operations one run makes per target.
+            pub fn endpoints(self) -> &'static [Endpoint] {
+                match self { $(Self::$Collect => <$module::$Collect as Collect>::ENDPOINTS,)+ }
+            }
+
+            /// Which targets beyond the configured ones the collector polls.
+            pub fn extra(self) -> Extra {
+                match self { $(Self::$Collect => <$module::$Collect as Collect>::EXTRA,)+ }
+            }
+
+            /// What the collector's data reveals for discovery.
+            pub fn reveals(self) -> Extra {
+                match self { $(Self::$Collect => <$module::$Collect as Collect>::REVEALS,)+ }
+            }
         }
 
         impl Target {
@@ -159,10 +179,6 @@ type Entry<'a> = (&'a TenantName, &'a Target, &'a TargetData);
 /// or the `collectors:` blocks. A value is only ever handed to its own collector's `Ops`, so the
 /// answers for another collector's value (`None`, nothing written) are never given.
 pub(super) trait Ops {
-    fn key(&self) -> &'static str;
-    fn endpoints(&self) -> &'static [Endpoint];
-    fn extra(&self) -> Extra;
-    fn reveals(&self) -> Extra;
     fn encode<'a>(
         &self,
         enc: &mut DescriptorEncoder<'_>,
@@ -200,22 +216,6 @@ pub(super) trait Ops {
 
 // `<A as Collect>::` where `Ops` has a method of the same name.
 impl<A: Listed> Ops for A {
-    fn key(&self) -> &'static str {
-        A::KEY
-    }
-
-    fn endpoints(&self) -> &'static [Endpoint] {
-        A::ENDPOINTS
-    }
-
-    fn extra(&self) -> Extra {
-        A::EXTRA
-    }
-
-    fn reveals(&self) -> Extra {
-        A::REVEALS
-    }
-
     fn encode<'a>(
         &self,
         enc: &mut DescriptorEncoder<'_>,
@@ -436,11 +436,6 @@ impl<A: Listed> ConfiguredOps for Configured<A> {
 }
 
 impl CollectorName {
-    /// The config key and the `collector` label value.
-    pub fn as_str(self) -> &'static str {
-        self.ops().key()
-    }
-
     /// Every endpoint of every collector, in the order of the list, each once.
     pub fn every_endpoint() -> Vec<Endpoint> {
         let mut all: Vec<Endpoint> = Vec::new();
@@ -450,21 +445,6 @@ impl CollectorName {
             }
         }
         all
-    }
-
-    /// The upstream operations one run makes per target.
-    pub fn endpoints(self) -> &'static [Endpoint] {
-        self.ops().endpoints()
-    }
-
-    /// Which targets beyond the configured ones the collector polls.
-    pub fn extra(self) -> Extra {
-        self.ops().extra()
-    }
-
-    /// What the collector's data reveals for discovery.
-    pub fn reveals(self) -> Extra {
-        self.ops().reveals()
     }
 
     /// The targets of this collector kept under `--storage.path`: `json` is a list of

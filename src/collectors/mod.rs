@@ -17,12 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::metrics::family::{GaugeTable, table};
-use crate::metrics::labels::{Owner, OwnerLabels};
+use crate::metrics::labels::{Owner, OwnerLabels, Value, write_label};
 use crate::settings::error::ConfigError;
 use crate::settings::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
 use crate::storage::targets::KeyFields;
@@ -246,6 +246,34 @@ pub fn owned_table<T, D>(
         .map(|(owner, _, data)| (OwnerLabels { owner, key }, *data))
         .collect();
     table(enc, rows, interval, &labelled)
+}
+
+/// A target's labels and one more, `label="value"`: the labels of a target's figures by state,
+/// status or path. The target's are borrowed from its owner: `tenant`, and its label value as
+/// `key` (`account_id`, `mailbox`, ...).
+#[derive(Debug)]
+pub struct OwnerAnd<'a> {
+    owner: OwnerLabels<'a>,
+    label: &'static str,
+    value: Value,
+}
+
+impl<'a> OwnerAnd<'a> {
+    pub fn new(owner: &'a Owner, key: &'static str, label: &'static str, value: Value) -> Self {
+        let owner = OwnerLabels { owner, key };
+        OwnerAnd {
+            owner,
+            label,
+            value,
+        }
+    }
+}
+
+impl EncodeLabelSet for OwnerAnd<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        self.owner.encode(encoder)?;
+        write_label(encoder, self.label, &self.value)
+    }
 }
 
 /// How a collector writes its series (`series::encode` of each collector).

@@ -7,7 +7,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::collectors::owned_table;
+use crate::collectors::{OwnerAnd, owned_table};
 use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 
@@ -145,11 +145,7 @@ pub fn encode(
                 states.push(current);
             }
             for s in states {
-                let labels = MailboxArchiveLabels {
-                    tenant: code.tenant.clone(),
-                    mailbox: code.id.clone(),
-                    archive_status: Value::from(s),
-                };
+                let labels = OwnerAnd::new(code, "mailbox", "archive_status", Value::from(s));
                 archive.push((labels, if s == current { 1.0 } else { 0.0 }));
             }
         }
@@ -178,14 +174,6 @@ pub fn encode(
         interval,
         &info,
     )
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MailboxArchiveLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub mailbox: Value,
-    pub archive_status: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]

@@ -170,17 +170,14 @@ pub trait Collect: Sized + Debug + Send + Sync + 'static {
     fn listed(raw: &Self::Raw) -> bool {
         !raw.items().is_empty()
     }
-    /// The targets the block at `field` lists; an empty list is refused when `required`.
-    fn targets(
-        raw: Self::Raw,
+    /// The targets the block at `field` lists (`collectors.<collector>` or a tenant's); an empty
+    /// list is refused when `required`.
+    fn targets<L: Listing<Item = <Self::Raw as Listing>::Item>>(
+        block: &L,
         field: &str,
         required: bool,
     ) -> Result<Vec<Self::Target>, ConfigError> {
-        Self::parse_list(&format!("{field}.{}", Self::LIST), raw.items(), required)
-    }
-    /// The targets a tenant's block at `field` lists.
-    fn tenant_targets(list: Self::RawList, field: &str) -> Result<Vec<Self::Target>, ConfigError> {
-        Self::parse_list(&format!("{field}.{}", Self::LIST), list.items(), false)
+        Self::parse_list(&format!("{field}.{}", Self::LIST), block.items(), required)
     }
 
     /// Fetches one target.
@@ -307,6 +304,7 @@ pub fn body<'a>(bodies: &[&'a [u8]], i: usize) -> &'a [u8] {
 mod tests {
     use super::*;
     use crate::upstream::model::Model;
+    use serde_json::json;
 
     fn bytes(v: serde_json::Value) -> Vec<u8> {
         serde_json::to_vec(&v).unwrap()
@@ -314,7 +312,6 @@ mod tests {
 
     #[test]
     fn a_record_that_is_not_an_object_is_unreadable_and_names_the_record() {
-        use serde_json::json;
         let body = bytes(json!({"resources": ["x"]}));
         let record = delivery_account::Record::decode(&body).unwrap();
         let e = delivery_account::Record::read(&record, &()).unwrap_err();
@@ -333,7 +330,6 @@ mod tests {
 
     #[test]
     fn an_answer_with_no_days_is_unreadable_but_no_field_is_at_fault() {
-        use serde_json::json;
         let days = tracemail_daily::DailyStats::decode(&bytes(json!({"resources": []}))).unwrap();
         let params = tracemail_daily::DailyParams {
             date_format: crate::settings::date_format::DateFormat::default(),
@@ -351,7 +347,6 @@ mod tests {
 
     #[test]
     fn an_empty_or_missing_aggregate_fails_to_decode() {
-        use serde_json::json;
         for (body, detail) in [
             (json!({"aggregate": {}}), "aggregate is empty"),
             (json!({"other": 1}), "no aggregate object in the body"),

@@ -330,7 +330,7 @@ impl<A: Listed> Ops for A {
             .iter_mut()
             .find_map(A::peek_collector_mut)
             .ok_or_else(|| not_enabled(&field, A::KEY))?;
-        let targets = A::tenant_targets(list, &field)?;
+        let targets = A::targets(&list, &field, false)?;
         Arc::make_mut(configured).targets = targets;
         Ok(())
     }
@@ -359,7 +359,7 @@ fn configure<A: Listed>(raw: A::Raw, required: bool) -> Result<Option<Configured
     let field = format!("collectors.{}", A::KEY);
     let schedule = schedule::from_keys(&field, keys)?;
     let settings = Arc::new(A::Settings::from_block(&raw, &field)?);
-    let targets = A::targets(raw, &field, required)?;
+    let targets = A::targets(&raw, &field, required)?;
     Ok(Some(Configured {
         schedule,
         settings,

@@ -166,10 +166,6 @@ pub trait Collect: Sized + Debug + Send + Sync + 'static {
 
     /// The key of the target list in the block, for messages.
     const LIST: &'static str = <Self::Raw as Listing>::KEY;
-    /// Whether the block lists targets.
-    fn listed(raw: &Self::Raw) -> bool {
-        !raw.items().is_empty()
-    }
     /// The targets the block at `field` lists (`collectors.<collector>` or a tenant's); an empty
     /// list is refused when `required`.
     fn targets<L: Listing<Item = <Self::Raw as Listing>::Item>>(

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::settings::error::{ConfigError, invalid};
-use crate::settings::schedule::{self, CollectorBlock, FromBlock, Schedule};
+use crate::settings::schedule::{self, CollectorBlock, FromBlock, Listing, Schedule};
 use crate::storage::targets::{Kept, settings_key};
 use crate::tenant::TenantName;
 use crate::upstream::endpoint::Endpoint;
@@ -281,7 +281,9 @@ impl<A: Listed> Ops for A {
     }
 
     fn first_list(&self, raw: &RawCollectors) -> Option<String> {
-        let listed = A::block(raw).as_ref().is_some_and(A::listed);
+        let listed = A::block(raw)
+            .as_ref()
+            .is_some_and(|b| !b.items().is_empty());
         listed.then(|| format!("{}.{}", A::KEY, A::LIST))
     }
 

@@ -200,8 +200,9 @@ impl App {
         let Plan { specs, endpoints } = plan(&config);
         log_shard(&config, &specs);
         let telemetry = Arc::new(Telemetry::new(&[]));
-        telemetry.admit_tenants(&tenant_names(&config));
-        telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
+        let names = tenant_names(&config);
+        telemetry.admit_tenants(&names);
+        telemetry.ensure_endpoints(&endpoints, zero_init(&names));
         let plan_fds = descriptors::Plan::now(web.serve.max_connections, config.asked_upstream());
         if let Some(told) = plan_fds.shortfall() {
             tracing::warn!("{told}");
@@ -420,31 +421,22 @@ impl App {
                     ..config
                 }
             });
-        let config = match loaded {
-            Ok(c) => c,
-            Err(e) => {
-                telemetry.observe_reload(false);
-                tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
-                return Err(e);
-            }
+        let refused = |e: String| {
+            telemetry.observe_reload(false);
+            tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
+            e
         };
+        let config = loaded.map_err(refused)?;
         let Plan { specs, endpoints } = plan(&config);
         log_shard(&config, &specs);
         // Every client first: a tenant whose client cannot be built refuses the whole reload
         // before anything has changed.
-        let tenants = match tenant_clients(&config, &self.tenants, &telemetry, &self.transport)
-            .map_err(|e| e.to_string())
-        {
-            Ok(t) => t,
-            Err(e) => {
-                telemetry.observe_reload(false);
-                tracing::error!(error = %e, "configuration reload refused; the previous configuration keeps running");
-                return Err(e);
-            }
-        };
+        let tenants = tenant_clients(&config, &self.tenants, &telemetry, &self.transport)
+            .map_err(|e| refused(e.to_string()))?;
         // The reload cannot be refused any more: the new tenants' series may be written (their
         // pacers' first figures were dropped while it could; `configure` publishes them again).
-        telemetry.admit_tenants(&tenant_names(&config));
+        let names = tenant_names(&config);
+        telemetry.admit_tenants(&names);
         for t in tenants.values() {
             t.pacer.configure(
                 t.api.concurrency,
@@ -453,7 +445,7 @@ impl App {
             );
         }
         self.replan_descriptors(&config);
-        telemetry.ensure_endpoints(&endpoints, &zero_init_tenants(&config));
+        telemetry.ensure_endpoints(&endpoints, zero_init(&names));
         self.reconfigure_circuits(&tenants, &specs);
         self.state.poll_sets.reconfigure(&config, &specs);
         let work = with_contexts(specs, &tenants, &self.state.poll_sets, &self.clock);
@@ -659,14 +651,9 @@ fn tenant_names(config: &Config) -> Vec<TenantName> {
     config.tenants.iter().map(|t| t.name.clone()).collect()
 }
 
-/// The tenants whose failure counters start at zero: the first [`ZERO_INIT_TENANTS`].
-fn zero_init_tenants(config: &Config) -> Vec<TenantName> {
-    config
-        .tenants
-        .iter()
-        .take(ZERO_INIT_TENANTS)
-        .map(|t| t.name.clone())
-        .collect()
+/// The tenants whose failure counters start at zero: the first [`ZERO_INIT_TENANTS`] of `names`.
+fn zero_init(names: &[TenantName]) -> &[TenantName] {
+    &names[..names.len().min(ZERO_INIT_TENANTS)]
 }
 
 /// Each collector with the context of its tenant's client and its tenant's poll set.

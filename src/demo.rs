@@ -37,12 +37,13 @@ pub async fn run(
     let sim_url = format!("http://{}", listener.local_addr()?);
     if rate_limit > 0.0 {
         let rate = rate_limit;
+        let refused = |e: String| std::io::Error::other(format!("--demo.rate-limit: {e}"));
         sim.set_rate_limit(None, Some(RateLimit::per_second(rate)))
-            .map_err(|e| std::io::Error::other(format!("--demo.rate-limit: {e}")))?;
+            .map_err(refused)?;
         // And the daily statistics on their own, at half of it.
         let daily = RateLimit::per_second((rate / 2.0).max(0.1));
         sim.set_route_rate_limit(None, Route::TracemailDaily, Some(daily))
-            .map_err(|e| std::io::Error::other(format!("--demo.rate-limit: {e}")))?;
+            .map_err(refused)?;
         // The demo token is well known and the simulator listens on loopback only.
         tracing::info!(
             rate,

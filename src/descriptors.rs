@@ -94,19 +94,13 @@ impl Plan {
     /// The plan for this process's open-file limit now (its soft limit: the exporter raises it
     /// to the hard one before it plans).
     pub fn now(max_connections: usize, asked_upstream: usize) -> Plan {
-        let limit = rlimit::getrlimit(rlimit::Resource::NOFILE)
-            .ok()
-            .map(|(soft, _)| soft);
-        Plan::new(finite(limit), max_connections, asked_upstream)
+        Plan::new(nofile(|(soft, _)| soft), max_connections, asked_upstream)
     }
 
     /// The plan the exporter will make when it starts in this environment: with the soft limit
     /// raised to the hard one, as it does (for `--config.check`).
     pub fn at_start(max_connections: usize, asked_upstream: usize) -> Plan {
-        let limit = rlimit::getrlimit(rlimit::Resource::NOFILE)
-            .ok()
-            .map(|(_, hard)| hard);
-        Plan::new(finite(limit), max_connections, asked_upstream)
+        Plan::new(nofile(|(_, hard)| hard), max_connections, asked_upstream)
     }
 
     /// What does not fit, the consequence and the fix; `None` when everything asked fits.
@@ -129,7 +123,9 @@ impl Plan {
     }
 }
 
-fn finite(limit: Option<u64>) -> Option<u64> {
+/// The open-file limit `pick` takes of (soft, hard); `None` when there is none.
+fn nofile(pick: fn((u64, u64)) -> u64) -> Option<u64> {
+    let limit = rlimit::getrlimit(rlimit::Resource::NOFILE).ok().map(pick);
     limit.filter(|l| *l != rlimit::INFINITY)
 }
 

@@ -11,7 +11,9 @@ use crate::cli::{LogFormat, LogLevel};
 /// pipeline may not catch, and tests of hostile input fail on it.
 pub fn init(level: LogLevel, format: LogFormat) {
     install_panic_hook();
-    let filter = EnvFilter::new(level.as_str());
+    // The flag's values (`error` ... `trace`) are the filter's names of the levels.
+    let level = clap::ValueEnum::to_possible_value(&level).expect("no level is skipped");
+    let filter = EnvFilter::new(level.get_name());
     let registry = tracing_subscriber::registry().with(filter);
     match format {
         LogFormat::Logfmt => registry

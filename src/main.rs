@@ -111,11 +111,10 @@ fn run(cli: Cli, switches: CollectorSwitches) -> anyhow::Result<()> {
         None => WebConfig::default(),
     };
     // Taken before the runtime starts: the protocol clears two environment variables.
-    let systemd_sockets = if cli.systemd_socket {
-        Some(Inherited::from_systemd()?)
-    } else {
-        None
-    };
+    let systemd_sockets = cli
+        .systemd_socket
+        .then(Inherited::from_systemd)
+        .transpose()?;
     let web = WebOptions {
         listen_addresses: cli.listen_addresses,
         systemd_sockets,
@@ -131,18 +130,16 @@ fn run(cli: Cli, switches: CollectorSwitches) -> anyhow::Result<()> {
         },
     };
     // Read and validate the config before starting anything, so a bad file exits at once.
-    let config = match &cli.config_file {
-        Some(path) => Some(
-            Config::load_switched(path, &switches)
-                .map(|config| Config {
-                    shard: cli.shard,
-                    target_failures: cli.target_failures,
-                    ..config
-                })
-                .with_context(|| format!("invalid config {}", path.display()))?,
-        ),
-        None => None,
-    };
+    let config = cli.config_file.as_ref().map(|path| {
+        Config::load_switched(path, &switches)
+            .map(|config| Config {
+                shard: cli.shard,
+                target_failures: cli.target_failures,
+                ..config
+            })
+            .with_context(|| format!("invalid config {}", path.display()))
+    });
+    let config = config.transpose()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(MAX_BLOCKING_THREADS)

@@ -17,11 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::metrics::labels::Owner;
+use crate::metrics::family::{GaugeTable, table};
+use crate::metrics::labels::{Owner, OwnerLabels, Value, write_label};
 use crate::settings::error::ConfigError;
 use crate::settings::schedule::{CollectorBlock, FromBlock, Listing, Schedule};
 use crate::storage::targets::KeyFields;
@@ -165,21 +166,14 @@ pub trait Collect: Sized + Debug + Send + Sync + 'static {
 
     /// The key of the target list in the block, for messages.
     const LIST: &'static str = <Self::Raw as Listing>::KEY;
-    /// Whether the block lists targets.
-    fn listed(raw: &Self::Raw) -> bool {
-        !raw.items().is_empty()
-    }
-    /// The targets the block at `field` lists; an empty list is refused when `required`.
-    fn targets(
-        raw: Self::Raw,
+    /// The targets the block at `field` lists (`collectors.<collector>` or a tenant's); an empty
+    /// list is refused when `required`.
+    fn targets<L: Listing<Item = <Self::Raw as Listing>::Item>>(
+        block: &L,
         field: &str,
         required: bool,
     ) -> Result<Vec<Self::Target>, ConfigError> {
-        Self::parse_list(&format!("{field}.{}", Self::LIST), raw.items(), required)
-    }
-    /// The targets a tenant's block at `field` lists.
-    fn tenant_targets(list: Self::RawList, field: &str) -> Result<Vec<Self::Target>, ConfigError> {
-        Self::parse_list(&format!("{field}.{}", Self::LIST), list.items(), false)
+        Self::parse_list(&format!("{field}.{}", Self::LIST), block.items(), required)
     }
 
     /// Fetches one target.
@@ -231,6 +225,50 @@ where
     read_body::<A::Data>(body(bodies, 0), &())
 }
 
+/// The families of `rows` for `items`, each labelled by its owner: `tenant` and the target's
+/// label value as `key` (`account_id`, `mailbox`, ...), borrowed from the items.
+pub fn owned_table<T, D>(
+    enc: &mut DescriptorEncoder,
+    rows: &GaugeTable<D>,
+    key: &'static str,
+    interval: Duration,
+    items: &[(Owner, &T, &D)],
+) -> fmt::Result {
+    let labelled: Vec<(OwnerLabels, &D)> = items
+        .iter()
+        .map(|(owner, _, data)| (OwnerLabels { owner, key }, *data))
+        .collect();
+    table(enc, rows, interval, &labelled)
+}
+
+/// A target's labels and one more, `label="value"`: the labels of a target's figures by state,
+/// status or path. The target's are borrowed from its owner: `tenant`, and its label value as
+/// `key` (`account_id`, `mailbox`, ...).
+#[derive(Debug)]
+pub struct OwnerAnd<'a> {
+    owner: OwnerLabels<'a>,
+    label: &'static str,
+    value: Value,
+}
+
+impl<'a> OwnerAnd<'a> {
+    pub fn new(owner: &'a Owner, key: &'static str, label: &'static str, value: Value) -> Self {
+        let owner = OwnerLabels { owner, key };
+        OwnerAnd {
+            owner,
+            label,
+            value,
+        }
+    }
+}
+
+impl EncodeLabelSet for OwnerAnd<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        self.owner.encode(encoder)?;
+        write_label(encoder, self.label, &self.value)
+    }
+}
+
 /// How a collector writes its series (`series::encode` of each collector).
 pub type Encode<A> = fn(&mut DescriptorEncoder<'_>, Duration, &[Item<'_, A>]) -> fmt::Result;
 
@@ -262,6 +300,7 @@ pub fn body<'a>(bodies: &[&'a [u8]], i: usize) -> &'a [u8] {
 mod tests {
     use super::*;
     use crate::upstream::model::Model;
+    use serde_json::json;
 
     fn bytes(v: serde_json::Value) -> Vec<u8> {
         serde_json::to_vec(&v).unwrap()
@@ -269,7 +308,6 @@ mod tests {
 
     #[test]
     fn a_record_that_is_not_an_object_is_unreadable_and_names_the_record() {
-        use serde_json::json;
         let body = bytes(json!({"resources": ["x"]}));
         let record = delivery_account::Record::decode(&body).unwrap();
         let e = delivery_account::Record::read(&record, &()).unwrap_err();
@@ -288,7 +326,6 @@ mod tests {
 
     #[test]
     fn an_answer_with_no_days_is_unreadable_but_no_field_is_at_fault() {
-        use serde_json::json;
         let days = tracemail_daily::DailyStats::decode(&bytes(json!({"resources": []}))).unwrap();
         let params = tracemail_daily::DailyParams {
             date_format: crate::settings::date_format::DateFormat::default(),
@@ -306,7 +343,6 @@ mod tests {
 
     #[test]
     fn an_empty_or_missing_aggregate_fails_to_decode() {
-        use serde_json::json;
         for (body, detail) in [
             (json!({"aggregate": {}}), "aggregate is empty"),
             (json!({"other": 1}), "no aggregate object in the body"),

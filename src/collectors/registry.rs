@@ -1,9 +1,11 @@
 //! The types the rest of the crate knows a collector's values by, and every operation on them.
 //! [`collectors!`] reads the list of collectors in [`super`] and writes an enum with one variant
 //! per collector: [`CollectorName`], and [`Target`], [`TargetData`] and [`Collector`], whose
-//! variants hold that collector's own target, data or configuration. The operations are written
-//! once, as generic code over [`Collect`], and reached through two trait objects: a collector name
-//! leads to its collector's [`Ops`], a configured collector is a [`ConfiguredOps`].
+//! variants hold that collector's own target, data or configuration. What a variant answers from
+//! its collector's constants or its own value ([`Target::refers_to`], [`TargetData::reveals`],
+//! ...) the macro writes as a match; the other operations are written once, as generic code over
+//! [`Collect`], and reached through two trait objects: a collector name leads to its collector's
+//! [`Ops`], a configured collector is a [`ConfiguredOps`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,11 +16,11 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, LabelValu
 
 use super::{
     Collect, Collector, CollectorName, Configured, Extra, Item, RawCollectors, RawTenantCollectors,
-    Refers, Revealed, Target, TargetData, TargetKind, run,
+    Refers, Target, TargetData, run,
 };
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::settings::error::{ConfigError, invalid};
-use crate::settings::schedule::{self, CollectorBlock, FromBlock, Schedule};
+use crate::settings::schedule::{self, CollectorBlock, FromBlock, Listing, Schedule};
 use crate::storage::targets::{Kept, settings_key};
 use crate::tenant::TenantName;
 use crate::upstream::endpoint::Endpoint;
@@ -72,6 +74,26 @@ macro_rules! collectors {
             fn ops(self) -> &'static dyn registry::Ops {
                 match self { $(Self::$Collect => &$module::$Collect,)+ }
             }
+
+            /// The config key and the `collector` label value.
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$Collect => <$module::$Collect as registry::Listed>::KEY,)+ }
+            }
+
+            /// The upstream operations one run makes per target.
+            pub fn endpoints(self) -> &'static [Endpoint] {
+                match self { $(Self::$Collect => <$module::$Collect as Collect>::ENDPOINTS,)+ }
+            }
+
+            /// Which targets beyond the configured ones the collector polls.
+            pub fn extra(self) -> Extra {
+                match self { $(Self::$Collect => <$module::$Collect as Collect>::EXTRA,)+ }
+            }
+
+            /// What the collector's data reveals for discovery.
+            pub fn reveals(self) -> Extra {
+                match self { $(Self::$Collect => <$module::$Collect as Collect>::REVEALS,)+ }
+            }
         }
 
         impl Target {
@@ -79,12 +101,49 @@ macro_rules! collectors {
             pub fn name(&self) -> CollectorName {
                 match self { $(Self::$Collect(_) => CollectorName::$Collect,)+ }
             }
+
+            /// The Delivery account id of an account target, which `/probe` may register.
+            pub fn account_id(&self) -> Option<i32> {
+                match self { $(Self::$Collect(t) => TargetKind::account(t),)+ }
+            }
+
+            /// What the target is about.
+            pub fn refers_to(&self) -> Refers<'_> {
+                match self { $(Self::$Collect(t) => TargetKind::refers_to(t),)+ }
+            }
+
+            /// The target of account `id` in the collector `name`, when it polls accounts.
+            pub fn of_account(name: CollectorName, id: i32) -> Option<Target> {
+                match name {
+                    $(CollectorName::$Collect => TargetKind::of_account(id).map(Self::$Collect),)+
+                }
+            }
+
+            /// The target of sending domain `domain` in the collector `name`, when it polls
+            /// domains.
+            pub fn of_domain(name: CollectorName, domain: String) -> Option<Target> {
+                match name {
+                    $(CollectorName::$Collect => TargetKind::of_domain(domain).map(Self::$Collect),)+
+                }
+            }
+        }
+
+        impl fmt::Display for Target {
+            /// The value of the `target` label, and the name of the target's circuit.
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self { $(Self::$Collect(t) => fmt::Display::fmt(t, f),)+ }
+            }
         }
 
         impl TargetData {
             /// The collector the data is of.
             pub fn name(&self) -> CollectorName {
                 match self { $(Self::$Collect(_) => CollectorName::$Collect,)+ }
+            }
+
+            /// What the data reveals for discovery.
+            pub fn reveals(&self) -> Revealed<'_> {
+                match self { $(Self::$Collect(d) => <$module::$Collect as Collect>::reveals(d),)+ }
             }
         }
 
@@ -154,15 +213,10 @@ pub(super) trait Listed: Collect {
 type Entry<'a> = (&'a TenantName, &'a Target, &'a TargetData);
 
 /// What is done with a collector known only when the program runs ([`CollectorName::ops`]), for
-/// every collector by the one implementation below. Each method is the one of the same name
-/// (`fmt_target`: `fmt`, `revealed`: `reveals`) of [`CollectorName`], [`Target`], [`TargetData`]
-/// or the `collectors:` blocks. A value is only ever handed to its own collector's `Ops`, so the
+/// every collector by the one implementation below. Each method is the one of the same name of
+/// [`CollectorName`], [`TargetData`] or the `collectors:` blocks. A value is only ever handed to its own collector's `Ops`, so the
 /// answers for another collector's value (`None`, nothing written) are never given.
 pub(super) trait Ops {
-    fn key(&self) -> &'static str;
-    fn endpoints(&self) -> &'static [Endpoint];
-    fn extra(&self) -> Extra;
-    fn reveals(&self) -> Extra;
     fn encode<'a>(
         &self,
         enc: &mut DescriptorEncoder<'_>,
@@ -174,14 +228,8 @@ pub(super) trait Ops {
         items: &mut dyn Iterator<Item = Entry<'a>>,
         out: &mut dyn fmt::Write,
     ) -> fmt::Result;
-    fn of_account(&self, id: i32) -> Option<Target>;
-    fn of_domain(&self, domain: String) -> Option<Target>;
-    fn account_id(&self, target: &Target) -> Option<i32>;
-    fn refers_to<'t>(&self, target: &'t Target) -> Refers<'t>;
-    fn fmt_target(&self, target: &Target, f: &mut fmt::Formatter<'_>) -> fmt::Result;
     fn carry(&self, data: &mut TargetData, previous: Option<&TargetData>, now: Timestamp);
     fn read_kept(&self, json: &str) -> serde_json::Result<Vec<Kept<Target, TargetData>>>;
-    fn revealed<'d>(&self, data: &'d TargetData) -> Revealed<'d>;
     fn first_list(&self, raw: &RawCollectors) -> Option<String>;
     fn switch(&self, raw: &mut RawCollectors, on: bool) -> Result<(), ConfigError>;
     fn validate(
@@ -200,22 +248,6 @@ pub(super) trait Ops {
 
 // `<A as Collect>::` where `Ops` has a method of the same name.
 impl<A: Listed> Ops for A {
-    fn key(&self) -> &'static str {
-        A::KEY
-    }
-
-    fn endpoints(&self) -> &'static [Endpoint] {
-        A::ENDPOINTS
-    }
-
-    fn extra(&self) -> Extra {
-        A::EXTRA
-    }
-
-    fn reveals(&self) -> Extra {
-        A::REVEALS
-    }
-
     fn encode<'a>(
         &self,
         enc: &mut DescriptorEncoder<'_>,
@@ -236,26 +268,6 @@ impl<A: Listed> Ops for A {
         <A as Collect>::encode_text(&items_of::<A>(items), out)
     }
 
-    fn of_account(&self, id: i32) -> Option<Target> {
-        <A::Target as TargetKind>::of_account(id).map(A::wrap_target)
-    }
-
-    fn of_domain(&self, domain: String) -> Option<Target> {
-        <A::Target as TargetKind>::of_domain(domain).map(A::wrap_target)
-    }
-
-    fn account_id(&self, target: &Target) -> Option<i32> {
-        A::peek_target(target).and_then(TargetKind::account)
-    }
-
-    fn refers_to<'t>(&self, target: &'t Target) -> Refers<'t> {
-        A::peek_target(target).map_or(Refers::Other, TargetKind::refers_to)
-    }
-
-    fn fmt_target(&self, target: &Target, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        A::peek_target(target).map_or(Ok(()), |t| fmt::Display::fmt(t, f))
-    }
-
     fn carry(&self, data: &mut TargetData, previous: Option<&TargetData>, now: Timestamp) {
         if let Some(data) = A::peek_data_mut(data) {
             <A as Collect>::carry(data, previous.and_then(A::peek_data), now);
@@ -268,12 +280,10 @@ impl<A: Listed> Ops for A {
         Ok(kept.into_iter().map(wrap).collect())
     }
 
-    fn revealed<'d>(&self, data: &'d TargetData) -> Revealed<'d> {
-        A::peek_data(data).map_or_else(Revealed::default, <A as Collect>::reveals)
-    }
-
     fn first_list(&self, raw: &RawCollectors) -> Option<String> {
-        let listed = A::block(raw).as_ref().is_some_and(A::listed);
+        let listed = A::block(raw)
+            .as_ref()
+            .is_some_and(|b| !b.items().is_empty());
         listed.then(|| format!("{}.{}", A::KEY, A::LIST))
     }
 
@@ -322,7 +332,7 @@ impl<A: Listed> Ops for A {
             .iter_mut()
             .find_map(A::peek_collector_mut)
             .ok_or_else(|| not_enabled(&field, A::KEY))?;
-        let targets = A::tenant_targets(list, &field)?;
+        let targets = A::targets(&list, &field, false)?;
         Arc::make_mut(configured).targets = targets;
         Ok(())
     }
@@ -351,7 +361,7 @@ fn configure<A: Listed>(raw: A::Raw, required: bool) -> Result<Option<Configured
     let field = format!("collectors.{}", A::KEY);
     let schedule = schedule::from_keys(&field, keys)?;
     let settings = Arc::new(A::Settings::from_block(&raw, &field)?);
-    let targets = A::targets(raw, &field, required)?;
+    let targets = A::targets(&raw, &field, required)?;
     Ok(Some(Configured {
         schedule,
         settings,
@@ -436,11 +446,6 @@ impl<A: Listed> ConfiguredOps for Configured<A> {
 }
 
 impl CollectorName {
-    /// The config key and the `collector` label value.
-    pub fn as_str(self) -> &'static str {
-        self.ops().key()
-    }
-
     /// Every endpoint of every collector, in the order of the list, each once.
     pub fn every_endpoint() -> Vec<Endpoint> {
         let mut all: Vec<Endpoint> = Vec::new();
@@ -450,21 +455,6 @@ impl CollectorName {
             }
         }
         all
-    }
-
-    /// The upstream operations one run makes per target.
-    pub fn endpoints(self) -> &'static [Endpoint] {
-        self.ops().endpoints()
-    }
-
-    /// Which targets beyond the configured ones the collector polls.
-    pub fn extra(self) -> Extra {
-        self.ops().extra()
-    }
-
-    /// What the collector's data reveals for discovery.
-    pub fn reveals(self) -> Extra {
-        self.ops().reveals()
     }
 
     /// The targets of this collector kept under `--storage.path`: `json` is a list of
@@ -517,16 +507,6 @@ impl EncodeLabelValue for CollectorName {
 }
 
 impl Target {
-    /// The Delivery account id of an account target, which `/probe` may register.
-    pub fn account_id(&self) -> Option<i32> {
-        self.name().ops().account_id(self)
-    }
-
-    /// What the target is about.
-    pub fn refers_to(&self) -> Refers<'_> {
-        self.name().ops().refers_to(self)
-    }
-
     /// What `--shard` hashes (with the tenant): the account id of every target about an
     /// account, so an account goes to the same replica in every collector; else the `target`
     /// label value.
@@ -536,23 +516,6 @@ impl Target {
             _ => self.to_string(),
         }
     }
-
-    /// The target of account `id` in the collector `name`, when it polls accounts.
-    pub fn of_account(name: CollectorName, id: i32) -> Option<Target> {
-        name.ops().of_account(id)
-    }
-
-    /// The target of sending domain `domain` in the collector `name`, when it polls domains.
-    pub fn of_domain(name: CollectorName, domain: String) -> Option<Target> {
-        name.ops().of_domain(domain)
-    }
-}
-
-impl fmt::Display for Target {
-    /// The value of the `target` label, and the name of the target's circuit.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.name().ops().fmt_target(self, f)
-    }
 }
 
 impl TargetData {
@@ -560,11 +523,6 @@ impl TargetData {
     pub fn carry(mut self, previous: Option<&TargetData>, now: Timestamp) -> TargetData {
         self.name().ops().carry(&mut self, previous, now);
         self
-    }
-
-    /// What the data reveals for discovery.
-    pub fn reveals(&self) -> Revealed<'_> {
-        self.name().ops().revealed(self)
     }
 }
 

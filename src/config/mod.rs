@@ -126,11 +126,7 @@ impl Config {
     /// and reads as `env_token`.
     pub fn parse(text: &str, env_token: Option<String>) -> Result<Config, ConfigError> {
         Self::parse_with_env(text, &|name| {
-            if name == TOKEN_ENV {
-                env_token.clone()
-            } else {
-                None
-            }
+            env_token.clone().filter(|_| name == TOKEN_ENV)
         })
     }
 
@@ -355,6 +351,13 @@ mod tests {
 
     const GOOD: &str = "api:\n  base_url: https://api.example.net/\ncollectors:\n  delivery_account:\n    interval: 30s\n    accounts: [1001, 1002]\n";
 
+    /// The message `text` is refused with, the single token read as `token`.
+    fn refused(text: &str, token: Option<&str>) -> String {
+        Config::parse(text, token.map(str::to_owned))
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn a_minimal_config_gets_the_named_defaults() {
         let c = Config::parse(GOOD, Some("tok".into())).unwrap();
@@ -375,9 +378,7 @@ mod tests {
     #[test]
     fn a_deadline_as_long_as_the_interval_is_refused() {
         let text = GOOD.replace("interval: 30s", "interval: 30s\n    deadline: 30s");
-        let e = Config::parse(&text, Some("t".into()))
-            .unwrap_err()
-            .to_string();
+        let e = refused(&text, Some("t"));
         assert_eq!(
             e,
             "collectors.delivery_account.deadline: 30s must be shorter than the interval (30s); a run may not overlap the next"
@@ -399,9 +400,7 @@ mod tests {
                 "collectors: no collector is enabled",
             ),
         ] {
-            let e = Config::parse(&GOOD.replace(from, to), Some("t".into()))
-                .unwrap_err()
-                .to_string();
+            let e = refused(&GOOD.replace(from, to), Some("t"));
             assert!(e.starts_with(want), "{e}");
         }
     }
@@ -409,9 +408,7 @@ mod tests {
     #[test]
     fn a_bad_token_is_named_by_where_it_came_from_and_never_shown() {
         let yaml = "api:\n  base_url: https://api.example.net\ncollectors:\n  delivery_account:\n    accounts: [1]\n";
-        let e = Config::parse(yaml, Some("two words".into()))
-            .unwrap_err()
-            .to_string();
+        let e = refused(yaml, Some("two words"));
         assert!(
             e.starts_with("MAILHOST_API_TOKEN: the token contains spaces"),
             "{e}"
@@ -424,7 +421,7 @@ mod tests {
             "api.example.net\n",
             &format!("api.example.net\n  token_file: {}\n", file.display()),
         );
-        let e = Config::parse(&with_file, None).unwrap_err().to_string();
+        let e = refused(&with_file, None);
         assert!(
             e.starts_with("api.token_file: the token is longer than 1024 characters"),
             "{e}"
@@ -435,7 +432,7 @@ mod tests {
             "api.example.net\n",
             &format!("api.example.net\n  token_file: {}\n", dir.path().display()),
         );
-        let e = Config::parse(&dir_named, None).unwrap_err().to_string();
+        let e = refused(&dir_named, None);
         assert!(
             e.contains("api.token_file") && e.contains("not a regular file"),
             "{e}"
@@ -493,9 +490,7 @@ mod tests {
             "[".repeat(n),
             "]".repeat(n)
         );
-        let e = Config::parse(&text, Some("t".into()))
-            .unwrap_err()
-            .to_string();
+        let e = refused(&text, Some("t"));
         assert_eq!(
             e,
             "[ ] and { } are nested more than 64 deep at line 5 column 79; the config needs at most 4"
@@ -508,9 +503,7 @@ mod tests {
         let text = format!(
             "# {deep}\napi:\n  base_url: https://api.example.net # {deep}\ncollectors:\n  tracemail_dashboard:\n    timezone: \"{deep}\\\"{deep}\"\n"
         );
-        let e = Config::parse(&text, Some("t".into()))
-            .unwrap_err()
-            .to_string();
+        let e = refused(&text, Some("t"));
         assert!(e.contains("is not a known time zone"), "{e}");
         let text = format!(
             "api: {{base_url: 'https://api.example.net/''{deep}'}}\ncollectors: {{delivery_account: {{accounts: [1]}}}}\n"
@@ -520,9 +513,7 @@ mod tests {
         }
         // A quote inside a plain value opens nothing, so brackets after it still count.
         let text = format!("api:\n  base_url: it's\ncollectors: {deep}\n");
-        let e = Config::parse(&text, Some("t".into()))
-            .unwrap_err()
-            .to_string();
+        let e = refused(&text, Some("t"));
         assert!(e.contains("nested more than 64 deep"), "{e}");
     }
 
@@ -603,7 +594,7 @@ mod tests {
             "not checked (--config.syntax-only): api.token_file, api.tls_config.ca_file, api.tls_config.cert_file, api.tls_config.key_file; what they name is read at start and on every reload"
         );
         // The full check reads them, and refuses the missing token file first.
-        let e = Config::parse(text, None).unwrap_err().to_string();
+        let e = refused(text, None);
         assert!(
             e.starts_with("api.token_file: cannot read the file it names (no such file)"),
             "{e}"
@@ -697,9 +688,7 @@ mod tests {
             let text = with_token.replace(from, to);
             let syntax = syntax_only(&text).unwrap_err();
             // The full check, with a token file that is there.
-            let full = Config::parse(&text.replace("/nonexistent/token", &token), None)
-                .unwrap_err()
-                .to_string();
+            let full = refused(&text.replace("/nonexistent/token", &token), None);
             assert_eq!(syntax, full, "{to}");
         }
     }

@@ -387,25 +387,27 @@ mod tests {
 
     #[test]
     fn with_tenants_targets_and_the_token_belong_to_the_tenants() {
-        let listed = BASE.replace("interval: 30s", "interval: 30s\n    accounts: [1]");
-        let e = Config::parse_with_env(
-            &format!("{listed}tenants:\n  - name: a\n    token_env: ACME\n"),
-            &|_| Some("t".to_owned()),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.starts_with("collectors.delivery_account.accounts: with tenants:, targets belong to a tenant: move the list to tenants[].collectors.delivery_account.accounts"),
-            "{e}"
-        );
-        let with_file = BASE.replace("concurrency: 4", "concurrency: 4\n  token_file: /run/token");
-        let e = Config::parse_with_env(
-            &format!("{with_file}tenants:\n  - name: a\n    token_env: ACME\n"),
-            &|_| Some("t".to_owned()),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.starts_with("api.token_file: with tenants:"), "{e}");
+        for (from, to, want) in [
+            (
+                "interval: 30s",
+                "interval: 30s\n    accounts: [1]",
+                "collectors.delivery_account.accounts: with tenants:, targets belong to a tenant: move the list to tenants[].collectors.delivery_account.accounts",
+            ),
+            (
+                "concurrency: 4",
+                "concurrency: 4\n  token_file: /run/token",
+                "api.token_file: with tenants:",
+            ),
+        ] {
+            let text = format!(
+                "{}tenants:\n  - name: a\n    token_env: ACME\n",
+                BASE.replace(from, to)
+            );
+            let e = Config::parse_with_env(&text, &|_| Some("t".to_owned()))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(want), "{e}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::fields::{account_list, in_bounds};
+use super::fields::{account_set, in_bounds};
 use super::{ConfigError, defaults, limits};
 
 /// What discovery follows; at the top level, every tenant's defaults.
@@ -63,12 +63,7 @@ pub(crate) fn discovery(
             0..=limits::MAX_TARGETS,
         )
     };
-    let ids = |key: &str, list: Option<Vec<i64>>| -> Result<Option<BTreeSet<i32>>, ConfigError> {
-        list.map(|l| {
-            account_list(&format!("{field}.{key}"), &l, false).map(|v| v.into_iter().collect())
-        })
-        .transpose()
-    };
+    let ids = |key: &str, list| account_set(&format!("{field}.{key}"), list);
     Ok(DiscoveryConfig {
         accounts: raw.accounts.unwrap_or(defaults.accounts),
         domains: raw.domains.unwrap_or(defaults.domains),

@@ -1,8 +1,9 @@
 //! Validation of the values collectors' blocks share: account ids, codes, durations within bounds,
 //! time zones and date formats. Each message names the field and the fix.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
+use std::hash::Hash;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
@@ -169,22 +170,45 @@ pub fn codes(
     expected: &str,
     required: bool,
 ) -> Result<Vec<String>, ConfigError> {
-    if required && values.is_empty() {
-        return Err(invalid(
-            field,
-            format!("is empty; list codes written as {expected}"),
-        ));
+    let empty = format!("is empty; list codes written as {expected}");
+    distinct(
+        field,
+        values,
+        required.then_some(&*empty),
+        |at, v| code(at, v, forms, expected),
+        String::clone,
+        |v| format!("{v} is listed twice"),
+    )
+}
+
+/// The entries of the list at `field`, each read by `read` (which names it `field[i]`); an entry
+/// whose `key` an earlier one has is refused, saying `twice` of the key. An empty list is
+/// refused with `empty`, when given.
+pub fn distinct<I, T, K: Eq + Hash>(
+    field: &str,
+    items: &[I],
+    empty: Option<&str>,
+    read: impl Fn(&str, &I) -> Result<T, ConfigError>,
+    key: impl Fn(&T) -> K,
+    twice: impl Fn(&K) -> String,
+) -> Result<Vec<T>, ConfigError> {
+    if let Some(empty) = empty
+        && items.is_empty()
+    {
+        return Err(invalid(field, empty));
     }
-    at_most(field, values.len())?;
-    let mut seen = HashSet::with_capacity(values.len());
-    let mut out: Vec<String> = Vec::with_capacity(values.len());
-    for (i, v) in values.iter().enumerate() {
+    at_most(field, items.len())?;
+    let mut seen = HashSet::with_capacity(items.len());
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
         let at = format!("{field}[{i}]");
-        let v = code(&at, v, forms, expected)?;
-        if !seen.insert(v.clone()) {
-            return Err(invalid(at, format!("{v} is listed twice")));
+        let entry = read(&at, item)?;
+        let key = key(&entry);
+        if seen.contains(&key) {
+            return Err(invalid(at, twice(&key)));
         }
-        out.push(v);
+        seen.insert(key);
+        out.push(entry);
     }
     Ok(out)
 }
@@ -209,31 +233,31 @@ pub fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {
 
 /// Validates distinct account ids; an empty list is refused when `required`.
 pub fn account_list(field: &str, ids: &[i64], required: bool) -> Result<Vec<i32>, ConfigError> {
-    if required && ids.is_empty() {
-        return Err(invalid(
-            field,
-            "is empty; list the Delivery account ids to watch, e.g. [1001, 1002]",
-        ));
-    }
-    at_most(field, ids.len())?;
-    let mut seen = HashSet::with_capacity(ids.len());
-    let mut out = Vec::with_capacity(ids.len());
-    for (i, &id) in ids.iter().enumerate() {
-        let id32 = i32::try_from(id).ok().filter(|v| *v > 0).ok_or_else(|| {
+    let id = |at: &str, &id: &i64| {
+        i32::try_from(id).ok().filter(|v| *v > 0).ok_or_else(|| {
             invalid(
-                format!("{field}[{i}]"),
+                at,
                 format!(
                     "{id} is out of range: Delivery account ids are int32, from 1 to 2147483647"
                 ),
             )
-        })?;
-        if !seen.insert(id32) {
-            return Err(invalid(
-                format!("{field}[{i}]"),
-                format!("{id} is listed twice"),
-            ));
-        }
-        out.push(id32);
-    }
-    Ok(out)
+        })
+    };
+    distinct(
+        field,
+        ids,
+        required.then_some("is empty; list the Delivery account ids to watch, e.g. [1001, 1002]"),
+        id,
+        |id| *id,
+        |id| format!("{id} is listed twice"),
+    )
+}
+
+/// The distinct account ids of the list at `field`, as a set, when one is given.
+pub fn account_set(
+    field: &str,
+    ids: Option<Vec<i64>>,
+) -> Result<Option<BTreeSet<i32>>, ConfigError> {
+    ids.map(|ids| Ok(account_list(field, &ids, false)?.into_iter().collect()))
+        .transpose()
 }

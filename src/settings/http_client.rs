@@ -223,16 +223,10 @@ fn tls_settings(
     raw: RawTlsConfig,
     outside: &Outside,
 ) -> Result<TlsSettings, ConfigError> {
+    let ca_field = format!("{at}.ca_file");
     let ca_certs = match &raw.ca_file {
-        Some(path) => {
-            let field = format!("{at}.ca_file");
-            if outside.leaves(&field) {
-                Vec::new()
-            } else {
-                certificates(&field, path)?
-            }
-        }
-        None => Vec::new(),
+        Some(path) if !outside.leaves(&ca_field) => certificates(&ca_field, path)?,
+        _ => Vec::new(),
     };
     let identity = match (&raw.cert_file, &raw.key_file) {
         (None, None) => None,
@@ -255,21 +249,17 @@ fn tls_settings(
             }
         }
     };
-    let server_name = match raw.server_name {
-        None => None,
-        Some(name) => {
-            if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
-                return Err(invalid(
-                    format!("{at}.server_name"),
-                    format!(
-                        "{} is not a host name or IP address; write the name the provider's certificate carries, e.g. api.example.net",
-                        quote(&name)
-                    ),
-                ));
-            }
-            Some(name)
-        }
-    };
+    if let Some(name) = &raw.server_name
+        && rustls::pki_types::ServerName::try_from(name.as_str()).is_err()
+    {
+        return Err(invalid(
+            format!("{at}.server_name"),
+            format!(
+                "{} is not a host name or IP address; write the name the provider's certificate carries, e.g. api.example.net",
+                quote(name)
+            ),
+        ));
+    }
     let min_version = match raw.min_version.as_deref() {
         None | Some("TLS12") => TlsVersion::Tls12,
         Some("TLS13") => TlsVersion::Tls13,
@@ -286,7 +276,7 @@ fn tls_settings(
     Ok(TlsSettings {
         ca_certs,
         identity,
-        server_name,
+        server_name: raw.server_name,
         min_version,
     })
 }

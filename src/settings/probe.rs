@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::Deserialize;
 
-use super::fields::{account_list, in_range};
+use super::fields::{account_set, in_range};
 use super::{ConfigError, defaults, limits};
 
 /// `/probe` settings; `max_targets` and `allow` are the defaults of every tenant.
@@ -114,18 +114,11 @@ pub(crate) fn tenant_probe(
         1..=limits::MAX_FIRST_FETCHES,
         format_args!("use 1 to {}, e.g. 16", limits::MAX_FIRST_FETCHES),
     )?;
-    let allow = match raw.allow {
-        Some(ids) => Some(
-            account_list(&format!("{field}.allow"), &ids, false)?
-                .into_iter()
-                .collect::<BTreeSet<i32>>(),
-        ),
-        None => defaults.allow.clone(),
-    };
+    let allow = account_set(&format!("{field}.allow"), raw.allow)?;
     Ok(ProbeConfig {
         max_targets,
         new_per_interval,
         first_fetches,
-        allow,
+        allow: allow.or_else(|| defaults.allow.clone()),
     })
 }

@@ -149,16 +149,7 @@ pub fn enabled_by_default() -> bool {
 
 /// The validated schedule of the block at `field`.
 pub fn from_keys(field: &str, keys: RawSchedule) -> Result<Schedule, ConfigError> {
-    schedule(field, keys.interval, keys.deadline, keys.max_age)
-}
-
-pub fn schedule(
-    field: &str,
-    interval: Option<Duration>,
-    deadline: Option<Duration>,
-    max_age: Option<Duration>,
-) -> Result<Schedule, ConfigError> {
-    let interval = interval.unwrap_or(defaults::INTERVAL);
+    let interval = keys.interval.unwrap_or(defaults::INTERVAL);
     within(
         &format!("{field}.interval"),
         interval,
@@ -168,7 +159,7 @@ pub fn schedule(
     )?;
     // Default deadline: 80% of the interval, so a slow run ends before the next one is due.
     // The interval is bounded above, so neither product can overflow.
-    let deadline = deadline.unwrap_or(interval / 5 * 4);
+    let deadline = keys.deadline.unwrap_or(interval / 5 * 4);
     if deadline.is_zero() || deadline >= interval {
         return Err(invalid(
             format!("{field}.deadline"),
@@ -179,7 +170,9 @@ pub fn schedule(
             ),
         ));
     }
-    let max_age = max_age.unwrap_or(interval.saturating_mul(defaults::MAX_AGE_INTERVALS));
+    let max_age = keys
+        .max_age
+        .unwrap_or(interval.saturating_mul(defaults::MAX_AGE_INTERVALS));
     if max_age > limits::MAX_AGE {
         return Err(invalid(
             format!("{field}.max_age"),

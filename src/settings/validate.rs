@@ -46,16 +46,7 @@ pub(crate) fn describe_yaml_error(
 pub(crate) fn validate_api(raw: RawApi, outside: &Outside) -> Result<ApiConfig, ConfigError> {
     // The address is checked first: its message is the more useful one on a fresh config.
     base_url("api.base_url", &raw.base_url)?;
-    let from_env = || {
-        outside.var(TOKEN_ENV).ok_or_else(|| {
-            invalid(
-                "api.token_file",
-                format!(
-                    "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
-                ),
-            )
-        })
-    };
+    let from_env = || outside.var(TOKEN_ENV).ok_or_else(no_token);
     let token = token(
         "api.token_file",
         raw.token_file.as_deref(),
@@ -189,14 +180,17 @@ fn env_field(file_field: &str) -> String {
     }
 }
 
+/// The single token was given neither by a file nor by [`TOKEN_ENV`].
+fn no_token() -> ConfigError {
+    invalid(
+        "api.token_file",
+        format!("no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"),
+    )
+}
+
 fn from_env_empty(file_field: &str) -> ConfigError {
     if file_field == "api.token_file" {
-        invalid(
-            file_field,
-            format!(
-                "no API token: set api.token_file to a file holding the token, or set {TOKEN_ENV}"
-            ),
-        )
+        no_token()
     } else {
         invalid(
             file_field.replace("token_file", "token_env"),

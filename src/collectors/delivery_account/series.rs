@@ -7,8 +7,9 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEnc
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, refreshed_ones, table};
-use crate::metrics::labels::{Borrowed, Owner, OwnerLabels, write_label};
+use crate::collectors::owned_table;
+use crate::metrics::family::{GaugeTable, refreshed_ones};
+use crate::metrics::labels::{Borrowed, Owner, write_label};
 
 /// Plain gauges and timestamps: name, help (the source field is named), unit, value.
 const GAUGES: &GaugeTable<Record> = &[
@@ -130,17 +131,7 @@ pub fn encode(
     interval: Duration,
     accounts: &[(Owner, &i32, &Record)],
 ) -> fmt::Result {
-    let items: Vec<(OwnerLabels, &Record)> = accounts
-        .iter()
-        .map(|(owner, _, a)| {
-            let labels = OwnerLabels {
-                owner,
-                key: "account_id",
-            };
-            (labels, *a)
-        })
-        .collect();
-    table(enc, GAUGES, interval, &items)?;
+    owned_table(enc, GAUGES, "account_id", interval, accounts)?;
     let info: Vec<InfoLabels> = accounts
         .iter()
         .map(|(owner, _, record)| InfoLabels { owner, record })

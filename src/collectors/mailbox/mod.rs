@@ -7,7 +7,6 @@ mod series;
 
 pub use model::{Record, parse_size};
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -15,8 +14,8 @@ use serde::Deserialize;
 
 use super::run::Context;
 use super::{Collect, Encode, Read, TargetKind, one_body};
-use crate::settings::error::{ConfigError, invalid};
-use crate::settings::fields::{at_most, code};
+use crate::settings::error::ConfigError;
+use crate::settings::fields::{code, distinct};
 use crate::settings::schedule::collector_block;
 use crate::upstream::endpoint::Endpoint;
 use crate::upstream::error::UpstreamError;
@@ -62,35 +61,29 @@ fn mailbox_list(
     list: &[RawTarget],
     required: bool,
 ) -> Result<Vec<Target>, ConfigError> {
-    if required && list.is_empty() {
-        return Err(invalid(
-            field,
-            "is empty; list pairs like {domain: D000000101, mailbox: EA00000001}",
-        ));
-    }
-    at_most(field, list.len())?;
-    let mut seen = HashSet::with_capacity(list.len());
-    let mut out: Vec<Target> = Vec::with_capacity(list.len());
-    for (i, t) in list.iter().enumerate() {
-        let field = format!("{field}[{i}]");
+    let target = |at: &str, t: &RawTarget| {
         let domain = code(
-            &format!("{field}.domain"),
+            &format!("{at}.domain"),
             &t.domain,
             &[("D", 9)],
             "D followed by 9 digits, e.g. D000000101",
         )?;
         let mailbox = code(
-            &format!("{field}.mailbox"),
+            &format!("{at}.mailbox"),
             &t.mailbox,
             &[("EA", 8), ("P", 9)],
             "EA followed by 8 digits (e.g. EA00000001), or P followed by 9 digits for a postmaster",
         )?;
-        if !seen.insert(mailbox.clone()) {
-            return Err(invalid(field, format!("mailbox {mailbox} is listed twice")));
-        }
-        out.push(Target { domain, mailbox });
-    }
-    Ok(out)
+        Ok(Target { domain, mailbox })
+    };
+    distinct(
+        field,
+        list,
+        required.then_some("is empty; list pairs like {domain: D000000101, mailbox: EA00000001}"),
+        target,
+        |t| t.mailbox.clone(),
+        |mailbox| format!("mailbox {mailbox} is listed twice"),
+    )
 }
 
 /// The collector.

@@ -7,7 +7,8 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones, table};
+use crate::collectors::{OwnerAnd, owned_table};
+use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 
 /// The archive states always shown as a state set; any other state the API reports is shown too.
@@ -135,17 +136,7 @@ pub fn encode(
     interval: Duration,
     mailboxes: &[(Owner, &super::Target, &Record)],
 ) -> fmt::Result {
-    let items: Vec<(MailboxLabels, &Record)> = mailboxes
-        .iter()
-        .map(|(code, _, m)| {
-            let labels = MailboxLabels {
-                tenant: code.tenant.clone(),
-                mailbox: code.id.clone(),
-            };
-            (labels, *m)
-        })
-        .collect();
-    table(enc, GAUGES, interval, &items)?;
+    owned_table(enc, GAUGES, "mailbox", interval, mailboxes)?;
     let mut archive = Vec::new();
     for (code, _, m) in mailboxes {
         if let Some(current) = &m.archive_status {
@@ -154,11 +145,7 @@ pub fn encode(
                 states.push(current);
             }
             for s in states {
-                let labels = MailboxArchiveLabels {
-                    tenant: code.tenant.clone(),
-                    mailbox: code.id.clone(),
-                    archive_status: Value::from(s),
-                };
+                let labels = OwnerAnd::new(code, "mailbox", "archive_status", Value::from(s));
                 archive.push((labels, if s == current { 1.0 } else { 0.0 }));
             }
         }
@@ -187,21 +174,6 @@ pub fn encode(
         interval,
         &info,
     )
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MailboxLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub mailbox: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MailboxArchiveLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub mailbox: Value,
-    pub archive_status: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]

@@ -3,12 +3,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones, table};
-use crate::metrics::labels::{Owner, TenantLabel, Value};
+use crate::collectors::{OwnerAnd, owned_table};
+use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones};
+use crate::metrics::labels::{Owner, Value};
 
 const GAUGES: &GaugeTable<Record> = &[
     (
@@ -63,72 +64,19 @@ pub fn encode(
     interval: Duration,
     migrations: &Migrations<'_>,
 ) -> fmt::Result {
-    let items: Vec<(MigrationLabels, &Record)> = migrations
-        .iter()
-        .map(|(code, _, m)| {
-            let labels = MigrationLabels {
-                tenant: code.tenant.clone(),
-                migration: code.id.clone(),
-            };
-            (labels, *m)
-        })
-        .collect();
-    table(enc, GAUGES, interval, &items)?;
-    encode_accounts(enc, interval, migrations)?;
-    encode_status(enc, interval, migrations)?;
-    encode_other(enc, interval, migrations)
-}
-
-/// One sample per named figure that `pick` finds in each migration, labelled by `label`.
-fn by_name<L>(
-    migrations: &Migrations<'_>,
-    pick: fn(&Record) -> &[(String, f64)],
-    label: impl Fn(&Owner, &String) -> L,
-) -> Vec<(L, f64)> {
-    migrations
-        .iter()
-        .flat_map(|(code, _, m)| pick(m).iter().map(|(name, n)| (label(code, name), *n)))
-        .collect()
-}
-
-/// Each migration's accounts by state.
-fn encode_accounts(
-    enc: &mut DescriptorEncoder,
-    interval: Duration,
-    migrations: &Migrations<'_>,
-) -> fmt::Result {
-    let accounts = by_name(
-        migrations,
-        |m| &m.accounts,
-        |code, state| MigrationStateLabels {
-            tenant: code.tenant.clone(),
-            migration: code.id.clone(),
-            state: Value::from(state),
-        },
-    );
+    owned_table(enc, GAUGES, "migration", interval, migrations)?;
     refreshed_gauges(
         enc,
         "mailhost_migration_accounts",
         "Accounts of the migration by state (accounts.<state>; the total is their sum).",
         interval,
-        &accounts,
-    )
-}
-
-/// Each migration's current status.
-fn encode_status(
-    enc: &mut DescriptorEncoder,
-    interval: Duration,
-    migrations: &Migrations<'_>,
-) -> fmt::Result {
-    let status: Vec<MigrationStatusLabels> = migrations
+        &by_name(migrations, |m| &m.accounts, "state"),
+    )?;
+    let status: Vec<OwnerAnd> = migrations
         .iter()
         .filter_map(|(code, _, m)| {
-            m.status.as_ref().map(|s| MigrationStatusLabels {
-                tenant: code.tenant.clone(),
-                migration: code.id.clone(),
-                status: Value::from(s),
-            })
+            let status = Value::from(m.status.as_ref()?);
+            Some(OwnerAnd::new(code, "migration", "status", status))
         })
         .collect();
     refreshed_ones(
@@ -137,60 +85,30 @@ fn encode_status(
         "The migration's status (status): 1 on the series of the current one.",
         interval,
         &status,
-    )
-}
-
-/// Each migration's other numeric leaves, by dotted path.
-fn encode_other(
-    enc: &mut DescriptorEncoder,
-    interval: Duration,
-    migrations: &Migrations<'_>,
-) -> fmt::Result {
-    let other = by_name(
-        migrations,
-        |m| &m.other,
-        |code, key| MigrationKeyLabels {
-            tenant: code.tenant.clone(),
-            migration: code.id.clone(),
-            key: Value::from(key),
-        },
-    );
+    )?;
     refreshed_gauges(
         enc,
         "mailhost_migration_aggregate",
         "Any other numeric leaf of the migration's aggregate statistics, by dotted path (depth 4 and 64 keys at most).",
         interval,
-        &other,
+        &by_name(migrations, |m| &m.other, "key"),
     )
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationStateLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
-    pub state: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationStatusLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
-    pub status: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MigrationKeyLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub migration: Value,
-    pub key: Value,
+/// One sample per named figure that `pick` finds in each migration (its accounts by state, its
+/// other numeric leaves by dotted path), the name labelled `label`.
+fn by_name<'a>(
+    migrations: &'a Migrations<'_>,
+    pick: fn(&Record) -> &[(String, f64)],
+    label: &'static str,
+) -> Vec<(OwnerAnd<'a>, f64)> {
+    migrations
+        .iter()
+        .flat_map(|(code, _, m)| {
+            pick(m).iter().map(move |(name, n)| {
+                let labels = OwnerAnd::new(code, "migration", label, Value::from(name));
+                (labels, *n)
+            })
+        })
+        .collect()
 }

@@ -6,7 +6,8 @@ use std::time::Duration;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 
 use super::model::Record;
-use crate::metrics::family::{GaugeTable, refreshed_ones, table};
+use crate::collectors::owned_table;
+use crate::metrics::family::{GaugeTable, refreshed_ones};
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 
 const GAUGES: &GaugeTable<Record> = &[
@@ -71,17 +72,7 @@ pub fn encode(
     interval: Duration,
     members: &[(Owner, &String, &Record)],
 ) -> fmt::Result {
-    let items: Vec<(TeamMemberLabels, &Record)> = members
-        .iter()
-        .map(|(code, _, m)| {
-            let labels = TeamMemberLabels {
-                tenant: code.tenant.clone(),
-                team_member: code.id.clone(),
-            };
-            (labels, *m)
-        })
-        .collect();
-    table(enc, GAUGES, interval, &items)?;
+    owned_table(enc, GAUGES, "team_member", interval, members)?;
     let info: Vec<TeamMemberInfoLabels> = members
         .iter()
         .map(|(code, _, m)| TeamMemberInfoLabels {
@@ -107,13 +98,6 @@ pub fn encode(
         interval,
         &info,
     )
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct TeamMemberLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub team_member: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]

@@ -161,50 +161,37 @@ mod tests {
         let mut c = DayCounters::carry(None, &data("2026-03-07", &[("delivered", 10.0)], &[]), T0);
         assert_eq!(total(&c, "delivered"), 0.0);
         assert_eq!(c.created, T0);
-        c = DayCounters::carry(
-            Some(&c),
-            &data("2026-03-07", &[("delivered", 14.0), ("bounced", 1.0)], &[]),
-            T0,
-        );
-        assert_eq!((total(&c, "delivered"), total(&c, "bounced")), (4.0, 1.0));
-        // After midnight: 3 more were sent before it (final 17) and 2 since.
-        c = DayCounters::carry(
-            Some(&c),
-            &data(
-                "2026-03-08",
-                &[("delivered", 2.0)],
-                &[("delivered", 17.0), ("bounced", 1.0)],
+        let d = "delivered";
+        // Each run: today, today's figures, yesterday's, and the delivered and bounced counted.
+        for (today, current, previous, counted) in [
+            (
+                "2026-03-07",
+                &[(d, 14.0), ("bounced", 1.0)][..],
+                &[][..],
+                (4.0, 1.0),
             ),
-            T0,
-        );
-        assert_eq!((total(&c, "delivered"), total(&c, "bounced")), (9.0, 1.0));
-        // A late revision of the closed day up is counted; down, or the same, is not.
-        c = DayCounters::carry(
-            Some(&c),
-            &data(
+            // After midnight: 3 more were sent before it (final 17) and 2 since.
+            (
                 "2026-03-08",
-                &[("delivered", 2.0)],
-                &[("delivered", 18.0), ("bounced", 0.0)],
+                &[(d, 2.0)],
+                &[(d, 17.0), ("bounced", 1.0)],
+                (9.0, 1.0),
             ),
-            T0,
-        );
-        assert_eq!((total(&c, "delivered"), total(&c, "bounced")), (10.0, 1.0));
-        c = DayCounters::carry(
-            Some(&c),
-            &data("2026-03-08", &[("delivered", 1.0)], &[("delivered", 18.0)]),
-            T0,
-        );
-        assert_eq!(
-            total(&c, "delivered"),
-            10.0,
-            "today's figure revised down: no decrease"
-        );
-        c = DayCounters::carry(
-            Some(&c),
-            &data("2026-03-08", &[("delivered", 3.0)], &[("delivered", 18.0)]),
-            T0,
-        );
-        assert_eq!(total(&c, "delivered"), 11.0);
+            // A late revision of the closed day up is counted; down, or the same, is not.
+            (
+                "2026-03-08",
+                &[(d, 2.0)],
+                &[(d, 18.0), ("bounced", 0.0)],
+                (10.0, 1.0),
+            ),
+            // Today's figure revised down: no decrease.
+            ("2026-03-08", &[(d, 1.0)], &[(d, 18.0)], (10.0, 1.0)),
+            ("2026-03-08", &[(d, 3.0)], &[(d, 18.0)], (11.0, 1.0)),
+        ] {
+            c = DayCounters::carry(Some(&c), &data(today, current, previous), T0);
+            let got = (total(&c, d), total(&c, "bounced"));
+            assert_eq!(got, counted, "{today} {current:?} {previous:?}");
+        }
         assert_eq!(c.created, T0, "carried on, not restarted");
     }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 
 use super::DailyData;
+use crate::collectors::OwnerAnd;
 use crate::metrics::family::refreshed_gauges;
 use crate::metrics::labels::{Owner, TenantLabel, Value};
 use crate::upstream::model::counts::Counts;
@@ -28,15 +29,11 @@ pub fn encode(
             |d: &DailyData| d.stats.previous_day.as_ref(),
         ),
     ] {
-        let samples: Vec<(AccountStatusLabels, f64)> = accounts
+        let samples: Vec<(OwnerAnd, f64)> = accounts
             .iter()
             .flat_map(|(id, _, d)| {
                 pick(d).into_iter().flatten().map(|(name, n)| {
-                    let labels = AccountStatusLabels {
-                        tenant: id.tenant.clone(),
-                        account_id: id.id.clone(),
-                        status: Value::from(name),
-                    };
+                    let labels = OwnerAnd::new(id, "account_id", "status", Value::from(name));
                     (labels, *n)
                 })
             })
@@ -66,14 +63,6 @@ pub fn encode(
         interval,
         &domains,
     )
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct AccountStatusLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub account_id: Value,
-    pub status: Value,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]

@@ -7,7 +7,6 @@ mod series;
 
 pub use model::{DASHBOARD_FIELDS, Dashboard, DashboardParams, read_dashboard};
 
-use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -20,7 +19,7 @@ use super::run::Context;
 use super::{Collect, Encode, Extra, Read, Refers, Revealed, TargetKind};
 use crate::redact::quote;
 use crate::settings::error::{ConfigError, invalid};
-use crate::settings::fields::{Day, account_ids, at_most, in_bounds};
+use crate::settings::fields::{Day, account_ids, distinct, in_bounds};
 use crate::settings::schedule::{FromBlock, collector_block};
 use crate::settings::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
@@ -92,38 +91,29 @@ pub struct DashboardData {
 
 /// Validates dashboard views: [`View::All`] first, then each listed one once.
 fn views(field: &str, raw: &[RawView]) -> Result<Vec<View>, ConfigError> {
-    at_most(field, raw.len())?;
-    let mut views = vec![View::All];
-    let mut seen: HashSet<View> = HashSet::from([View::All]);
-    for (i, v) in raw.iter().enumerate() {
-        let field = format!("{field}[{i}]");
-        let view = match (v.account, &v.domain) {
-            (Some(id), None) => View::Account(account_ids(&format!("{field}.account"), &[id])?[0]),
-            (None, Some(raw)) => match crate::upstream::model::names::domain_name(raw) {
-                Some(domain) => View::Domain(domain),
-                None => {
-                    return Err(invalid(
-                        format!("{field}.domain"),
-                        format!(
-                            "{} is not a domain name, e.g. shop.example",
-                            quote(&raw.trim().to_ascii_lowercase())
-                        ),
-                    ));
-                }
-            },
-            _ => {
-                return Err(invalid(
-                    field,
-                    "give exactly one of account (an id) or domain (a name)",
-                ));
-            }
-        };
-        if !seen.insert(view.clone()) {
-            return Err(invalid(field, "is listed twice"));
-        }
-        views.push(view);
-    }
-    Ok(views)
+    let view = |at: &str, v: &RawView| match (v.account, &v.domain) {
+        (Some(id), None) => Ok(View::Account(
+            account_ids(&format!("{at}.account"), &[id])?[0],
+        )),
+        (None, Some(raw)) => match crate::upstream::model::names::domain_name(raw) {
+            Some(domain) => Ok(View::Domain(domain)),
+            None => Err(invalid(
+                format!("{at}.domain"),
+                format!(
+                    "{} is not a domain name, e.g. shop.example",
+                    quote(&raw.trim().to_ascii_lowercase())
+                ),
+            )),
+        },
+        _ => Err(invalid(
+            at,
+            "give exactly one of account (an id) or domain (a name)",
+        )),
+    };
+    let listed = distinct(field, raw, None, view, View::clone, |_| {
+        "is listed twice".to_owned()
+    })?;
+    Ok([View::All].into_iter().chain(listed).collect())
 }
 
 /// Today in the configured zone at `now`, and when it started (Unix seconds).

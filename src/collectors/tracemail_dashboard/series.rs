@@ -12,137 +12,76 @@ use crate::metrics::family::{refreshed, refreshed_gauges, single};
 use crate::metrics::labels::{Owner, TenantLabel, Value, write_label};
 use crate::upstream::model::counts::Counts;
 
-/// One sample per name of the counts that `pick` finds in each view's dashboard.
-fn by_status(
-    views: &LabelledViews<'_>,
-    pick: impl Fn(&Dashboard) -> Option<&Counts>,
-) -> Vec<(ViewStatusLabels, f64)> {
-    views
-        .iter()
-        .flat_map(|((tenant, view), d)| {
-            pick(&d.dashboard).into_iter().flatten().map(|(name, n)| {
-                let labels = ViewStatusLabels {
-                    tenant: tenant.clone(),
-                    view: view.clone(),
-                    status: Value::from(name),
-                };
-                (labels, *n)
-            })
-        })
-        .collect()
-}
+/// The families of a view's figures by name: the family's name and help, the label that names
+/// a figure, and where the figures are in the view's dashboard.
+type Figures = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&Dashboard) -> Option<&Counts>,
+);
 
-/// Each view with its labels.
-type LabelledViews<'a> = [((TenantLabel, ViewLabels), &'a DashboardData)];
+const FIGURES: &[Figures] = &[
+    (
+        "mailhost_tracemail_current_day_messages",
+        "Messages of today (in the configured time zone) by outcome, from the dashboard's daily_activity; views filtered by account or domain carry that label.",
+        "status",
+        |d| d.current_day.as_ref(),
+    ),
+    (
+        "mailhost_tracemail_previous_day_messages",
+        "Messages of yesterday (in the configured time zone) by outcome, from the dashboard's daily_activity.",
+        "status",
+        |d| d.previous_day.as_ref(),
+    ),
+    (
+        "mailhost_tracemail_overview_messages",
+        "Messages of today by outcome, from the dashboard's overview.",
+        "status",
+        |d| d.overview.as_ref(),
+    ),
+    (
+        "mailhost_tracemail_status_group_messages",
+        "Messages of today by status group, from the dashboard's status_groups.",
+        "group",
+        |d| d.status_groups.as_ref(),
+    ),
+    (
+        "mailhost_tracemail_top_account_messages",
+        "Messages of today of the top sending Delivery accounts, from the dashboard's top lists.",
+        "account_id",
+        |d| Some(&d.top_accounts),
+    ),
+];
 
 pub fn encode(
     enc: &mut DescriptorEncoder,
     interval: Duration,
     views: &[(Owner, &View, &DashboardData)],
 ) -> fmt::Result {
-    let views: Vec<((TenantLabel, ViewLabels), &DashboardData)> = views
+    let views: Vec<(&TenantLabel, ViewLabels, &DashboardData)> = views
         .iter()
-        .map(|(o, v, d)| ((o.tenant.clone(), ViewLabels::from(*v)), *d))
+        .map(|(o, v, d)| (&o.tenant, ViewLabels::from(*v), *d))
         .collect();
-    encode_by_status(enc, interval, &views)?;
-    encode_status_groups(enc, interval, &views)?;
-    encode_top_accounts(enc, interval, &views)?;
-    encode_day_start(enc, interval, &views)
-}
-
-/// The day's messages by outcome: today, yesterday and the overview.
-fn encode_by_status(
-    enc: &mut DescriptorEncoder,
-    interval: Duration,
-    views: &LabelledViews<'_>,
-) -> fmt::Result {
-    for (name, help, pick) in [
-        (
-            "mailhost_tracemail_current_day_messages",
-            "Messages of today (in the configured time zone) by outcome, from the dashboard's daily_activity; views filtered by account or domain carry that label.",
-            (|d: &Dashboard| d.current_day.as_ref()) as fn(&Dashboard) -> Option<&Counts>,
-        ),
-        (
-            "mailhost_tracemail_previous_day_messages",
-            "Messages of yesterday (in the configured time zone) by outcome, from the dashboard's daily_activity.",
-            |d: &Dashboard| d.previous_day.as_ref(),
-        ),
-        (
-            "mailhost_tracemail_overview_messages",
-            "Messages of today by outcome, from the dashboard's overview.",
-            |d: &Dashboard| d.overview.as_ref(),
-        ),
-    ] {
-        let samples = by_status(views, pick);
+    for (name, help, key, pick) in FIGURES {
+        let samples: Vec<(FigureLabels, f64)> = views
+            .iter()
+            .flat_map(|(tenant, view, d)| {
+                pick(&d.dashboard).into_iter().flatten().map(|(figure, n)| {
+                    let labels = FigureLabels {
+                        tenant,
+                        view,
+                        key,
+                        figure: Value::from(figure),
+                    };
+                    (labels, *n)
+                })
+            })
+            .collect();
         refreshed_gauges(enc, name, help, interval, &samples)?;
     }
-    Ok(())
-}
-
-/// The day's messages by status group.
-fn encode_status_groups(
-    enc: &mut DescriptorEncoder,
-    interval: Duration,
-    views: &LabelledViews<'_>,
-) -> fmt::Result {
-    let groups: Vec<(ViewGroupLabels, f64)> = views
-        .iter()
-        .flat_map(|((tenant, view), d)| {
-            d.dashboard.status_groups.iter().flatten().map(|(name, n)| {
-                let labels = ViewGroupLabels {
-                    tenant: tenant.clone(),
-                    view: view.clone(),
-                    group: Value::from(name),
-                };
-                (labels, *n)
-            })
-        })
-        .collect();
-    refreshed_gauges(
-        enc,
-        "mailhost_tracemail_status_group_messages",
-        "Messages of today by status group, from the dashboard's status_groups.",
-        interval,
-        &groups,
-    )
-}
-
-/// The day's messages of the top sending accounts.
-fn encode_top_accounts(
-    enc: &mut DescriptorEncoder,
-    interval: Duration,
-    views: &LabelledViews<'_>,
-) -> fmt::Result {
-    let top: Vec<(ViewAccountLabels, f64)> = views
-        .iter()
-        .flat_map(|((tenant, view), d)| {
-            d.dashboard.top_accounts.iter().map(|(account, n)| {
-                let labels = ViewAccountLabels {
-                    tenant: tenant.clone(),
-                    view: view.clone(),
-                    account_id: Value::from(account),
-                };
-                (labels, *n)
-            })
-        })
-        .collect();
-    refreshed_gauges(
-        enc,
-        "mailhost_tracemail_top_account_messages",
-        "Messages of today of the top sending Delivery accounts, from the dashboard's top lists.",
-        interval,
-        &top,
-    )
-}
-
-/// The start of today in the collector's zone.
-fn encode_day_start(
-    enc: &mut DescriptorEncoder,
-    interval: Duration,
-    views: &LabelledViews<'_>,
-) -> fmt::Result {
-    // Every view shares the collector's zone: one series.
-    if let Some((_, d)) = views.first() {
+    // Every view shares the collector's zone: one series of the start of today.
+    if let Some((_, _, d)) = views.first() {
         single(
             enc,
             "mailhost_tracemail_day_start_timestamp",
@@ -187,60 +126,64 @@ impl EncodeLabelSet for ViewLabels {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ViewStatusLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    #[prometheus(flatten)]
-    pub view: ViewLabels,
-    pub status: Value,
+/// The labels of one figure of a view: the view's, and the figure's name under `key`
+/// (`status`, `group` or `account_id`), borrowed from the views.
+#[derive(Debug)]
+struct FigureLabels<'a> {
+    tenant: &'a TenantLabel,
+    view: &'a ViewLabels,
+    key: &'static str,
+    figure: Value,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ViewGroupLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    #[prometheus(flatten)]
-    pub view: ViewLabels,
-    pub group: Value,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct ViewAccountLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    #[prometheus(flatten)]
-    pub view: ViewLabels,
-    pub account_id: Value,
+impl EncodeLabelSet for FigureLabels<'_> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        self.tenant.encode(encoder)?;
+        self.view.encode(encoder)?;
+        write_label(encoder, self.key, &self.figure)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use prometheus_client::encoding::text::encode_registry;
-    use prometheus_client::metrics::family::Family;
-    use prometheus_client::metrics::gauge::Gauge;
     use prometheus_client::registry::Registry;
 
     use super::*;
 
+    /// The series of one figure, `sent`, of the whole customer's view and a domain's.
+    #[derive(Debug)]
+    struct TwoViews;
+
+    impl prometheus_client::collector::Collector for TwoViews {
+        fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+            let data = DashboardData {
+                dashboard: Dashboard {
+                    current_day: Some(vec![("sent".to_owned(), 1.0)]),
+                    ..Dashboard::default()
+                },
+                day_start: 0.0,
+            };
+            let (all, domain) = (View::All, View::Domain("shop.example".into()));
+            let owner = Owner {
+                tenant: TenantLabel::default(),
+                id: Value::from("all"),
+            };
+            let views = [(owner.clone(), &all, &data), (owner, &domain, &data)];
+            encode(&mut enc, Duration::from_secs(60), &views)
+        }
+    }
+
     #[test]
     fn a_view_adds_no_label_for_the_whole_customer_and_its_filter_otherwise() {
-        let family = Family::<ViewStatusLabels, Gauge>::default();
-        for view in [View::All, View::Domain("shop.example".into())] {
-            let labels = ViewStatusLabels {
-                tenant: TenantLabel::default(),
-                view: ViewLabels::from(&view),
-                status: Value::from("sent"),
-            };
-            family.get_or_create(&labels).set(1);
-        }
         let mut registry = Registry::default();
-        registry.register("x", "h", family);
+        registry.register_collector(Box::new(TwoViews));
         let mut out = String::new();
         encode_registry(&mut out, &registry).unwrap();
-        assert!(out.contains("x{status=\"sent\"} 1"), "{out}");
+        let x = "mailhost_tracemail_current_day_messages";
+        assert!(out.contains(&format!("{x}{{status=\"sent\"}} 1")), "{out}");
         assert!(
-            out.contains("x{domain=\"shop.example\",status=\"sent\"} 1"),
+            out.contains(&format!("{x}{{domain=\"shop.example\",status=\"sent\"}} 1")),
             "{out}"
         );
     }

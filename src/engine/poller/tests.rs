@@ -457,27 +457,21 @@ fn a_collector_logs_one_line_per_reason_per_interval_however_many_runs_it_makes(
 fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_to_come_round() {
     let spec = crate::engine::spec::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
     let s = Duration::from_secs;
-    // max_age is 6 s: the pace's promise of 3 intervals (+1) is 8 s.
-    assert_eq!(keep_for(&spec, Some(3), None), Some(s(8)));
-    assert_eq!(keep_for(&spec, None, None), None, "the fleet fits");
-    assert_eq!(
-        keep_for(&spec, Some(1), None),
-        None,
-        "4 s is within max_age"
-    );
-    // The fleet came round slower than promised: a waiting target 9 s old keeps its values
-    // two more intervals, whatever the fit said at that instant.
-    assert_eq!(keep_for(&spec, Some(3), Some(s(9))), Some(s(13)));
-    assert_eq!(keep_for(&spec, None, Some(s(9))), Some(s(13)));
-    assert_eq!(
-        keep_for(&spec, None, Some(s(1))),
-        None,
-        "5 s is within max_age"
-    );
-    assert_eq!(
-        keep_for(&spec, Some(u64::MAX), Some(Duration::MAX)),
-        Some(crate::settings::limits::MAX_AGE)
-    );
+    let most = crate::settings::limits::MAX_AGE;
+    for (intervals, waited, kept, why) in [
+        // max_age is 6 s: the pace's promise of 3 intervals (+1) is 8 s.
+        (Some(3), None, Some(s(8)), "the pace's promise"),
+        (None, None, None, "the fleet fits"),
+        (Some(1), None, None, "4 s is within max_age"),
+        // The fleet came round slower than promised: a waiting target 9 s old keeps its
+        // values two more intervals, whatever the fit said at that instant.
+        (Some(3), Some(s(9)), Some(s(13)), "slower than promised"),
+        (None, Some(s(9)), Some(s(13)), "whatever the fit said"),
+        (None, Some(s(1)), None, "5 s is within max_age"),
+        (Some(u64::MAX), Some(Duration::MAX), Some(most), "capped"),
+    ] {
+        assert_eq!(keep_for(&spec, intervals, waited), kept, "{why}");
+    }
 
     let t0 = Instant::now();
     let mut turns = Turns::default();

@@ -165,6 +165,16 @@ fn sim_of(ids: &[i32]) -> mailhost_sim::Simulator {
     })
 }
 
+/// Makes `sim` answer the Delivery account `only` (every one without it) after `latency`.
+fn answer_after(sim: &mailhost_sim::Simulator, latency: Duration, only: Option<&str>) {
+    let fault = mailhost_sim::FaultSpec {
+        latency: Some(latency),
+        only_ids: only.map(|id| vec![id.to_owned()]),
+        ..mailhost_sim::FaultSpec::default()
+    };
+    sim.set_fault(mailhost_sim::Route::DeliveryAccountGet, fault);
+}
+
 /// The work of each tenant's Delivery account collector over its accounts against `url`, with
 /// `each` applied to it, and a store that knows them all.
 fn tenants_of(
@@ -310,19 +320,11 @@ fn published(store: &Store) -> CollectorState {
 
 #[tokio::test]
 async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends() {
-    use mailhost_sim::{FaultSpec, Route};
     let ids: Vec<i32> = (1..=20).collect();
     let sim = sim_of(&ids);
     // Account 20 answers after 6 s: the run is under way until then.
     let slow = Duration::from_secs(6);
-    sim.set_fault(
-        Route::DeliveryAccountGet,
-        FaultSpec {
-            latency: Some(slow),
-            only_ids: Some(vec!["20".to_owned()]),
-            ..FaultSpec::default()
-        },
-    );
+    answer_after(&sim, slow, Some("20"));
     let shutdown = CancellationToken::new();
     let started = Instant::now();
     let (poller, store) = poller_of(&sim, &ids, &shutdown).await;
@@ -379,16 +381,9 @@ async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends(
 
 #[tokio::test]
 async fn a_first_run_waits_for_a_place_while_another_holds_it() {
-    use mailhost_sim::{FaultSpec, Route};
     let sim = sim_of(&[1, 2]);
     // Each account answers after 2 s: each tenant's first run is under way that long.
-    sim.set_fault(
-        Route::DeliveryAccountGet,
-        FaultSpec {
-            latency: Some(Duration::from_secs(2)),
-            ..FaultSpec::default()
-        },
-    );
+    answer_after(&sim, Duration::from_secs(2), None);
     let shutdown = CancellationToken::new();
     let url = serve(&sim, &shutdown).await;
     // Two tenants of one account each, and one place for first runs.

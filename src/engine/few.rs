@@ -31,10 +31,6 @@ impl<K: Hash + Eq, V> FewMap<K, V> {
         }
     }
 
-    pub fn contains_key(&self, key: &K) -> bool {
-        self.get(key).is_some()
-    }
-
     #[cfg(test)]
     fn len(&self) -> usize {
         match self {
@@ -101,12 +97,7 @@ impl<K> Default for FewSet<K> {
 
 impl<K: Hash + Eq> FewSet<K> {
     pub fn contains(&self, key: &K) -> bool {
-        self.0.contains_key(key)
-    }
-
-    /// Adds `key`; whether it was not there.
-    pub fn insert(&mut self, key: K) -> bool {
-        self.0.insert(key, ()).is_none()
+        self.0.get(key).is_some()
     }
 }
 
@@ -119,7 +110,7 @@ impl<K: Hash + Eq> FromIterator<K> for FewSet<K> {
 impl<K: Hash + Eq> Extend<K> for FewSet<K> {
     fn extend<I: IntoIterator<Item = K>>(&mut self, iter: I) {
         for k in iter {
-            self.insert(k);
+            self.0.insert(k, ());
         }
     }
 }

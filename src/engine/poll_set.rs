@@ -659,14 +659,14 @@ mod tests {
         // longest account interval (20s): 6 probed again at 30s stays, 5 (never confirmed)
         // leaves 40s after it came.
         a.record(&[6], &[5], &[], t0);
-        let t30 = t0 + Duration::from_secs(30);
+        let (t30, t41) = (t0 + Duration::from_secs(30), t0 + Duration::from_secs(41));
         assert_eq!(a.register(6, t30), Registration::Known);
         assert_eq!(
-            a.targets(CollectorName::TracemailDaily, t0 + Duration::from_secs(41)),
+            a.targets(CollectorName::TracemailDaily, t41),
             [Target::TracemailDaily(6)]
         );
         assert_eq!(
-            a.known(t0 + Duration::from_secs(41)),
+            a.known(t41),
             [
                 (1, Source::Configured),
                 (2, Source::Configured),
@@ -680,11 +680,9 @@ mod tests {
     fn a_reload_keeps_registrations_within_the_new_cap_and_allow_list() {
         let (sets, a) = sets_of("");
         let t0 = Instant::now();
-        for (i, id) in [10, 11, 12, 13].into_iter().enumerate() {
-            assert_eq!(
-                a.register(id, t0 + Duration::from_secs(i as u64)),
-                Registration::Added
-            );
+        for (i, id) in (0..).zip([10, 11, 12, 13]) {
+            let at = t0 + Duration::from_secs(i);
+            assert_eq!(a.register(id, at), Registration::Added);
         }
         let (second, specs) = config("probe:\n  max_targets: 2\n  allow: [10, 12, 13]\n");
         sets.reconfigure(&second, &specs);

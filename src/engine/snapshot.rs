@@ -574,6 +574,18 @@ mod tests {
         }
     }
 
+    /// Applies to `s` a run of `spec` that took no time and ended at `now` with `results`.
+    fn apply(s: &mut Snapshot, spec: &CollectorSpec, results: Vec<Landed>, now: Timestamp) {
+        s.apply_run(spec, results, Duration::ZERO, now);
+    }
+
+    /// A snapshot after a run of [`spec`] at `at(0)` in which the accounts answered `values`.
+    fn first_run(values: &[(i32, f64)]) -> Snapshot {
+        let mut s = Snapshot::default();
+        apply(&mut s, &spec(), answered(values), at(0));
+        s
+    }
+
     /// Whether account `id` of `c` holds values (it must be known).
     fn has_data(c: &CollectorState, id: i32) -> bool {
         c.target(&Target::DeliveryAccount(id))
@@ -657,8 +669,8 @@ mod tests {
             // Landed in reverse: each result finds its own target, new or known.
             let values: Vec<(i32, f64)> =
                 ids[..n].iter().rev().map(|&id| (id, id.into())).collect();
-            s.apply_run(&spec, answered(&values), Duration::ZERO, t0);
-            s.apply_run(&spec, answered(&values[..1]), Duration::ZERO, t0);
+            apply(&mut s, &spec, answered(&values), t0);
+            apply(&mut s, &spec, answered(&values[..1]), t0);
             let c = &s.collectors[&key()];
             assert_eq!(c.targets.len(), n);
             assert_eq!(c.index.is_some(), n >= INDEXED_FROM, "{n} targets");
@@ -677,16 +689,10 @@ mod tests {
 
     #[test]
     fn a_failing_target_keeps_its_values_until_max_age() {
-        let mut s = Snapshot::default();
-        let t0 = at(0);
-        s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
+        let mut s = first_run(&[(1, 5.0)]);
         let t1 = at(20);
-        s.apply_run(
-            &spec(),
-            vec![failed(1, err(FailureReason::ServerError))],
-            Duration::ZERO,
-            t1,
-        );
+        let failure = vec![failed(1, err(FailureReason::ServerError))];
+        apply(&mut s, &spec(), failure, t1);
         s.expire(t1);
         let c = &s.collectors[&key()];
         assert!(c.targets[0].data.is_some());
@@ -699,21 +705,14 @@ mod tests {
     #[test]
     fn a_target_that_met_the_tokens_429_waits_as_a_deferred_one_and_one_refused_on_its_own_does_not()
      {
-        let mut s = Snapshot::default();
-        let t0 = at(0);
+        let mut s = first_run(&[(1, 5.0), (2, 6.0)]);
         let key = key();
-        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
-        let waiting = waiting(spec());
         let own = UpstreamError {
             own: true,
             ..err(FailureReason::RateLimited)
         };
-        s.apply_run(
-            &waiting,
-            vec![failed(1, err(FailureReason::RateLimited)), failed(2, own)],
-            Duration::ZERO,
-            at(20),
-        );
+        let refused = vec![failed(1, err(FailureReason::RateLimited)), failed(2, own)];
+        apply(&mut s, &waiting(spec()), refused, at(20));
         // At 40 s: past max_age (30 s), within the fleet's wait (80 s).
         s.expire(at(40));
         let c = &s.collectors[&key];
@@ -729,28 +728,21 @@ mod tests {
 
     #[test]
     fn a_deferred_target_stays_as_it_was_and_keeps_its_values_while_the_fleet_does_not_fit() {
-        let mut s = Snapshot::default();
-        let t0 = at(0);
+        let mut s = first_run(&[(1, 5.0), (2, 6.0)]);
         let key = key();
-        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
         // The fleet does not fit: values are kept for 80 s instead of max_age's 30 s.
         let waiting = waiting(spec());
-        let t1 = at(20);
-        s.apply_run(
-            &waiting,
-            vec![
-                failed(1, deferred()),
-                failed(2, err(FailureReason::ServerError)),
-            ],
-            Duration::ZERO,
-            t1,
-        );
+        let results = vec![
+            failed(1, deferred()),
+            failed(2, err(FailureReason::ServerError)),
+        ];
+        apply(&mut s, &waiting, results, at(20));
         let c = &s.collectors[&key];
         assert_eq!(c.deferred, 1);
         assert!(!c.last_run.unwrap().success, "account 2 failed");
         let one = c.target(&Target::DeliveryAccount(1)).unwrap();
         assert!(one.deferred && one.last_ok == Some(true) && one.last_error.is_none());
-        assert_eq!(one.last_attempt, Some(t0), "not tried, so not attempted");
+        assert_eq!(one.last_attempt, Some(at(0)), "not tried, so not attempted");
         // At 40 s the failing account's values are past max_age; the waiting one's are not.
         s.expire(at(40));
         let c = &s.collectors[&key];
@@ -760,7 +752,7 @@ mod tests {
         let c = &s.collectors[&key];
         assert!(!has_data(c, 1));
         // Its turn comes: tried again, it is no longer deferred.
-        s.apply_run(&waiting, answered(&[(1, 4.0)]), Duration::ZERO, at(82));
+        apply(&mut s, &waiting, answered(&[(1, 4.0)]), at(82));
         assert_eq!(s.collectors[&key].deferred, 0);
     }
 
@@ -805,7 +797,7 @@ mod tests {
         // A part never touches what the last run's end decided: how long values are kept
         // while the fleet does not fit, and the deferred count.
         let waiting = waiting(three.clone());
-        s.apply_run(&waiting, vec![failed(3, deferred())], Duration::ZERO, t1);
+        apply(&mut s, &waiting, vec![failed(3, deferred())], t1);
         s.apply_part(&three, answered(&[(1, 6.0)]), at(5));
         let c = &s.collectors[&key];
         assert_eq!(c.keep_for, Some(Duration::from_secs(80)));
@@ -815,11 +807,9 @@ mod tests {
 
     #[test]
     fn a_run_of_some_targets_leaves_the_others_as_they_were() {
-        let mut s = Snapshot::default();
+        let mut s = first_run(&[(1, 5.0), (2, 6.0)]);
         let t0 = at(0);
-        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
-        let t1 = at(5);
-        s.apply_run(&spec(), answered(&[(2, 7.0)]), Duration::ZERO, t1);
+        apply(&mut s, &spec(), answered(&[(2, 7.0)]), at(5));
         let targets = &s.collectors[&key()].targets;
         assert_eq!(targets.len(), 2);
         let one = targets
@@ -832,15 +822,13 @@ mod tests {
 
     #[test]
     fn expiry_says_when_the_next_value_goes_and_fails_a_success_that_old() {
-        let mut s = Snapshot::default();
-        let t0 = at(0);
-        s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
+        let mut s = first_run(&[(1, 5.0)]);
         let (changed, next) = s.expire(at(10));
         assert!(!changed);
         assert_eq!(next, Some(at(30)));
         // No run finished since (a stuck collector): at max_age the values go, and the target
         // no longer claims success.
-        let (changed, next) = s.expire(t0 + jiff::SignedDuration::from_millis(30_001));
+        let (changed, next) = s.expire(at(0) + jiff::SignedDuration::from_millis(30_001));
         assert!(changed);
         assert_eq!(next, None);
         let t = &s.collectors[&key()].targets[0];
@@ -854,9 +842,7 @@ mod tests {
 
     #[test]
     fn a_clock_that_goes_back_expires_nothing() {
-        let mut s = Snapshot::default();
-        let t0 = at(0);
-        s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
+        let mut s = first_run(&[(1, 5.0)]);
         let (changed, _) = s.expire(Timestamp::from_second(0).unwrap());
         assert!(!changed);
         let (changed, _) = s.expire(Timestamp::MAX);
@@ -865,13 +851,12 @@ mod tests {
 
     #[test]
     fn not_found_drops_values_at_once() {
-        let mut s = Snapshot::default();
+        let mut s = first_run(&[(1, 5.0)]);
         let t0 = at(0);
-        s.apply_run(&spec(), answered(&[(1, 5.0)]), Duration::ZERO, t0);
-        s.apply_run(
+        apply(
+            &mut s,
             &spec(),
             vec![failed(1, err(FailureReason::NotFound))],
-            Duration::ZERO,
             t0,
         );
         let t = &s.collectors[&key()].targets[0];
@@ -881,12 +866,10 @@ mod tests {
 
     #[test]
     fn a_target_no_longer_configured_is_forgotten() {
-        let mut s = Snapshot::default();
-        let t0 = at(0);
-        s.apply_run(&spec(), answered(&[(1, 5.0), (2, 6.0)]), Duration::ZERO, t0);
+        let mut s = first_run(&[(1, 5.0), (2, 6.0)]);
         let mut reloaded = spec();
         reloaded.targets = vec![Target::DeliveryAccount(2)];
-        s.apply_run(&reloaded, answered(&[(2, 6.0)]), Duration::ZERO, t0);
+        apply(&mut s, &reloaded, answered(&[(2, 6.0)]), at(0));
         let targets = &s.collectors[&key()].targets;
         assert_eq!(targets.len(), 1);
         assert_eq!(targets[0].target, Target::DeliveryAccount(2));

@@ -177,6 +177,11 @@ mod tests {
         CollectorSpec::from_config(&Config::parse(&yaml, Some("t".into())).unwrap())
     }
 
+    /// The collector of the one spec of `collectors_yaml`.
+    fn collector(collectors_yaml: &str) -> Collector {
+        specs(collectors_yaml).remove(0).collector
+    }
+
     const ALL: &str = "  delivery_account:\n    accounts: [1001, 1002]
   tracemail_dashboard:\n    views: [{account: 1001}, {domain: shop.example}]
   tracemail_daily:\n    accounts: [1003]
@@ -260,40 +265,25 @@ mod tests {
 
     #[test]
     fn only_a_change_in_how_targets_are_fetched_counts_as_other_settings() {
-        let daily = |extra: &str| {
-            specs(&format!("  tracemail_daily:\n    accounts: [1]\n{extra}"))
-                .remove(0)
-                .collector
-        };
+        let daily =
+            |extra: &str| collector(&format!("  tracemail_daily:\n    accounts: [1]\n{extra}"));
         let base = daily("");
         assert!(base.same_settings(&daily("")));
         assert!(
-            base.same_settings(
-                &specs("  tracemail_daily:\n    accounts: [1, 2]\n")
-                    .remove(0)
-                    .collector
-            ),
+            base.same_settings(&collector("  tracemail_daily:\n    accounts: [1, 2]\n")),
             "another target list is the same settings"
         );
         assert!(!base.same_settings(&daily("    top_domains: 3\n")));
         assert!(!base.same_settings(&daily("    timezone: Europe/Rome\n")));
-        let dashboard = |extra: &str| {
-            specs(&format!("  tracemail_dashboard:\n{extra}"))
-                .remove(0)
-                .collector
-        };
+        let dashboard = |extra: &str| collector(&format!("  tracemail_dashboard:\n{extra}"));
         assert!(dashboard("    limit: 5\n").same_settings(&dashboard("    limit: 5\n")));
         assert!(!dashboard("    limit: 5\n").same_settings(&dashboard("    limit: 6\n")));
         assert!(
             !base.same_settings(&dashboard("    limit: 5\n")),
             "another collector"
         );
-        let delivery = specs("  delivery_account:\n    accounts: [1]\n").remove(0);
-        assert!(
-            delivery
-                .collector
-                .same_settings(&delivery.collector.clone())
-        );
+        let delivery = collector("  delivery_account:\n    accounts: [1]\n");
+        assert!(delivery.same_settings(&delivery.clone()));
     }
 
     /// What the storage directory keeps each collector's targets under: its settings' fields by

@@ -308,21 +308,6 @@ impl Store {
         })
     }
 
-    /// Applies a finished run, expires old data and publishes the new exposition.
-    pub fn apply_run(
-        &self,
-        spec: &CollectorSpec,
-        results: Vec<(Target, Result<TargetData, UpstreamError>)>,
-        duration: Duration,
-    ) {
-        self.apply(vec![Handoff::End(Finished {
-            spec: spec.clone(),
-            results,
-            duration,
-            urgent: false,
-        })]);
-    }
-
     /// Applies the parts and ends of runs handed over, in the order they came, expires old data
     /// once and publishes the new exposition once.
     fn apply(&self, handoffs: Vec<Handoff>) {

@@ -165,6 +165,16 @@ fn sim_of(ids: &[i32]) -> mailhost_sim::Simulator {
     })
 }
 
+/// Makes `sim` answer the Delivery account `only` (every one without it) after `latency`.
+fn answer_after(sim: &mailhost_sim::Simulator, latency: Duration, only: Option<&str>) {
+    let fault = mailhost_sim::FaultSpec {
+        latency: Some(latency),
+        only_ids: only.map(|id| vec![id.to_owned()]),
+        ..mailhost_sim::FaultSpec::default()
+    };
+    sim.set_fault(mailhost_sim::Route::DeliveryAccountGet, fault);
+}
+
 /// The work of each tenant's Delivery account collector over its accounts against `url`, with
 /// `each` applied to it, and a store that knows them all.
 fn tenants_of(
@@ -310,19 +320,11 @@ fn published(store: &Store) -> CollectorState {
 
 #[tokio::test]
 async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends() {
-    use mailhost_sim::{FaultSpec, Route};
     let ids: Vec<i32> = (1..=20).collect();
     let sim = sim_of(&ids);
     // Account 20 answers after 6 s: the run is under way until then.
     let slow = Duration::from_secs(6);
-    sim.set_fault(
-        Route::DeliveryAccountGet,
-        FaultSpec {
-            latency: Some(slow),
-            only_ids: Some(vec!["20".to_owned()]),
-            ..FaultSpec::default()
-        },
-    );
+    answer_after(&sim, slow, Some("20"));
     let shutdown = CancellationToken::new();
     let started = Instant::now();
     let (poller, store) = poller_of(&sim, &ids, &shutdown).await;
@@ -379,16 +381,9 @@ async fn a_run_under_way_publishes_what_it_has_fetched_and_its_end_when_it_ends(
 
 #[tokio::test]
 async fn a_first_run_waits_for_a_place_while_another_holds_it() {
-    use mailhost_sim::{FaultSpec, Route};
     let sim = sim_of(&[1, 2]);
     // Each account answers after 2 s: each tenant's first run is under way that long.
-    sim.set_fault(
-        Route::DeliveryAccountGet,
-        FaultSpec {
-            latency: Some(Duration::from_secs(2)),
-            ..FaultSpec::default()
-        },
-    );
+    answer_after(&sim, Duration::from_secs(2), None);
     let shutdown = CancellationToken::new();
     let url = serve(&sim, &shutdown).await;
     // Two tenants of one account each, and one place for first runs.
@@ -457,27 +452,21 @@ fn a_collector_logs_one_line_per_reason_per_interval_however_many_runs_it_makes(
 fn a_target_the_token_keeps_waiting_keeps_its_values_as_long_as_the_fleet_takes_to_come_round() {
     let spec = crate::engine::spec::fixtures::accounts(&[1, 2, 3], Duration::from_secs(2));
     let s = Duration::from_secs;
-    // max_age is 6 s: the pace's promise of 3 intervals (+1) is 8 s.
-    assert_eq!(keep_for(&spec, Some(3), None), Some(s(8)));
-    assert_eq!(keep_for(&spec, None, None), None, "the fleet fits");
-    assert_eq!(
-        keep_for(&spec, Some(1), None),
-        None,
-        "4 s is within max_age"
-    );
-    // The fleet came round slower than promised: a waiting target 9 s old keeps its values
-    // two more intervals, whatever the fit said at that instant.
-    assert_eq!(keep_for(&spec, Some(3), Some(s(9))), Some(s(13)));
-    assert_eq!(keep_for(&spec, None, Some(s(9))), Some(s(13)));
-    assert_eq!(
-        keep_for(&spec, None, Some(s(1))),
-        None,
-        "5 s is within max_age"
-    );
-    assert_eq!(
-        keep_for(&spec, Some(u64::MAX), Some(Duration::MAX)),
-        Some(crate::settings::limits::MAX_AGE)
-    );
+    let most = crate::settings::limits::MAX_AGE;
+    for (intervals, waited, kept, why) in [
+        // max_age is 6 s: the pace's promise of 3 intervals (+1) is 8 s.
+        (Some(3), None, Some(s(8)), "the pace's promise"),
+        (None, None, None, "the fleet fits"),
+        (Some(1), None, None, "4 s is within max_age"),
+        // The fleet came round slower than promised: a waiting target 9 s old keeps its
+        // values two more intervals, whatever the fit said at that instant.
+        (Some(3), Some(s(9)), Some(s(13)), "slower than promised"),
+        (None, Some(s(9)), Some(s(13)), "whatever the fit said"),
+        (None, Some(s(1)), None, "5 s is within max_age"),
+        (Some(u64::MAX), Some(Duration::MAX), Some(most), "capped"),
+    ] {
+        assert_eq!(keep_for(&spec, intervals, waited), kept, "{why}");
+    }
 
     let t0 = Instant::now();
     let mut turns = Turns::default();

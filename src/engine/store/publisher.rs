@@ -127,6 +127,7 @@ impl Inbox {
 /// once), moved here as it lands: the run keeps only the outcome.
 pub struct Tray(Arc<Shelf>);
 
+#[derive(Default)]
 struct Shelf {
     waiting: Mutex<Waiting>,
     /// `None` for a tray only its run empties.
@@ -166,10 +167,7 @@ impl Shelf {
 impl Tray {
     /// A tray that no publisher empties: its run takes everything at its end.
     pub fn own() -> Tray {
-        Tray(Arc::new(Shelf {
-            waiting: Mutex::default(),
-            home: None,
-        }))
+        Tray(Arc::default())
     }
 
     /// A target's result landed: the store's from now on.
@@ -353,12 +351,10 @@ async fn publish(
                 batch.take(run);
             }
             let haste = batch.haste(&inbox);
-            let at = if inbox.under_way.load(Ordering::Relaxed) == 0 {
-                // Nothing else is coming soon: the rest after the last publication is enough.
-                cadence.publish_at(cadence.ended, haste)
-            } else {
-                cadence.publish_at(arrived, haste)
-            };
+            // With no run under way nothing else is coming soon: the rest after the last
+            // publication is enough.
+            let idle = inbox.under_way.load(Ordering::Relaxed) == 0;
+            let at = cadence.publish_at(if idle { cadence.ended } else { arrived }, haste);
             if Instant::now() >= at {
                 break;
             }

@@ -64,6 +64,16 @@ fn a_body_past_the_kept_size_is_kept_only_gzipped_and_reads_back_whole() {
     assert!(encode(Some(&small), &["x 1\n"]).identity.is_some());
 }
 
+/// Applies the end of a run of `spec` that took no time, in which the accounts answered `values`.
+fn ran(store: &Store, spec: &CollectorSpec, values: &[(i32, f64)]) {
+    store.apply(vec![Handoff::End(Finished {
+        spec: spec.clone(),
+        results: answered(values),
+        duration: Duration::ZERO,
+        urgent: false,
+    })]);
+}
+
 /// Whether `before` and `after` share the rendering of `section`.
 fn shared(before: &Prepared, after: &Prepared, section: Section) -> bool {
     let of = |p: &Prepared| {
@@ -91,17 +101,17 @@ fn kept_and_gone() -> (CollectorSpec, CollectorSpec, Arc<Store>) {
 #[test]
 fn a_run_of_a_collector_a_reload_removed_brings_nothing_back() {
     let (kept, gone, store) = kept_and_gone();
-    store.apply_run(&gone, answered(&[(1, 5.0)]), Duration::ZERO);
+    ran(&store, &gone, &[(1, 5.0)]);
     let tenant = |store: &Store| store.classic_text().contains("tenant=\"gone\"");
     assert!(tenant(&store));
     store.reconfigure(std::slice::from_ref(&kept));
     assert!(!tenant(&store));
     // The run that ended before its collector was stopped, applied after the reload.
-    store.apply_run(&gone, answered(&[(1, 6.0)]), Duration::ZERO);
+    ran(&store, &gone, &[(1, 6.0)]);
     assert!(!tenant(&store));
     assert!(!store.lock().collectors.contains_key(&gone.key()));
     // The collector still configured goes on.
-    store.apply_run(&kept, answered(&[(1, 7.0)]), Duration::ZERO);
+    ran(&store, &kept, &[(1, 7.0)]);
     let body = store.classic_text();
     assert!(body.contains(" 7"), "{body:?}");
 }
@@ -154,7 +164,7 @@ fn a_restart_is_counted_from_zero_published_at_once_and_leaves_with_its_tenant()
     // A collector whose loop panicked before its first run ended does not hold readiness
     // back; one that has not run yet still does.
     assert!(!store.prepared().snapshot.ready());
-    store.apply_run(&kept, answered(&[(1, 5.0)]), Duration::ZERO);
+    ran(&store, &kept, &[(1, 5.0)]);
     assert!(store.prepared().snapshot.ready());
     // Gone with its tenant, and a late restart of its loop brings nothing back.
     store.reconfigure(std::slice::from_ref(&kept));
@@ -178,7 +188,7 @@ fn a_run_renders_its_own_section_and_the_health_one_and_shares_the_rest() {
     );
     let store = Store::new(&[delivery.clone(), migration.clone()]);
     let before = store.prepared();
-    store.apply_run(&delivery, answered(&[(1, 5.0)]), Duration::ZERO);
+    ran(&store, &delivery, &[(1, 5.0)]);
     let after = store.prepared();
     assert!(shared(&before, &after, Section::Collector(migration.name)));
     assert!(!shared(&before, &after, Section::Collector(delivery.name)));

@@ -76,10 +76,7 @@ pub(super) fn asked(pairs: &[(String, String)], tenant: TenantName) -> Result<As
             None
         }
         Some(name) => Some(
-            CollectorName::ALL
-                .iter()
-                .copied()
-                .find(|c| c.as_str() == name)
+            CollectorName::from_key(name)
                 .ok_or_else(|| format!("collector {} is not one of {}\n", quote(name), names()))?,
         ),
     };

@@ -2,6 +2,7 @@
 //! negotiated here, with the prepared body gzipped once per refresh and the small self-metrics
 //! tail, a second gzip member, rendered and gzipped once per change of the counters.
 
+use std::io::Read as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -105,10 +106,7 @@ fn selection(
     }
     let mut names = Vec::new();
     for value in values {
-        let name = CollectorName::ALL
-            .iter()
-            .copied()
-            .find(|c| c.as_str() == value)
+        let name = CollectorName::from_key(value)
             .filter(|c| snapshot.collectors().contains(c))
             .ok_or_else(|| {
                 format!(
@@ -302,23 +300,17 @@ impl http_body::Body for Chunks {
         };
         let want =
             usize::try_from(left).map_or(INFLATE_FRAME_BYTES, |l| l.min(INFLATE_FRAME_BYTES));
-        let mut buf = vec![0u8; want];
-        let mut filled = 0;
-        while filled < want {
-            match std::io::Read::read(&mut gz, &mut buf[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) => return Poll::Ready(Some(Err(e))),
-            }
+        let mut buf = Vec::with_capacity(want);
+        if let Err(e) = std::io::Read::take(&mut gz, want as u64).read_to_end(&mut buf) {
+            return Poll::Ready(Some(Err(e)));
         }
-        if filled < want {
+        if buf.len() < want {
             // Our own gzip member ended short of its length: never, but the length was promised.
             return Poll::Ready(Some(Err(std::io::Error::other(
                 "a prepared section inflated short of its length",
             ))));
         }
-        buf.truncate(filled);
-        let left = left - filled as u64;
+        let left = left - buf.len() as u64;
         if left > 0 {
             rest.push(Part::Inflate { gz, left });
         }

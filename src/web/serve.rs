@@ -328,7 +328,7 @@ async fn watchdog(state: &ConnState, options: ServeOptions, heads: bool) -> &'st
     loop {
         // Armed before the state is read, so a change made meanwhile still wakes us.
         let changed = state.changed.notified();
-        let now = state.now();
+        let now = state.epoch.elapsed();
         let (deadline, reason) = if state.in_flight.load(Ordering::Acquire) > 0 {
             (None, "")
         } else {
@@ -478,13 +478,9 @@ impl ConnState {
         state
     }
 
-    fn now(&self) -> Duration {
-        self.epoch.elapsed()
-    }
-
     fn now_ms(&self) -> u64 {
         // Never 0, which means "none" for `head_started_ms`.
-        u64::try_from(self.now().as_millis())
+        u64::try_from(self.epoch.elapsed().as_millis())
             .unwrap_or(u64::MAX)
             .max(1)
     }

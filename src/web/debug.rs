@@ -114,16 +114,15 @@ pub(super) fn answer(snapshot: &Snapshot, asked: &Asked, paces: &[PaceView]) -> 
     );
     pace(&mut out, paces);
     let mut view = Snapshot::default();
-    let mut found = 0;
     for (collector, state) in targets(snapshot, asked) {
-        found += 1;
         describe(&mut out, collector, state);
         view.collectors.insert(
             (collector.name, asked.tenant.clone()),
             Arc::new(collector.with_targets(vec![state.clone()])),
         );
     }
-    if found == 0 {
+    // One entry per collector that has the target: none when no collector has it.
+    if view.collectors.is_empty() {
         let _ = writeln!(
             out,
             "\nNo collector of this tenant polls this target (it is not configured, probed or discovered, or its collector has not run yet)."

@@ -398,8 +398,11 @@ impl Tracker {
         let state = Arc::new(ConnState::new(self.epoch));
         open.insert(id, state.clone());
         drop(open);
-        if evicted {
-            self.warn_full_evicting();
+        if evicted && self.should_warn() {
+            tracing::warn!(
+                max_connections = self.cap,
+                "connection cap reached: closing the least recently active idle connection for each new one (logged once a minute)"
+            );
         }
         Some(Slot {
             tracker: self.clone(),
@@ -416,15 +419,6 @@ impl Tracker {
                 .last_warning
                 .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
-    }
-
-    fn warn_full_evicting(&self) {
-        if self.should_warn() {
-            tracing::warn!(
-                max_connections = self.cap,
-                "connection cap reached: closing the least recently active idle connection for each new one (logged once a minute)"
-            );
-        }
     }
 
     fn warn_full(&self, peer: SocketAddr) {

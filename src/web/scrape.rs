@@ -11,7 +11,7 @@ use std::time::Instant;
 use arc_swap::ArcSwapOption;
 use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
@@ -61,18 +61,13 @@ pub(super) async fn metrics(
             .chain([Part::Plain(tail.plain.clone())])
             .collect()
     };
-    let mut response = Body::new(Chunks::new(chunks)).into_response();
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(format.content_type()),
-    );
     // A cache in between must not hand a gzip body to a client that did not ask for one.
-    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
-    if gzip {
-        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    }
-    response
+    let headers = [
+        (header::CONTENT_TYPE, format.content_type()),
+        (header::VARY, "accept-encoding"),
+    ];
+    let encoding = gzip.then_some([(header::CONTENT_ENCODING, "gzip")]);
+    (headers, encoding, Body::new(Chunks::new(chunks))).into_response()
 }
 
 /// `collect[]` values at most in one request; there are only five collectors.
@@ -335,7 +330,7 @@ mod tests {
     fn accepts(values: &[&str]) -> bool {
         let mut h = HeaderMap::new();
         for v in values {
-            h.append(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            h.append(header::ACCEPT_ENCODING, v.parse().unwrap());
         }
         accepts_gzip(&h)
     }

@@ -22,8 +22,7 @@ use crate::engine::store::gzip_member;
 use crate::metrics::process::ProcessFigures;
 use crate::metrics::self_metrics::Telemetry;
 use crate::metrics::{Format, Section};
-use crate::web::AppState;
-use crate::web::negotiate;
+use crate::web::{AppState, negotiate};
 
 pub(super) async fn metrics(
     State(state): State<AppState>,

@@ -8,15 +8,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use prometheus_client::collector::Collector;
+use prometheus_client::encoding::text::encode_registry;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-
-use prometheus_client::encoding::text::encode_registry;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 

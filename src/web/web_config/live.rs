@@ -12,7 +12,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::web::auth::{self};
+use crate::web::auth;
 
 use super::WebConfig;
 

@@ -105,11 +105,6 @@ impl WebConfig {
         Ok(config)
     }
 
-    /// The file this config was loaded from, if any.
-    pub fn source(&self) -> Option<&Path> {
-        self.source.as_deref()
-    }
-
     /// Parses YAML text whose relative paths are relative to `dir`; see [`WebConfig::load`].
     pub fn parse(text: &str, dir: &Path) -> Result<WebConfig, WebConfigError> {
         // An empty file (or one of comments only) is a valid, empty config, as for the toolkit.

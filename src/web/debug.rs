@@ -22,6 +22,7 @@ use crate::metrics;
 use crate::metrics::self_metrics::PaceView;
 use crate::redact::{quote, redact, shorten};
 use crate::tenant::TenantName;
+use crate::web::landing::unix_time;
 
 /// Longest `target` or `collector` value read.
 const MAX_VALUE_CHARS: usize = 200;
@@ -189,15 +190,12 @@ fn pace(out: &mut String, paces: &[PaceView]) {
             let next = if o.probing {
                 "a probe is on its way".to_owned()
             } else {
-                format!(
-                    "next probe at {}",
-                    crate::web::landing::unix_time(o.next_probe)
-                )
+                format!("next probe at {}", unix_time(o.next_probe))
             };
             let _ = writeln!(
                 out,
                 "    In an outage since {}: every call fails; its calls wait for one probe, {next}",
-                crate::web::landing::unix_time(o.since)
+                unix_time(o.since)
             );
         }
         if e.retries_refused > 0 {

@@ -560,10 +560,7 @@ impl SelfMetrics {
         let _ = encode_registry(&mut openmetrics, &self.registry);
         match format {
             Format::Classic => classic::from_openmetrics(&openmetrics),
-            Format::OpenMetrics => {
-                openmetrics.push_str(EOF);
-                openmetrics
-            }
+            Format::OpenMetrics => openmetrics + EOF,
         }
     }
 }

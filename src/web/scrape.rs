@@ -367,12 +367,9 @@ mod tests {
         let cache = TailCache::default();
         let line =
             "mailhost_api_request_failures_total{endpoint=\"delivery_account\",reason=\"timeout\"}";
+        let plain = |tail: &Tail<u64>| std::str::from_utf8(&tail.plain).unwrap().to_owned();
         let first = cache.get(&telemetry, Format::Classic);
-        assert!(
-            std::str::from_utf8(&first.plain)
-                .unwrap()
-                .contains(&format!("{line} 0\n"))
-        );
+        assert!(plain(&first).contains(&format!("{line} 0\n")));
         assert!(
             Arc::ptr_eq(&first, &cache.get(&telemetry, Format::Classic)),
             "reused"
@@ -383,14 +380,12 @@ mod tests {
             FailureReason::Timeout,
         );
         let second = cache.get(&telemetry, Format::Classic);
-        let text = std::str::from_utf8(&second.plain).unwrap();
+        let text = plain(&second);
         assert!(text.contains(&format!("{line} 1\n")), "{text}");
         let mut gunzipped = String::new();
-        std::io::Read::read_to_string(
-            &mut flate2::read::GzDecoder::new(&second.gzip[..]),
-            &mut gunzipped,
-        )
-        .unwrap();
+        flate2::read::GzDecoder::new(&second.gzip[..])
+            .read_to_string(&mut gunzipped)
+            .unwrap();
         assert_eq!(gunzipped, text);
         telemetry.observe_reload(true);
         assert!(!Arc::ptr_eq(
@@ -398,7 +393,7 @@ mod tests {
             &cache.get(&telemetry, Format::Classic)
         ));
         let om = cache.get(&telemetry, Format::OpenMetrics);
-        assert!(std::str::from_utf8(&om.plain).unwrap().ends_with("# EOF\n"));
+        assert!(plain(&om).ends_with("# EOF\n"));
     }
 
     /// The frames of `body`, in order, until it ends.

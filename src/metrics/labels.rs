@@ -200,6 +200,13 @@ pub struct TenantEndpointLabels {
     pub endpoint: Endpoint,
 }
 
+impl TenantEndpointLabels {
+    pub fn new(tenant: &TenantName, endpoint: Endpoint) -> Self {
+        let tenant = TenantLabel(tenant.clone());
+        TenantEndpointLabels { tenant, endpoint }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {
     pub endpoint: Endpoint,
@@ -212,6 +219,17 @@ pub struct FailureLabels {
     pub tenant: TenantLabel,
     pub endpoint: Endpoint,
     pub reason: FailureReason,
+}
+
+impl FailureLabels {
+    pub fn new(tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) -> Self {
+        let tenant = TenantLabel(tenant.clone());
+        FailureLabels {
+            tenant,
+            endpoint,
+            reason,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]

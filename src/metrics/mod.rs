@@ -414,15 +414,16 @@ mod tests {
         );
         let e = render(&Arc::new(snapshot));
         for text in [&e.classic, &e.openmetrics] {
-            for line in [
-                "mailhost_delivery_remaining_messages{account_id=\"1\"} -3.0\n",
-                "mailhost_delivery_plan_messages_limit{account_id=\"1\"} 0.25\n",
-                "mailhost_delivery_plan_messages_used{account_id=\"1\"} 1e300\n",
-                "mailhost_delivery_messages_sent{account_id=\"1\"} 1.5e-9\n",
-                "mailhost_delivery_plan_expiration_timestamp_seconds{account_id=\"1\"} 1700000000.0\n",
-            ] {
-                assert!(text.contains(line), "{line} missing in\n{text}");
-            }
+            assert_holds(
+                text,
+                &[
+                    "mailhost_delivery_remaining_messages{account_id=\"1\"} -3.0\n",
+                    "mailhost_delivery_plan_messages_limit{account_id=\"1\"} 0.25\n",
+                    "mailhost_delivery_plan_messages_used{account_id=\"1\"} 1e300\n",
+                    "mailhost_delivery_messages_sent{account_id=\"1\"} 1.5e-9\n",
+                    "mailhost_delivery_plan_expiration_timestamp_seconds{account_id=\"1\"} 1700000000.0\n",
+                ],
+            );
             // Nothing to show, so no family either.
             assert!(!text.contains("mailhost_delivery_extra_messages"), "{text}");
             assert!(!text.contains("mailhost_delivery_remaining_extra_messages"));

@@ -107,14 +107,7 @@ pub fn check_hash(hash: &str) -> Result<(), &'static str> {
 }
 
 impl Users {
-    /// Users from user -> bcrypt hash; refuses (naming the user) a hash that is not bcrypt.
-    pub fn new(hashes: BTreeMap<String, String>) -> Result<Users, String> {
-        for (user, hash) in &hashes {
-            check_hash(hash).map_err(|problem| format!("{user}: {problem}"))?;
-        }
-        Ok(Users::from_checked(hashes))
-    }
-
+    /// Users from user -> bcrypt hash, each already passed by [`check_hash`].
     pub(crate) fn from_checked(hashes: BTreeMap<String, String>) -> Users {
         let bcrypt = (!hashes.is_empty()).then(|| Arc::new(Gate::new(CONCURRENT_BCRYPT)));
         Users {
@@ -477,13 +470,12 @@ mod tests {
     use super::*;
 
     fn users(pairs: &[(&str, &str)]) -> Users {
-        Users::new(
+        Users::from_checked(
             pairs
                 .iter()
                 .map(|(u, p)| ((*u).to_owned(), bcrypt::hash(p, 4).unwrap()))
                 .collect(),
         )
-        .unwrap()
     }
 
     fn secret(s: &str) -> SecretSlice<u8> {
@@ -651,14 +643,13 @@ mod tests {
 
     #[test]
     fn unknown_users_cost_as_much_as_the_dearest_known_one() {
-        let u = Users::new(
+        let u = Users::from_checked(
             [
                 ("cheap".to_owned(), bcrypt::hash("a", 4).unwrap()),
                 ("dear".to_owned(), bcrypt::hash("b", 6).unwrap()),
             ]
             .into(),
-        )
-        .unwrap();
+        );
         assert_eq!(u.dearest_cost(), 6);
     }
 

@@ -22,6 +22,7 @@ use crate::metrics;
 use crate::metrics::self_metrics::PaceView;
 use crate::redact::{quote, redact, shorten};
 use crate::tenant::TenantName;
+use crate::web::landing::unix_time;
 
 /// Longest `target` or `collector` value read.
 const MAX_VALUE_CHARS: usize = 200;
@@ -76,10 +77,7 @@ pub(super) fn asked(pairs: &[(String, String)], tenant: TenantName) -> Result<As
             None
         }
         Some(name) => Some(
-            CollectorName::ALL
-                .iter()
-                .copied()
-                .find(|c| c.as_str() == name)
+            CollectorName::from_key(name)
                 .ok_or_else(|| format!("collector {} is not one of {}\n", quote(name), names()))?,
         ),
     };
@@ -117,16 +115,15 @@ pub(super) fn answer(snapshot: &Snapshot, asked: &Asked, paces: &[PaceView]) -> 
     );
     pace(&mut out, paces);
     let mut view = Snapshot::default();
-    let mut found = 0;
     for (collector, state) in targets(snapshot, asked) {
-        found += 1;
         describe(&mut out, collector, state);
         view.collectors.insert(
             (collector.name, asked.tenant.clone()),
             Arc::new(collector.with_targets(vec![state.clone()])),
         );
     }
-    if found == 0 {
+    // One entry per collector that has the target: none when no collector has it.
+    if view.collectors.is_empty() {
         let _ = writeln!(
             out,
             "\nNo collector of this tenant polls this target (it is not configured, probed or discovered, or its collector has not run yet)."
@@ -193,15 +190,12 @@ fn pace(out: &mut String, paces: &[PaceView]) {
             let next = if o.probing {
                 "a probe is on its way".to_owned()
             } else {
-                format!(
-                    "next probe at {}",
-                    crate::web::landing::unix_time(o.next_probe)
-                )
+                format!("next probe at {}", unix_time(o.next_probe))
             };
             let _ = writeln!(
                 out,
                 "    In an outage since {}: every call fails; its calls wait for one probe, {next}",
-                crate::web::landing::unix_time(o.since)
+                unix_time(o.since)
             );
         }
         if e.retries_refused > 0 {

@@ -17,8 +17,7 @@ pub mod web_config;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Request;
-use axum::extract::State;
+use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};

@@ -2,6 +2,7 @@
 //! negotiated here, with the prepared body gzipped once per refresh and the small self-metrics
 //! tail, a second gzip member, rendered and gzipped once per change of the counters.
 
+use std::io::Read as _;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -10,7 +11,7 @@ use std::time::Instant;
 use arc_swap::ArcSwapOption;
 use axum::body::Body;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http_body::{Frame, SizeHint};
@@ -21,8 +22,7 @@ use crate::engine::store::gzip_member;
 use crate::metrics::process::ProcessFigures;
 use crate::metrics::self_metrics::Telemetry;
 use crate::metrics::{Format, Section};
-use crate::web::AppState;
-use crate::web::negotiate;
+use crate::web::{AppState, negotiate};
 
 pub(super) async fn metrics(
     State(state): State<AppState>,
@@ -60,18 +60,13 @@ pub(super) async fn metrics(
             .chain([Part::Plain(tail.plain.clone())])
             .collect()
     };
-    let mut response = Body::new(Chunks::new(chunks)).into_response();
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(format.content_type()),
-    );
     // A cache in between must not hand a gzip body to a client that did not ask for one.
-    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
-    if gzip {
-        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    }
-    response
+    let headers = [
+        (header::CONTENT_TYPE, format.content_type()),
+        (header::VARY, "accept-encoding"),
+    ];
+    let encoding = gzip.then_some([(header::CONTENT_ENCODING, "gzip")]);
+    (headers, encoding, Body::new(Chunks::new(chunks))).into_response()
 }
 
 /// `collect[]` values at most in one request; there are only five collectors.
@@ -105,10 +100,7 @@ fn selection(
     }
     let mut names = Vec::new();
     for value in values {
-        let name = CollectorName::ALL
-            .iter()
-            .copied()
-            .find(|c| c.as_str() == value)
+        let name = CollectorName::from_key(value)
             .filter(|c| snapshot.collectors().contains(c))
             .ok_or_else(|| {
                 format!(
@@ -302,23 +294,17 @@ impl http_body::Body for Chunks {
         };
         let want =
             usize::try_from(left).map_or(INFLATE_FRAME_BYTES, |l| l.min(INFLATE_FRAME_BYTES));
-        let mut buf = vec![0u8; want];
-        let mut filled = 0;
-        while filled < want {
-            match std::io::Read::read(&mut gz, &mut buf[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) => return Poll::Ready(Some(Err(e))),
-            }
+        let mut buf = Vec::with_capacity(want);
+        if let Err(e) = std::io::Read::take(&mut gz, want as u64).read_to_end(&mut buf) {
+            return Poll::Ready(Some(Err(e)));
         }
-        if filled < want {
+        if buf.len() < want {
             // Our own gzip member ended short of its length: never, but the length was promised.
             return Poll::Ready(Some(Err(std::io::Error::other(
                 "a prepared section inflated short of its length",
             ))));
         }
-        buf.truncate(filled);
-        let left = left - filled as u64;
+        let left = left - buf.len() as u64;
         if left > 0 {
             rest.push(Part::Inflate { gz, left });
         }
@@ -343,7 +329,7 @@ mod tests {
     fn accepts(values: &[&str]) -> bool {
         let mut h = HeaderMap::new();
         for v in values {
-            h.append(header::ACCEPT_ENCODING, HeaderValue::from_str(v).unwrap());
+            h.append(header::ACCEPT_ENCODING, v.parse().unwrap());
         }
         accepts_gzip(&h)
     }
@@ -381,12 +367,9 @@ mod tests {
         let cache = TailCache::default();
         let line =
             "mailhost_api_request_failures_total{endpoint=\"delivery_account\",reason=\"timeout\"}";
+        let plain = |tail: &Tail<u64>| std::str::from_utf8(&tail.plain).unwrap().to_owned();
         let first = cache.get(&telemetry, Format::Classic);
-        assert!(
-            std::str::from_utf8(&first.plain)
-                .unwrap()
-                .contains(&format!("{line} 0\n"))
-        );
+        assert!(plain(&first).contains(&format!("{line} 0\n")));
         assert!(
             Arc::ptr_eq(&first, &cache.get(&telemetry, Format::Classic)),
             "reused"
@@ -397,14 +380,12 @@ mod tests {
             FailureReason::Timeout,
         );
         let second = cache.get(&telemetry, Format::Classic);
-        let text = std::str::from_utf8(&second.plain).unwrap();
+        let text = plain(&second);
         assert!(text.contains(&format!("{line} 1\n")), "{text}");
         let mut gunzipped = String::new();
-        std::io::Read::read_to_string(
-            &mut flate2::read::GzDecoder::new(&second.gzip[..]),
-            &mut gunzipped,
-        )
-        .unwrap();
+        flate2::read::GzDecoder::new(&second.gzip[..])
+            .read_to_string(&mut gunzipped)
+            .unwrap();
         assert_eq!(gunzipped, text);
         telemetry.observe_reload(true);
         assert!(!Arc::ptr_eq(
@@ -412,7 +393,7 @@ mod tests {
             &cache.get(&telemetry, Format::Classic)
         ));
         let om = cache.get(&telemetry, Format::OpenMetrics);
-        assert!(std::str::from_utf8(&om.plain).unwrap().ends_with("# EOF\n"));
+        assert!(plain(&om).ends_with("# EOF\n"));
     }
 
     /// The frames of `body`, in order, until it ends.

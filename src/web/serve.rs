@@ -328,7 +328,7 @@ async fn watchdog(state: &ConnState, options: ServeOptions, heads: bool) -> &'st
     loop {
         // Armed before the state is read, so a change made meanwhile still wakes us.
         let changed = state.changed.notified();
-        let now = state.now();
+        let now = state.epoch.elapsed();
         let (deadline, reason) = if state.in_flight.load(Ordering::Acquire) > 0 {
             (None, "")
         } else {
@@ -398,8 +398,11 @@ impl Tracker {
         let state = Arc::new(ConnState::new(self.epoch));
         open.insert(id, state.clone());
         drop(open);
-        if evicted {
-            self.warn_full_evicting();
+        if evicted && self.should_warn() {
+            tracing::warn!(
+                max_connections = self.cap,
+                "connection cap reached: closing the least recently active idle connection for each new one (logged once a minute)"
+            );
         }
         Some(Slot {
             tracker: self.clone(),
@@ -416,15 +419,6 @@ impl Tracker {
                 .last_warning
                 .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
-    }
-
-    fn warn_full_evicting(&self) {
-        if self.should_warn() {
-            tracing::warn!(
-                max_connections = self.cap,
-                "connection cap reached: closing the least recently active idle connection for each new one (logged once a minute)"
-            );
-        }
     }
 
     fn warn_full(&self, peer: SocketAddr) {
@@ -478,13 +472,9 @@ impl ConnState {
         state
     }
 
-    fn now(&self) -> Duration {
-        self.epoch.elapsed()
-    }
-
     fn now_ms(&self) -> u64 {
         // Never 0, which means "none" for `head_started_ms`.
-        u64::try_from(self.now().as_millis())
+        u64::try_from(self.epoch.elapsed().as_millis())
             .unwrap_or(u64::MAX)
             .max(1)
     }

@@ -8,15 +8,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use prometheus_client::collector::Collector;
+use prometheus_client::encoding::text::encode_registry;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-
-use prometheus_client::encoding::text::encode_registry;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -135,15 +132,9 @@ impl PacerSeries {
             all.iter()
                 .filter(move |(t, _)| !named || !t.is_default())
                 .flat_map(|(t, f)| {
-                    f.endpoints.iter().map(move |p| {
-                        (
-                            TenantEndpointLabels {
-                                tenant: TenantLabel(t.clone()),
-                                endpoint: p.endpoint,
-                            },
-                            p,
-                        )
-                    })
+                    f.endpoints
+                        .iter()
+                        .map(move |p| (TenantEndpointLabels::new(t, p.endpoint), p))
                 })
         };
         PacerSeries::by_endpoint(
@@ -377,19 +368,14 @@ impl SelfMetrics {
         }
         for &endpoint in endpoints {
             for tenant in tenants {
-                let tenant = TenantLabel(tenant.clone());
                 for reason in FailureReason::ALL {
-                    let labels = FailureLabels {
-                        tenant: tenant.clone(),
-                        endpoint,
-                        reason,
-                    };
+                    let labels = FailureLabels::new(tenant, endpoint, reason);
                     let _ = self.failures.get_or_create(&labels);
                     if FailureReason::RETRIED.contains(&reason) {
                         let _ = self.retries.get_or_create(&labels);
                     }
                 }
-                let labels = TenantEndpointLabels { tenant, endpoint };
+                let labels = TenantEndpointLabels::new(tenant, endpoint);
                 let _ = self.retries_refused.get_or_create(&labels);
                 let _ = self.open_circuits.get_or_create(&labels);
             }
@@ -424,28 +410,17 @@ impl SelfMetrics {
     }
 
     pub fn failure(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
-        let labels = FailureLabels {
-            tenant: TenantLabel(tenant.clone()),
-            endpoint,
-            reason,
-        };
+        let labels = FailureLabels::new(tenant, endpoint, reason);
         self.count(tenant, &self.failures, labels);
     }
 
     pub fn retry(&self, tenant: &TenantName, endpoint: Endpoint, reason: FailureReason) {
-        let labels = FailureLabels {
-            tenant: TenantLabel(tenant.clone()),
-            endpoint,
-            reason,
-        };
+        let labels = FailureLabels::new(tenant, endpoint, reason);
         self.count(tenant, &self.retries, labels);
     }
 
     pub fn retry_refused(&self, tenant: &TenantName, endpoint: Endpoint) {
-        let labels = TenantEndpointLabels {
-            tenant: TenantLabel(tenant.clone()),
-            endpoint,
-        };
+        let labels = TenantEndpointLabels::new(tenant, endpoint);
         self.count(tenant, &self.retries_refused, labels);
     }
 
@@ -541,18 +516,11 @@ impl SelfMetrics {
         }
         for &endpoint in endpoints {
             for reason in FailureReason::ALL {
-                let labels = FailureLabels {
-                    tenant: label.clone(),
-                    endpoint,
-                    reason,
-                };
+                let labels = FailureLabels::new(tenant, endpoint, reason);
                 self.failures.remove(&labels);
                 self.retries.remove(&labels);
             }
-            let labels = TenantEndpointLabels {
-                tenant: label.clone(),
-                endpoint,
-            };
+            let labels = TenantEndpointLabels::new(tenant, endpoint);
             self.retries_refused.remove(&labels);
             self.open_circuits.remove(&labels);
         }
@@ -565,10 +533,7 @@ impl SelfMetrics {
     pub fn set_open_circuits(&self, tenant: &TenantName, endpoint: Endpoint, open: usize) -> usize {
         let before = self.if_configured(tenant, || {
             self.open_circuits
-                .get_or_create(&TenantEndpointLabels {
-                    tenant: TenantLabel(tenant.clone()),
-                    endpoint,
-                })
+                .get_or_create(&TenantEndpointLabels::new(tenant, endpoint))
                 .set(i64::try_from(open).unwrap_or(i64::MAX))
         });
         before.map_or(open, |b| usize::try_from(b).unwrap_or(0))
@@ -595,10 +560,7 @@ impl SelfMetrics {
         let _ = encode_registry(&mut openmetrics, &self.registry);
         match format {
             Format::Classic => classic::from_openmetrics(&openmetrics),
-            Format::OpenMetrics => {
-                openmetrics.push_str(EOF);
-                openmetrics
-            }
+            Format::OpenMetrics => openmetrics + EOF,
         }
     }
 }

@@ -265,17 +265,10 @@ mod tests {
 
     #[test]
     fn a_request_lands_in_every_bucket_at_or_above_its_duration() {
-        let t = Telemetry::new(&[Endpoint::new("delivery_account")]);
-        t.observe_request(
-            Endpoint::new("delivery_account"),
-            Some(200),
-            Duration::from_millis(300),
-        );
-        t.observe_request(
-            Endpoint::new("delivery_account"),
-            None,
-            Duration::from_secs(20),
-        );
+        let endpoint = Endpoint::new("delivery_account");
+        let t = Telemetry::new(&[endpoint]);
+        t.observe_request(endpoint, Some(200), Duration::from_millis(300));
+        t.observe_request(endpoint, None, Duration::from_secs(20));
         assert_holds(
             &classic(&t),
             &[
@@ -290,13 +283,14 @@ mod tests {
 
     #[test]
     fn the_set_of_logged_shapes_stops_growing_at_its_bound() {
-        let t = Telemetry::new(&[Endpoint::new("tracemail_dashboard")]);
+        let endpoint = Endpoint::new("tracemail_dashboard");
+        let t = Telemetry::new(&[endpoint]);
         let n = MAX_LOGGED_SHAPES * 4;
         for i in 0..n {
             let path = format!("overview.key_{i}");
-            t.parse_problem(Endpoint::new("tracemail_dashboard"), &path, "string \"x\"");
+            t.parse_problem(endpoint, &path, "string \"x\"");
             // The same path again is neither logged at warn level nor kept twice.
-            t.parse_problem(Endpoint::new("tracemail_dashboard"), &path, "string \"x\"");
+            t.parse_problem(endpoint, &path, "string \"x\"");
         }
         assert_eq!(t.lock().logged.len(), MAX_LOGGED_SHAPES);
         assert!(t.lock().shapes_suppressed);

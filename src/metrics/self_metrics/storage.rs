@@ -81,12 +81,10 @@ impl StorageSeries {
         unit: Option<&Unit>,
         sample: Option<M>,
     ) -> std::fmt::Result {
-        match sample {
-            Some(sample) => {
-                sample.encode(encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?)
-            }
-            None => Ok(()),
-        }
+        let Some(sample) = sample else {
+            return Ok(());
+        };
+        sample.encode(encoder.encode_descriptor(name, help, unit, MetricType::Gauge)?)
     }
 
     /// A counter with one sample per value of `label`.

@@ -58,21 +58,20 @@ pub(super) fn headers(
 pub(super) fn users(raw: BTreeMap<String, Option<String>>) -> Result<Users, WebConfigError> {
     let mut hashes = BTreeMap::new();
     for (user, hash) in raw {
-        let field = format!("basic_auth_users.{user}");
         if user.contains(':') {
             // The toolkit accepts it, so we do; but basic auth splits on ':', so nobody can
             // log in as this user.
             tracing::warn!(%user, "basic_auth_users: a user name with ':' can never log in");
         }
         let hash = hash.unwrap_or_default();
-        if let Err(problem) = auth::check_hash(&hash) {
-            return Err(invalid(
-                field,
+        auth::check_hash(&hash).map_err(|problem| {
+            invalid(
+                format!("basic_auth_users.{user}"),
                 format!(
                     "{problem}; write a bcrypt hash such as the output of `htpasswd -nbBC 10 \"\" PASSWORD | tr -d ':\\n'`"
                 ),
-            ));
-        }
+            )
+        })?;
         hashes.insert(user, hash);
     }
     Ok(Users::from_checked(hashes))

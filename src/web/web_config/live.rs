@@ -12,7 +12,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::web::auth::{self};
+use crate::web::auth;
 
 use super::WebConfig;
 
@@ -89,11 +89,6 @@ impl LiveWebConfig {
         }
     }
 
-    /// The config in force now.
-    pub fn current(&self) -> Arc<WebConfig> {
-        self.current.load_full()
-    }
-
     /// The TLS config for the accept loop, or `None` to serve plain HTTP.
     pub fn tls(&self) -> Option<crate::web::serve::LiveTls> {
         self.tls.clone()
@@ -145,7 +140,7 @@ impl LiveWebConfig {
 }
 
 async fn web_layer(State(live): State<LiveWebConfig>, request: Request, next: Next) -> Response {
-    let config = live.current();
+    let config = live.current.load_full();
     let mut response = match auth::authorize(&config.users, &request).await {
         Ok(()) => next.run(request).await,
         Err(refusal) => refusal,

@@ -105,11 +105,6 @@ impl WebConfig {
         Ok(config)
     }
 
-    /// The file this config was loaded from, if any.
-    pub fn source(&self) -> Option<&Path> {
-        self.source.as_deref()
-    }
-
     /// Parses YAML text whose relative paths are relative to `dir`; see [`WebConfig::load`].
     pub fn parse(text: &str, dir: &Path) -> Result<WebConfig, WebConfigError> {
         // An empty file (or one of comments only) is a valid, empty config, as for the toolkit.
@@ -176,6 +171,7 @@ mod tests {
     use super::*;
     use axum::body::Body;
     use axum::http::{StatusCode, header};
+    use axum::response::Response;
     use axum::routing::get;
     use tower::ServiceExt as _;
 
@@ -242,40 +238,36 @@ mod tests {
             .apply(Router::new().route("/", get(|| async { "ok" })))
     }
 
+    /// The answer of `app` to a GET of `path`, with an `Authorization` header if one is given.
+    async fn answer(app: Router, path: &str, authorization: Option<&str>) -> Response {
+        let mut request = axum::http::Request::get(path);
+        if let Some(value) = authorization {
+            request = request.header(header::AUTHORIZATION, value);
+        }
+        app.oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap()
+    }
+
     #[tokio::test]
     async fn every_route_and_the_fallback_demand_credentials() {
         let hash = bcrypt::hash("pw", 4).unwrap();
         let app = app(&format!("basic_auth_users:\n  alice: {hash}\n"));
         for path in ["/", "/nowhere"] {
-            let r = app
-                .clone()
-                .oneshot(axum::http::Request::get(path).body(Body::empty()).unwrap())
-                .await
-                .unwrap();
+            let r = answer(app.clone(), path, None).await;
             assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{path}");
             assert_eq!(
                 r.headers()[header::WWW_AUTHENTICATE],
                 "Basic realm=\"mailhost_exporter\""
             );
         }
-        let r = app
-            .oneshot(
-                axum::http::Request::get("/")
-                    .header(header::AUTHORIZATION, "Basic YWxpY2U6cHc=")
-                    .body(Body::empty())
-                    .unwrap(),
-            )
-            .await
-            .unwrap();
+        let r = answer(app, "/", Some("Basic YWxpY2U6cHc=")).await;
         assert_eq!(r.status(), StatusCode::OK);
     }
 
     #[tokio::test]
     async fn no_users_means_no_auth() {
-        let r = app("")
-            .oneshot(axum::http::Request::get("/").body(Body::empty()).unwrap())
-            .await
-            .unwrap();
+        let r = answer(app(""), "/", None).await;
         assert_eq!(r.status(), StatusCode::OK);
     }
 }

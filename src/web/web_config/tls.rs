@@ -49,12 +49,13 @@ impl ClientAuth {
 }
 
 impl RawTls {
-    /// The certificate, key and CA files named, resolved.
+    /// The certificate, key and CA files named, resolved against `dir`, the web config file's
+    /// folder, as the toolkit's `JoinDir` (`join` keeps an absolute path as it is).
     pub(super) fn files(&self, dir: &Path) -> Vec<PathBuf> {
         [&self.cert_file, &self.key_file, &self.client_ca_file]
             .into_iter()
             .flatten()
-            .map(|p| resolve(dir, p))
+            .map(|p| dir.join(p))
             .collect()
     }
 
@@ -71,15 +72,6 @@ impl RawTls {
     }
 }
 
-/// Paths relative to the web config file's folder, as the toolkit's `JoinDir`.
-fn resolve(dir: &Path, path: &Path) -> PathBuf {
-    if path.is_absolute() {
-        path.to_owned()
-    } else {
-        dir.join(path)
-    }
-}
-
 fn required(
     dir: &Path,
     path: Option<PathBuf>,
@@ -87,7 +79,7 @@ fn required(
     what: &str,
 ) -> Result<PathBuf, WebConfigError> {
     match path {
-        Some(p) if !p.as_os_str().is_empty() => Ok(resolve(dir, &p)),
+        Some(p) if !p.as_os_str().is_empty() => Ok(dir.join(p)),
         _ => Err(invalid(
             format!("tls_server_config.{field}"),
             format!("is required when tls_server_config is set; point it at {what}"),
@@ -343,7 +335,7 @@ fn client_ca_path(
 ) -> Result<Option<PathBuf>, WebConfigError> {
     let ca_path = file
         .filter(|p| !p.as_os_str().is_empty())
-        .map(|p| resolve(dir, &p));
+        .map(|p| dir.join(p));
     if client_auth.verifies() && ca_path.is_none() {
         return Err(invalid(
             "tls_server_config.client_ca_file",

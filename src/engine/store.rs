@@ -1,7 +1,7 @@
-//! The one writer of the published exposition: applies what runs hand over (each run's results
-//! in parts as they come, then its end) to the snapshot, renders the sections that changed
-//! through [`metrics::render_section`], gzips each once and swaps the result in, so a scrape only
-//! hands out shared prepared bytes.
+//! The one writer of the published exposition: applies what runs hand over (each result as it
+//! lands, then the run's end) to the snapshot, renders the sections that changed through
+//! [`metrics::stream_section`], gzips each once and swaps the result in, so a scrape only hands
+//! out shared prepared bytes.
 
 use std::collections::BTreeSet;
 use std::io::Write as _;

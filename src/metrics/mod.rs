@@ -63,21 +63,13 @@ pub fn sections(snapshot: &Snapshot) -> Vec<Section> {
 
 /// Renders every series of a snapshot: exporter health first, then each collector's series.
 /// Pure: the same snapshot gives the same text, and it is the concatenation of
-/// [`render_section`] over [`sections`].
+/// [`stream_section`] over [`sections`].
 pub fn render(snapshot: &Arc<Snapshot>) -> Exposition {
     let mut whole = Exposition::default();
     for section in sections(snapshot) {
         stream_section(snapshot, section, &mut whole);
     }
     whole
-}
-
-/// Renders one section of a snapshot. Takes the snapshot shared because the collector that the
-/// encoder calls must own what it reads.
-pub fn render_section(snapshot: &Arc<Snapshot>, section: Section) -> Exposition {
-    let mut texts = Exposition::default();
-    stream_section(snapshot, section, &mut texts);
-    texts
 }
 
 /// Where a rendering goes: the text of each format, piece by piece, in order.
@@ -94,9 +86,10 @@ impl Sink for Exposition {
     }
 }
 
-/// [`render_section`] into `sink` as the text is produced: both formats come out a piece at a
-/// time, so a section of a hundred megabytes is never held whole here (the store gzips the
-/// pieces as they come).
+/// Renders one section of a snapshot into `sink` as the text is produced: both formats come out
+/// a piece at a time, so a section of a hundred megabytes is never held whole here (the store
+/// gzips the pieces as they come). Takes the snapshot shared because the collector that the
+/// encoder calls must own what it reads.
 pub fn stream_section(snapshot: &Arc<Snapshot>, section: Section, sink: &mut dyn Sink) {
     encode(snapshot, section, false, sink);
 }

@@ -5,11 +5,10 @@
 
 use std::time::Duration;
 
-use super::control::Curve;
 use super::state::State;
 use super::targets::MAX_TARGETS;
 use crate::storage::pace::{
-    Clocks, KeptBackoff, KeptCurve, KeptEndpoint, KeptOutage, KeptPace, KeptPacer, millis,
+    Clocks, KeptBackoff, KeptEndpoint, KeptOutage, KeptPace, KeptPacer, millis,
 };
 use crate::upstream::endpoint::Endpoint;
 
@@ -36,13 +35,7 @@ impl Resumed {
 /// What the pace `c` keeps at `clocks.now`: its learned curve, and the end of a pause in force.
 fn keep_pace(c: &super::control::Control, clocks: Clocks) -> KeptPace {
     KeptPace {
-        curve: c.curve().map(|c| KeptCurve {
-            rate: c.rate,
-            estimate: c.estimate,
-            known: c.known,
-            confident: c.confident,
-            pause_seconds: c.pause,
-        }),
+        curve: c.curve(),
         paused_until_ms: c.held_until(clocks.now).map(|at| clocks.unix(at)),
     }
 }
@@ -58,14 +51,7 @@ fn resume_pace(c: &mut super::control::Control, kept: &KeptPace, clocks: Clocks,
     } else if kept.paused_until_ms.is_some() {
         r.dropped += 1;
     }
-    let curve = kept.curve.map(|k| Curve {
-        rate: k.rate,
-        estimate: k.estimate,
-        known: k.known,
-        confident: k.confident,
-        pause: k.pause_seconds,
-    });
-    if c.resume(curve, until, clocks.now) {
+    if c.resume(kept.curve, until, clocks.now) {
         r.rates += 1;
     } else if kept.curve.is_some() {
         r.dropped += 1;
@@ -184,7 +170,7 @@ mod tests {
 
     use super::*;
     use crate::settings::BreakerPolicy;
-    use crate::storage::pace::learned_endpoint;
+    use crate::storage::pace::{KeptCurve, learned_endpoint};
     use crate::upstream::pacer::control::{Control, MAX_PAUSE};
     use crate::upstream::pacer::outage::Standing;
     use crate::upstream::pacer::shape::{MAX_TARGET_BACKOFF, Outcomes, Scope};

@@ -170,7 +170,7 @@ mod tests {
 
     use super::*;
     use crate::settings::BreakerPolicy;
-    use crate::storage::pace::{KeptCurve, learned_endpoint};
+    use crate::storage::pace::learned_endpoint;
     use crate::upstream::pacer::control::{Control, MAX_PAUSE};
     use crate::upstream::pacer::outage::Standing;
     use crate::upstream::pacer::shape::{MAX_TARGET_BACKOFF, Outcomes, Scope};
@@ -315,13 +315,6 @@ mod tests {
         let now = Instant::now();
         let clocks = Clocks { now, unix_ms: WALL };
         let day = WALL + 86_400_000;
-        let curve = |rate| KeptCurve {
-            rate,
-            estimate: rate,
-            known: rate,
-            confident: true,
-            pause_seconds: 0.0,
-        };
         let endpoint = |name: &str, rate| learned_endpoint(name, rate, None);
         let backoff = |endpoint: &str, target: &str| KeptBackoff {
             endpoint: endpoint.to_owned(),
@@ -331,10 +324,7 @@ mod tests {
         };
         let kept = KeptPacer {
             // A pause a day away is held to MAX_PAUSE; an unlimited rate is no rate.
-            token: KeptPace {
-                curve: Some(curve(1e9)),
-                paused_until_ms: Some(day),
-            },
+            token: learned_endpoint("the token's", 1e9, Some(day)).pace,
             endpoints: vec![
                 endpoint("delivery_account", 7.0),
                 // Twice the same endpoint: the first stands.

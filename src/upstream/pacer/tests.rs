@@ -778,15 +778,7 @@ fn the_fit_flips_with_hysteresis_and_names_the_refresh_period() {
 /// What an earlier process kept for [`E`]: a learned pace of `rate` a second, its window open,
 /// and a pause of the endpoint ending `pause` from now.
 fn kept_pace(rate: f64, pause: Option<Duration>) -> KeptPacer {
-    let unix_ms = |d: Duration| {
-        u64::try_from(
-            (std::time::SystemTime::now() + d)
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis(),
-        )
-        .unwrap()
-    };
+    let unix_ms = |d: Duration| Clocks::now().unix(Instant::now() + d);
     KeptPacer {
         endpoints: vec![crate::storage::pace::learned_endpoint(
             E.as_str(),

@@ -916,22 +916,18 @@ mod tests {
     #[test]
     fn an_instant_after_a_huge_span_saturates_and_never_panics() {
         let now = Instant::now();
-        assert_eq!(
-            instant_after(now, Duration::from_secs(5)),
-            now + Duration::from_secs(5)
-        );
-        assert_eq!(
-            instant_after(now, Duration::MAX),
-            now + Duration::from_secs(86_400)
-        );
-        // An hour before the end of time a day does not fit either: the eager fallback,
-        // `now.checked_add(d).unwrap_or(now + a_day)`, panicked here.
         let late = now + to_an_hour_before_the_end_of_time(now);
-        assert_eq!(instant_after(late, Duration::MAX), late);
-        assert_eq!(
-            instant_after(late, Duration::from_secs(60)),
-            late + Duration::from_secs(60)
-        );
+        let (five, minute) = (Duration::from_secs(5), Duration::from_secs(60));
+        for (from, span, after) in [
+            (now, five, now + five),
+            (now, Duration::MAX, now + Duration::from_secs(86_400)),
+            // An hour before the end of time a day does not fit either: the eager fallback,
+            // `now.checked_add(d).unwrap_or(now + a_day)`, panicked here.
+            (late, Duration::MAX, late),
+            (late, minute, late + minute),
+        ] {
+            assert_eq!(instant_after(from, span), after, "{span:?}");
+        }
     }
 
     #[test]

@@ -630,8 +630,7 @@ mod tests {
         let mut t = Targets::new(POLICY);
         let now = Instant::now();
         let h = Outcomes::of(100, 0);
-        t.throttled(&key("gone"), &h, now, now, None, CAP);
-        t.throttled(&key("gone"), &h, now, now, None, CAP);
+        refuse(&mut t, "gone", now);
         assert_eq!(t.own(E), 1);
         t.forget(now + FORGET_AFTER);
         assert_eq!(t.len(), 0);

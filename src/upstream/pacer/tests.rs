@@ -696,15 +696,13 @@ async fn a_tenth_of_the_fleet_refused_on_its_own_from_a_cold_start_slows_no_one(
 async fn a_dropped_waiter_passes_its_turn_on() {
     let p = pacer(1, None);
     let held = admit(&p, false, None, None, None).await.unwrap();
-    let waiting = {
+    let spawn = || {
         let p = p.clone();
         tokio::spawn(async move { admit(&p, false, None, None, None).await.map(|_| ()) })
     };
+    let waiting = spawn();
     tokio::task::yield_now().await;
-    let behind = {
-        let p = p.clone();
-        tokio::spawn(async move { admit(&p, false, None, None, None).await.map(|_| ()) })
-    };
+    let behind = spawn();
     tokio::task::yield_now().await;
     waiting.abort();
     drop(held);

@@ -117,11 +117,8 @@ impl Targets {
             && let Some(b) = r.breaker.take()
         {
             // Any answer that is not a sign of a broken call closes the circuit.
-            let empty = r.is_empty();
             step(&mut self.open, endpoint, b.is_open(), false);
-            if empty {
-                self.map.remove(key);
-            }
+            self.tidy(key);
         }
         self.open_circuits(endpoint)
     }

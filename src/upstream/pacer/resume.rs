@@ -226,11 +226,13 @@ mod tests {
         s.targets.throttled(&key, &neighbours, at, at, None, cap);
         let own = s.targets.throttled(&key, &neighbours, at, at, None, cap);
         assert!(matches!(own, Scope::Target(_)), "{own:?}");
-        let kept = s.keep(Clocks {
-            now: at,
-            unix_ms: WALL,
-        });
+        let kept = s.keep(clocks_at(at, WALL));
         (s, kept)
+    }
+
+    /// The monotonic clock at `now` read with the wall clock at `unix_ms`.
+    fn clocks_at(now: Instant, unix_ms: u64) -> Clocks {
+        Clocks { now, unix_ms }
     }
 
     /// What a resume took back: rates, pauses, outages, back-offs, and what it dropped.
@@ -251,10 +253,7 @@ mod tests {
         assert_eq!(read, kept);
         // The next process starts half a second later, its monotonic clock elsewhere.
         let later = Instant::now() + ms(5_000);
-        let clocks = Clocks {
-            now: later,
-            unix_ms: WALL + 500,
-        };
+        let clocks = clocks_at(later, WALL + 500);
         let mut next = fresh(later);
         let resumed = next.resume(&read, &KNOWN, clocks);
         assert_eq!(counts(resumed), [2, 1, 1, 1, 0]);
@@ -295,14 +294,7 @@ mod tests {
         // 40 s later: the pause (30 s), the probe (1 s) and the back-off (1 s) are over.
         let later = Instant::now();
         let mut next = fresh(later);
-        let resumed = next.resume(
-            &kept,
-            &KNOWN,
-            Clocks {
-                now: later,
-                unix_ms: WALL + 40_000,
-            },
-        );
+        let resumed = next.resume(&kept, &KNOWN, clocks_at(later, WALL + 40_000));
         assert_eq!(counts(resumed), [2, 0, 0, 0, 3]);
         assert!(!next.token.paused(later));
         assert!(next.down(E).is_none());
@@ -313,7 +305,7 @@ mod tests {
     #[test]
     fn a_kept_state_is_held_to_the_bounds_whatever_the_file_says() {
         let now = Instant::now();
-        let clocks = Clocks { now, unix_ms: WALL };
+        let clocks = clocks_at(now, WALL);
         let day = WALL + 86_400_000;
         let endpoint = |name: &str, rate| learned_endpoint(name, rate, None);
         let backoff = |endpoint: &str, target: &str| KeptBackoff {
@@ -354,7 +346,7 @@ mod tests {
         // The token's records, bounded here at a few hundred, at MAX_TARGETS outside tests.
         const ROOM: usize = 300;
         let now = Instant::now();
-        let clocks = Clocks { now, unix_ms: WALL };
+        let clocks = clocks_at(now, WALL);
         let kept = KeptPacer {
             backoffs: (0..=ROOM)
                 .map(|i| KeptBackoff {
@@ -378,7 +370,7 @@ mod tests {
     fn a_pace_that_learned_nothing_keeps_nothing() {
         let now = Instant::now();
         let s = fresh(now);
-        let kept = s.keep(Clocks { now, unix_ms: WALL });
+        let kept = s.keep(clocks_at(now, WALL));
         assert!(kept.is_empty(), "{kept:?}");
     }
 }

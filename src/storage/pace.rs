@@ -91,13 +91,20 @@ pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// What 429s taught one pace (the pacer's `Curve`), requests per second.
+/// What 429s taught one pace, as plain numbers (requests per second): read from the pacer's
+/// `Control::curve` and taken back by its `Control::resume`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct KeptCurve {
+    /// The learned rate calls were paced at.
     pub rate: f64,
+    /// The estimate of the last congestion event: the curve's plateau.
     pub estimate: f64,
+    /// The rate last known to work (slow start climbs back towards it); the pacer's
+    /// `MAX_RATE` while nothing is known to work yet (a cold start's doubling).
     pub known: f64,
+    /// The estimate rested on enough successes to widen the plateau by calls.
     pub confident: bool,
+    /// Seconds of pause the last event's refusal asked for (the probe's stretch past it).
     pub pause_seconds: f64,
 }
 

@@ -219,39 +219,32 @@ impl Client {
         let body = self.call(endpoint, target, request).await?;
         let decoded = M::decode(&body);
         drop(body);
-        let decoded = decoded.inspect_err(|e| {
-            self.observer
-                .observe_failure(&self.tenant, endpoint, e.reason);
+        let unreadable = |reason, detail: &str| {
             self.step(|| Step::Unreadable {
                 route: endpoint.route(),
-                detail: trail::bounded(&e.detail),
+                detail: trail::bounded(detail),
             });
-        })?;
-        let field = |p: &model::ParseProblem| Step::Field {
-            route: endpoint.route(),
-            path: trail::bounded(&p.path),
-            found: trail::bounded(&p.found),
+            self.observer
+                .observe_failure(&self.tenant, endpoint, reason);
+        };
+        let decoded = decoded.inspect_err(|e| unreadable(e.reason, &e.detail))?;
+        let problem = |p: &model::ParseProblem| {
+            self.step(|| Step::Field {
+                route: endpoint.route(),
+                path: trail::bounded(&p.path),
+                found: trail::bounded(&p.found),
+            });
+            self.observer.parse_problem(endpoint, &p.path, &p.found);
         };
         match M::read(&decoded, params) {
             Ok((model, problems)) => {
-                for p in problems {
-                    self.step(|| field(&p));
-                    self.observer.parse_problem(endpoint, &p.path, &p.found);
-                }
+                problems.iter().for_each(problem);
                 Ok(model)
             }
-            Err(unreadable) => {
-                if let Some(p) = unreadable.problem {
-                    self.step(|| field(&p));
-                    self.observer.parse_problem(endpoint, &p.path, &p.found);
-                }
-                self.step(|| Step::Unreadable {
-                    route: endpoint.route(),
-                    detail: trail::bounded(&unreadable.detail),
-                });
-                self.observer
-                    .observe_failure(&self.tenant, endpoint, FailureReason::Decode);
-                Err(UpstreamError::new(FailureReason::Decode, unreadable.detail))
+            Err(e) => {
+                e.problem.iter().for_each(problem);
+                unreadable(FailureReason::Decode, &e.detail);
+                Err(UpstreamError::new(FailureReason::Decode, e.detail))
             }
         }
     }
@@ -923,22 +916,18 @@ mod tests {
     #[test]
     fn an_instant_after_a_huge_span_saturates_and_never_panics() {
         let now = Instant::now();
-        assert_eq!(
-            instant_after(now, Duration::from_secs(5)),
-            now + Duration::from_secs(5)
-        );
-        assert_eq!(
-            instant_after(now, Duration::MAX),
-            now + Duration::from_secs(86_400)
-        );
-        // An hour before the end of time a day does not fit either: the eager fallback,
-        // `now.checked_add(d).unwrap_or(now + a_day)`, panicked here.
         let late = now + to_an_hour_before_the_end_of_time(now);
-        assert_eq!(instant_after(late, Duration::MAX), late);
-        assert_eq!(
-            instant_after(late, Duration::from_secs(60)),
-            late + Duration::from_secs(60)
-        );
+        let (five, minute) = (Duration::from_secs(5), Duration::from_secs(60));
+        for (from, span, after) in [
+            (now, five, now + five),
+            (now, Duration::MAX, now + Duration::from_secs(86_400)),
+            // An hour before the end of time a day does not fit either: the eager fallback,
+            // `now.checked_add(d).unwrap_or(now + a_day)`, panicked here.
+            (late, Duration::MAX, late),
+            (late, minute, late + minute),
+        ] {
+            assert_eq!(instant_after(from, span), after, "{span:?}");
+        }
     }
 
     #[test]

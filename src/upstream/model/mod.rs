@@ -275,14 +275,11 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
     if let Ok(ts) = s.parse::<jiff::Timestamp>() {
         return Some(ts.as_second() as f64);
     }
-    if let Ok(dt) = s.parse::<jiff::civil::DateTime>() {
+    let civil = s
+        .parse::<jiff::civil::DateTime>()
+        .or_else(|_| s.parse::<jiff::civil::Date>().map(Into::into));
+    if let Ok(dt) = civil {
         return dt
-            .to_zoned(jiff::tz::TimeZone::UTC)
-            .ok()
-            .map(|z| z.timestamp().as_second() as f64);
-    }
-    if let Ok(d) = s.parse::<jiff::civil::Date>() {
-        return d
             .to_zoned(jiff::tz::TimeZone::UTC)
             .ok()
             .map(|z| z.timestamp().as_second() as f64);

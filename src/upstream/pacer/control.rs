@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::storage::pace::KeptCurve;
 use crate::upstream::cooldown::{CoolDown, far};
 
 pub use super::headers::MAX_PAUSE;
@@ -296,23 +297,6 @@ struct Budget {
     seq: u64,
 }
 
-/// What 429s taught a pace, as plain numbers (requests per second): kept across a restart
-/// and taken back by [`Control::resume`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Curve {
-    /// The learned rate calls were paced at.
-    pub rate: f64,
-    /// The estimate of the last congestion event: the curve's plateau.
-    pub estimate: f64,
-    /// The rate last known to work (slow start climbs back towards it); [`MAX_RATE`] while
-    /// nothing is known to work yet (a cold start's doubling).
-    pub known: f64,
-    /// The estimate rested on enough successes to widen the plateau by calls.
-    pub confident: bool,
-    /// Seconds of pause the last event's refusal asked for (the probe's stretch past it).
-    pub pause: f64,
-}
-
 /// What a 429 did to the learned rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Event {
@@ -466,14 +450,14 @@ impl Control {
     }
 
     /// What 429s have taught, to keep across a restart; `None` while nothing was learned.
-    pub fn curve(&self) -> Option<Curve> {
+    pub fn curve(&self) -> Option<KeptCurve> {
         let l = self.learned.as_ref()?;
-        Some(Curve {
+        Some(KeptCurve {
             rate: self.learned_rate()?,
             estimate: l.r_max,
             known: l.recall,
             confident: l.confident,
-            pause: l.pause,
+            pause_seconds: l.pause,
         })
     }
 
@@ -500,7 +484,7 @@ impl Control {
     /// an unlimited rate) are dropped, the pause kept. Says whether a rate was taken.
     pub fn resume(
         &mut self,
-        curve: Option<Curve>,
+        curve: Option<KeptCurve>,
         held_until: Option<Instant>,
         now: Instant,
     ) -> bool {
@@ -508,7 +492,7 @@ impl Control {
             self.pause(now, until.saturating_duration_since(now));
         }
         let Some(c) = curve.filter(|c| {
-            [c.rate, c.estimate, c.known, c.pause]
+            [c.rate, c.estimate, c.known, c.pause_seconds]
                 .iter()
                 .all(|v| v.is_finite() && *v >= 0.0)
                 && c.rate < MAX_RATE
@@ -521,7 +505,7 @@ impl Control {
         let rate = c.rate.max(MIN_RATE);
         let estimate = c.estimate.clamp(rate, MAX_RATE);
         let known = c.known.clamp(MIN_RATE, MAX_RATE);
-        let pause = c.pause.min(MAX_PAUSE.as_secs_f64());
+        let pause = c.pause_seconds.min(MAX_PAUSE.as_secs_f64());
         self.learned = Some(Box::new(Recovery::new(
             estimate,
             rate,

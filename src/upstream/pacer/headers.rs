@@ -204,7 +204,8 @@ mod tests {
 
     const NOW: u64 = 1_800_000_000;
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    /// What an answer carrying the headers `pairs` says of the quota, at [`NOW`].
+    fn quota(pairs: &[(&str, &str)]) -> QuotaInfo {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
             h.append(
@@ -212,19 +213,16 @@ mod tests {
                 HeaderValue::from_str(v).unwrap(),
             );
         }
-        h
+        read(&h, NOW)
     }
 
     #[test]
     fn x_ratelimit_fields_are_read_with_the_reset_as_a_delay_or_a_unix_time() {
-        let info = read(
-            &headers(&[
-                ("X-RateLimit-Limit", "100"),
-                ("X-RateLimit-Remaining", "7"),
-                ("X-RateLimit-Reset", "30"),
-            ]),
-            NOW,
-        );
+        let info = quota(&[
+            ("X-RateLimit-Limit", "100"),
+            ("X-RateLimit-Remaining", "7"),
+            ("X-RateLimit-Reset", "30"),
+        ]);
         assert_eq!(
             info,
             QuotaInfo {
@@ -236,23 +234,20 @@ mod tests {
         );
         // A Unix time: 45 s from now, and one in the past, which is now.
         for (reset, secs) in [("1800000045", 45), ("1700000000", 0)] {
-            let info = read(&headers(&[("x-ratelimit-reset", reset)]), NOW);
+            let info = quota(&[("x-ratelimit-reset", reset)]);
             assert_eq!(info.reset, Some(Duration::from_secs(secs)), "{reset}");
         }
     }
 
     #[test]
     fn ietf_fields_are_read_in_both_drafts_forms_taking_the_most_restrictive_policy() {
-        let info = read(
-            &headers(&[
-                ("RateLimit", "\"burst\";r=40;t=1, \"day\";r=5;t=3600"),
-                (
-                    "RateLimit-Policy",
-                    "\"burst\";q=100;w=1, \"day\";q=1000;w=86400",
-                ),
-            ]),
-            NOW,
-        );
+        let info = quota(&[
+            ("RateLimit", "\"burst\";r=40;t=1, \"day\";r=5;t=3600"),
+            (
+                "RateLimit-Policy",
+                "\"burst\";q=100;w=1, \"day\";q=1000;w=86400",
+            ),
+        ]);
         assert_eq!(info.remaining, Some(5));
         assert_eq!(info.reset, Some(Duration::from_secs(3600)));
         assert_eq!(
@@ -262,20 +257,14 @@ mod tests {
                 window: Duration::from_secs(86400)
             })
         );
-        let old = read(
-            &headers(&[
-                ("RateLimit", "limit=10, remaining=0, reset=4"),
-                ("RateLimit-Policy", "10;w=2"),
-            ]),
-            NOW,
-        );
+        let old = quota(&[
+            ("RateLimit", "limit=10, remaining=0, reset=4"),
+            ("RateLimit-Policy", "10;w=2"),
+        ]);
         assert_eq!(old.remaining, Some(0));
         assert_eq!(old.reset, Some(Duration::from_secs(4)));
         assert_eq!(old.policy.unwrap().rate(), 5.0);
-        let draft6 = read(
-            &headers(&[("RateLimit-Remaining", "3"), ("RateLimit-Reset", "9")]),
-            NOW,
-        );
+        let draft6 = quota(&[("RateLimit-Remaining", "3"), ("RateLimit-Reset", "9")]);
         assert_eq!(draft6.remaining, Some(3));
         assert_eq!(draft6.reset, Some(Duration::from_secs(9)));
     }
@@ -292,12 +281,12 @@ mod tests {
             ("ratelimit-policy", "\"p\";q=10;w=0"),
             ("ratelimit", members.as_str()),
         ] {
-            let info = read(&headers(&[(name, value)]), NOW);
+            let info = quota(&[(name, value)]);
             assert_eq!(info, QuotaInfo::default(), "{name}: {value:.40}");
         }
-        let far = read(&headers(&[("x-ratelimit-reset", "86400000")]), NOW);
+        let far = quota(&[("x-ratelimit-reset", "86400000")]);
         assert_eq!(far.reset, Some(MAX_PAUSE));
-        let year = read(&headers(&[("ratelimit-policy", "5;w=999999999")]), NOW);
+        let year = quota(&[("ratelimit-policy", "5;w=999999999")]);
         assert_eq!(year.policy.unwrap().window, MAX_WINDOW);
         assert!(read(&HeaderMap::new(), NOW).is_empty());
     }

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::upstream::cooldown::CoolDown;
+use crate::upstream::cooldown::{CoolDown, instant_after};
 
 /// Distinct targets failing one after another with no answer between that make an outage: at
 /// once when their last calls had succeeded, once their failures span [`UNKNOWN_SPAN`] when
@@ -176,11 +176,8 @@ impl Outage {
         let spanned = now.saturating_duration_since(first) >= UNKNOWN_SPAN;
         if self.failing.len() >= FAILING_TARGETS && (self.good.len() >= FAILING_TARGETS || spanned)
         {
-            self.down = Some(Down {
-                since: now,
-                probe: CoolDown::new(now, FIRST_COOLDOWN, true),
-                cooldown: FIRST_COOLDOWN,
-            });
+            let first_probe = instant_after(now, FIRST_COOLDOWN);
+            self.down = Some(Down::new(now, first_probe, FIRST_COOLDOWN));
             self.forget();
             return Change::Entered;
         }

@@ -5,11 +5,10 @@
 
 use std::time::Duration;
 
-use super::control::Curve;
 use super::state::State;
 use super::targets::MAX_TARGETS;
 use crate::storage::pace::{
-    Clocks, KeptBackoff, KeptCurve, KeptEndpoint, KeptOutage, KeptPace, KeptPacer, millis,
+    Clocks, KeptBackoff, KeptEndpoint, KeptOutage, KeptPace, KeptPacer, millis,
 };
 use crate::upstream::endpoint::Endpoint;
 
@@ -36,13 +35,7 @@ impl Resumed {
 /// What the pace `c` keeps at `clocks.now`: its learned curve, and the end of a pause in force.
 fn keep_pace(c: &super::control::Control, clocks: Clocks) -> KeptPace {
     KeptPace {
-        curve: c.curve().map(|c| KeptCurve {
-            rate: c.rate,
-            estimate: c.estimate,
-            known: c.known,
-            confident: c.confident,
-            pause_seconds: c.pause,
-        }),
+        curve: c.curve(),
         paused_until_ms: c.held_until(clocks.now).map(|at| clocks.unix(at)),
     }
 }
@@ -58,14 +51,7 @@ fn resume_pace(c: &mut super::control::Control, kept: &KeptPace, clocks: Clocks,
     } else if kept.paused_until_ms.is_some() {
         r.dropped += 1;
     }
-    let curve = kept.curve.map(|k| Curve {
-        rate: k.rate,
-        estimate: k.estimate,
-        known: k.known,
-        confident: k.confident,
-        pause: k.pause_seconds,
-    });
-    if c.resume(curve, until, clocks.now) {
+    if c.resume(kept.curve, until, clocks.now) {
         r.rates += 1;
     } else if kept.curve.is_some() {
         r.dropped += 1;
@@ -240,11 +226,13 @@ mod tests {
         s.targets.throttled(&key, &neighbours, at, at, None, cap);
         let own = s.targets.throttled(&key, &neighbours, at, at, None, cap);
         assert!(matches!(own, Scope::Target(_)), "{own:?}");
-        let kept = s.keep(Clocks {
-            now: at,
-            unix_ms: WALL,
-        });
+        let kept = s.keep(clocks_at(at, WALL));
         (s, kept)
+    }
+
+    /// The monotonic clock at `now` read with the wall clock at `unix_ms`.
+    fn clocks_at(now: Instant, unix_ms: u64) -> Clocks {
+        Clocks { now, unix_ms }
     }
 
     /// What a resume took back: rates, pauses, outages, back-offs, and what it dropped.
@@ -265,10 +253,7 @@ mod tests {
         assert_eq!(read, kept);
         // The next process starts half a second later, its monotonic clock elsewhere.
         let later = Instant::now() + ms(5_000);
-        let clocks = Clocks {
-            now: later,
-            unix_ms: WALL + 500,
-        };
+        let clocks = clocks_at(later, WALL + 500);
         let mut next = fresh(later);
         let resumed = next.resume(&read, &KNOWN, clocks);
         assert_eq!(counts(resumed), [2, 1, 1, 1, 0]);
@@ -309,14 +294,7 @@ mod tests {
         // 40 s later: the pause (30 s), the probe (1 s) and the back-off (1 s) are over.
         let later = Instant::now();
         let mut next = fresh(later);
-        let resumed = next.resume(
-            &kept,
-            &KNOWN,
-            Clocks {
-                now: later,
-                unix_ms: WALL + 40_000,
-            },
-        );
+        let resumed = next.resume(&kept, &KNOWN, clocks_at(later, WALL + 40_000));
         assert_eq!(counts(resumed), [2, 0, 0, 0, 3]);
         assert!(!next.token.paused(later));
         assert!(next.down(E).is_none());
@@ -327,15 +305,8 @@ mod tests {
     #[test]
     fn a_kept_state_is_held_to_the_bounds_whatever_the_file_says() {
         let now = Instant::now();
-        let clocks = Clocks { now, unix_ms: WALL };
+        let clocks = clocks_at(now, WALL);
         let day = WALL + 86_400_000;
-        let curve = |rate| KeptCurve {
-            rate,
-            estimate: rate,
-            known: rate,
-            confident: true,
-            pause_seconds: 0.0,
-        };
         let endpoint = |name: &str, rate| learned_endpoint(name, rate, None);
         let backoff = |endpoint: &str, target: &str| KeptBackoff {
             endpoint: endpoint.to_owned(),
@@ -345,10 +316,7 @@ mod tests {
         };
         let kept = KeptPacer {
             // A pause a day away is held to MAX_PAUSE; an unlimited rate is no rate.
-            token: KeptPace {
-                curve: Some(curve(1e9)),
-                paused_until_ms: Some(day),
-            },
+            token: learned_endpoint("the token's", 1e9, Some(day)).pace,
             endpoints: vec![
                 endpoint("delivery_account", 7.0),
                 // Twice the same endpoint: the first stands.
@@ -378,7 +346,7 @@ mod tests {
         // The token's records, bounded here at a few hundred, at MAX_TARGETS outside tests.
         const ROOM: usize = 300;
         let now = Instant::now();
-        let clocks = Clocks { now, unix_ms: WALL };
+        let clocks = clocks_at(now, WALL);
         let kept = KeptPacer {
             backoffs: (0..=ROOM)
                 .map(|i| KeptBackoff {
@@ -402,7 +370,7 @@ mod tests {
     fn a_pace_that_learned_nothing_keeps_nothing() {
         let now = Instant::now();
         let s = fresh(now);
-        let kept = s.keep(Clocks { now, unix_ms: WALL });
+        let kept = s.keep(clocks_at(now, WALL));
         assert!(kept.is_empty(), "{kept:?}");
     }
 }

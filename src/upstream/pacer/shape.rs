@@ -156,15 +156,10 @@ impl Ring {
     }
 
     fn ones(&self, last: u32) -> u32 {
+        // The low `n` bits (n is at most HISTORY, 128): none for n = 0, whose shift by 128
+        // would overflow.
         let n = last.min(self.len);
-        if n == 0 {
-            return 0;
-        }
-        let mask = if n >= 128 {
-            u128::MAX
-        } else {
-            (1u128 << n) - 1
-        };
+        let mask = u128::MAX.checked_shr(128 - n).unwrap_or(0);
         (self.bits & mask).count_ones()
     }
 }

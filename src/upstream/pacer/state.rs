@@ -99,10 +99,9 @@ impl Way {
     /// When a call may go as far as this endpoint's pace and outage say.
     pub(super) fn ready_at(&self, now: Instant) -> Instant {
         let at = self.control.ready_at(now);
-        match self.outage.ready_at(far(now)) {
-            Some(probe) => at.max(probe),
-            None => at,
-        }
+        self.outage
+            .ready_at(far(now))
+            .map_or(at, |probe| at.max(probe))
     }
 
     pub(super) fn head(&self) -> Option<Key> {

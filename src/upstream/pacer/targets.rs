@@ -117,11 +117,8 @@ impl Targets {
             && let Some(b) = r.breaker.take()
         {
             // Any answer that is not a sign of a broken call closes the circuit.
-            let empty = r.is_empty();
             step(&mut self.open, endpoint, b.is_open(), false);
-            if empty {
-                self.map.remove(key);
-            }
+            self.tidy(key);
         }
         self.open_circuits(endpoint)
     }
@@ -630,8 +627,7 @@ mod tests {
         let mut t = Targets::new(POLICY);
         let now = Instant::now();
         let h = Outcomes::of(100, 0);
-        t.throttled(&key("gone"), &h, now, now, None, CAP);
-        t.throttled(&key("gone"), &h, now, now, None, CAP);
+        refuse(&mut t, "gone", now);
         assert_eq!(t.own(E), 1);
         t.forget(now + FORGET_AFTER);
         assert_eq!(t.len(), 0);

@@ -60,10 +60,7 @@ async fn calls_beyond_the_concurrency_wait_for_a_slot_and_time_out_without_a_pac
     let a = admit(&p, false, None, None, None).await.unwrap();
     let _b = admit(&p, false, None, None, None).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(1);
-    let denied = admit(&p, false, None, None, Some(deadline))
-        .await
-        .err()
-        .unwrap();
+    let denied = refused(&p, "t", Duration::from_secs(1)).await;
     assert_eq!(denied, Denied::paced(false));
     assert_eq!(Instant::now(), deadline);
     drop(a);
@@ -74,23 +71,26 @@ async fn calls_beyond_the_concurrency_wait_for_a_slot_and_time_out_without_a_pac
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_ceiling_spaces_calls_and_refuses_at_once_what_cannot_go_before_the_deadline() {
-    let p = pacer(8, Some(10.0));
+/// When five plain calls, admitted one after another, were sent, from now.
+async fn spacing(p: &Pacer) -> Vec<Duration> {
     let t0 = Instant::now();
     let mut sent = Vec::new();
     for _ in 0..5 {
-        let permit = admit(&p, false, None, None, None).await.unwrap();
+        let permit = admit(p, false, None, None, None).await.unwrap();
         sent.push(permit.sent_at() - t0);
     }
+    sent
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ceiling_spaces_calls_and_refuses_at_once_what_cannot_go_before_the_deadline() {
+    let p = pacer(8, Some(10.0));
+    let sent = spacing(&p).await;
     // 100 ms apart (the first catches up one slot).
     assert!(sent[4] >= Duration::from_millis(300), "{sent:?}");
-    let d = Instant::now() + Duration::from_millis(10);
     let before = Instant::now();
-    assert_eq!(
-        admit(&p, false, None, None, Some(d)).await.err(),
-        Some(Denied::paced(true))
-    );
+    let denied = refused(&p, "t", Duration::from_millis(10)).await;
+    assert_eq!(denied, Denied::paced(true));
     assert_eq!(
         Instant::now(),
         before,
@@ -237,11 +237,8 @@ async fn a_paced_call_is_not_started_when_its_deadline_leaves_no_time_for_an_ans
     answer(&p, &permit, &key("t"), Outcome::Success);
     drop(permit);
     // The next turn is now, but only 100 ms are left: not started, deferred.
-    let d = Instant::now() + Duration::from_millis(100);
-    assert_eq!(
-        admit(&p, false, None, None, Some(d)).await.err(),
-        Some(Denied::paced(true))
-    );
+    let denied = refused(&p, "t", Duration::from_millis(100)).await;
+    assert_eq!(denied, Denied::paced(true));
     let d = Instant::now() + Duration::from_secs(1);
     assert!(admit(&p, false, None, None, Some(d)).await.is_ok());
 }
@@ -322,11 +319,8 @@ async fn a_burst_of_429s_with_retry_after_pauses_the_endpoint_and_a_lone_one_onl
         answered(&p, E, t, RETRY_3S).await;
     }
     // Within a deadline shorter than the pause: refused at once, as paced.
-    let d = Instant::now() + Duration::from_secs(1);
-    assert_eq!(
-        admit(&p, false, None, None, Some(d)).await.err(),
-        Some(Denied::paced(true))
-    );
+    let denied = refused(&p, "t", Duration::from_secs(1)).await;
+    assert_eq!(denied, Denied::paced(true));
 }
 
 #[tokio::test(start_paused = true)]
@@ -702,15 +696,13 @@ async fn a_tenth_of_the_fleet_refused_on_its_own_from_a_cold_start_slows_no_one(
 async fn a_dropped_waiter_passes_its_turn_on() {
     let p = pacer(1, None);
     let held = admit(&p, false, None, None, None).await.unwrap();
-    let waiting = {
+    let spawn = || {
         let p = p.clone();
         tokio::spawn(async move { admit(&p, false, None, None, None).await.map(|_| ()) })
     };
+    let waiting = spawn();
     tokio::task::yield_now().await;
-    let behind = {
-        let p = p.clone();
-        tokio::spawn(async move { admit(&p, false, None, None, None).await.map(|_| ()) })
-    };
+    let behind = spawn();
     tokio::task::yield_now().await;
     waiting.abort();
     drop(held);
@@ -778,15 +770,7 @@ fn the_fit_flips_with_hysteresis_and_names_the_refresh_period() {
 /// What an earlier process kept for [`E`]: a learned pace of `rate` a second, its window open,
 /// and a pause of the endpoint ending `pause` from now.
 fn kept_pace(rate: f64, pause: Option<Duration>) -> KeptPacer {
-    let unix_ms = |d: Duration| {
-        u64::try_from(
-            (std::time::SystemTime::now() + d)
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis(),
-        )
-        .unwrap()
-    };
+    let unix_ms = |d: Duration| Clocks::now().unix(Instant::now() + d);
     KeptPacer {
         endpoints: vec![crate::storage::pace::learned_endpoint(
             E.as_str(),
@@ -800,22 +784,13 @@ fn kept_pace(rate: f64, pause: Option<Duration>) -> KeptPacer {
 #[tokio::test(start_paused = true)]
 async fn a_pacer_given_back_its_learned_pace_spaces_its_first_calls_where_a_cold_one_sends_them_at_once()
  {
-    let spacing = |p: Pacer| async move {
-        let t0 = Instant::now();
-        let mut sent = Vec::new();
-        for _ in 0..5 {
-            let permit = admit(&p, false, None, None, None).await.unwrap();
-            sent.push(permit.sent_at() - t0);
-        }
-        sent
-    };
-    let cold = spacing(cold_pacer(8, None)).await;
+    let cold = spacing(&cold_pacer(8, None)).await;
     assert_eq!(cold[4], Duration::ZERO, "{cold:?}");
     let p = cold_pacer(8, None);
     let resumed = p.resume(&kept_pace(10.0, None), &[E]);
     assert_eq!(resumed.rates, 1);
     assert!((p.allowed().unwrap() - 10.0).abs() < 1e-9);
-    let kept = spacing(p).await;
+    let kept = spacing(&p).await;
     // 100 ms apart from the first call on: no burst, however many wait.
     assert!(kept[4] >= Duration::from_millis(400), "{kept:?}");
 }

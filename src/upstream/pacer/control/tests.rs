@@ -37,6 +37,12 @@ impl Bucket {
     }
 }
 
+/// A control with nothing configured, and a bucket of `rate` and `burst`: both from now.
+fn against(rate: f64, burst: f64) -> (Instant, Control, Bucket) {
+    let t0 = Instant::now();
+    (t0, Control::new(t0, None), Bucket::new(rate, burst, t0))
+}
+
 /// Sends `calls` calls as fast as the control lets them go against `bucket` (answers are
 /// instant, demand never runs out), from `start`; returns (429s, end instant).
 fn drive(
@@ -181,9 +187,7 @@ fn after_a_retry_after_one_call_asks_and_the_others_wait_for_its_answer() {
 #[test]
 fn the_learned_rate_settles_near_a_token_buckets_rate_with_few_429s() {
     for retry_after in [None, Some(Duration::from_secs(1))] {
-        let t0 = Instant::now();
-        let mut c = Control::new(t0, None);
-        let mut bucket = Bucket::new(50.0, 50.0, t0);
+        let (t0, mut c, mut bucket) = against(50.0, 50.0);
         // Learning: the first 2000 calls.
         let (_, learned) = drive(&mut c, &mut bucket, t0, 2000, retry_after);
         // A steady stretch of 3000 calls: 60 s at the bucket's rate.
@@ -208,9 +212,7 @@ fn behind_a_bucket_of_one_late_wake_ups_neither_cost_a_third_of_the_limit_nor_a_
     // A bucket that holds one call, reached by each call 0 to 3 ms after its slot (a timer
     // that wakes late, a busy provider): whatever the pace near the limit, some calls
     // arrive less than a gap after the one before and are refused.
-    let t0 = Instant::now();
-    let mut c = Control::new(t0, None);
-    let mut bucket = Bucket::new(60.0, 1.0, t0);
+    let (t0, mut c, mut bucket) = against(60.0, 1.0);
     let mut seed: u64 = 29;
     let mut late = move || {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
@@ -284,9 +286,7 @@ fn two_paces_behind_one_limit_share_it_with_few_429s() {
 
 #[test]
 fn a_lowered_limit_is_followed_within_a_few_events_and_a_raised_one_is_found_again() {
-    let t0 = Instant::now();
-    let mut c = Control::new(t0, None);
-    let mut bucket = Bucket::new(100.0, 100.0, t0);
+    let (t0, mut c, mut bucket) = against(100.0, 100.0);
     let (_, t1) = drive(&mut c, &mut bucket, t0, 3000, None);
     assert!(c.rate().unwrap() > 70.0, "{:?}", c.rate());
     bucket.rate = 25.0;
@@ -306,9 +306,7 @@ fn a_lowered_limit_is_followed_within_a_few_events_and_a_raised_one_is_found_aga
 
 #[test]
 fn a_persistently_low_limit_met_from_a_cold_start_is_learned_not_stormed() {
-    let t0 = Instant::now();
-    let mut c = Control::new(t0, None);
-    let mut bucket = Bucket::new(5.0, 5.0, t0);
+    let (t0, mut c, mut bucket) = against(5.0, 5.0);
     let (_, t1) = drive(&mut c, &mut bucket, t0, 100, None);
     let (throttled, _) = drive(&mut c, &mut bucket, t1, 200, None);
     assert!(
@@ -321,9 +319,7 @@ fn a_persistently_low_limit_met_from_a_cold_start_is_learned_not_stormed() {
 
 #[test]
 fn after_a_storm_of_429s_the_rate_known_to_work_is_back_within_seconds() {
-    let t0 = Instant::now();
-    let mut c = Control::new(t0, None);
-    let mut bucket = Bucket::new(50.0, 50.0, t0);
+    let (t0, mut c, mut bucket) = against(50.0, 50.0);
     let (_, t1) = drive(&mut c, &mut bucket, t0, 2000, None);
     let before = c.rate().unwrap();
     // The provider answers 429 to everything for a while: the rate falls to the floor.
@@ -356,9 +352,7 @@ fn after_a_neighbour_took_most_of_the_bucket_for_seconds_the_pace_climbs_back_at
     // successes. Their estimates are thin: the pace climbs back along the 8 s curve (with a
     // plateau of 100 calls at the few calls a second it fell to, it took 50 s to get back
     // to 3/s, and the other exporter kept the bucket).
-    let t0 = Instant::now();
-    let mut c = Control::new(t0, None);
-    let mut bucket = Bucket::new(50.0, 50.0, t0);
+    let (t0, mut c, mut bucket) = against(50.0, 50.0);
     let (_, t1) = drive(&mut c, &mut bucket, t0, 2000, None);
     let before = c.rate().unwrap();
     bucket.rate = 3.0;

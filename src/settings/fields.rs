@@ -23,12 +23,13 @@ pub struct Day {
 }
 
 impl Day {
-    /// The day's settings by name, as a collector's kept targets are keyed under them: the zone
-    /// by its configured name, the date format as the provider's dates are read with it.
-    pub fn key_fields(&self) -> [(&'static str, String); 2] {
-        [
+    /// The day's settings and one more of the collector's by name, as kept targets are keyed under
+    /// them: the zone by its configured name, the date format as the provider's dates are read.
+    pub fn key_fields_and(&self, key: &'static str, value: usize) -> Vec<(&'static str, String)> {
+        vec![
             ("timezone", self.timezone_name.clone()),
             ("date_format", self.date_format.strftime().to_owned()),
+            (key, value.to_string()),
         ]
     }
 }

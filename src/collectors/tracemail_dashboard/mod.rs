@@ -76,9 +76,7 @@ pub struct Settings {
 
 impl crate::storage::targets::KeyFields for Settings {
     fn key_fields(&self) -> Vec<(&'static str, String)> {
-        let mut fields = self.day.key_fields().to_vec();
-        fields.push(("limit", self.limit.to_string()));
-        fields
+        self.day.key_fields_and("limit", self.limit as usize)
     }
 }
 

@@ -13,7 +13,8 @@ use std::path::Path;
 use secrecy::SecretString;
 
 use crate::collectors::{Collector, CollectorName, RawCollectors};
-use crate::settings::validate::{api_settings, check_flow_depth, read_at_most, validate_api};
+use crate::files::read_bounded;
+use crate::settings::validate::{api_settings, check_flow_depth, validate_api};
 use crate::settings::{
     ApiConfig, ConfigError, DiscoveryConfig, EMPTY_CONFIG, Outside, ProbeConfig, TOKEN_ENV,
     TargetFailureLog, describe_yaml_error, invalid, limits,
@@ -287,7 +288,7 @@ fn read_text(path: &Path) -> Result<String, ConfigError> {
         path: path.to_owned(),
         source,
     };
-    let bytes = read_at_most(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
+    let bytes = read_bounded(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
     let Some(bytes) = bytes else {
         return Err(ConfigError::TooLarge {
             path: path.to_owned(),

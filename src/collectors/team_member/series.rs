@@ -6,7 +6,7 @@ use std::time::Duration;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 
 use super::model::Record;
-use crate::collectors::owned_table;
+use crate::collectors::{InfoLabels, owned_table};
 use crate::metrics::family::{GaugeTable, refreshed_ones};
 use crate::metrics::labels::{Borrowed, Owner, write_label};
 
@@ -73,28 +73,19 @@ pub fn encode(
     members: &[(Owner, &String, &Record)],
 ) -> fmt::Result {
     owned_table(enc, GAUGES, "team_member", interval, members)?;
-    let info: Vec<InfoLabels> = members
-        .iter()
-        .map(|(owner, _, record)| InfoLabels { owner, record })
-        .collect();
     refreshed_ones(
         enc,
         "mailhost_team_member_info",
         "Descriptive labels of a team member (the name and email address only with identity_labels); the value is always 1.",
         interval,
-        &info,
+        &InfoLabels::of(members),
     )
 }
 
-/// The labels of `mailhost_team_member_info` (`tenant`, `team_member`, `status`, `status_detail`,
-/// `member_type`, `language`, `customer_code`, then the person's `fullname` and `email_address`),
-/// borrowed from the member's owner and record.
-struct InfoLabels<'a> {
-    owner: &'a Owner,
-    record: &'a Record,
-}
-
-impl EncodeLabelSet for InfoLabels<'_> {
+/// The labels of `mailhost_team_member_info`: `tenant`, `team_member`, `status`,
+/// `status_detail`, `member_type`, `language`, `customer_code`, then the person's `fullname` and
+/// `email_address`.
+impl EncodeLabelSet for InfoLabels<'_, Record> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
         let m = self.record;
         self.owner.tenant.encode(encoder)?;

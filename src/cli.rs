@@ -368,14 +368,9 @@ mod tests {
             "--web.idle-timeout=30s",
         ])
         .unwrap();
-        assert_eq!(
-            (
-                set.max_connections,
-                set.header_read_timeout,
-                set.idle_timeout
-            ),
-            (64, Duration::from_secs(2), Duration::from_secs(30))
-        );
+        assert_eq!(set.max_connections, 64);
+        assert_eq!(set.header_read_timeout, Duration::from_secs(2));
+        assert_eq!(set.idle_timeout, Duration::from_secs(30));
     }
 
     #[test]
@@ -429,17 +424,12 @@ mod tests {
 
     #[test]
     fn the_demo_rate_limit_takes_zero_or_a_rate_in_range() {
+        let rate = |v: &str| parse(&[&format!("--demo.rate-limit={v}")]).map(|c| c.demo_rate_limit);
         assert_eq!(parse(&[]).unwrap().demo_rate_limit, DEFAULT_DEMO_RATE_LIMIT);
-        assert_eq!(
-            parse(&["--demo.rate-limit=0"]).unwrap().demo_rate_limit,
-            0.0
-        );
-        assert_eq!(
-            parse(&["--demo.rate-limit=2.5"]).unwrap().demo_rate_limit,
-            2.5
-        );
+        assert_eq!(rate("0"), Ok(0.0));
+        assert_eq!(rate("2.5"), Ok(2.5));
         for bad in ["0.05", "1e9", "NaN", "-1", "lots"] {
-            let e = parse(&[&format!("--demo.rate-limit={bad}")]).unwrap_err();
+            let e = rate(bad).unwrap_err();
             assert!(
                 e.contains("0.1 to 10000 requests per second")
                     || e.contains("is not a number of requests per second"),

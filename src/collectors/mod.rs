@@ -269,6 +269,23 @@ impl EncodeLabelSet for OwnerAnd<'_> {
     }
 }
 
+/// The labels of a collector's info series, borrowed from a target's owner and record; the
+/// collector writes them from its record (`EncodeLabelSet` in its `series.rs`).
+pub struct InfoLabels<'a, R> {
+    pub owner: &'a Owner,
+    pub record: &'a R,
+}
+
+impl<'a, R> InfoLabels<'a, R> {
+    /// The info labels of each item.
+    pub fn of<T>(items: &'a [(Owner, &T, &'a R)]) -> Vec<Self> {
+        items
+            .iter()
+            .map(|(owner, _, record)| Self { owner, record })
+            .collect()
+    }
+}
+
 /// How a collector writes its series (`series::encode` of each collector).
 pub type Encode<A> = fn(&mut DescriptorEncoder<'_>, Duration, &[Item<'_, A>]) -> fmt::Result;
 

@@ -13,7 +13,8 @@ use std::path::Path;
 use secrecy::SecretString;
 
 use crate::collectors::{Collector, CollectorName, RawCollectors};
-use crate::settings::validate::{api_settings, check_flow_depth, read_at_most, validate_api};
+use crate::files::read_bounded;
+use crate::settings::validate::{api_settings, check_flow_depth, validate_api};
 use crate::settings::{
     ApiConfig, ConfigError, DiscoveryConfig, EMPTY_CONFIG, Outside, ProbeConfig, TOKEN_ENV,
     TargetFailureLog, describe_yaml_error, invalid, limits,
@@ -287,7 +288,7 @@ fn read_text(path: &Path) -> Result<String, ConfigError> {
         path: path.to_owned(),
         source,
     };
-    let bytes = read_at_most(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
+    let bytes = read_bounded(path, limits::CONFIG_FILE_BYTES).map_err(read)?;
     let Some(bytes) = bytes else {
         return Err(ConfigError::TooLarge {
             path: path.to_owned(),
@@ -414,25 +415,21 @@ mod tests {
             "{e}"
         );
         assert!(!e.contains("two words"));
+        let token_file = |path: &std::path::Path| {
+            let line = format!("api.example.net\n  token_file: {}\n", path.display());
+            yaml.replace("api.example.net\n", &line)
+        };
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("token");
         std::fs::write(&file, "T".repeat(1500)).unwrap();
-        let with_file = yaml.replace(
-            "api.example.net\n",
-            &format!("api.example.net\n  token_file: {}\n", file.display()),
-        );
-        let e = refused(&with_file, None);
+        let e = refused(&token_file(&file), None);
         assert!(
             e.starts_with("api.token_file: the token is longer than 1024 characters"),
             "{e}"
         );
         assert!(!e.contains("TTTTTTTTTT"));
         // A directory named as the token file: refused, saying what it is.
-        let dir_named = yaml.replace(
-            "api.example.net\n",
-            &format!("api.example.net\n  token_file: {}\n", dir.path().display()),
-        );
-        let e = refused(&dir_named, None);
+        let e = refused(&token_file(dir.path()), None);
         assert!(
             e.contains("api.token_file") && e.contains("not a regular file"),
             "{e}"

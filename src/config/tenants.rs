@@ -448,17 +448,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.probe_idle_intervals, 5);
         assert_eq!(c.tenants[0].probe.max_targets, 10);
-        assert_eq!(
-            c.tenants[0]
-                .probe
-                .allow
-                .as_ref()
-                .unwrap()
-                .iter()
-                .copied()
-                .collect::<Vec<_>>(),
-            [1, 2]
-        );
+        assert_eq!(c.tenants[0].probe.allow, Some([1, 2].into()));
         assert_eq!(c.tenants[1].probe.max_targets, 0);
         assert!(c.tenants[1].probe.allow.is_some());
     }

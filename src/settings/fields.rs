@@ -23,12 +23,13 @@ pub struct Day {
 }
 
 impl Day {
-    /// The day's settings by name, as a collector's kept targets are keyed under them: the zone
-    /// by its configured name, the date format as the provider's dates are read with it.
-    pub fn key_fields(&self) -> [(&'static str, String); 2] {
-        [
+    /// The day's settings and one more of the collector's by name, as kept targets are keyed under
+    /// them: the zone by its configured name, the date format as the provider's dates are read.
+    pub fn key_fields_and(&self, key: &'static str, value: usize) -> Vec<(&'static str, String)> {
+        vec![
             ("timezone", self.timezone_name.clone()),
             ("date_format", self.date_format.strftime().to_owned()),
+            (key, value.to_string()),
         ]
     }
 }
@@ -183,7 +184,7 @@ pub fn codes(
 
 /// The entries of the list at `field`, each read by `read` (which names it `field[i]`); an entry
 /// whose `key` an earlier one has is refused, saying `twice` of the key. An empty list is
-/// refused with `empty`, when given.
+/// refused with `empty`, when given, and one longer than [`limits::MAX_TARGETS`] always.
 pub fn distinct<I, T, K: Eq + Hash>(
     field: &str,
     items: &[I],
@@ -197,7 +198,16 @@ pub fn distinct<I, T, K: Eq + Hash>(
     {
         return Err(invalid(field, empty));
     }
-    at_most(field, items.len())?;
+    if items.len() > limits::MAX_TARGETS {
+        return Err(invalid(
+            field,
+            format!(
+                "lists {} entries; at most {} are supported by one exporter (split the fleet with shards)",
+                items.len(),
+                limits::MAX_TARGETS
+            ),
+        ));
+    }
     let mut seen = HashSet::with_capacity(items.len());
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
@@ -211,24 +221,6 @@ pub fn distinct<I, T, K: Eq + Hash>(
         out.push(entry);
     }
     Ok(out)
-}
-
-/// Refuses a list longer than [`limits::MAX_TARGETS`].
-pub fn at_most(field: &str, len: usize) -> Result<(), ConfigError> {
-    if len > limits::MAX_TARGETS {
-        return Err(invalid(
-            field,
-            format!(
-                "lists {len} entries; at most {} are supported by one exporter (split the fleet with shards)",
-                limits::MAX_TARGETS
-            ),
-        ));
-    }
-    Ok(())
-}
-
-pub fn account_ids(field: &str, ids: &[i64]) -> Result<Vec<i32>, ConfigError> {
-    account_list(field, ids, true)
 }
 
 /// Validates distinct account ids; an empty list is refused when `required`.

@@ -315,7 +315,8 @@ fn certificates(field: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>
             ));
         }
         // Checked as a trust anchor now, so that building the pool cannot fail later.
-        readable_certificate(&cert).map_err(|why| {
+        let mut store = rustls::RootCertStore::empty();
+        store.add(cert.clone()).map_err(|why| {
             invalid(
                 field,
                 format!("holds a certificate that cannot be read ({why})"),
@@ -330,12 +331,6 @@ fn certificates(field: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>
         ));
     }
     Ok(certs)
-}
-
-/// Whether `cert` parses as a certificate a root store takes.
-fn readable_certificate(cert: &CertificateDer<'_>) -> Result<(), String> {
-    let mut store = rustls::RootCertStore::empty();
-    store.add(cert.clone()).map_err(|e| e.to_string())
 }
 
 /// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1). Its contents are never quoted.

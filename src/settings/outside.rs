@@ -20,7 +20,8 @@ impl<'a> Outside<'a> {
     /// Nothing read: no variable, no file; only the fields that name them are noted.
     pub fn syntax_only() -> Outside<'static> {
         Outside {
-            env: &no_variable,
+            // No variable is read.
+            env: &|_| None,
             unread: Some(RefCell::default()),
         }
     }
@@ -46,9 +47,4 @@ impl<'a> Outside<'a> {
     pub fn into_unread(self) -> Vec<String> {
         self.unread.map(RefCell::into_inner).unwrap_or_default()
     }
-}
-
-/// The environment of a syntax-only check: no variable is read.
-fn no_variable(_: &str) -> Option<String> {
-    None
 }

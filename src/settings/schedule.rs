@@ -115,14 +115,6 @@ macro_rules! collector_block {
             }
         }
 
-        impl crate::settings::schedule::Listing for $name {
-            type Item = $item;
-            const KEY: &'static str = stringify!($list);
-            fn items(&self) -> &[$item] {
-                &self.$list
-            }
-        }
-
         $(#[$tenant_meta])*
         #[derive(Debug, serde::Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -131,13 +123,17 @@ macro_rules! collector_block {
             pub $list: Vec<$item>,
         }
 
-        impl crate::settings::schedule::Listing for $tenant {
+        crate::settings::schedule::collector_block!(@listing $name, $tenant; $list: $item);
+    };
+    // The target list of the collector's block and of the tenant's block.
+    (@listing $($block:ident),+; $list:ident: $item:ty) => {
+        $(impl crate::settings::schedule::Listing for $block {
             type Item = $item;
             const KEY: &'static str = stringify!($list);
             fn items(&self) -> &[$item] {
                 &self.$list
             }
-        }
+        })+
     };
 }
 pub(crate) use collector_block;

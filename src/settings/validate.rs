@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use secrecy::SecretString;
 
+use crate::files::read_bounded;
 use crate::redact::{quote, redact_url};
 
 use super::fields::{in_bounds, in_range, within};
@@ -16,11 +17,6 @@ use super::raw_api::RawApi;
 use super::{
     ApiConfig, BreakerPolicy, ConfigError, RetryPolicy, TOKEN_ENV, defaults, invalid, limits,
 };
-
-/// Reads a regular file without blocking, or `None` when it is larger than `limit` bytes.
-pub(crate) fn read_at_most(path: &Path, limit: u64) -> std::io::Result<Option<Vec<u8>>> {
-    crate::files::read_bounded(path, limit)
-}
 
 /// A YAML error of a config file (this one or `--web.config.file`), as shown to the operator:
 /// serde_yaml_ng prefixes the path of the offending key (kept) and quotes the offending value,
@@ -109,7 +105,7 @@ pub(crate) fn token(
     let token = match file {
         // The path is never quoted: a token pasted there by mistake would be shown.
         Some(path) => {
-            let bytes = read_at_most(path, limits::TOKEN_FILE_BYTES).map_err(|e| {
+            let bytes = read_bounded(path, limits::TOKEN_FILE_BYTES).map_err(|e| {
                 invalid(
                     file_field,
                     format!(

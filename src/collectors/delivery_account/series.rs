@@ -7,7 +7,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEnc
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::collectors::owned_table;
+use crate::collectors::{InfoLabels, owned_table};
 use crate::metrics::family::{GaugeTable, refreshed_ones};
 use crate::metrics::labels::{Borrowed, Owner, write_label};
 
@@ -132,27 +132,18 @@ pub fn encode(
     accounts: &[(Owner, &i32, &Record)],
 ) -> fmt::Result {
     owned_table(enc, GAUGES, "account_id", interval, accounts)?;
-    let info: Vec<InfoLabels> = accounts
-        .iter()
-        .map(|(owner, _, record)| InfoLabels { owner, record })
-        .collect();
     refreshed_ones(
         enc,
         "mailhost_delivery_account_info",
         "Descriptive labels of a Delivery account; the value is always 1.",
         interval,
-        &info,
+        &InfoLabels::of(accounts),
     )
 }
 
-/// The labels of `mailhost_delivery_account_info` (`tenant`, `account_id`, `username`, `plan`,
-/// `account_type`, `status_detail`), borrowed from the account's owner and record.
-struct InfoLabels<'a> {
-    owner: &'a Owner,
-    record: &'a Record,
-}
-
-impl EncodeLabelSet for InfoLabels<'_> {
+/// The labels of `mailhost_delivery_account_info`: `tenant`, `account_id`, `username`, `plan`,
+/// `account_type`, `status_detail`.
+impl EncodeLabelSet for InfoLabels<'_, Record> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
         let a = self.record;
         self.owner.tenant.encode(encoder)?;

@@ -213,6 +213,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn record(v: &Value) -> (Record, Vec<ParseProblem>) {
+        Record::from_record(v).unwrap()
+    }
+
     #[test]
     fn sizes_for_people_are_read() {
         assert_eq!(parse_size("1.20 GB"), Some(1.2 * 1024.0 * MIB));
@@ -225,16 +229,16 @@ mod tests {
 
     #[test]
     fn quota_is_mib_unless_quota_human_says_otherwise() {
-        let (m, p) = Record::from_record(&json!({"quota": 1229, "max_email_quota": 2048})).unwrap();
+        let (m, p) = record(&json!({"quota": 1229, "max_email_quota": 2048}));
         assert!(p.is_empty());
         assert_eq!(m.quota_used_bytes, Some(1229.0 * MIB));
         assert_eq!(m.quota_limit_bytes, Some(2048.0 * MIB));
-        let (m, _) = Record::from_record(
-            &json!({"quota": 1229, "quota_human": "1.20 GB", "max_email_quota": 2048}),
-        )
-        .unwrap();
+        let (m, _) =
+            record(&json!({"quota": 1229, "quota_human": "1.20 GB", "max_email_quota": 2048}));
         assert_eq!(m.quota_used_bytes, Some(1229.0 * MIB));
-        let (m, p) = Record::from_record(&json!({"quota": 1_288_490_188_u64, "quota_human": "1.2 GB", "max_email_quota": 2_147_483_648_u64})).unwrap();
+        let (m, p) = record(
+            &json!({"quota": 1_288_490_188_u64, "quota_human": "1.2 GB", "max_email_quota": 2_147_483_648_u64}),
+        );
         assert!(p.is_empty());
         assert_eq!(
             m.quota_used_bytes,
@@ -246,10 +250,8 @@ mod tests {
 
     #[test]
     fn a_quota_human_that_fits_no_unit_leaves_quota_out() {
-        let (m, p) = Record::from_record(
-            &json!({"quota": 700, "quota_human": "3.1 GB", "max_email_quota": 2048}),
-        )
-        .unwrap();
+        let (m, p) =
+            record(&json!({"quota": 700, "quota_human": "3.1 GB", "max_email_quota": 2048}));
         assert_eq!(m.quota_used_bytes, None);
         assert_eq!(m.quota_limit_bytes, None);
         assert_eq!(p.len(), 1);
@@ -257,14 +259,11 @@ mod tests {
 
     #[test]
     fn last_auth_comes_from_epoch_or_date_time_and_zero_means_never() {
-        let (m, _) = Record::from_record(&json!({"lastauth": 1_795_334_400})).unwrap();
+        let (m, _) = record(&json!({"lastauth": 1_795_334_400}));
         assert_eq!(m.last_auth, Some(1_795_334_400.0));
-        let (m, _) = Record::from_record(
-            &json!({"lastauth": null, "lastauth_datetime": "2026-11-22 08:00:00"}),
-        )
-        .unwrap();
+        let (m, _) = record(&json!({"lastauth": null, "lastauth_datetime": "2026-11-22 08:00:00"}));
         assert_eq!(m.last_auth, Some(1_795_334_400.0));
-        let (m, _) = Record::from_record(&json!({"lastauth": 0})).unwrap();
+        let (m, _) = record(&json!({"lastauth": 0}));
         assert_eq!(m.last_auth, None);
     }
 
@@ -276,16 +275,14 @@ mod tests {
             parse_size("99999999999999999999 TB"),
             Some(99999999999999999999.0 * 1024f64.powi(4))
         );
-        let (m, p) = Record::from_record(
+        let (m, p) = record(
             &json!({"quota": 1000, "quota_human": format!("{digits} MB"), "max_email_quota": 2048}),
-        )
-        .unwrap();
+        );
         assert_eq!(m.quota_used_bytes, None);
         assert_eq!(m.quota_limit_bytes, None);
         assert_eq!(p.len(), 1);
         // The largest count, in MiB: a finite, if absurd, byte count; never infinity.
-        let (m, _) =
-            Record::from_record(&json!({"quota": crate::upstream::model::MAX_EXACT})).unwrap();
+        let (m, _) = record(&json!({"quota": crate::upstream::model::MAX_EXACT}));
         assert!(m.quota_used_bytes.is_some_and(f64::is_finite));
     }
 }

@@ -3,13 +3,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::registry::Unit;
 
 use super::model::Record;
-use crate::collectors::{OwnerAnd, owned_table};
+use crate::collectors::{InfoLabels, OwnerAnd, owned_table};
 use crate::metrics::family::{GaugeTable, refreshed_gauges, refreshed_ones};
-use crate::metrics::labels::{Owner, TenantLabel, Value};
+use crate::metrics::labels::{Borrowed, Owner, Value, write_label};
 
 /// The archive states always shown as a state set; any other state the API reports is shown too.
 pub const ARCHIVE_STATES: [&str; 4] = ["active", "activating", "deactivating", "disabled"];
@@ -157,31 +157,23 @@ pub fn encode(
         interval,
         &archive,
     )?;
-    let info: Vec<MailboxInfoLabels> = mailboxes
-        .iter()
-        .map(|(code, _, m)| MailboxInfoLabels {
-            tenant: code.tenant.clone(),
-            mailbox: code.id.clone(),
-            address: Value::from(&m.address),
-            domain: Value::from(&m.domain),
-            status: Value::from(&m.status),
-        })
-        .collect();
     refreshed_ones(
         enc,
         "mailhost_mailbox_info",
         "Descriptive labels of a mailbox; the value is always 1.",
         interval,
-        &info,
+        &InfoLabels::of(mailboxes),
     )
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct MailboxInfoLabels {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub mailbox: Value,
-    pub address: Value,
-    pub domain: Value,
-    pub status: Value,
+/// The labels of `mailhost_mailbox_info`: `tenant`, `mailbox`, `address`, `domain`, `status`.
+impl EncodeLabelSet for InfoLabels<'_, Record> {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
+        let m = self.record;
+        self.owner.tenant.encode(encoder)?;
+        write_label(encoder, "mailbox", &self.owner.id)?;
+        write_label(encoder, "address", &Borrowed::from(&m.address))?;
+        write_label(encoder, "domain", &Borrowed::from(&m.domain))?;
+        write_label(encoder, "status", &Borrowed::from(&m.status))
+    }
 }

@@ -272,6 +272,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn record(v: &Value) -> (Record, Vec<ParseProblem>) {
+        Record::from_aggregate(v).unwrap()
+    }
+
     #[test]
     fn first_class_figures_are_read_in_nested_or_flat_spellings() {
         let nested = json!({"status": "Running", "accounts": {"total": 3, "completed": 2, "failed": 1},
@@ -279,7 +283,7 @@ mod tests {
         let flat = json!({"status": "running", "accounts": [{"state": "completed", "count": 2}, {"state": "failed", "count": 1}],
             "messages_total": 100, "messages_migrated": 40, "bytes_total": "1000", "bytes_migrated": 400, "errors": [{"x": 1}, {"x": 2}]});
         for v in [nested, flat] {
-            let (m, p) = Record::from_aggregate(&v).unwrap();
+            let (m, p) = record(&v);
             assert!(p.is_empty(), "{p:?}");
             assert_eq!(m.status.as_deref(), Some("running"));
             assert_eq!(m.messages_total, Some(100.0));
@@ -300,7 +304,7 @@ mod tests {
     #[test]
     fn other_numeric_leaves_keep_their_dotted_path_within_bounds() {
         let v = json!({"throughput": {"messages_per_minute": 250}, "deep": {"a": {"b": {"c": {"d": 1}}}}, "Odd Key": 3});
-        let (m, _) = Record::from_aggregate(&v).unwrap();
+        let (m, _) = record(&v);
         assert_eq!(
             m.other,
             vec![
@@ -310,16 +314,13 @@ mod tests {
         );
         let many: serde_json::Map<String, Value> =
             (0..100).map(|i| (format!("k{i:03}"), json!(i))).collect();
-        let (m, _) = Record::from_aggregate(&json!({ "many": many })).unwrap();
+        let (m, _) = record(&json!({ "many": many }));
         assert_eq!(m.other.len(), MAX_LEAVES);
     }
 
     #[test]
     fn a_figure_of_the_wrong_shape_is_a_problem_not_a_zero() {
-        let (m, p) = Record::from_aggregate(
-            &json!({"messages": {"total": "lots"}, "started_at": "yesterday"}),
-        )
-        .unwrap();
+        let (m, p) = record(&json!({"messages": {"total": "lots"}, "started_at": "yesterday"}));
         assert_eq!(m.messages_total, None);
         assert_eq!(m.started, None);
         assert_eq!(p.len(), 2);
@@ -327,14 +328,11 @@ mod tests {
 
     #[test]
     fn epoch_numbers_are_dates_only_within_the_calendar() {
-        let (m, p) = Record::from_aggregate(
-            &json!({"started_at": 1_795_334_400_000_u64, "updated_at": 1e300}),
-        )
-        .unwrap();
+        let (m, p) = record(&json!({"started_at": 1_795_334_400_000_u64, "updated_at": 1e300}));
         assert_eq!(m.started, Some(1_795_334_400.0), "milliseconds");
         assert_eq!(m.updated, None);
         assert_eq!(p.len(), 1);
-        let (m, _) = Record::from_aggregate(&json!({"started_at": -5})).unwrap();
+        let (m, _) = record(&json!({"started_at": -5}));
         assert_eq!(m.started, None);
     }
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, LabelSetEncoder};
 
 use super::model::Record;
-use crate::collectors::owned_table;
+use crate::collectors::{InfoLabels, owned_table};
 use crate::metrics::family::{GaugeTable, refreshed_ones};
-use crate::metrics::labels::{Owner, TenantLabel, Value};
+use crate::metrics::labels::{Borrowed, Owner, write_label};
 
 const GAUGES: &GaugeTable<Record> = &[
     (
@@ -73,66 +73,34 @@ pub fn encode(
     members: &[(Owner, &String, &Record)],
 ) -> fmt::Result {
     owned_table(enc, GAUGES, "team_member", interval, members)?;
-    let info: Vec<TeamMemberInfoLabels> = members
-        .iter()
-        .map(|(code, _, m)| TeamMemberInfoLabels {
-            base: InfoBase {
-                tenant: code.tenant.clone(),
-                team_member: code.id.clone(),
-                status: Value::from(&m.status),
-                status_detail: Value::from(&m.status_detail),
-                member_type: Value::from(&m.member_type),
-                language: Value::from(&m.language),
-                customer_code: Value::from(&m.customer_code),
-            },
-            identity: (m.fullname.is_some() || m.email_address.is_some()).then(|| Identity {
-                fullname: Value::from(&m.fullname),
-                email_address: Value::from(&m.email_address),
-            }),
-        })
-        .collect();
     refreshed_ones(
         enc,
         "mailhost_team_member_info",
         "Descriptive labels of a team member (the name and email address only with identity_labels); the value is always 1.",
         interval,
-        &info,
+        &InfoLabels::of(members),
     )
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct InfoBase {
-    #[prometheus(flatten)]
-    pub tenant: TenantLabel,
-    pub team_member: Value,
-    pub status: Value,
-    pub status_detail: Value,
-    pub member_type: Value,
-    pub language: Value,
-    pub customer_code: Value,
-}
-
-/// Personal data: only with `identity_labels`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, EncodeLabelSet)]
-pub struct Identity {
-    pub fullname: Value,
-    pub email_address: Value,
-}
-
-/// The info series' labels: the person's name and address only when the config asks for them
-/// (a record read without `identity_labels` keeps neither).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct TeamMemberInfoLabels {
-    pub base: InfoBase,
-    pub identity: Option<Identity>,
-}
-
-impl EncodeLabelSet for TeamMemberInfoLabels {
+/// The labels of `mailhost_team_member_info`: `tenant`, `team_member`, `status`,
+/// `status_detail`, `member_type`, `language`, `customer_code`, then the person's `fullname` and
+/// `email_address`.
+impl EncodeLabelSet for InfoLabels<'_, Record> {
     fn encode(&self, encoder: &mut LabelSetEncoder) -> fmt::Result {
-        self.base.encode(encoder)?;
-        match &self.identity {
-            Some(identity) => identity.encode(encoder),
-            None => Ok(()),
+        let m = self.record;
+        self.owner.tenant.encode(encoder)?;
+        write_label(encoder, "team_member", &self.owner.id)?;
+        write_label(encoder, "status", &Borrowed::from(&m.status))?;
+        write_label(encoder, "status_detail", &Borrowed::from(&m.status_detail))?;
+        write_label(encoder, "member_type", &Borrowed::from(&m.member_type))?;
+        write_label(encoder, "language", &Borrowed::from(&m.language))?;
+        write_label(encoder, "customer_code", &Borrowed::from(&m.customer_code))?;
+        // Personal data: only when the config asks for it (a record read without
+        // `identity_labels` keeps neither).
+        if m.fullname.is_none() && m.email_address.is_none() {
+            return Ok(());
         }
+        write_label(encoder, "fullname", &Borrowed::from(&m.fullname))?;
+        write_label(encoder, "email_address", &Borrowed::from(&m.email_address))
     }
 }

@@ -54,9 +54,7 @@ pub struct Settings {
 
 impl crate::storage::targets::KeyFields for Settings {
     fn key_fields(&self) -> Vec<(&'static str, String)> {
-        let mut fields = self.day.key_fields().to_vec();
-        fields.push(("top_domains", self.top_domains.to_string()));
-        fields
+        self.day.key_fields_and("top_domains", self.top_domains)
     }
 }
 

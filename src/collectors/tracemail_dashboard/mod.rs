@@ -19,7 +19,7 @@ use super::run::Context;
 use super::{Collect, Encode, Extra, Read, Refers, Revealed, TargetKind};
 use crate::redact::quote;
 use crate::settings::error::{ConfigError, invalid};
-use crate::settings::fields::{Day, account_ids, distinct, in_bounds};
+use crate::settings::fields::{Day, account_list, distinct, in_bounds};
 use crate::settings::schedule::{FromBlock, collector_block};
 use crate::settings::{defaults, limits};
 use crate::upstream::endpoint::Endpoint;
@@ -76,9 +76,7 @@ pub struct Settings {
 
 impl crate::storage::targets::KeyFields for Settings {
     fn key_fields(&self) -> Vec<(&'static str, String)> {
-        let mut fields = self.day.key_fields().to_vec();
-        fields.push(("limit", self.limit.to_string()));
-        fields
+        self.day.key_fields_and("limit", self.limit as usize)
     }
 }
 
@@ -93,7 +91,7 @@ pub struct DashboardData {
 fn views(field: &str, raw: &[RawView]) -> Result<Vec<View>, ConfigError> {
     let view = |at: &str, v: &RawView| match (v.account, &v.domain) {
         (Some(id), None) => Ok(View::Account(
-            account_ids(&format!("{at}.account"), &[id])?[0],
+            account_list(&format!("{at}.account"), &[id], true)?[0],
         )),
         (None, Some(raw)) => match crate::upstream::model::names::domain_name(raw) {
             Some(domain) => Ok(View::Domain(domain)),

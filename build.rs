@@ -32,4 +32,15 @@ fn main() {
     );
     println!("cargo:rerun-if-env-changed=MAILHOST_BUILD_REVISION");
     println!("cargo:rerun-if-changed=.git/HEAD");
+    // A commit moves the branch HEAD names, not HEAD itself: watch the branch's ref too (and
+    // the packed refs, where git moves it on a `gc`), where they exist.
+    let mut watched = vec![".git/packed-refs".to_owned()];
+    if let Ok(head) = std::fs::read_to_string(".git/HEAD")
+        && let Some(branch) = head.strip_prefix("ref: ")
+    {
+        watched.push(format!(".git/{}", branch.trim()));
+    }
+    for path in watched.iter().filter(|p| std::path::Path::new(p).exists()) {
+        println!("cargo:rerun-if-changed={path}");
+    }
 }

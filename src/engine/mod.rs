@@ -20,7 +20,9 @@ pub mod snapshot;
 pub mod spec;
 pub mod store;
 
-use std::sync::{Arc, LockResult, Mutex, PoisonError};
+use std::sync::{Arc, LockResult, PoisonError};
+
+use arc_swap::ArcSwap;
 
 /// What a lock guards, whether or not a panic poisoned it: nothing in the engine panics while it
 /// holds a lock, and what each lock guards is still whole if something did (each says why).
@@ -28,21 +30,22 @@ pub(crate) fn unpoisoned<G>(locked: LockResult<G>) -> G {
     locked.unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A value a reload replaces whole, read as a pointer to the latest: what the checkpoints are
-/// made under ([`checkpoint::Current`]), the configured tenants' pacers ([`paces::Pacers`]).
+/// A value a reload replaces whole, read as a pointer to the latest (an `ArcSwap`, as the
+/// store's prepared bodies and the app's upstream are): what the checkpoints are made under
+/// ([`checkpoint::Current`]), the configured tenants' pacers ([`paces::Pacers`]).
 #[derive(Clone, Debug, Default)]
-pub struct Latest<T>(Arc<Mutex<Arc<T>>>);
+pub struct Latest<T>(Arc<ArcSwap<T>>);
 
 impl<T> Latest<T> {
     pub fn new(value: T) -> Self {
-        Latest(Arc::new(Mutex::new(Arc::new(value))))
+        Latest(Arc::new(ArcSwap::from_pointee(value)))
     }
 
     pub fn set(&self, value: T) {
-        *unpoisoned(self.0.lock()) = Arc::new(value);
+        self.0.store(Arc::new(value));
     }
 
     pub(crate) fn get(&self) -> Arc<T> {
-        unpoisoned(self.0.lock()).clone()
+        self.0.load_full()
     }
 }
